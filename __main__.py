@@ -1,0 +1,17 @@
+"""gpu-cluster: multi-node GPU training clusters on OpenShift or GKE, from stack config."""
+
+import pulumi
+
+from components.platforms import build_platform
+from components.settings import ConfigError
+from components.stack_config import read_settings
+
+try:
+    settings = read_settings()
+except ConfigError as exc:
+    # Stops the program before any resource is registered.
+    raise pulumi.RunError(str(exc)) from None
+
+platform = build_platform(settings)
+for key, value in platform.outputs.items():
+    pulumi.export(key, value)

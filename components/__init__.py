@@ -1,0 +1,1 @@
+"""gpu-cluster: settings, pure decisions and the Pulumi components that build the cluster."""

@@ -1,0 +1,553 @@
+"""GKE platform: VPCs, compact placement, the cluster, the A3 node pool, GPUDirect daemons and
+the same training workload as on OpenShift. Vendor facts: reference/gcp-a3-gpudirect.md."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+from pulumi_gcp.compute import (
+    FirewallAllowArgs,
+    ResourcePolicyGroupPlacementPolicyArgs,
+    RouterNatArgs,
+    SubnetworkSecondaryIpRangeArgs,
+)
+from pulumi_gcp.container import (
+    ClusterArgs,
+    ClusterIpAllocationPolicyArgs,
+    ClusterPrivateClusterConfigArgs,
+    ClusterReleaseChannelArgs,
+    NodePoolArgs,
+    NodePoolManagementArgs,
+    NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs,
+    NodePoolNetworkConfigArgs,
+    NodePoolNodeConfigArgs,
+    NodePoolNodeConfigGuestAcceleratorArgs,
+    NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs,
+    NodePoolNodeConfigGvnicArgs,
+    NodePoolNodeConfigHostMaintenancePolicyArgs,
+    NodePoolNodeConfigReservationAffinityArgs,
+    NodePoolNodeConfigTaintArgs,
+    NodePoolPlacementPolicyArgs,
+)
+from pulumi_kubernetes.apps.v1 import DaemonSetSpecArgs
+from pulumi_kubernetes.core.v1 import (
+    AffinityArgs,
+    ContainerArgs,
+    HostPathVolumeSourceArgs,
+    NodeAffinityArgs,
+    NodeSelectorArgs,
+    NodeSelectorRequirementArgs,
+    NodeSelectorTermArgs,
+    PodSpecArgs,
+    PodTemplateSpecArgs,
+    ResourceRequirementsArgs,
+    SecurityContextArgs,
+    TolerationArgs,
+    VolumeArgs,
+    VolumeMountArgs,
+)
+from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
+
+from components import launch
+from components.gcp_network import GPU_NIC_MTU, plan_addresses
+from components.gpudirect import (
+    HOST_TOOLS_IMAGE,
+    NRI_INJECTOR_IMAGE,
+    PAUSE_IMAGE,
+    GpuDirectRelease,
+    release_for,
+)
+from components.k8s_objects import ManifestResource
+from components.netmodes import gke_network_objects, pod_networking
+from components.podspec import NodeRequirement, PodPlacement
+from components.settings import GcpSettings, Settings, gpu_nic_count
+from components.workload import SCRIPTS_PATH, TrainingWorkload, labels
+
+# GKE accelerator type per machine (reference/gcp-a3-gpudirect.md, machine families table).
+ACCELERATOR = {"a3-megagpu-8g": "nvidia-h100-mega-80gb", "a3-highgpu-8g": "nvidia-h100-80gb"}
+# Node labels GKE sets on every node.
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# Node-side TCPXO setup script, run in the host's namespaces by the installer DaemonSet.
+TCPXO_PREINSTALL = SCRIPTS_PATH / "tcpxo-preinstall.sh"
+# UID the training container runs as on GKE (no SCC assigns one there).
+TRAINING_UID = 1000
+# Nodes pull the plugin and sidecar images from Artifact Registry and reach Google APIs.
+NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+def gke_placement(pool_name: str) -> PodPlacement:
+    return PodPlacement(
+        node_requirements=(NodeRequirement(NODE_POOL_LABEL, "In", (pool_name,)),),
+        run_as_user=TRAINING_UID,
+    )
+
+
+def pool_name(gcp_settings: GcpSettings) -> str:
+    return "a3mega" if gcp_settings.machine_type == "a3-megagpu-8g" else "a3high"
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
+    """In-memory kubeconfig that authenticates with gcloud's GKE auth plugin (no file on disk)."""
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "gke-gcloud-auth-plugin",
+            "provideClusterInfo": True,
+            "installHint": "gcloud components install gke-gcloud-auth-plugin",
+        }
+    }
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": cluster_name,
+                    "cluster": {
+                        "server": f"https://{endpoint}",
+                        "certificate-authority-data": ca_certificate,
+                    },
+                }
+            ],
+            "users": [{"name": cluster_name, "user": user}],
+            "contexts": [
+                {"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}
+            ],
+            "current-context": cluster_name,
+        }
+    )
+
+
+class GkePlatform(pulumi.ComponentResource):
+    """One GKE training cluster: networks, cluster, A3 pool, GPUDirect daemons, workload."""
+
+    cluster: gcp.container.Cluster
+    node_pool: gcp.container.NodePool
+    outputs: dict[str, object]
+
+    def __init__(
+        self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:gke:GkePlatform", name, None, opts)
+        s = settings
+        assert s.gcp is not None  # guaranteed by the schema
+        g = s.gcp
+        child = pulumi.ResourceOptions(parent=self)
+        plan = plan_addresses(g.base_cidr, gpu_nic_count(s))
+        release = release_for(s.network_mode, g.gpudirect_release) if plan.gpu_nics else None
+
+        host_vpc = gcp.compute.Network(
+            f"{name}-host",
+            name=f"{s.name}-host",
+            project=g.project,
+            auto_create_subnetworks=False,
+            opts=child,
+        )
+        host_subnet = gcp.compute.Subnetwork(
+            f"{name}-host",
+            name=f"{s.name}-host",
+            project=g.project,
+            region=g.region,
+            network=host_vpc.id,
+            ip_cidr_range=plan.nodes,
+            private_ip_google_access=True,
+            secondary_ip_ranges=[
+                SubnetworkSecondaryIpRangeArgs(range_name="pods", ip_cidr_range=plan.pods),
+                SubnetworkSecondaryIpRangeArgs(range_name="services", ip_cidr_range=plan.services),
+            ],
+            opts=child,
+        )
+        self._internal_firewall(
+            f"{name}-host", f"{s.name}-host", g, host_vpc, [plan.nodes, plan.pods], child
+        )
+        if g.private_nodes:
+            # Private nodes have no public IPs: NAT lets them pull images and reach Google APIs.
+            router = gcp.compute.Router(
+                f"{name}-host",
+                name=f"{s.name}-host",
+                project=g.project,
+                region=g.region,
+                network=host_vpc.id,
+                opts=child,
+            )
+            gcp.compute.RouterNat(
+                f"{name}-host",
+                RouterNatArgs(
+                    name=f"{s.name}-host",
+                    project=g.project,
+                    region=g.region,
+                    router=router.name,
+                    nat_ip_allocate_option="AUTO_ONLY",
+                    source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+                ),
+                opts=child,
+            )
+
+        gpu_subnets: list[tuple[gcp.compute.Network, gcp.compute.Subnetwork]] = []
+        for index, cidr in enumerate(plan.gpu_nics, start=1):
+            vpc = gcp.compute.Network(
+                f"{name}-gpu{index}",
+                name=f"{s.name}-gpu{index}",
+                project=g.project,
+                auto_create_subnetworks=False,
+                mtu=GPU_NIC_MTU,
+                opts=child,
+            )
+            subnet = gcp.compute.Subnetwork(
+                f"{name}-gpu{index}",
+                name=f"{s.name}-gpu{index}",
+                project=g.project,
+                region=g.region,
+                network=vpc.id,
+                ip_cidr_range=cidr,
+                opts=child,
+            )
+            self._internal_firewall(
+                f"{name}-gpu{index}", f"{s.name}-gpu{index}", g, vpc, [cidr], child
+            )
+            gpu_subnets.append((vpc, subnet))
+
+        cluster = gcp.container.Cluster(
+            f"{name}-cluster",
+            ClusterArgs(
+                name=s.name,
+                project=g.project,
+                location=g.zone,  # compact placement is single-zone
+                network=host_vpc.id,
+                subnetwork=host_subnet.id,
+                networking_mode="VPC_NATIVE",
+                ip_allocation_policy=ClusterIpAllocationPolicyArgs(
+                    cluster_secondary_range_name="pods", services_secondary_range_name="services"
+                ),
+                # Multi-networking (one pod interface per GPU VPC) needs Dataplane V2.
+                datapath_provider="ADVANCED_DATAPATH",
+                enable_multi_networking=True,
+                remove_default_node_pool=True,
+                initial_node_count=1,
+                release_channel=ClusterReleaseChannelArgs(channel=g.release_channel),
+                min_master_version=g.min_master_version,
+                deletion_protection=g.deletion_protection,
+                private_cluster_config=(
+                    ClusterPrivateClusterConfigArgs(
+                        enable_private_nodes=True,
+                        enable_private_endpoint=False,
+                        master_ipv4_cidr_block=plan.control_plane,
+                    )
+                    if g.private_nodes
+                    else None
+                ),
+            ),
+            opts=child,
+        )
+
+        pool = pool_name(g)
+        policy_name = self._placement_policy(name, s, g, child)
+        node_pool = gcp.container.NodePool(
+            f"{name}-{pool}",
+            NodePoolArgs(
+                name=pool,
+                project=g.project,
+                location=g.zone,
+                cluster=cluster.name,
+                node_count=s.nodes,
+                node_config=self._node_config(s, g),
+                network_config=NodePoolNetworkConfigArgs(
+                    additional_node_network_configs=[
+                        NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
+                            network=vpc.name, subnetwork=subnet.name
+                        )
+                        for vpc, subnet in gpu_subnets
+                    ]
+                )
+                if gpu_subnets
+                else None,
+                # A reservation brings its own placement; adding one fails pool creation.
+                placement_policy=None
+                if g.provisioning == "reservation"
+                else NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=policy_name),
+                management=NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            ),
+            opts=child,
+        )
+
+        provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=pulumi.Output.all(cluster.name, cluster.endpoint, cluster.master_auth).apply(
+                lambda a: kubeconfig(a[0], a[1], a[2]["cluster_ca_certificate"])
+            ),
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_pool]),
+        )
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider)
+
+        depends: list[pulumi.Resource] = []
+        if s.create_namespace:
+            depends.append(
+                k8s.core.v1.Namespace(
+                    f"{name}-namespace",
+                    metadata=ObjectMetaArgs(name=s.namespace, labels=labels(s)),
+                    opts=k8s_opts,
+                )
+            )
+        for index, (_, subnet) in enumerate(gpu_subnets, start=1):
+            for manifest in gke_network_objects(
+                index, f"{s.name}-gpu{index}", f"{s.name}-gpu{index}"
+            ):
+                depends.append(
+                    ManifestResource(
+                        f"{name}-{manifest['kind'].lower()}-{index}",
+                        manifest,
+                        pulumi.ResourceOptions.merge(
+                            k8s_opts, pulumi.ResourceOptions(depends_on=[subnet])
+                        ),
+                    )
+                )
+        if release is not None:
+            depends.extend(self._gpudirect_daemons(name, release, k8s_opts))
+
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-training",
+            metadata=ObjectMetaArgs(
+                name=f"{s.name}-training", namespace=s.namespace, labels=labels(s)
+            ),
+            automount_service_account_token=False,
+            opts=pulumi.ResourceOptions.merge(
+                k8s_opts, pulumi.ResourceOptions(depends_on=depends[:1])
+            ),
+        )
+        self.workload = TrainingWorkload(
+            f"{name}-workload",
+            s,
+            pod_networking(s, f"{s.name}-scripts"),
+            gke_placement(pool),
+            account.metadata.name,
+            opts=pulumi.ResourceOptions(parent=self, providers=[provider], depends_on=depends),
+        )
+
+        self.cluster = cluster
+        self.node_pool = node_pool
+        self.outputs = {
+            **launch.stack_outputs(s, cli="kubectl"),
+            "clusterName": cluster.name,
+            "clusterEndpoint": cluster.endpoint,
+            "nodePoolName": node_pool.name,
+            "getCredentialsCommand": pulumi.Output.concat(
+                "gcloud container clusters get-credentials ",
+                cluster.name,
+                f" --zone {g.zone} --project {g.project}",
+            ),
+        }
+        self.register_outputs({"clusterName": cluster.name, "nodePoolName": node_pool.name})
+
+    @staticmethod
+    def _internal_firewall(
+        resource_name: str,
+        gcp_name: str,
+        g: GcpSettings,
+        network: gcp.compute.Network,
+        source_ranges: list[str],
+        opts: pulumi.ResourceOptions,
+    ) -> gcp.compute.Firewall:
+        """Allow all TCP/UDP/ICMP between addresses of the VPC's own ranges."""
+        return gcp.compute.Firewall(
+            f"{resource_name}-internal",
+            name=f"{gcp_name}-internal",
+            project=g.project,
+            network=network.id,
+            direction="INGRESS",
+            source_ranges=source_ranges,
+            allows=[
+                FirewallAllowArgs(protocol="tcp", ports=["0-65535"]),
+                FirewallAllowArgs(protocol="udp", ports=["0-65535"]),
+                FirewallAllowArgs(protocol="icmp"),
+            ],
+            opts=opts,
+        )
+
+    @staticmethod
+    def _placement_policy(
+        name: str, s: Settings, g: GcpSettings, opts: pulumi.ResourceOptions
+    ) -> pulumi.Output[str] | None:
+        """A named compact ResourcePolicy when the stack asks for a max distance."""
+        if g.placement_max_distance is None:
+            return None
+        policy = gcp.compute.ResourcePolicy(
+            f"{name}-placement",
+            name=f"{s.name}-compact",
+            project=g.project,
+            region=g.region,
+            group_placement_policy=ResourcePolicyGroupPlacementPolicyArgs(
+                collocation="COLLOCATED", max_distance=g.placement_max_distance
+            ),
+            opts=opts,
+        )
+        return policy.name
+
+    @staticmethod
+    def _node_config(s: Settings, g: GcpSettings) -> NodePoolNodeConfigArgs:
+        accelerator = ACCELERATOR[g.machine_type]
+        return NodePoolNodeConfigArgs(
+            machine_type=g.machine_type,
+            image_type="COS_CONTAINERD",
+            oauth_scopes=NODE_OAUTH_SCOPES,
+            guest_accelerators=[
+                NodePoolNodeConfigGuestAcceleratorArgs(
+                    type=accelerator,
+                    count=8,  # the machine's GPUs; pods request gpusPerNode of them
+                    gpu_driver_installation_config=(
+                        NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                            gpu_driver_version="LATEST"
+                        )
+                    ),
+                )
+            ],
+            gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
+            taints=[
+                NodePoolNodeConfigTaintArgs(
+                    key="nvidia.com/gpu", value="present", effect="NO_SCHEDULE"
+                )
+            ],
+            spot=True if g.provisioning == "spot" else None,
+            reservation_affinity=(
+                NodePoolNodeConfigReservationAffinityArgs(
+                    consume_reservation_type="SPECIFIC_RESERVATION",
+                    key="compute.googleapis.com/reservation-name",
+                    values=[g.reservation or ""],
+                )
+                if g.provisioning == "reservation"
+                else None
+            ),
+            host_maintenance_policy=(
+                NodePoolNodeConfigHostMaintenancePolicyArgs(
+                    maintenance_interval=g.maintenance_interval
+                )
+                if g.maintenance_interval
+                else None
+            ),
+        )
+
+    def _gpudirect_daemons(
+        self, name: str, release: GpuDirectRelease, opts: pulumi.ResourceOptions
+    ) -> list[pulumi.Resource]:
+        """The NCCL plugin installer and NRI device injector DaemonSets (kube-system).
+
+        Both are vendor node agents that change the host (load kernel modules, bind PCI devices,
+        copy libraries, inject device nodes): they need privileged, hostPID and hostNetwork,
+        and run only on the A3 nodes, never in the training namespace.
+        """
+        only_a3 = AffinityArgs(
+            node_affinity=NodeAffinityArgs(
+                required_during_scheduling_ignored_during_execution=NodeSelectorArgs(
+                    node_selector_terms=[
+                        NodeSelectorTermArgs(
+                            match_expressions=[
+                                NodeSelectorRequirementArgs(
+                                    key=ACCELERATOR_LABEL,
+                                    operator="In",
+                                    values=[release.accelerator],
+                                )
+                            ]
+                        )
+                    ]
+                )
+            )
+        )
+        privileged = SecurityContextArgs(privileged=True)
+        installer_init: list[ContainerArgs] = []
+        if release.mode == "tcpxo":
+            # Binds the aperture PCI devices (1ae0:0084) for the TCPXO LLCM path and loads
+            # import-helper, in the host's namespaces (CEA nccl-tcpxo-installer.yaml).
+            installer_init.append(
+                ContainerArgs(
+                    name="pre-installation",
+                    image=HOST_TOOLS_IMAGE,
+                    security_context=privileged,
+                    command=["nsenter", "-at", "1", "--", "sh", "-c", TCPXO_PREINSTALL.read_text()],
+                )
+            )
+        installer_init.append(
+            ContainerArgs(
+                name=f"nccl-{release.mode}-installer",
+                image=release.installer_image,
+                security_context=privileged,
+                resources=ResourceRequirementsArgs(requests={"cpu": "150m"}),
+                volume_mounts=[
+                    VolumeMountArgs(name="var-lib", mount_path="/var/lib"),
+                    VolumeMountArgs(name="library-dir-host", mount_path="/usr/local"),
+                ],
+                command=["/bin/sh", "-c"],
+                args=[
+                    "set -ex\n"
+                    "/scripts/container_entry.sh install --install-nccl\n"
+                    "mkdir -p /usr/local/nvidia/lib64\n"
+                    f"cp -r /var/lib/{release.mode}/lib64/. /usr/local/nvidia/lib64\n"
+                ],
+            )
+        )
+        installer = self._daemon_set(
+            f"{name}-nccl-{release.mode}-installer",
+            f"nccl-{release.mode}-installer",
+            PodSpecArgs(
+                priority_class_name="system-node-critical",
+                affinity=only_a3,
+                tolerations=[TolerationArgs(operator="Exists")],
+                host_network=True,
+                host_pid=True,
+                init_containers=installer_init,
+                containers=[ContainerArgs(name="pause", image=PAUSE_IMAGE)],
+                volumes=[
+                    _host_path("var-lib", "/var/lib"),
+                    _host_path("library-dir-host", "/home/kubernetes/bin"),
+                ],
+            ),
+            opts,
+        )
+        injector = self._daemon_set(
+            f"{name}-device-injector",
+            "device-injector",
+            PodSpecArgs(
+                priority_class_name="system-node-critical",
+                affinity=only_a3,
+                tolerations=[TolerationArgs(operator="Exists")],
+                host_network=True,
+                host_pid=True,
+                containers=[
+                    ContainerArgs(
+                        name="device-injector",
+                        image=NRI_INJECTOR_IMAGE,
+                        security_context=privileged,
+                        resources=ResourceRequirementsArgs(requests={"cpu": "150m"}),
+                        volume_mounts=[
+                            VolumeMountArgs(name="dev", mount_path="/dev"),
+                            VolumeMountArgs(name="nri", mount_path="/var/run/nri"),
+                        ],
+                    )
+                ],
+                volumes=[_host_path("dev", "/dev"), _host_path("nri", "/var/run/nri")],
+            ),
+            opts,
+        )
+        return [installer, injector]
+
+    @staticmethod
+    def _daemon_set(
+        resource_name: str, app: str, spec: PodSpecArgs, opts: pulumi.ResourceOptions
+    ) -> k8s.apps.v1.DaemonSet:
+        selector = {"k8s-app": app}
+        return k8s.apps.v1.DaemonSet(
+            resource_name,
+            metadata=ObjectMetaArgs(name=app, namespace="kube-system", labels=selector),
+            spec=DaemonSetSpecArgs(
+                selector=LabelSelectorArgs(match_labels=selector),
+                template=PodTemplateSpecArgs(metadata=ObjectMetaArgs(labels=selector), spec=spec),
+            ),
+            opts=opts,
+        )
+
+
+def _host_path(name: str, path: str) -> VolumeArgs:
+    return VolumeArgs(name=name, host_path=HostPathVolumeSourceArgs(path=path))

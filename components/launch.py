@@ -1,0 +1,112 @@
+"""How training starts: names, rendezvous env, DeepSpeed hostfile and config, user commands.
+
+Pure functions of the settings; the workload component ships their results in a ConfigMap and
+the pod env, and the stack exports the commands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.nccl import NCCL_ENV_FILE
+from components.netmodes import SCRIPTS_DIR
+from components.settings import Settings
+
+# Kubernetes' default cluster DNS domain (kubelet --cluster-domain).
+CLUSTER_DOMAIN = "cluster.local"
+TRAINING_CONTAINER = "training"
+WORKSPACE_PATH = "/workspace"
+DATASETS_PATH = "/datasets"
+HOSTFILE = "hostfile"
+DEEPSPEED_CONFIG = "ds_config.json"
+
+
+def service_name(s: Settings) -> str:
+    """The headless Service that gives every pod a stable DNS name."""
+    return f"{s.name}-headless"
+
+
+def pod_names(s: Settings) -> list[str]:
+    return [f"{s.name}-{i}" for i in range(s.nodes)]
+
+
+def pod_dns_names(s: Settings) -> list[str]:
+    domain = f"{service_name(s)}.{s.namespace}.svc.{CLUSTER_DOMAIN}"
+    return [f"{pod}.{domain}" for pod in pod_names(s)]
+
+
+def master_addr(s: Settings) -> str:
+    return pod_dns_names(s)[0]
+
+
+def rendezvous_env(s: Settings) -> dict[str, str]:
+    """Env every training container gets (NODE_RANK comes from the pod-index label)."""
+    lo, hi = s.elastic_range
+    return {
+        "NNODES": str(s.nodes),
+        "GPUS_PER_NODE": str(s.gpus_per_node),
+        "WORLD_SIZE": str(s.world_size),
+        "MASTER_ADDR": master_addr(s),
+        "MASTER_PORT": str(s.launcher.master_port),
+        "TORCHRUN_NNODES": str(s.nodes) if lo == hi else f"{lo}:{hi}",
+        "TORCHRUN_MAX_RESTARTS": str(s.launcher.max_restarts),
+        "RDZV_ID": f"{s.namespace}-{s.name}",
+        "NCCL_ENV_FILE": NCCL_ENV_FILE,
+        "DEEPSPEED_HOSTFILE": f"{SCRIPTS_DIR}/{HOSTFILE}",
+        "DEEPSPEED_CONFIG": f"{SCRIPTS_DIR}/{DEEPSPEED_CONFIG}",
+    }
+
+
+def hostfile(s: Settings) -> str:
+    """DeepSpeed hostfile: one line per pod, from the actual node and GPU counts."""
+    return "".join(f"{host} slots={s.gpus_per_node}\n" for host in pod_dns_names(s))
+
+
+def deepspeed_config(s: Settings) -> dict[str, Any]:
+    ds = s.launcher.deepspeed
+    zero: dict[str, Any] = {"stage": ds.zero_stage}
+    if ds.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    return {
+        "train_batch_size": ds.micro_batch_size * ds.gradient_accumulation_steps * s.world_size,
+        "train_micro_batch_size_per_gpu": ds.micro_batch_size,
+        "gradient_accumulation_steps": ds.gradient_accumulation_steps,
+        "bf16": {"enabled": ds.precision == "bf16"},
+        "fp16": {"enabled": ds.precision == "fp16"},
+        "zero_optimization": zero,
+    }
+
+
+def launch_command(s: Settings, cli: str, script: str = f"{WORKSPACE_PATH}/train.py") -> str:
+    """One shell line that starts the configured launcher on every pod and waits for all."""
+    launcher = f"{SCRIPTS_DIR}/launch-{s.launcher.kind}.sh"
+    return (
+        f"for i in $(seq 0 {s.nodes - 1}); do {cli} exec -n {s.namespace} {s.name}-$i "
+        f"-c {TRAINING_CONTAINER} -- {launcher} {script} & done; wait"
+    )
+
+
+def shell_command(s: Settings, cli: str) -> str:
+    return f"{cli} exec -it -n {s.namespace} {s.name}-0 -c {TRAINING_CONTAINER} -- bash"
+
+
+def sync_command(s: Settings, cli: str, local_dir: str = "./") -> str:
+    """Copy local code to every pod's workspace (per-pod storage has no shared volume)."""
+    verb = "rsync" if cli == "oc" else "cp"  # kubectl has no rsync
+    return (
+        f"for i in $(seq 0 {s.nodes - 1}); do {cli} {verb} -n {s.namespace} "
+        f"-c {TRAINING_CONTAINER} {local_dir} {s.name}-$i:{WORKSPACE_PATH}/; done"
+    )
+
+
+def stack_outputs(s: Settings, cli: str) -> dict[str, object]:
+    """What a user needs next: where the pods are and the exact commands to run."""
+    return {
+        "namespace": s.namespace,
+        "podDnsNames": pod_dns_names(s),
+        "masterAddr": master_addr(s),
+        "worldSize": s.world_size,
+        "shellCommand": shell_command(s, cli),
+        "launchCommand": launch_command(s, cli),
+        "syncCommand": sync_command(s, cli),
+    }

@@ -1,0 +1,76 @@
+"""NCCL environment for each network mode (pure; sources in reference/openshift-rdma.md)."""
+
+from __future__ import annotations
+
+from components.gpudirect import release_for
+from components.settings import RdmaSettings, Settings, TcpSettings
+
+# Where the RDMA detection init container writes the NCCL settings it works out per pod.
+NCCL_ENV_FILE = "/var/run/gpu-cluster/nccl.env"
+
+
+def nccl_env(s: Settings) -> dict[str, str]:
+    """Every NCCL variable the training container gets, for the stack's network mode."""
+    env: dict[str, str] = {"NCCL_DEBUG": s.nccl.debug}
+    if s.network_mode == "rdma":
+        assert s.rdma is not None  # guaranteed by the schema
+        env.update(rdma_env(s.rdma))
+    elif s.network_mode == "tcp":
+        env.update(tcp_env(s.tcp))
+    else:
+        assert s.gcp is not None
+        env.update(gpudirect_env(s))
+    return env
+
+
+def rdma_env(rdma: RdmaSettings) -> dict[str, str]:
+    env = {
+        # Force the IB/RoCE transport: a broken fabric then fails loudly instead of silently
+        # falling back to sockets (NVIDIA/nccl#451, #952).
+        "NCCL_NET": "IB",
+        "NCCL_IB_DISABLE": "0",
+        # Bootstrap and out-of-band traffic over the pod's cluster interface.
+        "NCCL_SOCKET_IFNAME": rdma.bootstrap_interface,
+        "NCCL_CROSS_NIC": str(rdma.cross_nic),
+    }
+    hcas = [nic.hca for nic in rdma.nics]
+    if all(hcas):
+        # '=' makes the match exact: without it mlx5_1 also selects mlx5_10..mlx5_19.
+        env["NCCL_IB_HCA"] = "=" + ",".join(f"{hca}:1" for hca in hcas if hca)
+    if isinstance(rdma.gid_index, int):
+        env["NCCL_IB_GID_INDEX"] = str(rdma.gid_index)
+    elif rdma.gid_index == "nccl":
+        # NCCL >= 2.21 picks the GID itself from these (NCCL networking troubleshooting guide).
+        env["NCCL_IB_ROCE_VERSION_NUM"] = "2"
+        env["NCCL_IB_ADDR_FAMILY"] = "AF_INET"
+    optional = {
+        "NCCL_NET_GDR_LEVEL": rdma.gdr_level,
+        "NCCL_IB_TIMEOUT": rdma.ib_timeout,
+        "NCCL_IB_TC": rdma.traffic_class,
+        "NCCL_IB_SL": rdma.service_level,
+        "NCCL_IB_QPS_PER_CONNECTION": rdma.qps_per_connection,
+    }
+    env.update({k: str(v) for k, v in optional.items() if v is not None})
+    return env
+
+
+def tcp_env(tcp: TcpSettings) -> dict[str, str]:
+    env = {
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_NET": "Socket",
+        "NCCL_SOCKET_IFNAME": tcp.socket_ifname,
+    }
+    if tcp.socket_nthreads is not None:
+        env["NCCL_SOCKET_NTHREADS"] = str(tcp.socket_nthreads)
+    if tcp.nsocks_per_thread is not None:
+        env["NCCL_NSOCKS_PERTHREAD"] = str(tcp.nsocks_per_thread)
+    return env
+
+
+def gpudirect_env(s: Settings) -> dict[str, str]:
+    """Google's published settings for the pinned TCPX(O) release, plus the GPU list."""
+    assert s.gcp is not None
+    release = release_for(s.network_mode, s.gcp.gpudirect_release)
+    env = dict(release.nccl_env)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(s.gpus_per_node))
+    return env

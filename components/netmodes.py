@@ -1,0 +1,221 @@
+"""Network modes as plug-ins: what each adds to the training pod and to the cluster.
+
+`pod_networking(settings)` is everything a mode contributes to the (one, shared) training pod:
+annotations, NCCL env, extended resources, capabilities, init containers / native sidecars,
+volumes and mounts. `cluster_objects(settings)` lists the custom resources the mode needs in
+the cluster (Multus NetworkAttachmentDefinitions, GKE Network objects). Pure: no Pulumi here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from components.gpudirect import (
+    HOST_LIB_DIR,
+    POD_LIB_DIR,
+    TCPX_SOCKET_DIR,
+    GpuDirectRelease,
+    release_for,
+)
+from components.nccl import NCCL_ENV_FILE, nccl_env
+from components.podspec import (
+    ConfigMapVolume,
+    Container,
+    EmptyDir,
+    HostPath,
+    Mount,
+    PodNetworking,
+)
+from components.settings import NicSettings, RdmaSettings, Settings
+
+# Pod annotation Multus reads to attach extra networks (k8s.cni.cncf.io network-attachment spec).
+MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+# NAD annotation that ties an SR-IOV network to its device-plugin resource (SR-IOV operator).
+SRIOV_RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"
+# GKE multi-networking pod annotations (GKE docs; CEA gpudirect-tcpxo/nccl-test-latest.yaml).
+GKE_DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"
+GKE_INTERFACES_ANNOTATION = "networking.gke.io/interfaces"
+# NRI device injector annotation prefix: devices for one named container.
+GKE_DEVICES_ANNOTATION = "devices.gke.io/container."
+
+SCRIPTS_VOLUME = "gpu-cluster-scripts"
+SCRIPTS_DIR = "/opt/gpu-cluster"
+NCCL_ENV_VOLUME = "nccl-env"
+
+
+def pod_networking(s: Settings, scripts_config_map: str) -> PodNetworking:
+    if s.network_mode == "rdma":
+        assert s.rdma is not None
+        return _rdma_pod(s, s.rdma, scripts_config_map)
+    if s.network_mode == "tcp":
+        return PodNetworking(env=nccl_env(s))
+    assert s.gcp is not None
+    return _gpudirect_pod(s, release_for(s.network_mode, s.gcp.gpudirect_release))
+
+
+# --- rdma (OpenShift, Multus) ---------------------------------------------------------------
+
+
+def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNetworking:
+    networks = [
+        {"name": nic.network, "namespace": s.namespace, "interface": nic.interface}
+        for nic in rdma.nics
+    ]
+    env = nccl_env(s)
+    init: tuple[Container, ...] = ()
+    volumes: tuple[EmptyDir | ConfigMapVolume, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    needs_detection = rdma.gid_index == "auto" or not all(nic.hca for nic in rdma.nics)
+    if needs_detection:
+        # Per-pod facts (HCA behind each netN, its RoCE v2 IPv4 GID index) are only known
+        # inside the pod, so an init step works them out and the launchers source the result.
+        env_mount = Mount(NCCL_ENV_VOLUME, NCCL_ENV_FILE.rsplit("/", 1)[0])
+        init = (
+            Container(
+                name="detect-rdma",
+                image=s.image,
+                command=(f"{SCRIPTS_DIR}/detect-rdma.sh",),
+                env=(
+                    ("RDMA_INTERFACES", ",".join(nic.interface for nic in rdma.nics)),
+                    ("RDMA_HCAS", ",".join(nic.hca or "" for nic in rdma.nics).strip(",")),
+                    ("RDMA_GID_INDEX", str(rdma.gid_index)),
+                    ("NCCL_ENV_FILE", NCCL_ENV_FILE),
+                ),
+                mounts=(Mount(SCRIPTS_VOLUME, SCRIPTS_DIR, read_only=True), env_mount),
+            ),
+        )
+        volumes = (EmptyDir(NCCL_ENV_VOLUME),)
+        mounts = (Mount(NCCL_ENV_VOLUME, env_mount.path, read_only=True),)
+    return PodNetworking(
+        annotations={MULTUS_NETWORKS_ANNOTATION: json.dumps(networks, separators=(",", ":"))},
+        env=env,
+        resources=rdma_resources(rdma),
+        # Verbs memory registration pins pages; the kernel checks CAP_IPC_LOCK against memlock.
+        capabilities=("IPC_LOCK",),
+        init_containers=init,
+        volumes=volumes,
+        mounts=mounts,
+    )
+
+
+def rdma_resources(rdma: RdmaSettings) -> dict[str, int]:
+    """Device-plugin resources: one VF per SR-IOV/host-device NIC; one shared-HCA unit per
+    macvlan resource (the RDMA shared device plugin exposes every matched HCA with it)."""
+    out: dict[str, int] = {}
+    for nic in rdma.nics:
+        if nic.flavour == "macvlan":
+            out[nic.resource] = 1
+        else:
+            out[nic.resource] = out.get(nic.resource, 0) + 1
+    return out
+
+
+def network_attachment(nic: NicSettings, rdma: RdmaSettings, namespace: str) -> dict[str, Any]:
+    """A Multus NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) for one RDMA NIC."""
+    ipam: dict[str, Any] = {"type": "whereabouts", "range": nic.subnet}
+    if nic.routes:
+        ipam["routes"] = [{"dst": r} for r in nic.routes]
+    cni: dict[str, Any] = {"cniVersion": "1.0.0", "name": nic.network, "type": nic.flavour}
+    if nic.flavour == "sriov":
+        cni.update({"spoofchk": "off", "trust": "on", "link_state": "enable"})
+    elif nic.flavour == "macvlan":
+        cni.update({"master": nic.master, "mode": "bridge"})
+    else:
+        cni["device"] = nic.master
+    cni.update({"mtu": rdma.mtu, "ipam": ipam})
+    metadata: dict[str, Any] = {"name": nic.network, "namespace": namespace}
+    if nic.flavour == "sriov":
+        metadata["annotations"] = {SRIOV_RESOURCE_ANNOTATION: nic.resource}
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": metadata,
+        "spec": {"config": json.dumps(cni, indent=2)},
+    }
+
+
+# --- GPUDirect TCPX / TCPXO (GKE) ------------------------------------------------------------
+
+
+def gpu_network_name(index: int) -> str:
+    """Name of the GKE Network / GKENetworkParamSet for GPU NIC `index` (1-based)."""
+    return f"vpc{index}"
+
+
+def _gpudirect_pod(s: Settings, release: GpuDirectRelease) -> PodNetworking:
+    interfaces = [{"interfaceName": "eth0", "network": "default"}] + [
+        {"interfaceName": f"eth{i}", "network": gpu_network_name(i)}
+        for i in range(1, release.nic_count + 1)
+    ]
+    daemon = f"{release.mode}-daemon"
+    devices = "".join(f"- path: {d}\n" for d in release.rxdm_devices)
+    libs = Mount("nvidia-libs", POD_LIB_DIR, read_only=True)
+    daemon_mounts = [libs, Mount("sys", "/hostsysfs"), Mount("proc-sys", "/hostprocsysfs")]
+    volumes: list[EmptyDir | HostPath] = [
+        HostPath("nvidia-libs", HOST_LIB_DIR),
+        HostPath("sys", "/sys"),
+        HostPath("proc-sys", "/proc/sys"),
+    ]
+    mounts = [libs]
+    capabilities: tuple[str, ...] = ()
+    if release.mode == "tcpxo":
+        volumes.append(HostPath("aperture-devices", "/dev/aperture_devices"))
+        mounts.append(Mount("aperture-devices", "/dev/aperture_devices"))
+    else:
+        socket = Mount("tcpx-socket", TCPX_SOCKET_DIR)
+        volumes.append(EmptyDir("tcpx-socket"))
+        daemon_mounts.append(socket)
+        mounts.append(socket)
+        # Google's unprivileged TCPX example gives the workload IPC_LOCK to pin receive buffers.
+        capabilities = ("IPC_LOCK",)
+    sidecar = Container(
+        name=daemon,
+        image=release.rxdm_image,
+        command=release.rxdm_command,
+        env=(("LD_LIBRARY_PATH", POD_LIB_DIR),),
+        mounts=tuple(daemon_mounts),
+        capabilities=release.rxdm_capabilities,
+        restart_policy="Always",
+    )
+    env = nccl_env(s)
+    env["LD_LIBRARY_PATH"] = POD_LIB_DIR
+    annotations = {
+        GKE_DEFAULT_INTERFACE_ANNOTATION: "eth0",
+        GKE_INTERFACES_ANNOTATION: json.dumps(interfaces, separators=(",", ":")),
+        GKE_DEVICES_ANNOTATION + daemon: devices,
+    }
+    return PodNetworking(
+        annotations=annotations,
+        env=env,
+        capabilities=capabilities,
+        init_containers=(sidecar,),
+        volumes=tuple(volumes),
+        mounts=tuple(mounts),
+    )
+
+
+def gke_network_objects(index: int, vpc: str, subnet: str) -> list[dict[str, Any]]:
+    """GKENetworkParamSet + Network (networking.gke.io/v1) for one GPU NIC's VPC."""
+    name = gpu_network_name(index)
+    return [
+        {
+            "apiVersion": "networking.gke.io/v1",
+            "kind": "GKENetworkParamSet",
+            "metadata": {"name": name},
+            "spec": {"vpc": vpc, "vpcSubnet": subnet, "deviceMode": "NetDevice"},
+        },
+        {
+            "apiVersion": "networking.gke.io/v1",
+            "kind": "Network",
+            "metadata": {"name": name},
+            "spec": {
+                "parametersRef": {
+                    "group": "networking.gke.io",
+                    "kind": "GKENetworkParamSet",
+                    "name": name,
+                },
+                "type": "Device",
+            },
+        },
+    ]

@@ -1,0 +1,282 @@
+"""Run the real program in-process under the Pulumi SDK's mock engine and record everything.
+
+This is what `pulumi preview` would send to the engine, without the CLI, a cloud or a cluster:
+each registered resource's type, name, parent, inputs and options, and the stack outputs.
+Used by the offline render and by the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import re
+import runpy
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi.runtime
+import pulumi.runtime.settings
+import yaml
+from pulumi.runtime import mocks, rpc
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from components.settings import PROJECT
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+SECRET_PLACEHOLDER = "[secret]"
+# Documentation-range address (RFC 5737) and placeholder CA for the mocked GKE endpoint.
+MOCK_ENDPOINT = "203.0.113.10"
+MOCK_CA = base64.b64encode(b"mock cluster CA certificate").decode()
+
+
+@dataclass(frozen=True)
+class RecordedResource:
+    type: str
+    name: str
+    urn: str
+    parent: str
+    custom: bool
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+
+
+@dataclass
+class ProgramRun:
+    resources: list[RecordedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, type_: str) -> list[RecordedResource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """Kubernetes objects (not providers, not components) as manifests."""
+        return [
+            r.inputs
+            for r in self.resources
+            if r.custom and r.type.startswith("kubernetes:") and "apiVersion" in r.inputs
+        ]
+
+
+# --- stack files -> engine config ------------------------------------------------------------
+
+
+def _engine_value(value: Any) -> str:
+    """Config as the engine hands it to a program: strings, structured values as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _is_secure(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
+def project_defaults(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
+    """Defaults declared in Pulumi.yaml's `config:` block, keyed `gpu-cluster:<key>`."""
+    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    out: dict[str, Any] = {}
+    for key, decl in (project.get("config") or {}).items():
+        if isinstance(decl, dict) and "default" in decl:
+            out[key if ":" in key else f"{PROJECT}:{key}"] = decl["default"]
+    return out
+
+
+def stack_file_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
+    path = project_dir / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = sorted(
+            p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml")
+        )
+        raise FileNotFoundError(f"no stack file {path.name}; stacks here: {', '.join(known)}")
+    data = yaml.safe_load(path.read_text()) or {}
+    return dict(data.get("config") or {})
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def apply_override(config: dict[str, Any], assignment: str) -> None:
+    """`key=value` as `pulumi config set [--path] key value` would store it."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--set takes key=value, got {assignment!r}")
+    if ":" not in key.split(".")[0].split("[")[0]:
+        key = f"{PROJECT}:{key}"
+    namespace, _, path = key.partition(":")
+    parts: list[str | int] = [
+        m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _PATH_PART.finditer(path)
+    ]
+    top = f"{namespace}:{parts[0]}"
+    if len(parts) == 1:
+        config[top] = raw  # top-level values are always strings
+        return
+    # Nested values: "true"/"false" become booleans and integers numbers (pulumi config docs).
+    value: Any = raw
+    if raw in ("true", "false"):
+        value = raw == "true"
+    elif re.fullmatch(r"-?\d+", raw):
+        value = int(raw)
+    node = config.get(top)
+    if isinstance(node, str):
+        node = json.loads(node)
+    root = node if node is not None else ({} if isinstance(parts[1], str) else [])
+    config[top] = root
+    cursor: Any = root
+    for part, nxt in itertools.pairwise(parts[1:]):
+        empty: Any = {} if isinstance(nxt, str) else []
+        if isinstance(part, int):
+            while len(cursor) <= part:
+                cursor.append(None)
+            cursor[part] = cursor[part] if cursor[part] is not None else empty
+        else:
+            cursor.setdefault(part, empty)
+        cursor = cursor[part]
+    last = parts[-1]
+    if isinstance(last, int):
+        while len(cursor) <= last:
+            cursor.append(None)
+    cursor[last] = value
+
+
+def engine_config(
+    stack: str, overrides: tuple[str, ...] = (), project_dir: Path = PROJECT_DIR
+) -> tuple[dict[str, str], list[str]]:
+    """(config map, secret keys) as the CLI would pass them for `stack` plus `--set`s."""
+    config: dict[str, Any] = {
+        **project_defaults(project_dir),
+        **stack_file_config(stack, project_dir),
+    }
+    for assignment in overrides:
+        apply_override(config, assignment)
+    secret_keys = [k for k, v in config.items() if _is_secure(v)]
+    # Secrets cannot be decrypted offline; the program sees a placeholder of the right shape.
+    engine = {
+        k: SECRET_PLACEHOLDER if _is_secure(v) else _engine_value(v) for k, v in config.items()
+    }
+    return engine, secret_keys
+
+
+# --- the mock engine -------------------------------------------------------------------------
+
+
+def _computed_state(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Outputs a provider would compute, where the program reads them."""
+    state = dict(inputs)
+    if type_ == "gcp:container/cluster:Cluster":
+        state["endpoint"] = MOCK_ENDPOINT
+        state["masterAuth"] = {"clusterCaCertificate": MOCK_CA}
+    if type_.startswith("gcp:"):
+        resource_name = inputs.get("name", name)
+        state.setdefault("name", resource_name)
+        state.setdefault("selfLink", f"https://www.googleapis.com/mock/{type_}/{resource_name}")
+    return state
+
+
+class _Mocks(mocks.Mocks):
+    def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        return f"{args.name}-id", _computed_state(args.typ, args.name, args.inputs)
+
+    def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], None]:
+        raise NotImplementedError(f"the program must not call provider functions: {args.token}")
+
+
+def _redact(value: Any) -> Any:
+    if rpc.is_rpc_secret(value):
+        return SECRET_PLACEHOLDER
+    if isinstance(value, dict):
+        return {k: _redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    return value
+
+
+class _RecordingMonitor(mocks.MockMonitor):
+    """The SDK's mock monitor, also keeping each registration's options."""
+
+    def __init__(self, run: ProgramRun) -> None:
+        super().__init__(_Mocks())
+        self.run = run
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = rpc.deserialize_properties(request.object)
+            options = {
+                "protect": bool(request.protect),
+                "retainOnDelete": bool(request.retainOnDelete),
+                "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+                "dependsOn": sorted(request.dependencies),
+                "ignoreChanges": list(request.ignoreChanges),
+                "replaceOnChanges": list(request.replaceOnChanges),
+                "provider": request.provider.split("::")[-1] if request.provider else "",
+            }
+            self.run.resources.append(
+                RecordedResource(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    parent=request.parent,
+                    custom=bool(request.custom),
+                    inputs=_redact(_plain(inputs)),
+                    options=options,
+                )
+            )
+        return response
+
+
+def _plain(value: Any) -> Any:
+    """Deserialized inputs with resource references turned into their URNs."""
+    if isinstance(value, pulumi.Resource):
+        return "resource-reference"
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # the wire format has only doubles; Kubernetes wants integers
+    return value
+
+
+async def _resolve(value: Any) -> Any:
+    output = pulumi.Output.from_input(value)
+    resolved = await output.future()
+    return SECRET_PLACEHOLDER if await output.is_secret() else resolved
+
+
+def run_program(
+    config: Mapping[str, str],
+    secret_keys: list[str] | None = None,
+    stack: str = "offline",
+    project_dir: Path = PROJECT_DIR,
+) -> ProgramRun:
+    """Run `__main__.py` with `config` under mocks; return what it registered and exported."""
+    run = ProgramRun()
+    pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack for every run
+    pulumi.runtime.set_mocks(
+        _Mocks(), project=PROJECT, stack=stack, preview=True, monitor=_RecordingMonitor(run)
+    )
+    pulumi.runtime.set_all_config(dict(config), secret_keys or [])
+    if str(project_dir) not in sys.path:
+        sys.path.insert(0, str(project_dir))
+
+    def program() -> None:
+        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+
+    _sync_await(run_pulumi_func(program))
+    root = pulumi.runtime.get_root_resource()
+    exported = getattr(root, "outputs", {})
+    loop = asyncio.get_event_loop()
+    run.outputs = {k: loop.run_until_complete(_resolve(v)) for k, v in sorted(exported.items())}
+    run.resources.sort(key=lambda r: (r.type, r.name))
+    return run

@@ -1,0 +1,126 @@
+"""OpenShift platform: namespace, ServiceAccount, SCC + RBAC, Multus NADs and the workload."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
+from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
+
+from components import launch
+from components.k8s_objects import ManifestResource
+from components.netmodes import network_attachment, pod_networking
+from components.podspec import NodeRequirement, PodPlacement
+from components.security import REQUIRED_SCC_ANNOTATION, scc_manifest
+from components.settings import Settings
+from components.workload import TrainingWorkload, labels
+
+
+def openshift_placement(s: Settings) -> PodPlacement:
+    """GPU nodes (by the GPU operator's label); only the listed ones when the stack names any."""
+    requirements = [NodeRequirement(s.openshift.gpu_node_label, "In", ("true",))]
+    if s.openshift.node_names:
+        requirements.append(
+            NodeRequirement("kubernetes.io/hostname", "In", tuple(s.openshift.node_names))
+        )
+    return PodPlacement(node_requirements=tuple(requirements))
+
+
+class OpenShiftPlatform(pulumi.ComponentResource):
+    """Everything one OpenShift training cluster needs, in the stack's namespace."""
+
+    workload: TrainingWorkload
+    outputs: dict[str, object]
+
+    def __init__(
+        self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:openshift:OpenShiftPlatform", name, None, opts)
+        s = settings
+        meta_labels = labels(s)
+        depends: list[pulumi.Resource] = []
+        if s.create_namespace:
+            depends.append(
+                k8s.core.v1.Namespace(
+                    f"{name}-namespace",
+                    metadata=ObjectMetaArgs(name=s.namespace, labels=meta_labels),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
+        child = pulumi.ResourceOptions(parent=self, depends_on=depends)
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-training",
+            metadata=ObjectMetaArgs(
+                name=f"{s.name}-training", namespace=s.namespace, labels=meta_labels
+            ),
+            automount_service_account_token=False,
+            opts=child,
+        )
+
+        networking = pod_networking(s, f"{s.name}-scripts")
+        if networking.capabilities:
+            # restricted-v2 refuses any added capability, so the mode's ones get their own SCC,
+            # usable by the training ServiceAccount only.
+            scc_name = f"{s.namespace}-{s.name}-training"
+            scc = ManifestResource(
+                f"{name}-scc", scc_manifest(scc_name, networking.capabilities), child
+            )
+            role = k8s.rbac.v1.Role(
+                f"{name}-use-scc",
+                metadata=ObjectMetaArgs(
+                    name=f"{s.name}-use-scc", namespace=s.namespace, labels=meta_labels
+                ),
+                rules=[
+                    PolicyRuleArgs(
+                        api_groups=["security.openshift.io"],
+                        resources=["securitycontextconstraints"],
+                        resource_names=[scc_name],
+                        verbs=["use"],
+                    )
+                ],
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[scc])),
+            )
+            binding = k8s.rbac.v1.RoleBinding(
+                f"{name}-use-scc",
+                metadata=ObjectMetaArgs(
+                    name=f"{s.name}-use-scc", namespace=s.namespace, labels=meta_labels
+                ),
+                role_ref=RoleRefArgs(
+                    api_group="rbac.authorization.k8s.io", kind="Role", name=role.metadata.name
+                ),
+                subjects=[
+                    SubjectArgs(
+                        kind="ServiceAccount", name=account.metadata.name, namespace=s.namespace
+                    )
+                ],
+                opts=child,
+            )
+            depends = [*depends, binding]
+            networking = dataclasses.replace(
+                networking,
+                annotations={**networking.annotations, REQUIRED_SCC_ANNOTATION: scc_name},
+            )
+
+        if s.network_mode == "rdma":
+            assert s.rdma is not None
+            for nic in s.rdma.nics:
+                depends.append(
+                    ManifestResource(
+                        f"{name}-nad-{nic.network}",
+                        network_attachment(nic, s.rdma, s.namespace),
+                        child,
+                    )
+                )
+
+        self.workload = TrainingWorkload(
+            f"{name}-workload",
+            s,
+            networking,
+            openshift_placement(s),
+            account.metadata.name,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
+        )
+        self.outputs: dict[str, object] = launch.stack_outputs(s, cli="oc")
+        self.register_outputs({"namespace": s.namespace})

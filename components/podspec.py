@@ -1,0 +1,99 @@
+"""Plain descriptions of pod pieces, shared by the pure decision functions.
+
+Network modes and platforms describe what they add to the training pod with these small frozen
+types; `workload.py` is the one place that turns them into the Kubernetes SDK's typed Args.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Mount:
+    volume: str
+    path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class EmptyDir:
+    name: str
+    memory: bool = False
+    size_limit: str | None = None
+
+
+@dataclass(frozen=True)
+class HostPath:
+    name: str
+    path: str
+    type: Literal["Directory", "DirectoryOrCreate", "CharDevice", ""] = "Directory"
+
+
+@dataclass(frozen=True)
+class ConfigMapVolume:
+    name: str
+    config_map: str
+    default_mode: int = 0o555  # scripts are executable, never writable
+
+
+@dataclass(frozen=True)
+class ClaimVolume:
+    name: str
+    claim: str
+
+
+Volume = EmptyDir | HostPath | ConfigMapVolume | ClaimVolume
+
+
+@dataclass(frozen=True)
+class Container:
+    """A container other than the training one: an init step or a native sidecar."""
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    capabilities: tuple[str, ...] = ()
+    # "Always" on an init container makes it a native sidecar (Kubernetes >= 1.29).
+    restart_policy: Literal["Always"] | None = None
+    cpu_request: str = "100m"
+    memory_request: str = "128Mi"
+
+
+@dataclass(frozen=True)
+class PodNetworking:
+    """What a network mode contributes to the training pod."""
+
+    annotations: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    # Extended resources requested (and limited) by the training container, e.g. RDMA VFs.
+    resources: dict[str, int] = field(default_factory=dict)
+    # Linux capabilities the training container needs beyond the restricted baseline.
+    capabilities: tuple[str, ...] = ()
+    init_containers: tuple[Container, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeRequirement:
+    """One `requiredDuringScheduling` node-affinity expression."""
+
+    key: str
+    operator: Literal["In", "Exists"]
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodPlacement:
+    """Where the platform lets training pods run (on top of one pod per node)."""
+
+    node_requirements: tuple[NodeRequirement, ...]
+    # Taints of GPU nodes that the training pods tolerate: (key, effect).
+    tolerations: tuple[tuple[str, str], ...] = (("nvidia.com/gpu", "NoSchedule"),)
+    # None: the platform assigns one (OpenShift SCCs pick from the namespace's UID range).
+    run_as_user: int | None = None

@@ -1,0 +1,391 @@
+"""The training workload, written once for both platforms.
+
+A StatefulSet with one pod per GPU node behind a headless Service, the launch scripts in a
+ConfigMap, and the workspace/datasets storage. Platform and network mode only reach it through
+`PodPlacement` and `PodNetworking`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import (
+    AffinityArgs,
+    CapabilitiesArgs,
+    ConfigMapVolumeSourceArgs,
+    ContainerArgs,
+    ContainerPortArgs,
+    EmptyDirVolumeSourceArgs,
+    EnvVarArgs,
+    EnvVarSourceArgs,
+    HostPathVolumeSourceArgs,
+    NodeAffinityArgs,
+    NodeSelectorArgs,
+    NodeSelectorRequirementArgs,
+    NodeSelectorTermArgs,
+    ObjectFieldSelectorArgs,
+    PersistentVolumeClaimArgs,
+    PersistentVolumeClaimSpecArgs,
+    PersistentVolumeClaimVolumeSourceArgs,
+    PodAffinityTermArgs,
+    PodAntiAffinityArgs,
+    PodSecurityContextArgs,
+    PodSpecArgs,
+    PodTemplateSpecArgs,
+    ResourceRequirementsArgs,
+    SeccompProfileArgs,
+    SecurityContextArgs,
+    ServicePortArgs,
+    ServiceSpecArgs,
+    TolerationArgs,
+    VolumeArgs,
+    VolumeMountArgs,
+    VolumeResourceRequirementsArgs,
+)
+from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
+
+from components import launch
+from components.netmodes import SCRIPTS_DIR, SCRIPTS_VOLUME
+from components.podspec import (
+    ClaimVolume,
+    ConfigMapVolume,
+    Container,
+    EmptyDir,
+    HostPath,
+    Mount,
+    PodNetworking,
+    PodPlacement,
+    Volume,
+)
+from components.settings import Settings
+
+# Scripts that run inside the pods; real files under version control (scripts/).
+SCRIPTS_PATH = Path(__file__).resolve().parent.parent / "scripts"
+SHIPPED_SCRIPTS = ("detect-rdma.sh", "launch-torchrun.sh", "launch-deepspeed.sh")
+# Label the StatefulSet controller sets on every pod (beta in 1.28, GA in 1.32).
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+# Tells the Kubernetes provider not to wait for a claim to bind: with WaitForFirstConsumer
+# storage classes it binds only once a pod uses it (pulumi-kubernetes annotations).
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+
+
+def labels(s: Settings) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "gpu-cluster",
+        "app.kubernetes.io/instance": s.name,
+        "app.kubernetes.io/component": "training",
+    }
+
+
+def scripts_data(s: Settings) -> dict[str, str]:
+    """ConfigMap content: the in-pod scripts plus the files rendered from config."""
+    data = {name: (SCRIPTS_PATH / name).read_text() for name in SHIPPED_SCRIPTS}
+    data[launch.HOSTFILE] = launch.hostfile(s)
+    data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
+    return data
+
+
+def _volume(v: Volume) -> VolumeArgs:
+    if isinstance(v, EmptyDir):
+        return VolumeArgs(
+            name=v.name,
+            empty_dir=EmptyDirVolumeSourceArgs(
+                medium="Memory" if v.memory else None, size_limit=v.size_limit
+            ),
+        )
+    if isinstance(v, HostPath):
+        return VolumeArgs(name=v.name, host_path=HostPathVolumeSourceArgs(path=v.path, type=v.type))
+    if isinstance(v, ConfigMapVolume):
+        return VolumeArgs(
+            name=v.name,
+            config_map=ConfigMapVolumeSourceArgs(name=v.config_map, default_mode=v.default_mode),
+        )
+    return VolumeArgs(
+        name=v.name,
+        persistent_volume_claim=PersistentVolumeClaimVolumeSourceArgs(claim_name=v.claim),
+    )
+
+
+def _mounts(mounts: tuple[Mount, ...] | list[Mount]) -> list[VolumeMountArgs]:
+    return [
+        VolumeMountArgs(name=m.volume, mount_path=m.path, read_only=m.read_only or None)
+        for m in mounts
+    ]
+
+
+def _security(capabilities: tuple[str, ...]) -> SecurityContextArgs:
+    """Restricted baseline: no escalation, every capability dropped but the ones named."""
+    return SecurityContextArgs(
+        allow_privilege_escalation=False,
+        privileged=False,
+        capabilities=CapabilitiesArgs(drop=["ALL"], add=list(capabilities) or None),
+    )
+
+
+def _container(c: Container) -> ContainerArgs:
+    return ContainerArgs(
+        name=c.name,
+        image=c.image,
+        command=list(c.command),
+        args=list(c.args) or None,
+        env=[EnvVarArgs(name=k, value=v) for k, v in c.env] or None,
+        volume_mounts=_mounts(c.mounts) or None,
+        security_context=_security(c.capabilities),
+        restart_policy=c.restart_policy,
+        resources=ResourceRequirementsArgs(
+            requests={"cpu": c.cpu_request, "memory": c.memory_request}
+        ),
+    )
+
+
+class TrainingWorkload(pulumi.ComponentResource):
+    """StatefulSet + headless Service + scripts ConfigMap + storage for one training cluster."""
+
+    stateful_set_name: pulumi.Output[str]
+    service_name: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        networking: PodNetworking,
+        placement: PodPlacement,
+        service_account: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-cluster:workload:TrainingWorkload", name, None, opts)
+        s = settings
+        child = pulumi.ResourceOptions(parent=self)
+        meta_labels = labels(s)
+
+        scripts = scripts_data(s)
+        config_map = k8s.core.v1.ConfigMap(
+            f"{name}-scripts",
+            metadata=ObjectMetaArgs(
+                name=f"{s.name}-scripts", namespace=s.namespace, labels=meta_labels
+            ),
+            data=scripts,
+            opts=child,
+        )
+
+        shared_claims = self._shared_claims(name, s, meta_labels, child)
+        service = k8s.core.v1.Service(
+            f"{name}-headless",
+            metadata=ObjectMetaArgs(
+                name=launch.service_name(s), namespace=s.namespace, labels=meta_labels
+            ),
+            spec=ServiceSpecArgs(
+                cluster_ip="None",
+                # Rendezvous must resolve peers before they are Ready.
+                publish_not_ready_addresses=True,
+                selector=meta_labels,
+                ports=[
+                    ServicePortArgs(name="rendezvous", port=s.launcher.master_port, protocol="TCP")
+                ],
+            ),
+            opts=child,
+        )
+
+        volumes: list[Volume] = [
+            EmptyDir("dshm", memory=True, size_limit=s.pod.shm_size),
+            ConfigMapVolume(SCRIPTS_VOLUME, f"{s.name}-scripts"),
+            *(ClaimVolume(volume, claim_name) for volume, claim_name, _ in shared_claims),
+            *networking.volumes,
+        ]
+        mounts = [
+            Mount("dshm", "/dev/shm"),
+            Mount(SCRIPTS_VOLUME, SCRIPTS_DIR, read_only=True),
+            Mount("workspace", launch.WORKSPACE_PATH),
+            *([Mount("datasets", launch.DATASETS_PATH)] if s.storage.datasets_size else []),
+            *networking.mounts,
+        ]
+        env = [
+            EnvVarArgs(
+                name="NODE_RANK",
+                value_from=EnvVarSourceArgs(
+                    field_ref=ObjectFieldSelectorArgs(
+                        field_path=f"metadata.labels['{POD_INDEX_LABEL}']"
+                    )
+                ),
+            ),
+            *(EnvVarArgs(name=k, value=v) for k, v in launch.rendezvous_env(s).items()),
+            *(EnvVarArgs(name=k, value=v) for k, v in sorted(networking.env.items())),
+        ]
+        limits = {
+            "cpu": s.pod.cpu_limit,
+            "memory": s.pod.memory_limit,
+            "nvidia.com/gpu": str(s.gpus_per_node),
+            **{k: str(v) for k, v in networking.resources.items()},
+        }
+        requests = {
+            "cpu": s.pod.cpu_request,
+            "memory": s.pod.memory_request,
+            "nvidia.com/gpu": str(s.gpus_per_node),
+            **{k: str(v) for k, v in networking.resources.items()},
+        }
+        training = ContainerArgs(
+            name=launch.TRAINING_CONTAINER,
+            image=s.image,
+            # Idle until a user starts the launcher on every pod; exits at once on SIGTERM.
+            command=["/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
+            env=env,
+            ports=[ContainerPortArgs(name="rendezvous", container_port=s.launcher.master_port)],
+            resources=ResourceRequirementsArgs(
+                limits={k: v for k, v in limits.items() if v is not None}, requests=requests
+            ),
+            security_context=_security(networking.capabilities),
+            volume_mounts=_mounts(mounts),
+            working_dir=launch.WORKSPACE_PATH,
+        )
+        scripts_hash = hashlib.sha256(json.dumps(scripts, sort_keys=True).encode()).hexdigest()[:16]
+        pod_spec = PodSpecArgs(
+            service_account_name=service_account,
+            # No Kubernetes API token in training pods: they never talk to the API server.
+            automount_service_account_token=False,
+            security_context=PodSecurityContextArgs(
+                run_as_non_root=True,
+                run_as_user=placement.run_as_user,
+                fs_group=placement.run_as_user,
+                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
+            ),
+            affinity=_affinity(meta_labels, placement),
+            tolerations=[
+                TolerationArgs(key=key, operator="Exists", effect=effect)
+                for key, effect in placement.tolerations
+            ],
+            init_containers=[_container(c) for c in networking.init_containers] or None,
+            containers=[training],
+            volumes=[_volume(v) for v in volumes],
+            termination_grace_period_seconds=30,
+        )
+        stateful_set = k8s.apps.v1.StatefulSet(
+            name,
+            metadata=ObjectMetaArgs(name=s.name, namespace=s.namespace, labels=meta_labels),
+            spec=k8s.apps.v1.StatefulSetSpecArgs(
+                replicas=s.nodes,
+                service_name=service.metadata.name,
+                # All pods start together: rendezvous needs every rank, not one after another.
+                pod_management_policy="Parallel",
+                selector=LabelSelectorArgs(match_labels=meta_labels),
+                template=PodTemplateSpecArgs(
+                    metadata=ObjectMetaArgs(
+                        labels=meta_labels,
+                        annotations={
+                            **networking.annotations,
+                            # A changed script or hostfile rolls the pods.
+                            "gpu-cluster/scripts-sha256": scripts_hash,
+                        },
+                    ),
+                    spec=pod_spec,
+                ),
+                volume_claim_templates=self._claim_templates(s, meta_labels),
+                persistent_volume_claim_retention_policy=(
+                    k8s.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs(
+                        when_deleted="Retain" if s.storage.retain_on_delete else "Delete",
+                        when_scaled="Retain" if s.storage.retain_on_delete else "Delete",
+                    )
+                    if s.storage.mode == "per-pod"
+                    else None
+                ),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[config_map, *(claim for _, _, claim in shared_claims)]
+            ),
+        )
+
+        self.stateful_set_name = stateful_set.metadata.name
+        self.service_name = service.metadata.name
+        self.register_outputs(
+            {"statefulSetName": self.stateful_set_name, "serviceName": self.service_name}
+        )
+
+    @staticmethod
+    def _claim_spec(s: Settings, size: str, access_mode: str) -> PersistentVolumeClaimSpecArgs:
+        return PersistentVolumeClaimSpecArgs(
+            access_modes=[access_mode],
+            storage_class_name=s.storage.storage_class,
+            resources=VolumeResourceRequirementsArgs(requests={"storage": size}),
+        )
+
+    def _volume_sizes(self, s: Settings) -> list[tuple[str, str]]:
+        sizes = [("workspace", s.storage.workspace_size)]
+        if s.storage.datasets_size:
+            sizes.append(("datasets", s.storage.datasets_size))
+        return sizes
+
+    def _shared_claims(
+        self,
+        name: str,
+        s: Settings,
+        meta_labels: dict[str, str],
+        child: pulumi.ResourceOptions,
+    ) -> list[tuple[str, str, k8s.core.v1.PersistentVolumeClaim]]:
+        """RWX claims every pod mounts (storage.mode rwx); user data, so retained by default.
+
+        Returns (volume name, claim name, claim resource) per claim."""
+        if s.storage.mode != "rwx":
+            return []
+        keep = pulumi.ResourceOptions.merge(
+            child, pulumi.ResourceOptions(retain_on_delete=s.storage.retain_on_delete)
+        )
+        out = []
+        for volume, size in self._volume_sizes(s):
+            claim = k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-{volume}",
+                metadata=ObjectMetaArgs(
+                    name=f"{s.name}-{volume}",
+                    namespace=s.namespace,
+                    labels=meta_labels,
+                    annotations=SKIP_AWAIT,
+                ),
+                spec=self._claim_spec(s, size, "ReadWriteMany"),
+                opts=keep,
+            )
+            out.append((volume, f"{s.name}-{volume}", claim))
+        return out
+
+    def _claim_templates(
+        self, s: Settings, meta_labels: dict[str, str]
+    ) -> list[PersistentVolumeClaimArgs] | None:
+        """Per-pod claims (storage.mode per-pod), created by the StatefulSet controller."""
+        if s.storage.mode != "per-pod":
+            return None
+        return [
+            PersistentVolumeClaimArgs(
+                metadata=ObjectMetaArgs(name=volume, labels=meta_labels),
+                spec=self._claim_spec(s, size, "ReadWriteOnce"),
+            )
+            for volume, size in self._volume_sizes(s)
+        ]
+
+
+def _affinity(meta_labels: dict[str, str], placement: PodPlacement) -> AffinityArgs:
+    return AffinityArgs(
+        node_affinity=NodeAffinityArgs(
+            required_during_scheduling_ignored_during_execution=NodeSelectorArgs(
+                node_selector_terms=[
+                    NodeSelectorTermArgs(
+                        match_expressions=[
+                            NodeSelectorRequirementArgs(
+                                key=r.key, operator=r.operator, values=list(r.values) or None
+                            )
+                            for r in placement.node_requirements
+                        ]
+                    )
+                ]
+            )
+        ),
+        # Exactly one training pod per node: each pod takes every GPU and NIC it is given.
+        pod_anti_affinity=PodAntiAffinityArgs(
+            required_during_scheduling_ignored_during_execution=[
+                PodAffinityTermArgs(
+                    label_selector=LabelSelectorArgs(match_labels=meta_labels),
+                    topology_key="kubernetes.io/hostname",
+                )
+            ]
+        ),
+    )
