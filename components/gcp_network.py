@@ -54,10 +54,11 @@ def plan_addresses(base_cidr: str, gpu_nic_count: int) -> AddressPlan:
         cursor += size
         return str(block)
 
-    # Largest first, so alignment wastes nothing.
+    # Host ranges first and in a fixed order, so switching network mode (and with it the GPU
+    # NIC count) never moves them: a moved range would replace the cluster.
     pods = take(PODS_PREFIX)
     nodes = take(NODES_PREFIX)
     services = take(SERVICES_PREFIX)
-    gpu_nics = tuple(take(GPU_NIC_PREFIX) for _ in range(gpu_nic_count))
     control_plane = take(CONTROL_PLANE_PREFIX)
+    gpu_nics = tuple(take(GPU_NIC_PREFIX) for _ in range(gpu_nic_count))
     return AddressPlan(nodes, pods, services, control_plane, gpu_nics)

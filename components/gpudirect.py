@@ -30,6 +30,22 @@ PAUSE_IMAGE = (
 )
 
 
+# Minimum GKE patch per minor for A3 Mega with TCPXO (GoogleCloudPlatform/cluster-toolkit
+# modules/scheduler/gke-cluster gpu_direct.tf); minors after the last one listed are all fine.
+TCPXO_MIN_GKE: dict[int, str] = {
+    28: "1.28.15-gke.3163000",
+    29: "1.29.15-gke.2467000",
+    30: "1.30.14-gke.1922000",
+    31: "1.31.14-gke.1243000",
+    32: "1.32.11-gke.1174000",
+}
+
+
+def gke_version_key(version: str) -> tuple[int, ...]:
+    """'1.32.11-gke.1174000' -> (1, 32, 11, 1174000), for ordering GKE versions."""
+    return tuple(int(part) for part in version.replace("-gke.", ".").split("."))
+
+
 @dataclass(frozen=True)
 class GpuDirectRelease:
     mode: str  # network mode it serves: tcpxo or tcpx

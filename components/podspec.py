@@ -56,6 +56,8 @@ class Container:
     command: tuple[str, ...]
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # (variable, Secret name, key in the Secret): values that must never be literal env.
+    secret_env: tuple[tuple[str, str, str], ...] = ()
     mounts: tuple[Mount, ...] = ()
     capabilities: tuple[str, ...] = ()
     # "Always" on an init container makes it a native sidecar (Kubernetes >= 1.29).

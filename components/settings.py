@@ -26,12 +26,17 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from components.gcp_network import plan_addresses
-from components.gpudirect import DEFAULT_RELEASE, RELEASES
+from components.gpudirect import DEFAULT_RELEASE, RELEASES, TCPXO_MIN_GKE, gke_version_key
 
 PROJECT = "gpu-cluster"
 
 Platform = Literal["openshift", "gke"]
 NetworkMode = Literal["tcp", "rdma", "tcpxo", "tcpx"]
+
+# apps.kubernetes.io/pod-index pod label: beta (on by default) in Kubernetes 1.28.
+MIN_KUBERNETES_MINOR = 28
+# Native sidecars (init containers with restartPolicy Always): on by default from 1.29.
+NATIVE_SIDECAR_MINOR = 29
 
 # Which network modes each platform offers.
 MODES_BY_PLATFORM: dict[str, tuple[str, ...]] = {
@@ -213,6 +218,18 @@ class TcpSettings(_Model):
     nsocks_per_thread: int | None = Field(default=None, ge=1, le=64)
 
 
+class CodeSyncSettings(_Model):
+    """Keep a git repository checked out in every pod (git-sync as a native sidecar)."""
+
+    repo: str = Field(pattern=r"^(https://|ssh://|git@)\S+$")
+    ref: str = "main"
+    period: str = Field(default="60s", pattern=r"^[0-9]+(s|m|h)$")
+    # Existing Secret with keys `username` and `password` (an HTTPS token); None = public repo.
+    credentials_secret: DnsLabel | None = None
+    # kubernetes/git-sync release (registry.k8s.io/git-sync/git-sync).
+    image: Image = "registry.k8s.io/git-sync/git-sync:v4.5.0"
+
+
 class NcclSettings(_Model):
     debug: Literal["VERSION", "WARN", "INFO", "TRACE"] = "WARN"
 
@@ -287,6 +304,7 @@ class Settings(_Model):
     nccl: NcclSettings = NcclSettings()
     tcp: TcpSettings = TcpSettings()
     rdma: RdmaSettings | None = None
+    code_sync: CodeSyncSettings | None = None
     openshift: OpenShiftSettings = OpenShiftSettings()
     gcp: GcpSettings | None = None
 
@@ -294,7 +312,7 @@ class Settings(_Model):
     def _cross_field_rules(self) -> Settings:
         problems = list(_cross_field_problems(self))
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError("\n".join(problems))
         return self
 
     @property
@@ -335,6 +353,18 @@ def _cross_field_problems(s: Settings) -> list[str]:
                 f"gpu-cluster:openshift.nodeNames lists {len(s.openshift.node_names)} nodes but "
                 f"nodes = {s.nodes}: one pod runs per node, so list at least {s.nodes}"
             )
+    minor = int(s.kubernetes_version.split(".")[1])
+    if minor < MIN_KUBERNETES_MINOR:
+        out.append(
+            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r}: needs "
+            f"1.{MIN_KUBERNETES_MINOR} or newer (NODE_RANK comes from the pod-index label)"
+        )
+    if s.network_mode in ("tcpxo", "tcpx") and minor < NATIVE_SIDECAR_MINOR:
+        out.append(
+            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r}: networkMode "
+            f"{s.network_mode!r} runs its daemon as a native sidecar, which needs "
+            f"1.{NATIVE_SIDECAR_MINOR} or newer"
+        )
     lo, hi = s.elastic_range
     if not lo <= s.nodes <= hi:
         out.append(
@@ -386,6 +416,24 @@ def _gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
                 f"{s.network_mode} release; allowed: {', '.join(map(repr, allowed)) or 'none'}"
             )
             return out
+    minor = gke_version_key(gcp.min_master_version)[1]
+    floor = TCPXO_MIN_GKE.get(minor)
+    if minor < min(TCPXO_MIN_GKE):
+        floor = TCPXO_MIN_GKE[min(TCPXO_MIN_GKE)]
+    if (
+        s.network_mode == "tcpxo"
+        and floor
+        and gke_version_key(gcp.min_master_version) < gke_version_key(floor)
+    ):
+        out.append(
+            f"gpu-cluster:gcp.minMasterVersion = {gcp.min_master_version!r} is older than "
+            f"TCPXO's minimum for 1.{minor} on a3-megagpu-8g: use {floor} or newer"
+        )
+    if int(s.kubernetes_version.split(".")[1]) < minor:
+        out.append(
+            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r} is older than "
+            f"gcp.minMasterVersion {gcp.min_master_version!r}; set it to 1.{minor} or newer"
+        )
     try:
         plan_addresses(gcp.base_cidr, gpu_nic_count(s))
     except ValueError as exc:
@@ -494,11 +542,11 @@ def _format_errors(exc: ValidationError) -> str:
             allowed = ", ".join(_allowed_keys(loc))
             lines.append(f"{PROJECT}:{key}: unknown key (a typo?); allowed here: {allowed}")
         elif not key:
-            lines.extend(msg.split("; "))
-        elif isinstance(err["input"], dict):
-            lines.append(f"{PROJECT}:{key}: {msg}")
+            lines.extend(msg.split("\n"))
         elif err["type"] == "missing":
             lines.append(f"{PROJECT}:{key}: required but not set")
+        elif isinstance(err["input"], dict):
+            lines.append(f"{PROJECT}:{key}: {msg}")
         else:
             lines.append(f"{PROJECT}:{key} = {err['input']!r}: {msg}")
     unique = list(dict.fromkeys(lines))

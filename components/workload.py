@@ -38,6 +38,7 @@ from pulumi_kubernetes.core.v1 import (
     PodTemplateSpecArgs,
     ResourceRequirementsArgs,
     SeccompProfileArgs,
+    SecretKeySelectorArgs,
     SecurityContextArgs,
     ServicePortArgs,
     ServiceSpecArgs,
@@ -49,6 +50,7 @@ from pulumi_kubernetes.core.v1 import (
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
 from components import launch
+from components.codesync import code_sync
 from components.netmodes import SCRIPTS_DIR, SCRIPTS_VOLUME
 from components.podspec import (
     ClaimVolume,
@@ -132,7 +134,19 @@ def _container(c: Container) -> ContainerArgs:
         image=c.image,
         command=list(c.command),
         args=list(c.args) or None,
-        env=[EnvVarArgs(name=k, value=v) for k, v in c.env] or None,
+        env=[
+            *(EnvVarArgs(name=k, value=v) for k, v in c.env),
+            *(
+                EnvVarArgs(
+                    name=k,
+                    value_from=EnvVarSourceArgs(
+                        secret_key_ref=SecretKeySelectorArgs(name=secret, key=key)
+                    ),
+                )
+                for k, secret, key in c.secret_env
+            ),
+        ]
+        or None,
         volume_mounts=_mounts(c.mounts) or None,
         security_context=_security(c.capabilities),
         restart_policy=c.restart_policy,
@@ -190,11 +204,20 @@ class TrainingWorkload(pulumi.ComponentResource):
             opts=child,
         )
 
+        init_containers = list(networking.init_containers)
+        extra_volumes: list[Volume] = []
+        extra_mounts: list[Mount] = []
+        if s.code_sync is not None:
+            sidecar, code_volume, code_mount = code_sync(s.code_sync)
+            init_containers.append(sidecar)
+            extra_volumes.append(code_volume)
+            extra_mounts.append(code_mount)
         volumes: list[Volume] = [
             EmptyDir("dshm", memory=True, size_limit=s.pod.shm_size),
             ConfigMapVolume(SCRIPTS_VOLUME, f"{s.name}-scripts"),
             *(ClaimVolume(volume, claim_name) for volume, claim_name, _ in shared_claims),
             *networking.volumes,
+            *extra_volumes,
         ]
         mounts = [
             Mount("dshm", "/dev/shm"),
@@ -202,6 +225,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             Mount("workspace", launch.WORKSPACE_PATH),
             *([Mount("datasets", launch.DATASETS_PATH)] if s.storage.datasets_size else []),
             *networking.mounts,
+            *extra_mounts,
         ]
         env = [
             EnvVarArgs(
@@ -257,7 +281,7 @@ class TrainingWorkload(pulumi.ComponentResource):
                 TolerationArgs(key=key, operator="Exists", effect=effect)
                 for key, effect in placement.tolerations
             ],
-            init_containers=[_container(c) for c in networking.init_containers] or None,
+            init_containers=[_container(c) for c in init_containers] or None,
             containers=[training],
             volumes=[_volume(v) for v in volumes],
             termination_grace_period_seconds=30,

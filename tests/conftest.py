@@ -1,0 +1,57 @@
+"""Shared fixtures: every test that needs a stack's desired state runs the real program."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.offline import ProgramRun, engine_config, run_program
+
+ROOT = Path(__file__).resolve().parent.parent
+STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
+
+
+@functools.cache
+def _run(stack: str, overrides: tuple[str, ...]) -> ProgramRun:
+    config, secret_keys = engine_config(stack, overrides)
+    return run_program(config, secret_keys, stack)
+
+
+def run_stack(stack: str, *overrides: str) -> ProgramRun:
+    """The program's registrations for `stack` with `--set`-style overrides (cached)."""
+    return _run(stack, overrides)
+
+
+def manifests(run: ProgramRun, kind: str) -> list[dict[str, Any]]:
+    return [m for m in run.manifests() if m["kind"] == kind]
+
+
+def one(run: ProgramRun, kind: str) -> dict[str, Any]:
+    found = manifests(run, kind)
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def pod_spec(run: ProgramRun) -> dict[str, Any]:
+    spec: dict[str, Any] = one(run, "StatefulSet")["spec"]["template"]["spec"]
+    return spec
+
+
+def container(run: ProgramRun, name: str = "training") -> dict[str, Any]:
+    spec = pod_spec(run)
+    for c in spec["containers"] + spec.get("initContainers", []):
+        if c["name"] == name:
+            return dict(c)
+    raise AssertionError(f"no container {name}")
+
+
+def env_of(c: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env", [])}
+
+
+@pytest.fixture(params=STACKS)
+def stack(request: pytest.FixtureRequest) -> str:
+    return str(request.param)

@@ -1,0 +1,170 @@
+"""JSON schemas for the custom resources the program creates: the CRDs' required fields and types.
+
+Sources (see ../shared/reference/): openshift/api security/v1 SecurityContextConstraints CRD
+(required keys below); k8snetworkplumbingwg NetworkAttachmentDefinition CRD (spec.config: string);
+GKE networking.gke.io/v1 Network and GKENetworkParamSet (GKE multi-networking docs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_STRING_LIST_OR_NULL = {"type": ["array", "null"], "items": {"type": "string"}}
+_METADATA = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}},
+}
+_STRATEGY = {"type": "object", "properties": {"type": {"type": "string"}}}
+
+SCC: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "apiVersion",
+        "kind",
+        "metadata",
+        "allowHostDirVolumePlugin",
+        "allowHostIPC",
+        "allowHostNetwork",
+        "allowHostPID",
+        "allowHostPorts",
+        "allowPrivilegedContainer",
+        "allowedCapabilities",
+        "defaultAddCapabilities",
+        "priority",
+        "readOnlyRootFilesystem",
+        "requiredDropCapabilities",
+        "volumes",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "security.openshift.io/v1"},
+        "kind": {"const": "SecurityContextConstraints"},
+        "metadata": _METADATA,
+        **{
+            key: {"type": "boolean"}
+            for key in (
+                "allowHostDirVolumePlugin",
+                "allowHostIPC",
+                "allowHostNetwork",
+                "allowHostPID",
+                "allowHostPorts",
+                "allowPrivilegeEscalation",
+                "allowPrivilegedContainer",
+                "readOnlyRootFilesystem",
+            )
+        },
+        "allowedCapabilities": _STRING_LIST_OR_NULL,
+        "defaultAddCapabilities": _STRING_LIST_OR_NULL,
+        "requiredDropCapabilities": _STRING_LIST_OR_NULL,
+        "volumes": _STRING_LIST_OR_NULL,
+        "seccompProfiles": _STRING_LIST_OR_NULL,
+        "users": _STRING_LIST_OR_NULL,
+        "groups": _STRING_LIST_OR_NULL,
+        "priority": {"type": ["integer", "null"]},
+        "fsGroup": _STRATEGY,
+        "runAsUser": _STRATEGY,
+        "seLinuxContext": _STRATEGY,
+        "supplementalGroups": _STRATEGY,
+    },
+}
+
+NAD: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "k8s.cni.cncf.io/v1"},
+        "metadata": _METADATA,
+        "spec": {
+            "type": "object",
+            "required": ["config"],
+            "additionalProperties": False,
+            "properties": {"config": {"type": "string"}},
+        },
+    },
+}
+
+GKE_NETWORK_PARAM_SET: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "networking.gke.io/v1"},
+        "metadata": _METADATA,
+        "spec": {
+            "type": "object",
+            "required": ["vpc", "vpcSubnet", "deviceMode"],
+            "additionalProperties": False,
+            "properties": {
+                "vpc": {"type": "string"},
+                "vpcSubnet": {"type": "string"},
+                "deviceMode": {"enum": ["NetDevice", "DPDK-VFIO", "RDMA"]},
+            },
+        },
+    },
+}
+
+GKE_NETWORK: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "networking.gke.io/v1"},
+        "metadata": _METADATA,
+        "spec": {
+            "type": "object",
+            "required": ["type"],
+            "additionalProperties": False,
+            "properties": {
+                "type": {"enum": ["L3", "Device"]},
+                "parametersRef": {
+                    "type": "object",
+                    "required": ["group", "kind", "name"],
+                    "properties": {
+                        "group": {"const": "networking.gke.io"},
+                        "kind": {"const": "GKENetworkParamSet"},
+                        "name": {"type": "string"},
+                    },
+                },
+            },
+        },
+    },
+}
+
+# CNI plugin config carried in a NAD's spec.config (CNI spec 1.0 + the plugins' own keys).
+CNI_CONFIG: dict[str, Any] = {
+    "type": "object",
+    "required": ["cniVersion", "name", "type", "ipam"],
+    "properties": {
+        "cniVersion": {"enum": ["0.3.1", "0.4.0", "1.0.0"]},
+        "name": {"type": "string"},
+        "type": {"enum": ["sriov", "macvlan", "host-device"]},
+        "mtu": {"type": "integer", "minimum": 1280, "maximum": 9216},
+        "master": {"type": "string"},
+        "device": {"type": "string"},
+        "ipam": {
+            "type": "object",
+            "required": ["type", "range"],
+            "properties": {
+                "type": {"const": "whereabouts"},
+                "range": {"type": "string"},
+                "routes": {
+                    "type": "array",
+                    "items": {"type": "object", "required": ["dst"]},
+                },
+            },
+        },
+    },
+    "allOf": [
+        {"if": {"properties": {"type": {"const": "macvlan"}}}, "then": {"required": ["master"]}},
+        {
+            "if": {"properties": {"type": {"const": "host-device"}}},
+            "then": {"required": ["device"]},
+        },
+    ],
+}
+
+BY_KIND = {
+    "SecurityContextConstraints": SCC,
+    "NetworkAttachmentDefinition": NAD,
+    "GKENetworkParamSet": GKE_NETWORK_PARAM_SET,
+    "Network": GKE_NETWORK,
+}

@@ -1,0 +1,83 @@
+"""The offline render CLI: deterministic output, --diff, and bad config writing nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.render import FILES, main, render
+from tests.conftest import ROOT, STACKS
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "components.render", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_every_stack_renders_through_the_cli(tmp_path: Path) -> None:
+    for stack in STACKS:
+        result = cli("--stack", stack, "--out", str(tmp_path / stack))
+        assert result.returncode == 0, result.stderr
+        assert sorted(p.name for p in (tmp_path / stack).iterdir()) == sorted(FILES)
+        docs = list(yaml.safe_load_all((tmp_path / stack / "kubernetes.yaml").read_text()))
+        assert docs and all({"apiVersion", "kind", "metadata"} <= set(d) for d in docs)
+        resources = json.loads((tmp_path / stack / "resources.json").read_text())
+        assert {"type", "name", "parent", "inputs", "options"} <= set(resources[0])
+
+
+def test_render_is_byte_for_byte_deterministic_across_processes(tmp_path: Path) -> None:
+    for run in ("a", "b"):
+        assert cli("--stack", "gcp-a3", "--out", str(tmp_path / run)).returncode == 0
+    for name in FILES:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert render("gcp-a3") == render("gcp-a3")
+
+
+def test_namespaces_and_prerequisites_come_first() -> None:
+    kinds = [d["kind"] for d in yaml.safe_load_all(render("barcelona")["kubernetes.yaml"])]
+    assert kinds[0] == "Namespace"
+    assert kinds.index("SecurityContextConstraints") < kinds.index("RoleBinding")
+    assert kinds.index("NetworkAttachmentDefinition") < kinds.index("StatefulSet")
+    assert kinds.index("ConfigMap") < kinds.index("StatefulSet")
+    assert kinds[-1] == "StatefulSet"
+
+
+def test_diff_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--stack", "barcelona", "--out", str(tmp_path)]) == 0
+    assert main(["--stack", "barcelona", "--diff", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["--stack", "barcelona", "--set", "nodes=3", "--diff", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "-  replicas: 2\n+  replicas: 3\n" in out
+    assert "+    ml-dev-env-2.ml-dev-env-headless.nccl-test.svc.cluster.local slots=4" in out
+
+
+def test_bad_config_exits_2_names_the_key_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "never"
+    result = cli("--stack", "barcelona", "--set", "storage.mode=nfs", "--out", str(out))
+    assert result.returncode == 2
+    assert "gpu-cluster:storage.mode = 'nfs'" in result.stderr
+    assert "'rwx' or 'per-pod'" in result.stderr
+    assert not out.exists()
+
+
+def test_unknown_stack_lists_the_known_ones() -> None:
+    result = cli("--stack", "nope", "--out", "/nonexistent/never")
+    assert result.returncode == 2
+    assert "barcelona" in result.stderr
+
+
+def test_set_accepts_pulumi_path_syntax() -> None:
+    files = render("barcelona", ("rdma.nics[2].hca=mlx5_10", "gpu-cluster:nodes=3"))
+    assert "=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_9:1" in files["kubernetes.yaml"]
+    assert json.loads(files["outputs.json"])["worldSize"] == 12

@@ -1,0 +1,87 @@
+"""Everything rendered validates: built-in kinds against the upstream OpenAPI schemas for the
+stack's Kubernetes version (strict: unknown fields fail), custom resources against their CRDs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+
+from components.offline import engine_config
+from components.settings import decode_config, load_settings
+from tests.conftest import STACKS, manifests, run_stack
+from tests.crd_schemas import BY_KIND, CNI_CONFIG
+
+# Stack variants beyond the shipped files: every network mode and storage mode is covered.
+VARIANTS = [(stack, ()) for stack in STACKS] + [
+    ("barcelona", ("networkMode=tcp",)),
+    ("barcelona", ("storage.mode=rwx", "storage.storageClass=ocs-external-storagecluster-cephfs")),
+    ("barcelona", ("rdma.gidIndex=nccl",)),
+    ("gcp-a3", ("networkMode=tcp",)),
+    ("gcp-a3", ("gcp.placementMaxDistance=2",)),
+]
+
+
+def kubernetes_version(stack: str, overrides: tuple[str, ...]) -> str:
+    config, _ = engine_config(stack, overrides)
+    raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gpu-cluster:")}
+    return load_settings(decode_config(raw)).kubernetes_version
+
+
+def validate(manifest: dict[str, Any], version: str) -> None:
+    schema = BY_KIND.get(manifest["kind"])
+    if schema is not None:
+        jsonschema.validate(manifest, schema)
+        if manifest["kind"] == "NetworkAttachmentDefinition":
+            jsonschema.validate(json.loads(manifest["spec"]["config"]), CNI_CONFIG)
+    else:
+        kubernetes_validate.validate(manifest, version, strict=True)
+
+
+@pytest.mark.parametrize(("stack", "overrides"), VARIANTS, ids=lambda v: str(v))
+def test_every_object_validates(stack: str, overrides: tuple[str, ...]) -> None:
+    version = kubernetes_version(stack, overrides)
+    rendered = run_stack(stack, *overrides).manifests()
+    assert rendered
+    for manifest in rendered:
+        validate(manifest, version)
+
+
+def test_the_validators_are_strict() -> None:
+    """Guards the test above: a misspelled field or a missing CRD key must fail validation."""
+    sts = copy.deepcopy(manifests(run_stack("barcelona"), "StatefulSet")[0])
+    sts["spec"]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(sts, "1.31")
+    scc = copy.deepcopy(manifests(run_stack("barcelona"), "SecurityContextConstraints")[0])
+    del scc["defaultAddCapabilities"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(scc, "1.31")
+    nad = copy.deepcopy(manifests(run_stack("barcelona"), "NetworkAttachmentDefinition")[0])
+    nad["spec"]["config"] = json.dumps({"cniVersion": "1.0.0", "name": "x", "type": "sriov"})
+    with pytest.raises(jsonschema.ValidationError):
+        validate(nad, "1.31")
+
+
+def test_macvlan_and_host_device_nads_are_valid_cni() -> None:
+    run = run_stack(
+        "barcelona",
+        "rdma.nics[0].flavour=macvlan",
+        "rdma.nics[0].master=eno5np0",
+        "rdma.nics[0].resource=rdma/rdma_shared_device_a",
+        "rdma.nics[1].flavour=host-device",
+        "rdma.nics[1].master=eno6np0",
+        "rdma.nics[1].resource=nvidia.com/hostdev",
+    )
+    configs = {n["metadata"]["name"]: n for n in manifests(run, "NetworkAttachmentDefinition")}
+    for nad in configs.values():
+        validate(nad, "1.31")
+    macvlan = json.loads(configs["eno5np0-network"]["spec"]["config"])
+    assert (macvlan["type"], macvlan["master"]) == ("macvlan", "eno5np0")
+    assert "annotations" not in configs["eno5np0-network"]["metadata"]
+    hostdev = json.loads(configs["eno6np0-network"]["spec"]["config"])
+    assert (hostdev["type"], hostdev["device"]) == ("host-device", "eno6np0")
