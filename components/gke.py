@@ -130,7 +130,11 @@ class GkePlatform(pulumi.ComponentResource):
     outputs: dict[str, object]
 
     def __init__(
-        self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        settings: Settings,
+        secret_env: pulumi.Output[dict[str, str]] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-cluster:gke:GkePlatform", name, None, opts)
         s = settings
@@ -325,6 +329,7 @@ class GkePlatform(pulumi.ComponentResource):
             pod_networking(s, f"{s.name}-scripts"),
             gke_placement(pool),
             account.metadata.name,
+            secret_env,
             opts=pulumi.ResourceOptions(parent=self, providers=[provider], depends_on=depends),
         )
 

@@ -78,8 +78,20 @@ def _engine_value(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _is_secure(value: Any) -> bool:
-    return isinstance(value, dict) and set(value) == {"secure"}
+def _without_ciphertext(value: Any) -> tuple[Any, bool]:
+    """Replace `{secure: ...}` values (anywhere in a key's value) by a placeholder.
+
+    Secrets cannot be decrypted offline; the program sees a value of the right shape, and the
+    key counts as secret, as the engine would report it."""
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return SECRET_PLACEHOLDER, True
+        pairs = {k: _without_ciphertext(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
+    if isinstance(value, list):
+        items = [_without_ciphertext(v) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
+    return value, False
 
 
 def project_defaults(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
@@ -106,8 +118,9 @@ def stack_file_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, 
 _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
-def apply_override(config: dict[str, Any], assignment: str) -> None:
-    """`key=value` as `pulumi config set [--path] key value` would store it."""
+def apply_override(config: dict[str, Any], assignment: str) -> str:
+    """`key=value` as `pulumi config set [--path] key value` would store it; returns the
+    fully qualified top-level key it changed."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key:
         raise ValueError(f"--set takes key=value, got {assignment!r}")
@@ -120,7 +133,7 @@ def apply_override(config: dict[str, Any], assignment: str) -> None:
     top = f"{namespace}:{parts[0]}"
     if len(parts) == 1:
         config[top] = raw  # top-level values are always strings
-        return
+        return top
     # Nested values: "true"/"false" become booleans and integers numbers (pulumi config docs).
     value: Any = raw
     if raw in ("true", "false"):
@@ -147,24 +160,35 @@ def apply_override(config: dict[str, Any], assignment: str) -> None:
         while len(cursor) <= last:
             cursor.append(None)
     cursor[last] = value
+    return top
 
 
 def engine_config(
-    stack: str, overrides: tuple[str, ...] = (), project_dir: Path = PROJECT_DIR
+    stack: str,
+    overrides: tuple[str, ...] = (),
+    secret_overrides: tuple[str, ...] = (),
+    project_dir: Path = PROJECT_DIR,
 ) -> tuple[dict[str, str], list[str]]:
-    """(config map, secret keys) as the CLI would pass them for `stack` plus `--set`s."""
+    """(config map, secret keys) as the CLI would pass them for `stack` plus `--set`s
+    (`secret_overrides` as `pulumi config set --secret [--path]`)."""
     config: dict[str, Any] = {
         **project_defaults(project_dir),
         **stack_file_config(stack, project_dir),
     }
     for assignment in overrides:
         apply_override(config, assignment)
-    secret_keys = [k for k, v in config.items() if _is_secure(v)]
-    # Secrets cannot be decrypted offline; the program sees a placeholder of the right shape.
-    engine = {
-        k: SECRET_PLACEHOLDER if _is_secure(v) else _engine_value(v) for k, v in config.items()
-    }
-    return engine, secret_keys
+    engine: dict[str, str] = {}
+    secret_keys: list[str] = []
+    for key, value in config.items():
+        plain, secret = _without_ciphertext(value)
+        engine[key] = _engine_value(plain)
+        if secret:
+            secret_keys.append(key)
+    for assignment in secret_overrides:
+        key = apply_override(engine, assignment)
+        engine[key] = _engine_value(engine[key])
+        secret_keys.append(key)
+    return engine, sorted(set(secret_keys))
 
 
 # --- the mock engine -------------------------------------------------------------------------
@@ -193,6 +217,10 @@ class _Mocks(mocks.Mocks):
 
 def _redact(value: Any) -> Any:
     if rpc.is_rpc_secret(value):
+        inner = value.get("value")
+        # A secret map keeps its keys (names, not secrets), so the shape stays valid.
+        if isinstance(inner, dict):
+            return {k: SECRET_PLACEHOLDER for k in inner}
         return SECRET_PLACEHOLDER
     if isinstance(value, dict):
         return {k: _redact(v) for k, v in value.items()}

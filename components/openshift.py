@@ -35,7 +35,11 @@ class OpenShiftPlatform(pulumi.ComponentResource):
     outputs: dict[str, object]
 
     def __init__(
-        self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        settings: Settings,
+        secret_env: pulumi.Output[dict[str, str]] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-cluster:openshift:OpenShiftPlatform", name, None, opts)
         s = settings
@@ -120,6 +124,7 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             networking,
             openshift_placement(s),
             account.metadata.name,
+            secret_env,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
         self.outputs: dict[str, object] = launch.stack_outputs(s, cli="oc")

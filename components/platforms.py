@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from components.settings import Settings
+from components.stack_config import secret_env_values
 
 
 class Platform(Protocol):
@@ -12,11 +13,12 @@ class Platform(Protocol):
 
 
 def build_platform(settings: Settings) -> Platform:
+    secret_env = secret_env_values(settings)
     # Imported here so a stack only loads the SDK modules its platform uses.
     if settings.platform == "openshift":
         from components.openshift import OpenShiftPlatform
 
-        return OpenShiftPlatform("gpu-cluster", settings)
+        return OpenShiftPlatform("gpu-cluster", settings, secret_env)
     from components.gke import GkePlatform
 
-    return GkePlatform("gpu-cluster", settings)
+    return GkePlatform("gpu-cluster", settings, secret_env)

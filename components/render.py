@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from components.offline import ProgramRun, engine_config, run_program
-from components.settings import PROJECT, ConfigError, decode_config, load_settings
+from components.settings import PROJECT, ConfigError
+from components.stack_config import settings_from
 
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
 KIND_ORDER = (
@@ -50,9 +51,21 @@ def _kind_rank(manifest: dict[str, Any]) -> tuple[int, str, str, str]:
     return rank, kind, meta.get("namespace", ""), meta.get("name", "")
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (scripts, CNI JSON, hostfiles) as readable literal blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def kubernetes_yaml(run: ProgramRun) -> str:
     docs = sorted(run.manifests(), key=_kind_rank)
-    return yaml.safe_dump_all(docs, sort_keys=True, default_flow_style=False, width=100)
+    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=100)
 
 
 def resources_json(run: ProgramRun) -> str:
@@ -69,13 +82,15 @@ def resources_json(run: ProgramRun) -> str:
     return json.dumps(rows, indent=2, sort_keys=True) + "\n"
 
 
-def render(stack: str, overrides: tuple[str, ...] = ()) -> dict[str, str]:
+def render(
+    stack: str, overrides: tuple[str, ...] = (), secret_overrides: tuple[str, ...] = ()
+) -> dict[str, str]:
     """File name -> content for one stack; raises ConfigError for bad config."""
-    config, secret_keys = engine_config(stack, overrides)
+    config, secret_keys = engine_config(stack, overrides, secret_overrides)
     prefix = PROJECT + ":"
     # Validate first, so bad config writes nothing and reads as a config error.
-    load_settings(
-        decode_config({k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)})
+    settings_from(
+        {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}, secret_keys
     )
     run = run_program(config, secret_keys, stack)
     return {
@@ -112,13 +127,20 @@ def main(argv: list[str] | None = None) -> int:
         help="override a config key as `pulumi config set [--path]` would (repeatable)",
     )
     parser.add_argument(
+        "--set-secret",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="like --set, as `pulumi config set --secret` (rendered as a redacted placeholder)",
+    )
+    parser.add_argument(
         "--diff", type=Path, metavar="OLD_DIR", help="diff against an earlier render"
     )
     args = parser.parse_args(argv)
     if args.out is None and args.diff is None:
         parser.error("give --out DIR, --diff OLD_DIR, or both")
     try:
-        files = render(args.stack, tuple(args.set))
+        files = render(args.stack, tuple(args.set), tuple(args.set_secret))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -12,7 +12,7 @@ import contextlib
 import ipaddress
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -115,6 +115,7 @@ Image = Annotated[str, AfterValidator(_image)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 Interface = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,14}$")]
+EnvName = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]
 
 
 class _Model(BaseModel):
@@ -305,6 +306,9 @@ class Settings(_Model):
     tcp: TcpSettings = TcpSettings()
     rdma: RdmaSettings | None = None
     code_sync: CodeSyncSettings | None = None
+    # Names of the env vars set from `secretEnv` (a Pulumi secret object: name -> token).
+    # Only the names reach the schema; the values stay Pulumi secrets end to end.
+    secret_env: tuple[EnvName, ...] = ()
     openshift: OpenShiftSettings = OpenShiftSettings()
     gcp: GcpSettings | None = None
 
@@ -474,11 +478,15 @@ def gpu_nic_count(s: Settings) -> int:
 # --- loading and error reporting -------------------------------------------------------------
 
 
-def decode_config(raw: Mapping[str, Any]) -> dict[str, Any]:
+SECRET_ENV_KEY = "secretEnv"
+
+
+def decode_config(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> dict[str, Any]:
     """Turn Pulumi's config map (strings, objects as JSON text) into plain values.
 
     `raw` maps keys without the project prefix to what the engine hands the program: every
-    value is a string and structured values are JSON text.
+    value is a string and structured values are JSON text. `secretEnv` keeps only its names
+    (so no error message can ever echo a token) and must have been set with `--secret`.
     """
     out: dict[str, Any] = {}
     for key, value in raw.items():
@@ -487,6 +495,14 @@ def decode_config(raw: Mapping[str, Any]) -> dict[str, Any]:
             with contextlib.suppress(json.JSONDecodeError):
                 value = json.loads(value)
         out[key] = value
+    if SECRET_ENV_KEY in out:
+        if f"{PROJECT}:{SECRET_ENV_KEY}" not in secret_keys:
+            raise ConfigError(
+                f"invalid stack config:\n  {PROJECT}:{SECRET_ENV_KEY} holds tokens in plain text; "
+                f"set each with `pulumi config set --secret --path {SECRET_ENV_KEY}.NAME`"
+            )
+        names = out[SECRET_ENV_KEY]
+        out["secretEnv"] = sorted(names) if isinstance(names, dict) else names
     return out
 
 

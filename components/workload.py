@@ -169,6 +169,7 @@ class TrainingWorkload(pulumi.ComponentResource):
         networking: PodNetworking,
         placement: PodPlacement,
         service_account: pulumi.Input[str],
+        secret_env: pulumi.Output[dict[str, str]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-cluster:workload:TrainingWorkload", name, None, opts)
@@ -187,6 +188,27 @@ class TrainingWorkload(pulumi.ComponentResource):
         )
 
         shared_claims = self._shared_claims(name, s, meta_labels, child)
+        secret_refs: list[EnvVarArgs] = []
+        if s.secret_env and secret_env is not None:
+            # Tokens go into a Secret and reach the pod by reference, never as literal env.
+            secret = k8s.core.v1.Secret(
+                f"{name}-env",
+                metadata=ObjectMetaArgs(
+                    name=f"{s.name}-env", namespace=s.namespace, labels=meta_labels
+                ),
+                type="Opaque",
+                string_data=secret_env.apply(lambda v: {k: v[k] for k in s.secret_env}),
+                opts=child,
+            )
+            secret_refs = [
+                EnvVarArgs(
+                    name=key,
+                    value_from=EnvVarSourceArgs(
+                        secret_key_ref=SecretKeySelectorArgs(name=secret.metadata.name, key=key)
+                    ),
+                )
+                for key in s.secret_env
+            ]
         service = k8s.core.v1.Service(
             f"{name}-headless",
             metadata=ObjectMetaArgs(
@@ -238,6 +260,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             ),
             *(EnvVarArgs(name=k, value=v) for k, v in launch.rendezvous_env(s).items()),
             *(EnvVarArgs(name=k, value=v) for k, v in sorted(networking.env.items())),
+            *secret_refs,
         ]
         limits = {
             "cpu": s.pod.cpu_limit,
