@@ -287,9 +287,12 @@ def run_program(
     secret_keys: list[str] | None = None,
     stack: str = "offline",
     project_dir: Path = PROJECT_DIR,
+    record_into: ProgramRun | None = None,
 ) -> ProgramRun:
-    """Run `__main__.py` with `config` under mocks; return what it registered and exported."""
-    run = ProgramRun()
+    """Run `__main__.py` with `config` under mocks; return what it registered and exported.
+
+    `record_into` receives the registrations even when the program fails."""
+    run = record_into if record_into is not None else ProgramRun()
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack for every run
     pulumi.runtime.set_mocks(
         _Mocks(), project=PROJECT, stack=stack, preview=True, monitor=_RecordingMonitor(run)

@@ -101,6 +101,8 @@ def _resource_name(value: str) -> str:
 
 
 def _cidr(value: str) -> str:
+    if "/" not in value:
+        raise ValueError("must be an IPv4 CIDR with a prefix length, e.g. 10.0.0.0/8")
     try:
         network = ipaddress.IPv4Network(value, strict=True)
     except ValueError as exc:

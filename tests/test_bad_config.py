@@ -1,0 +1,246 @@
+"""Bad stack config stops the real program before it registers any resource, with a message a
+user can act on: the key as written in the stack file, the bad value, and what is allowed."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+from components.offline import ProgramRun, engine_config, run_program
+
+# (stack, --set overrides, fragments the message must contain)
+CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    # wrong types
+    ("barcelona", ("nodes=two",), ("gpu-cluster:nodes = 'two'", "valid integer")),
+    ("barcelona", ("gpusPerNode=4.5",), ("gpu-cluster:gpusPerNode = '4.5'", "integer")),
+    ("barcelona", ("createNamespace=maybe",), ("gpu-cluster:createNamespace = 'maybe'", "boolean")),
+    (
+        "barcelona",
+        ("storage.retainOnDelete=7",),
+        ("gpu-cluster:storage.retainOnDelete = 7", "boolean"),
+    ),
+    (
+        "barcelona",
+        ("launcher.masterPort=http",),
+        ("gpu-cluster:launcher.masterPort = 'http'", "integer"),
+    ),
+    (
+        "barcelona",
+        ("rdma.nics[0].routes=10.0.0.0/8",),
+        ("gpu-cluster:rdma.nics[0].routes", "tuple"),
+    ),
+    # unknown keys (typos)
+    ("barcelona", ("node=3",), ("gpu-cluster:node: unknown key", "nodes")),
+    (
+        "barcelona",
+        ("storage.storgeClass=x",),
+        ("gpu-cluster:storage.storgeClass: unknown key", "storageClass"),
+    ),
+    (
+        "barcelona",
+        ("rdma.nics[0].hcaName=mlx5_0",),
+        ("gpu-cluster:rdma.nics[0].hcaName: unknown key", "hca"),
+    ),
+    (
+        "gcp-a3",
+        ("gcp.machinetype=a3-megagpu-8g",),
+        ("gpu-cluster:gcp.machinetype: unknown key", "machineType"),
+    ),
+    (
+        "nerc-production",
+        ("launcher.deepspeed.zero=3",),
+        ("launcher.deepspeed.zero: unknown key", "zeroStage"),
+    ),
+    # enum typos
+    (
+        "barcelona",
+        ("platform=openshfit",),
+        ("gpu-cluster:platform = 'openshfit'", "'openshift' or 'gke'"),
+    ),
+    (
+        "barcelona",
+        ("networkMode=RDMA",),
+        ("gpu-cluster:networkMode = 'RDMA'", "'tcp', 'rdma', 'tcpxo' or 'tcpx'"),
+    ),
+    (
+        "barcelona",
+        ("storage.mode=shared",),
+        ("gpu-cluster:storage.mode = 'shared'", "'rwx' or 'per-pod'"),
+    ),
+    (
+        "barcelona",
+        ("launcher.kind=mpirun",),
+        ("gpu-cluster:launcher.kind = 'mpirun'", "'torchrun' or 'deepspeed'"),
+    ),
+    (
+        "barcelona",
+        ("rdma.nics[1].flavour=sriov-cni",),
+        ("rdma.nics[1].flavour = 'sriov-cni'", "'sriov', 'macvlan' or 'host-device'"),
+    ),
+    (
+        "barcelona",
+        ("rdma.gdrLevel=5",),
+        ("gpu-cluster:rdma.gdrLevel = 5", "'LOC', 'PIX', 'PXB', 'PHB' or 'SYS'"),
+    ),
+    ("barcelona", ("nccl.debug=DEBUG",), ("gpu-cluster:nccl.debug = 'DEBUG'", "'INFO'")),
+    ("gcp-a3", ("gcp.provisioning=preemptible",), ("gcp.provisioning = 'preemptible'", "'spot'")),
+    ("gcp-a3", ("gcp.releaseChannel=rapid",), ("gcp.releaseChannel = 'rapid'", "'RAPID'")),
+    # impossible combinations
+    (
+        "nerc-production",
+        ("networkMode=tcpxo",),
+        ("networkMode = 'tcpxo' is not available on platform 'openshift'", "'tcp', 'rdma'"),
+    ),
+    (
+        "gcp-a3",
+        ("networkMode=rdma",),
+        ("networkMode = 'rdma' is not available on platform 'gke'", "'tcpxo', 'tcpx', 'tcp'"),
+    ),
+    ("nerc-production", ("networkMode=rdma",), ("gpu-cluster:rdma is required",)),
+    (
+        "gcp-a3",
+        ("gcp.machineType=a3-highgpu-8g",),
+        ("networkMode = 'tcpxo' needs gcp.machineType 'a3-megagpu-8g'",),
+    ),
+    (
+        "a3-high",
+        ("gcp.machineType=a3-megagpu-8g",),
+        ("networkMode = 'tcpx' needs gcp.machineType 'a3-highgpu-8g'",),
+    ),
+    (
+        "gcp-a3",
+        ("gcp.provisioning=reservation",),
+        ("provisioning 'reservation' needs 'reservation'",),
+    ),
+    (
+        "gcp-a3",
+        ("gcp.provisioning=spot", "gcp.maintenanceInterval=PERIODIC"),
+        ("maintenanceInterval applies",),
+    ),
+    (
+        "gcp-a3",
+        ("gcp.provisioning=reservation", "gcp.reservation=r", "gcp.placementMaxDistance=2"),
+        ("brings its own placement",),
+    ),
+    (
+        "gcp-a3",
+        ("gcp.gpudirectRelease=tcpx-v3.1.12",),
+        ("not a known tcpxo release", "'tcpxo-2026-01-09'"),
+    ),
+    (
+        "barcelona",
+        ("launcher.minNodes=3",),
+        ("launcher.minNodes/maxNodes = 3:2", "minNodes <= nodes"),
+    ),
+    ("barcelona", ("rdma.nics[0].hca=",), ("gpu-cluster:rdma.nics[0].hca = ''",)),
+    ("barcelona", ("rdma.nics[0].flavour=macvlan",), ("flavour 'macvlan' needs 'master'",)),
+    # out of range numbers
+    ("barcelona", ("nodes=0",), ("gpu-cluster:nodes = '0'", "greater than or equal to 1")),
+    (
+        "barcelona",
+        ("gpusPerNode=17",),
+        ("gpu-cluster:gpusPerNode = '17'", "less than or equal to 16"),
+    ),
+    ("barcelona", ("launcher.masterPort=80",), ("gpu-cluster:launcher.masterPort = 80", "1024")),
+    ("barcelona", ("rdma.mtu=100000",), ("gpu-cluster:rdma.mtu = 100000", "9216")),
+    ("barcelona", ("rdma.ibTimeout=40",), ("gpu-cluster:rdma.ibTimeout = 40", "31")),
+    ("nerc-production", ("tcp.socketNthreads=16", "tcp.nsocksPerThread=8"), ("must be <= 64",)),
+    ("gcp-a3", ("gcp.placementMaxDistance=9",), ("gcp.placementMaxDistance = 9", "3")),
+    # malformed CIDRs and node names, overlapping ranges
+    (
+        "barcelona",
+        ("rdma.nics[0].subnet=10.0.103.0/33",),
+        ("rdma.nics[0].subnet = '10.0.103.0/33'", "IPv4 CIDR"),
+    ),
+    (
+        "barcelona",
+        ("rdma.nics[0].subnet=10.0.103.1/24",),
+        ("rdma.nics[0].subnet = '10.0.103.1/24'", "host bits"),
+    ),
+    (
+        "barcelona",
+        ("rdma.nics[1].subnet=10.0.103.0/25",),
+        ("rdma.nics[1].subnet 10.0.103.0/25 overlaps rdma.nics[0].subnet",),
+    ),
+    ("gcp-a3", ("gcp.baseCidr=10.0.0.0/20",), ("gcp.baseCidr = '10.0.0.0/20'", "too small")),
+    ("gcp-a3", ("gcp.baseCidr=10.0.0.0",), ("gcp.baseCidr = '10.0.0.0'", "prefix length")),
+    (
+        "barcelona",
+        ("openshift.nodeNames[0]=MOC_Node",),
+        ("openshift.nodeNames[0] = 'MOC_Node'", "node name"),
+    ),
+    ("barcelona", ("openshift.nodeNames[1]=moc-r4pcc02u17-nairr",), ("lists a node twice",)),
+    # too few node names, GPU counts the machine lacks
+    ("barcelona", ("nodes=6",), ("openshift.nodeNames lists 5 nodes but nodes = 6", "at least 6")),
+    ("gcp-a3", ("gpusPerNode=16",), ("gpusPerNode = 16: a3-megagpu-8g has 8 GPUs",)),
+    ("gcp-a3", ("gpusPerNode=4",), ("serves whole machines; set it to 8",)),
+    # images without tags or with mutable ones
+    (
+        "barcelona",
+        ("image=nvcr.io/nvidia/pytorch",),
+        ("gpu-cluster:image = 'nvcr.io/nvidia/pytorch'", "tag or digest"),
+    ),
+    (
+        "barcelona",
+        ("image=pytorch/pytorch:latest",),
+        ("gpu-cluster:image = 'pytorch/pytorch:latest'", "mutable"),
+    ),
+    (
+        "barcelona",
+        ("codeSync.repo=https://x/y.git", "codeSync.image=registry.k8s.io/git-sync/git-sync"),
+        ("codeSync.image", "tag"),
+    ),
+    # versions and names
+    (
+        "gcp-a3",
+        ("gcp.minMasterVersion=1.32.1-gke.1",),
+        ("older than TCPXO's minimum", "1.32.11-gke.1174000"),
+    ),
+    ("gcp-a3", ("kubernetesVersion=1.28",), ("kubernetesVersion = '1.28'", "native sidecar")),
+    (
+        "barcelona",
+        ("kubernetesVersion=v1.31",),
+        ("gpu-cluster:kubernetesVersion = 'v1.31'", "pattern"),
+    ),
+    ("barcelona", ("namespace=NCCL_Test",), ("gpu-cluster:namespace = 'NCCL_Test'", "DNS-1035")),
+    (
+        "gcp-a3",
+        ("gcp.zone=europe-west4-a",),
+        ("zone 'europe-west4-a' is not in region 'us-central1'",),
+    ),
+    (
+        "barcelona",
+        ("storage.workspaceSize=100GB",),
+        ("storage.workspaceSize = '100GB'", "quantity"),
+    ),
+    (
+        "barcelona",
+        ("rdma.nics[0].resource=eno5np0rdma",),
+        ("rdma.nics[0].resource = 'eno5np0rdma'", "extended resource"),
+    ),
+]
+
+
+def registered(run: ProgramRun) -> list[str]:
+    return [r.type for r in run.resources]
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides", "fragments"), CASES, ids=[" ".join(c[1]) for c in CASES]
+)
+def test_bad_config_stops_before_any_resource(
+    stack: str, overrides: tuple[str, ...], fragments: tuple[str, ...]
+) -> None:
+    config, secret_keys = engine_config(stack, overrides)
+    run = ProgramRun()
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(config, secret_keys, stack, record_into=run)
+    assert registered(run) == []
+    message = str(info.value)
+    assert message.startswith("invalid stack config:")
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_the_suite_is_broad() -> None:
+    assert len(CASES) >= 40
