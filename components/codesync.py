@@ -38,5 +38,7 @@ def code_sync(cs: CodeSyncSettings) -> tuple[Container, EmptyDir, Mount]:
         secret_env=credentials,
         mounts=(mount,),
         restart_policy="Always",
+        # git writes its config and temporary files under HOME in the image.
+        read_only_root=False,
     )
     return sidecar, EmptyDir(CODE_VOLUME), Mount(CODE_VOLUME, CODE_PATH, read_only=True)

@@ -35,15 +35,18 @@ from pulumi_gcp.container import (
 from pulumi_kubernetes.apps.v1 import DaemonSetSpecArgs
 from pulumi_kubernetes.core.v1 import (
     AffinityArgs,
+    CapabilitiesArgs,
     ContainerArgs,
     HostPathVolumeSourceArgs,
     NodeAffinityArgs,
     NodeSelectorArgs,
     NodeSelectorRequirementArgs,
     NodeSelectorTermArgs,
+    PodSecurityContextArgs,
     PodSpecArgs,
     PodTemplateSpecArgs,
     ResourceRequirementsArgs,
+    SeccompProfileArgs,
     SecurityContextArgs,
     TolerationArgs,
     VolumeArgs,
@@ -51,7 +54,6 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
-from components import launch
 from components.gcp_network import GPU_NIC_MTU, plan_addresses
 from components.gpudirect import (
     HOST_TOOLS_IMAGE,
@@ -62,7 +64,9 @@ from components.gpudirect import (
 )
 from components.k8s_objects import ManifestResource
 from components.netmodes import gke_network_objects, pod_networking
+from components.outputs import stack_outputs
 from components.podspec import NodeRequirement, PodPlacement
+from components.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
 from components.settings import GcpSettings, Settings, gpu_nic_count
 from components.workload import SCRIPTS_PATH, TrainingWorkload, labels
 
@@ -74,7 +78,7 @@ ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 # Node-side TCPXO setup script, run in the host's namespaces by the installer DaemonSet.
 TCPXO_PREINSTALL = SCRIPTS_PATH / "tcpxo-preinstall.sh"
 # UID the training container runs as on GKE (no SCC assigns one there).
-TRAINING_UID = 1000
+TRAINING_UID = 10001  # above 10000, clear of host users
 # Nodes pull the plugin and sidecar images from Artifact Registry and reach Google APIs.
 NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 
@@ -336,7 +340,7 @@ class GkePlatform(pulumi.ComponentResource):
         self.cluster = cluster
         self.node_pool = node_pool
         self.outputs = {
-            **launch.stack_outputs(s, cli="kubectl"),
+            **stack_outputs(s, cli="kubectl"),
             "clusterName": cluster.name,
             "clusterEndpoint": cluster.endpoint,
             "nodePoolName": node_pool.name,
@@ -462,6 +466,9 @@ class GkePlatform(pulumi.ComponentResource):
             )
         )
         privileged = SecurityContextArgs(privileged=True)
+        # Google's manifests request 150m CPU; the memory request is ours, so they are not
+        # scheduled onto a node with no memory left.
+        agent_requests = ResourceRequirementsArgs(requests={"cpu": "150m", "memory": "128Mi"})
         installer_init: list[ContainerArgs] = []
         if release.mode == "tcpxo":
             # Binds the aperture PCI devices (1ae0:0084) for the TCPXO LLCM path and loads
@@ -471,6 +478,7 @@ class GkePlatform(pulumi.ComponentResource):
                     name="pre-installation",
                     image=HOST_TOOLS_IMAGE,
                     security_context=privileged,
+                    resources=agent_requests,
                     command=["nsenter", "-at", "1", "--", "sh", "-c", TCPXO_PREINSTALL.read_text()],
                 )
             )
@@ -479,7 +487,7 @@ class GkePlatform(pulumi.ComponentResource):
                 name=f"nccl-{release.mode}-installer",
                 image=release.installer_image,
                 security_context=privileged,
-                resources=ResourceRequirementsArgs(requests={"cpu": "150m"}),
+                resources=agent_requests,
                 volume_mounts=[
                     VolumeMountArgs(name="var-lib", mount_path="/var/lib"),
                     VolumeMountArgs(name="library-dir-host", mount_path="/usr/local"),
@@ -493,59 +501,90 @@ class GkePlatform(pulumi.ComponentResource):
                 ],
             )
         )
-        installer = self._daemon_set(
+        # The installer's work is done by its init containers; pause keeps the pod alive.
+        pause = ContainerArgs(
+            name="pause",
+            image=PAUSE_IMAGE,
+            resources=ResourceRequirementsArgs(
+                requests={"cpu": "10m", "memory": "16Mi"}, limits={"cpu": "10m", "memory": "16Mi"}
+            ),
+            security_context=SecurityContextArgs(
+                allow_privilege_escalation=False,
+                read_only_root_filesystem=True,
+                run_as_non_root=True,
+                run_as_user=65535,  # the pause image's nobody user
+                capabilities=CapabilitiesArgs(drop=["ALL"]),
+            ),
+        )
+        installer = self._node_agent(
             f"{name}-nccl-{release.mode}-installer",
             f"nccl-{release.mode}-installer",
-            PodSpecArgs(
-                priority_class_name="system-node-critical",
-                affinity=only_a3,
-                tolerations=[TolerationArgs(operator="Exists")],
-                host_network=True,
-                host_pid=True,
-                init_containers=installer_init,
-                containers=[ContainerArgs(name="pause", image=PAUSE_IMAGE)],
-                volumes=[
-                    _host_path("var-lib", "/var/lib"),
-                    _host_path("library-dir-host", "/home/kubernetes/bin"),
-                ],
-            ),
-            opts,
+            only_a3,
+            init_containers=installer_init,
+            containers=[pause],
+            volumes=[
+                _host_path("var-lib", "/var/lib"),
+                _host_path("library-dir-host", "/home/kubernetes/bin"),
+            ],
+            opts=opts,
         )
-        injector = self._daemon_set(
+        injector = self._node_agent(
             f"{name}-device-injector",
             "device-injector",
-            PodSpecArgs(
-                priority_class_name="system-node-critical",
-                affinity=only_a3,
-                tolerations=[TolerationArgs(operator="Exists")],
-                host_network=True,
-                host_pid=True,
-                containers=[
-                    ContainerArgs(
-                        name="device-injector",
-                        image=NRI_INJECTOR_IMAGE,
-                        security_context=privileged,
-                        resources=ResourceRequirementsArgs(requests={"cpu": "150m"}),
-                        volume_mounts=[
-                            VolumeMountArgs(name="dev", mount_path="/dev"),
-                            VolumeMountArgs(name="nri", mount_path="/var/run/nri"),
-                        ],
-                    )
-                ],
-                volumes=[_host_path("dev", "/dev"), _host_path("nri", "/var/run/nri")],
-            ),
-            opts,
+            only_a3,
+            init_containers=[],
+            containers=[
+                ContainerArgs(
+                    name="device-injector",
+                    image=NRI_INJECTOR_IMAGE,
+                    security_context=privileged,
+                    resources=agent_requests,
+                    volume_mounts=[
+                        VolumeMountArgs(name="dev", mount_path="/dev"),
+                        VolumeMountArgs(name="nri", mount_path="/var/run/nri"),
+                    ],
+                )
+            ],
+            volumes=[_host_path("dev", "/dev"), _host_path("nri", "/var/run/nri")],
+            opts=opts,
         )
         return [installer, injector]
 
     @staticmethod
-    def _daemon_set(
-        resource_name: str, app: str, spec: PodSpecArgs, opts: pulumi.ResourceOptions
+    def _node_agent(
+        resource_name: str,
+        app: str,
+        affinity: AffinityArgs,
+        init_containers: list[ContainerArgs],
+        containers: list[ContainerArgs],
+        volumes: list[VolumeArgs],
+        opts: pulumi.ResourceOptions,
     ) -> k8s.apps.v1.DaemonSet:
+        """A vendor node agent DaemonSet in kube-system, in the host's network and PID space."""
         selector = {"k8s-app": app}
+        spec = PodSpecArgs(
+            priority_class_name="system-node-critical",
+            affinity=affinity,
+            tolerations=[TolerationArgs(operator="Exists")],
+            host_network=True,
+            host_pid=True,
+            # Neither agent talks to the Kubernetes API.
+            automount_service_account_token=False,
+            security_context=PodSecurityContextArgs(
+                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault")
+            ),
+            init_containers=init_containers or None,
+            containers=containers,
+            volumes=volumes,
+        )
         return k8s.apps.v1.DaemonSet(
             resource_name,
-            metadata=ObjectMetaArgs(name=app, namespace="kube-system", labels=selector),
+            metadata=ObjectMetaArgs(
+                name=app,
+                namespace="kube-system",
+                labels=selector,
+                annotations=skip_annotations(NODE_AGENT_EXCEPTIONS),
+            ),
             spec=DaemonSetSpecArgs(
                 selector=LabelSelectorArgs(match_labels=selector),
                 template=PodTemplateSpecArgs(metadata=ObjectMetaArgs(labels=selector), spec=spec),

@@ -97,16 +97,3 @@ def sync_command(s: Settings, cli: str, local_dir: str = "./") -> str:
         f"for i in $(seq 0 {s.nodes - 1}); do {cli} {verb} -n {s.namespace} "
         f"-c {TRAINING_CONTAINER} {local_dir} {s.name}-$i:{WORKSPACE_PATH}/; done"
     )
-
-
-def stack_outputs(s: Settings, cli: str) -> dict[str, object]:
-    """What a user needs next: where the pods are and the exact commands to run."""
-    return {
-        "namespace": s.namespace,
-        "podDnsNames": pod_dns_names(s),
-        "masterAddr": master_addr(s),
-        "worldSize": s.world_size,
-        "shellCommand": shell_command(s, cli),
-        "launchCommand": launch_command(s, cli),
-        "syncCommand": sync_command(s, cli),
-    }

@@ -178,6 +178,10 @@ def _gpudirect_pod(s: Settings, release: GpuDirectRelease) -> PodNetworking:
         mounts=tuple(daemon_mounts),
         capabilities=release.rxdm_capabilities,
         restart_policy="Always",
+        # Google's manifests set no limits on RxDM: throttling or an OOM kill stalls GPU traffic.
+        cpu_limit=None,
+        memory_limit=None,
+        read_only_root=False,
     )
     env = nccl_env(s)
     env["LD_LIBRARY_PATH"] = POD_LIB_DIR

@@ -9,9 +9,9 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
-from components import launch
 from components.k8s_objects import ManifestResource
 from components.netmodes import network_attachment, pod_networking
+from components.outputs import stack_outputs
 from components.podspec import NodeRequirement, PodPlacement
 from components.security import REQUIRED_SCC_ANNOTATION, scc_manifest
 from components.settings import Settings
@@ -127,5 +127,5 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             secret_env,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
-        self.outputs: dict[str, object] = launch.stack_outputs(s, cli="oc")
+        self.outputs: dict[str, object] = stack_outputs(s, cli="oc")
         self.register_outputs({"namespace": s.namespace})

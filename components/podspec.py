@@ -64,6 +64,11 @@ class Container:
     restart_policy: Literal["Always"] | None = None
     cpu_request: str = "100m"
     memory_request: str = "128Mi"
+    # None: no limit, for daemons whose throttling or OOM kill would stall the GPU traffic.
+    cpu_limit: str | None = "1"
+    memory_limit: str | None = "512Mi"
+    # Whether the image writes only to mounted volumes.
+    read_only_root: bool = True
 
 
 @dataclass(frozen=True)

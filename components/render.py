@@ -37,6 +37,7 @@ KIND_ORDER = (
     "ConfigMap",
     "PersistentVolumeClaim",
     "Service",
+    "NetworkPolicy",
     "DaemonSet",
     "StatefulSet",
     "Job",

@@ -233,6 +233,20 @@ class CodeSyncSettings(_Model):
     image: Image = "registry.k8s.io/git-sync/git-sync:v4.5.0"
 
 
+class VerifySettings(_Model):
+    """The built-in fabric check (all-reduce bandwidth + transport) shipped to every pod."""
+
+    enabled: bool = True
+    # PASS threshold for bus bandwidth at the largest size; None = the mode's sourced default.
+    expected_busbw_gbps: float | None = Field(default=None, gt=0)
+    max_bytes: str = Field(default="1G", pattern=r"^[0-9]+[KMG]?$")
+    iters: int = Field(default=20, ge=1, le=1000)
+    # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
+    require_gdr: bool = False
+    # Launchers run preflight.sh (GPUs, /dev/shm, memlock, RDMA links) before training.
+    preflight: bool = False
+
+
 class NcclSettings(_Model):
     debug: Literal["VERSION", "WARN", "INFO", "TRACE"] = "WARN"
 
@@ -305,6 +319,7 @@ class Settings(_Model):
     storage: StorageSettings = StorageSettings()
     launcher: LauncherSettings = LauncherSettings()
     nccl: NcclSettings = NcclSettings()
+    verify: VerifySettings = VerifySettings()
     tcp: TcpSettings = TcpSettings()
     rdma: RdmaSettings | None = None
     code_sync: CodeSyncSettings | None = None

@@ -48,6 +48,11 @@ from pulumi_kubernetes.core.v1 import (
     VolumeResourceRequirementsArgs,
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
+from pulumi_kubernetes.networking.v1 import (
+    NetworkPolicyIngressRuleArgs,
+    NetworkPolicyPeerArgs,
+    NetworkPolicySpecArgs,
+)
 
 from components import launch
 from components.codesync import code_sync
@@ -63,6 +68,7 @@ from components.podspec import (
     PodPlacement,
     Volume,
 )
+from components.scan_exceptions import skip_annotations, training_exceptions
 from components.settings import Settings
 
 # Scripts that run inside the pods; real files under version control (scripts/).
@@ -119,11 +125,12 @@ def _mounts(mounts: tuple[Mount, ...] | list[Mount]) -> list[VolumeMountArgs]:
     ]
 
 
-def _security(capabilities: tuple[str, ...]) -> SecurityContextArgs:
+def _security(capabilities: tuple[str, ...], read_only_root: bool) -> SecurityContextArgs:
     """Restricted baseline: no escalation, every capability dropped but the ones named."""
     return SecurityContextArgs(
         allow_privilege_escalation=False,
         privileged=False,
+        read_only_root_filesystem=read_only_root or None,
         capabilities=CapabilitiesArgs(drop=["ALL"], add=list(capabilities) or None),
     )
 
@@ -148,10 +155,12 @@ def _container(c: Container) -> ContainerArgs:
         ]
         or None,
         volume_mounts=_mounts(c.mounts) or None,
-        security_context=_security(c.capabilities),
+        security_context=_security(c.capabilities, c.read_only_root),
         restart_policy=c.restart_policy,
         resources=ResourceRequirementsArgs(
-            requests={"cpu": c.cpu_request, "memory": c.memory_request}
+            requests={"cpu": c.cpu_request, "memory": c.memory_request},
+            limits={k: v for k, v in (("cpu", c.cpu_limit), ("memory", c.memory_limit)) if v}
+            or None,
         ),
     )
 
@@ -284,7 +293,8 @@ class TrainingWorkload(pulumi.ComponentResource):
             resources=ResourceRequirementsArgs(
                 limits={k: v for k, v in limits.items() if v is not None}, requests=requests
             ),
-            security_context=_security(networking.capabilities),
+            # Training images install packages and write caches outside the volumes.
+            security_context=_security(networking.capabilities, read_only_root=False),
             volume_mounts=_mounts(mounts),
             working_dir=launch.WORKSPACE_PATH,
         )
@@ -309,9 +319,38 @@ class TrainingWorkload(pulumi.ComponentResource):
             volumes=[_volume(v) for v in volumes],
             termination_grace_period_seconds=30,
         )
+        # Peers reach each other on any port (NCCL picks them); nothing else may connect in.
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-peers-only",
+            metadata=ObjectMetaArgs(
+                name=f"{s.name}-peers-only", namespace=s.namespace, labels=meta_labels
+            ),
+            spec=NetworkPolicySpecArgs(
+                pod_selector=LabelSelectorArgs(match_labels=meta_labels),
+                policy_types=["Ingress"],
+                ingress=[
+                    NetworkPolicyIngressRuleArgs(
+                        from_=[
+                            NetworkPolicyPeerArgs(
+                                pod_selector=LabelSelectorArgs(match_labels=meta_labels)
+                            )
+                        ]
+                    )
+                ],
+            ),
+            opts=child,
+        )
+        scan_exceptions = training_exceptions(
+            s, networking, init_containers[len(networking.init_containers) :]
+        )
         stateful_set = k8s.apps.v1.StatefulSet(
             name,
-            metadata=ObjectMetaArgs(name=s.name, namespace=s.namespace, labels=meta_labels),
+            metadata=ObjectMetaArgs(
+                name=s.name,
+                namespace=s.namespace,
+                labels=meta_labels,
+                annotations=skip_annotations(scan_exceptions),
+            ),
             spec=k8s.apps.v1.StatefulSetSpecArgs(
                 replicas=s.nodes,
                 service_name=service.metadata.name,

@@ -181,7 +181,7 @@ def test_training_pods_run_on_the_a3_pool_as_non_root() -> None:
     assert terms["nodeSelectorTerms"][0]["matchExpressions"] == [
         {"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": ["a3mega"]}
     ]
-    assert spec["securityContext"]["runAsUser"] == 1000
+    assert spec["securityContext"]["runAsUser"] == 10001
     training = container(run_stack("gcp-a3"))
     assert "add" not in training["securityContext"]["capabilities"]  # TCPXO workload needs none
 

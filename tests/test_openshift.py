@@ -13,7 +13,7 @@ def test_barcelona_builds_the_rdma_cluster() -> None:
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "SecurityContextConstraints", "Role", "RoleBinding"]
         + ["NetworkAttachmentDefinition"] * 4
-        + ["ConfigMap", "Service", "StatefulSet"]
+        + ["ConfigMap", "Service", "NetworkPolicy", "StatefulSet"]
     )
     sts = one(run, "StatefulSet")
     assert sts["spec"]["replicas"] == 2
@@ -155,6 +155,7 @@ def test_nerc_production_is_tcp_with_shared_storage_and_no_scc_or_nads() -> None
         "ConfigMap",
         "PersistentVolumeClaim",
         "Service",
+        "NetworkPolicy",
         "StatefulSet",
     }
     env = env_of(container(run))
@@ -236,3 +237,12 @@ def test_code_sync_sidecar_keeps_the_repo_in_every_pod_with_credentials_from_a_s
     assert "git-sync" not in {
         c["name"] for c in pod_spec(run_stack("barcelona")).get("initContainers", [])
     }
+
+
+def test_only_peer_pods_may_connect_to_training_pods() -> None:
+    run = run_stack("barcelona")
+    policy = one(run, "NetworkPolicy")["spec"]
+    own_labels = one(run, "StatefulSet")["spec"]["selector"]["matchLabels"]
+    assert policy["podSelector"]["matchLabels"] == own_labels
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": own_labels}}]}]

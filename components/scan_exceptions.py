@@ -1,0 +1,73 @@
+"""Security-scan (checkov) exceptions the design needs, each with its reason (pure).
+
+Every exception is attached to the one object it concerns as a `checkov.io/skipN` annotation,
+and only when the stack's config actually needs it; everything else must pass the scan.
+"""
+
+from __future__ import annotations
+
+from components.podspec import Container, PodNetworking
+from components.settings import Settings
+
+
+def skip_annotations(reasons: dict[str, str]) -> dict[str, str]:
+    """checkov's per-object suppression annotations: `checkov.io/skipN: CHECK=reason`."""
+    return {
+        f"checkov.io/skip{i}": f"{check}={reason}"
+        for i, (check, reason) in enumerate(sorted(reasons.items()), start=1)
+    }
+
+
+def training_exceptions(
+    s: Settings, networking: PodNetworking, sidecars: list[Container]
+) -> dict[str, str]:
+    reasons = {
+        "CKV_K8S_8": "no liveness probe: a restart would kill a running training job; "
+        "torchrun and DeepSpeed handle worker failures",
+        "CKV_K8S_15": "images are pinned by tag or digest in stack config, and re-pulling "
+        "multi-GB training images on every restart only costs time",
+        "CKV_K8S_22": "training images install packages and write caches outside the volumes",
+    }
+    images = [s.image, *(c.image for c in networking.init_containers + tuple(sidecars))]
+    if any("@sha256:" not in image for image in images):
+        reasons["CKV_K8S_43"] = "images are pinned by tag in stack config (set a digest there)"
+    capabilities = set(networking.capabilities)
+    capabilities.update(c for sidecar in networking.init_containers for c in sidecar.capabilities)
+    if capabilities:
+        reasons["CKV_K8S_25"] = (
+            f"network mode {s.network_mode} needs {', '.join(sorted(capabilities))} "
+            "(only on the containers that use them)"
+        )
+    if s.platform == "openshift":
+        reasons["CKV_K8S_40"] = "OpenShift's SCC assigns a high UID from the namespace's range"
+    containers = [*networking.init_containers, *sidecars]
+    if s.pod.cpu_limit is None or any(c.cpu_limit is None for c in containers):
+        reasons["CKV_K8S_11"] = (
+            "CPU limits throttle data loading and the GPUDirect daemon; requests reserve the CPU"
+        )
+    if any(c.memory_limit is None for c in containers):
+        reasons["CKV_K8S_13"] = (
+            "the GPUDirect daemon has no memory limit (an OOM kill stalls GPU traffic)"
+        )
+    return reasons
+
+
+# Vendor node agents on GKE A3 nodes: they change the host, so they need what the scan forbids.
+NODE_AGENT_EXCEPTIONS = {
+    "CKV_K8S_16": "vendor node agent: binds PCI devices, loads modules, injects device nodes",
+    "CKV_K8S_17": "vendor node agent: enters the host's namespaces (nsenter)",
+    "CKV_K8S_19": "vendor node agent: configures host networking",
+    "CKV_K8S_20": "privileged vendor node agent",
+    "CKV_K8S_23": "vendor node agent runs as root on the host",
+    "CKV_K8S_28": "privileged vendor node agent",
+    "CKV_K8S_37": "privileged vendor node agent",
+    "CKV_K8S_40": "vendor node agent runs as root on the host",
+    "CKV_K8S_22": "vendor installer writes to its image before copying to the host",
+    "CKV_K8S_8": "one-shot vendor install step; Google's manifests define no probes",
+    "CKV_K8S_9": "one-shot vendor install step; Google's manifests define no probes",
+    "CKV_K8S_15": "tag-pinned vendor images (Google publishes tags)",
+    "CKV_K8S_43": "tag-pinned vendor images (Google publishes tags)",
+    "CKV_K8S_11": "Google's manifests set requests only; a throttled installer delays the node",
+    "CKV_K8S_13": "Google's manifests set requests only; an OOM-killed injector breaks pods",
+    "CKV2_K8S_6": "host-network pods are outside NetworkPolicy's reach",
+}

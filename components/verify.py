@@ -1,0 +1,75 @@
+"""Fabric verification: what "fast enough" means per network mode, and the command that checks
+it on every pod after `pulumi up` (pure)."""
+
+from __future__ import annotations
+
+import shlex
+
+from components.gpudirect import release_for
+from components.launch import TRAINING_CONTAINER
+from components.netmodes import SCRIPTS_DIR
+from components.settings import Settings
+
+CHECK_SCRIPT = "allreduce_check.py"
+
+# Bus bandwidth (GB/s, all_reduce at the largest size) below which the fabric check fails.
+# rdma: 24 GB/s per 200G RoCE NIC (reference/openshift-rdma.md; NVIDIA/nccl-tests#119).
+RDMA_BUSBW_PER_NIC = 24.0
+# tcp: TCP over 100G measured 2.7-5 GB/s (NVIDIA/nccl#450); the floor of that range.
+TCP_BUSBW = 2.5
+# tcpxo: A3 Mega measures 180-190 GB/s of a 200 GB/s maximum (seed 004); 160 leaves headroom.
+TCPXO_BUSBW = 160.0
+# tcpx: no published figure in the references; 70% of A3 High's 4 x 200 Gbps (100 GB/s) line.
+TCPX_BUSBW = 70.0
+
+# The transport each mode promises, as the check script names it.
+TRANSPORT = {"rdma": "ib", "tcp": "socket", "tcpxo": "tcpxo", "tcpx": "tcpx"}
+
+
+def expected_busbw(s: Settings) -> float:
+    if s.verify.expected_busbw_gbps is not None:
+        return s.verify.expected_busbw_gbps
+    if s.network_mode == "rdma":
+        assert s.rdma is not None
+        return RDMA_BUSBW_PER_NIC * len(s.rdma.nics)
+    if s.network_mode == "tcp":
+        return TCP_BUSBW
+    assert s.gcp is not None
+    release_for(s.network_mode, s.gcp.gpudirect_release)  # the pinned release must exist
+    return TCPXO_BUSBW if s.network_mode == "tcpxo" else TCPX_BUSBW
+
+
+def check_args(s: Settings) -> list[str]:
+    args = [
+        "--backend",
+        "nccl",
+        "--max-bytes",
+        s.verify.max_bytes,
+        "--iters",
+        str(s.verify.iters),
+        "--expected-busbw-gbps",
+        f"{expected_busbw(s):g}",
+        "--expected-transport",
+        TRANSPORT[s.network_mode],
+    ]
+    if s.verify.require_gdr:
+        args.append("--require-gdr")
+    return args
+
+
+def verify_command(s: Settings, cli: str) -> str:
+    """Runs the all-reduce check across every pod; pod 0 prints the report and the verdict,
+    and the command exits with its code (0 PASS, 1 FAIL)."""
+    run = " ".join(
+        [
+            f"{cli} exec -n {s.namespace} {s.name}-$i -c {TRAINING_CONTAINER} --",
+            # A fixed world and its own rendezvous id: never joins a running training job.
+            f"env TORCHRUN_NNODES={s.nodes} RDZV_ID=verify-{s.name}",
+            f"{SCRIPTS_DIR}/launch-torchrun.sh {SCRIPTS_DIR}/{CHECK_SCRIPT}",
+            shlex.join(check_args(s)),
+        ]
+    )
+    return (
+        f"(for i in $(seq 1 {s.nodes - 1}); do {run} >/dev/null 2>&1 & done; "
+        f"i=0; {run}; rc=$?; wait; exit $rc)"
+    )

@@ -1,0 +1,87 @@
+"""checkov's Kubernetes checks pass on every stack's render; the only exceptions are the ones the
+design needs, each on its one object, with its reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.render import render
+from tests.conftest import ROOT, STACKS
+
+TOOLS_CHECKOV = ROOT / ".tools" / "checkov" / "bin" / "checkov"
+
+VARIANTS = [(stack, ()) for stack in STACKS] + [
+    ("barcelona", ("networkMode=tcp",)),
+    ("barcelona", ("codeSync.repo=https://github.com/example/train.git",)),
+    ("gcp-a3", ("networkMode=tcp",)),
+]
+
+
+def checkov() -> str:
+    """checkov pins dependencies older than Pulumi's, so it lives in its own venv (.ci/run
+    installs it at .tools/checkov); CHECKOV_BIN or PATH may name another."""
+    candidates = [os.environ.get("CHECKOV_BIN"), str(TOOLS_CHECKOV), shutil.which("checkov")]
+    found = next((c for c in candidates if c and Path(c).exists()), None)
+    assert found, "checkov not found: run `bash .ci/run` once, or set CHECKOV_BIN"
+    return found
+
+
+def scan(manifests: str, tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "kubernetes.yaml"
+    path.write_text(manifests)
+    result = subprocess.run(
+        [checkov(), "-f", str(path), "--framework", "kubernetes", "--quiet", "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    report = json.loads(result.stdout)
+    return dict(report[0] if isinstance(report, list) else report)
+
+
+@pytest.mark.parametrize(("stack", "overrides"), VARIANTS, ids=lambda v: str(v))
+def test_no_failed_checks(stack: str, overrides: tuple[str, ...], tmp_path: Path) -> None:
+    report = scan(render(stack, overrides)["kubernetes.yaml"], tmp_path)
+    failed = [
+        f"{f['check_id']} {f['resource']}: {f['check_name']}"
+        for f in report.get("results", {}).get("failed_checks", [])
+    ]
+    assert report["summary"]["passed"] > 0
+    assert not failed, "\n".join(failed)
+
+
+def skips(stack: str, *overrides: str) -> dict[str, dict[str, str]]:
+    """kind/name -> {check: reason} from the rendered checkov annotations."""
+    out = {}
+    for doc in yaml.safe_load_all(render(stack, overrides)["kubernetes.yaml"]):
+        annotations = doc["metadata"].get("annotations", {})
+        found = dict(
+            v.split("=", 1) for k, v in annotations.items() if k.startswith("checkov.io/skip")
+        )
+        if found:
+            out[f"{doc['kind']}/{doc['metadata']['name']}"] = found
+    return out
+
+
+def test_exceptions_follow_the_network_mode() -> None:
+    rdma = skips("barcelona")["StatefulSet/ml-dev-env"]
+    assert "IPC_LOCK" in rdma["CKV_K8S_25"]
+    assert "CKV_K8S_25" not in skips("barcelona", "networkMode=tcp")["StatefulSet/ml-dev-env"]
+    tcpxo = skips("gcp-a3")["StatefulSet/gpu-cluster"]
+    assert "NET_ADMIN" in tcpxo["CKV_K8S_25"] and "CKV_K8S_40" not in tcpxo
+    assert set(skips("gcp-a3")) == {
+        "StatefulSet/gpu-cluster",
+        "DaemonSet/nccl-tcpxo-installer",
+        "DaemonSet/device-injector",
+    }
+    assert not any(k.startswith("DaemonSet/") for k in skips("gcp-a3", "networkMode=tcp"))
+    for reasons in skips("gcp-a3").values():
+        assert all(len(reason) > 20 for reason in reasons.values())
