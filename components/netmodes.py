@@ -182,6 +182,9 @@ def _gpudirect_pod(s: Settings, release: GpuDirectRelease) -> PodNetworking:
         cpu_limit=None,
         memory_limit=None,
         read_only_root=False,
+        # NET_ADMIN must be effective to program flow steering, so RxDM runs as root as in
+        # Google's manifests; the training container stays non-root.
+        run_as_root=True,
     )
     env = nccl_env(s)
     env["LD_LIBRARY_PATH"] = POD_LIB_DIR

@@ -69,6 +69,9 @@ class Container:
     memory_limit: str | None = "512Mi"
     # Whether the image writes only to mounted volumes.
     read_only_root: bool = True
+    # Root in the container, overriding the pod's non-root default: added capabilities are only
+    # effective for root (Kubernetes grants no ambient capabilities).
+    run_as_root: bool = False
 
 
 @dataclass(frozen=True)

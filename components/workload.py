@@ -125,11 +125,15 @@ def _mounts(mounts: tuple[Mount, ...] | list[Mount]) -> list[VolumeMountArgs]:
     ]
 
 
-def _security(capabilities: tuple[str, ...], read_only_root: bool) -> SecurityContextArgs:
+def _security(
+    capabilities: tuple[str, ...], read_only_root: bool, run_as_root: bool = False
+) -> SecurityContextArgs:
     """Restricted baseline: no escalation, every capability dropped but the ones named."""
     return SecurityContextArgs(
         allow_privilege_escalation=False,
         privileged=False,
+        run_as_user=0 if run_as_root else None,
+        run_as_non_root=False if run_as_root else None,
         read_only_root_filesystem=read_only_root or None,
         capabilities=CapabilitiesArgs(drop=["ALL"], add=list(capabilities) or None),
     )
@@ -155,7 +159,7 @@ def _container(c: Container) -> ContainerArgs:
         ]
         or None,
         volume_mounts=_mounts(c.mounts) or None,
-        security_context=_security(c.capabilities, c.read_only_root),
+        security_context=_security(c.capabilities, c.read_only_root, c.run_as_root),
         restart_policy=c.restart_policy,
         resources=ResourceRequirementsArgs(
             requests={"cpu": c.cpu_request, "memory": c.memory_request},

@@ -149,6 +149,13 @@ def test_gpudirect_sidecar_env_and_daemons_follow_the_pinned_release(stack: str,
     assert sidecar["image"] == release.rxdm_image
     assert sidecar["securityContext"]["capabilities"]["add"] == list(release.rxdm_capabilities)
     assert sidecar["securityContext"]["privileged"] is False
+    # Added capabilities are only effective for root; the training container stays non-root.
+    assert (
+        sidecar["securityContext"]["runAsUser"],
+        sidecar["securityContext"]["runAsNonRoot"],
+    ) == (0, False)
+    assert "runAsUser" not in container(run)["securityContext"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
     assert "hostNetwork" not in spec
     env = env_of(container(run))
     for key, value in release.nccl_env:
