@@ -38,10 +38,6 @@ from pulumi_kubernetes.core.v1 import (
     CapabilitiesArgs,
     ContainerArgs,
     HostPathVolumeSourceArgs,
-    NodeAffinityArgs,
-    NodeSelectorArgs,
-    NodeSelectorRequirementArgs,
-    NodeSelectorTermArgs,
     PodSecurityContextArgs,
     PodSpecArgs,
     PodTemplateSpecArgs,
@@ -68,7 +64,7 @@ from components.outputs import stack_outputs
 from components.podspec import NodeRequirement, PodPlacement
 from components.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
 from components.settings import GcpSettings, Settings, gpu_nic_count
-from components.workload import SCRIPTS_PATH, TrainingWorkload, labels
+from components.workload import SCRIPTS_PATH, TrainingWorkload, labels, node_affinity
 
 # GKE accelerator type per machine (reference/gcp-a3-gpudirect.md, machine families table).
 ACCELERATOR = {"a3-megagpu-8g": "nvidia-h100-mega-80gb", "a3-highgpu-8g": "nvidia-h100-80gb"}
@@ -148,29 +144,14 @@ class GkePlatform(pulumi.ComponentResource):
         plan = plan_addresses(g.base_cidr, gpu_nic_count(s))
         release = release_for(s.network_mode, g.gpudirect_release) if plan.gpu_nics else None
 
-        host_vpc = gcp.compute.Network(
+        host_vpc, host_subnet = self._vpc(
             f"{name}-host",
-            name=f"{s.name}-host",
-            project=g.project,
-            auto_create_subnetworks=False,
+            f"{s.name}-host",
+            g,
+            plan.nodes,
+            firewall_sources=[plan.nodes, plan.pods],
             opts=child,
-        )
-        host_subnet = gcp.compute.Subnetwork(
-            f"{name}-host",
-            name=f"{s.name}-host",
-            project=g.project,
-            region=g.region,
-            network=host_vpc.id,
-            ip_cidr_range=plan.nodes,
-            private_ip_google_access=True,
-            secondary_ip_ranges=[
-                SubnetworkSecondaryIpRangeArgs(range_name="pods", ip_cidr_range=plan.pods),
-                SubnetworkSecondaryIpRangeArgs(range_name="services", ip_cidr_range=plan.services),
-            ],
-            opts=child,
-        )
-        self._internal_firewall(
-            f"{name}-host", f"{s.name}-host", g, host_vpc, [plan.nodes, plan.pods], child
+            secondary_ranges={"pods": plan.pods, "services": plan.services},
         )
         if g.private_nodes:
             # Private nodes have no public IPs: NAT lets them pull images and reach Google APIs.
@@ -195,29 +176,18 @@ class GkePlatform(pulumi.ComponentResource):
                 opts=child,
             )
 
-        gpu_subnets: list[tuple[gcp.compute.Network, gcp.compute.Subnetwork]] = []
-        for index, cidr in enumerate(plan.gpu_nics, start=1):
-            vpc = gcp.compute.Network(
+        gpu_subnets = [
+            self._vpc(
                 f"{name}-gpu{index}",
-                name=f"{s.name}-gpu{index}",
-                project=g.project,
-                auto_create_subnetworks=False,
+                f"{s.name}-gpu{index}",
+                g,
+                cidr,
+                firewall_sources=[cidr],
+                opts=child,
                 mtu=GPU_NIC_MTU,
-                opts=child,
             )
-            subnet = gcp.compute.Subnetwork(
-                f"{name}-gpu{index}",
-                name=f"{s.name}-gpu{index}",
-                project=g.project,
-                region=g.region,
-                network=vpc.id,
-                ip_cidr_range=cidr,
-                opts=child,
-            )
-            self._internal_firewall(
-                f"{name}-gpu{index}", f"{s.name}-gpu{index}", g, vpc, [cidr], child
-            )
-            gpu_subnets.append((vpc, subnet))
+            for index, cidr in enumerate(plan.gpu_nics, start=1)
+        ]
 
         cluster = gcp.container.Cluster(
             f"{name}-cluster",
@@ -353,22 +323,49 @@ class GkePlatform(pulumi.ComponentResource):
         self.register_outputs({"clusterName": cluster.name, "nodePoolName": node_pool.name})
 
     @staticmethod
-    def _internal_firewall(
+    def _vpc(
         resource_name: str,
         gcp_name: str,
         g: GcpSettings,
-        network: gcp.compute.Network,
-        source_ranges: list[str],
+        cidr: str,
+        firewall_sources: list[str],
         opts: pulumi.ResourceOptions,
-    ) -> gcp.compute.Firewall:
-        """Allow all TCP/UDP/ICMP between addresses of the VPC's own ranges."""
-        return gcp.compute.Firewall(
+        mtu: int | None = None,
+        secondary_ranges: dict[str, str] | None = None,
+    ) -> tuple[gcp.compute.Network, gcp.compute.Subnetwork]:
+        """A custom-mode VPC with one regional subnet, and a firewall rule allowing all
+        TCP/UDP/ICMP between addresses of `firewall_sources`."""
+        network = gcp.compute.Network(
+            resource_name,
+            name=gcp_name,
+            project=g.project,
+            auto_create_subnetworks=False,
+            mtu=mtu,
+            opts=opts,
+        )
+        subnet = gcp.compute.Subnetwork(
+            resource_name,
+            name=gcp_name,
+            project=g.project,
+            region=g.region,
+            network=network.id,
+            ip_cidr_range=cidr,
+            # Private nodes reach Google APIs (Artifact Registry, logging) without NAT.
+            private_ip_google_access=True,
+            secondary_ip_ranges=[
+                SubnetworkSecondaryIpRangeArgs(range_name=k, ip_cidr_range=v)
+                for k, v in (secondary_ranges or {}).items()
+            ]
+            or None,
+            opts=opts,
+        )
+        gcp.compute.Firewall(
             f"{resource_name}-internal",
             name=f"{gcp_name}-internal",
             project=g.project,
             network=network.id,
             direction="INGRESS",
-            source_ranges=source_ranges,
+            source_ranges=firewall_sources,
             allows=[
                 FirewallAllowArgs(protocol="tcp", ports=["0-65535"]),
                 FirewallAllowArgs(protocol="udp", ports=["0-65535"]),
@@ -376,6 +373,7 @@ class GkePlatform(pulumi.ComponentResource):
             ],
             opts=opts,
         )
+        return network, subnet
 
     @staticmethod
     def _placement_policy(
@@ -449,20 +447,8 @@ class GkePlatform(pulumi.ComponentResource):
         and run only on the A3 nodes, never in the training namespace.
         """
         only_a3 = AffinityArgs(
-            node_affinity=NodeAffinityArgs(
-                required_during_scheduling_ignored_during_execution=NodeSelectorArgs(
-                    node_selector_terms=[
-                        NodeSelectorTermArgs(
-                            match_expressions=[
-                                NodeSelectorRequirementArgs(
-                                    key=ACCELERATOR_LABEL,
-                                    operator="In",
-                                    values=[release.accelerator],
-                                )
-                            ]
-                        )
-                    ]
-                )
+            node_affinity=node_affinity(
+                (NodeRequirement(ACCELERATOR_LABEL, "In", (release.accelerator,)),)
             )
         )
         privileged = SecurityContextArgs(privileged=True)

@@ -64,6 +64,7 @@ from components.podspec import (
     EmptyDir,
     HostPath,
     Mount,
+    NodeRequirement,
     PodNetworking,
     PodPlacement,
     Volume,
@@ -453,22 +454,27 @@ class TrainingWorkload(pulumi.ComponentResource):
         ]
 
 
+def node_affinity(requirements: tuple[NodeRequirement, ...]) -> NodeAffinityArgs:
+    """Schedule only on nodes that meet every requirement."""
+    return NodeAffinityArgs(
+        required_during_scheduling_ignored_during_execution=NodeSelectorArgs(
+            node_selector_terms=[
+                NodeSelectorTermArgs(
+                    match_expressions=[
+                        NodeSelectorRequirementArgs(
+                            key=r.key, operator=r.operator, values=list(r.values) or None
+                        )
+                        for r in requirements
+                    ]
+                )
+            ]
+        )
+    )
+
+
 def _affinity(meta_labels: dict[str, str], placement: PodPlacement) -> AffinityArgs:
     return AffinityArgs(
-        node_affinity=NodeAffinityArgs(
-            required_during_scheduling_ignored_during_execution=NodeSelectorArgs(
-                node_selector_terms=[
-                    NodeSelectorTermArgs(
-                        match_expressions=[
-                            NodeSelectorRequirementArgs(
-                                key=r.key, operator=r.operator, values=list(r.values) or None
-                            )
-                            for r in placement.node_requirements
-                        ]
-                    )
-                ]
-            )
-        ),
+        node_affinity=node_affinity(placement.node_requirements),
         # Exactly one training pod per node: each pod takes every GPU and NIC it is given.
         pod_anti_affinity=PodAntiAffinityArgs(
             required_during_scheduling_ignored_during_execution=[

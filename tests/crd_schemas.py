@@ -69,65 +69,53 @@ SCC: dict[str, Any] = {
     },
 }
 
-NAD: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "k8s.cni.cncf.io/v1"},
-        "metadata": _METADATA,
-        "spec": {
-            "type": "object",
-            "required": ["config"],
-            "additionalProperties": False,
-            "properties": {"config": {"type": "string"}},
-        },
-    },
-}
 
-GKE_NETWORK_PARAM_SET: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "networking.gke.io/v1"},
-        "metadata": _METADATA,
-        "spec": {
+def _with_spec(api_version: str, required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    """A namespaced-or-cluster CR whose fields live under a closed `spec`."""
+    return {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": api_version},
+            "metadata": _METADATA,
+            "spec": {
+                "type": "object",
+                "required": required,
+                "additionalProperties": False,
+                "properties": properties,
+            },
+        },
+    }
+
+
+NAD = _with_spec("k8s.cni.cncf.io/v1", ["config"], {"config": {"type": "string"}})
+
+GKE_NETWORK_PARAM_SET = _with_spec(
+    "networking.gke.io/v1",
+    ["vpc", "vpcSubnet", "deviceMode"],
+    {
+        "vpc": {"type": "string"},
+        "vpcSubnet": {"type": "string"},
+        "deviceMode": {"enum": ["NetDevice", "DPDK-VFIO", "RDMA"]},
+    },
+)
+
+GKE_NETWORK = _with_spec(
+    "networking.gke.io/v1",
+    ["type"],
+    {
+        "type": {"enum": ["L3", "Device"]},
+        "parametersRef": {
             "type": "object",
-            "required": ["vpc", "vpcSubnet", "deviceMode"],
-            "additionalProperties": False,
+            "required": ["group", "kind", "name"],
             "properties": {
-                "vpc": {"type": "string"},
-                "vpcSubnet": {"type": "string"},
-                "deviceMode": {"enum": ["NetDevice", "DPDK-VFIO", "RDMA"]},
+                "group": {"const": "networking.gke.io"},
+                "kind": {"const": "GKENetworkParamSet"},
+                "name": {"type": "string"},
             },
         },
     },
-}
-
-GKE_NETWORK: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "networking.gke.io/v1"},
-        "metadata": _METADATA,
-        "spec": {
-            "type": "object",
-            "required": ["type"],
-            "additionalProperties": False,
-            "properties": {
-                "type": {"enum": ["L3", "Device"]},
-                "parametersRef": {
-                    "type": "object",
-                    "required": ["group", "kind", "name"],
-                    "properties": {
-                        "group": {"const": "networking.gke.io"},
-                        "kind": {"const": "GKENetworkParamSet"},
-                        "name": {"type": "string"},
-                    },
-                },
-            },
-        },
-    },
-}
+)
 
 # CNI plugin config carried in a NAD's spec.config (CNI spec 1.0 + the plugins' own keys).
 CNI_CONFIG: dict[str, Any] = {
