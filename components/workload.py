@@ -71,6 +71,7 @@ from components.podspec import (
 )
 from components.scan_exceptions import skip_annotations, training_exceptions
 from components.settings import Settings
+from components.verify import CHECK_SCRIPT
 
 # Scripts that run inside the pods; real files under version control (scripts/).
 SCRIPTS_PATH = Path(__file__).resolve().parent.parent / "scripts"
@@ -92,7 +93,8 @@ def labels(s: Settings) -> dict[str, str]:
 
 def scripts_data(s: Settings) -> dict[str, str]:
     """ConfigMap content: the in-pod scripts plus the files rendered from config."""
-    data = {name: (SCRIPTS_PATH / name).read_text() for name in SHIPPED_SCRIPTS}
+    names = [*SHIPPED_SCRIPTS, *([CHECK_SCRIPT] if s.verify.enabled else [])]
+    data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
     data[launch.HOSTFILE] = launch.hostfile(s)
     data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
     return data

@@ -1,0 +1,676 @@
+"""scripts/allreduce_check.py: the pure helpers, and the real script under torchrun (gloo, CPU).
+
+The NCCL log fixtures in tests/fixtures/nccl_logs/ are real NCCL_DEBUG=INFO lines recorded from
+public issues and docs; each file names its sources. Nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "allreduce_check.py"
+LOGS = Path(__file__).resolve().parent / "fixtures" / "nccl_logs"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("allreduce_check", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+ac = _load()
+
+
+def log(name: str) -> str:
+    return (LOGS / name).read_text()
+
+
+def report(name: str) -> Any:
+    return ac.detect_transport(log(name))
+
+
+def rows_with_busbw(*busbw: float, data_ok: bool = True) -> list[Any]:
+    return [
+        ac.Row(
+            size_bytes=8 << i,
+            count=2 << i,
+            time_us=1.0,
+            algbw_gbps=b,
+            busbw_gbps=b,
+            data_ok=data_ok,
+        )
+        for i, b in enumerate(busbw)
+    ]
+
+
+# --- sizes ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8", 8),
+        ("1024", 1024),
+        ("64K", 64 * 1024),
+        ("64k", 64 * 1024),
+        ("64M", 64 * 1024**2),
+        ("1G", 1024**3),
+        ("1g", 1024**3),
+        ("2T", 2 * 1024**4),
+        ("512MB", 512 * 1024**2),
+        ("1GiB", 1024**3),
+        (" 16M ", 16 * 1024**2),
+    ],
+)
+def test_parse_size(text: str, expected: int) -> None:
+    assert ac.parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "G", "abc", "-1", "0", "0M", "1.5G", "1X", "1 G B", "1e9"])
+def test_parse_size_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        ac.parse_size(text)
+
+
+def test_bad_size_is_a_usage_error_with_exit_2() -> None:
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--max-bytes", "lots"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "not a size" in result.stderr
+
+
+def test_sweep_defaults_match_nccl_tests() -> None:
+    sizes = ac.size_sweep(8, ac.parse_size("1G"), 2)
+    assert sizes[0] == 8
+    assert sizes[-1] == 1 << 30
+    assert len(sizes) == 28  # 2**3 .. 2**30
+    assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
+
+
+def test_sweep_other_factor_stops_at_or_below_max() -> None:
+    assert ac.size_sweep(1024, 1 << 20, 4) == [1024, 4096, 16384, 65536, 262144, 1048576]
+    assert ac.size_sweep(1000, 100_000, 10) == [1000, 10_000, 100_000]
+    assert ac.size_sweep(64, 100, 2) == [64]
+    assert ac.size_sweep(4096, 4096, 2) == [4096]
+
+
+def test_sweep_rounds_to_whole_float32_elements() -> None:
+    assert ac.size_sweep(1, 16, 2) == [4, 8, 16]  # 1 and 2 bytes round up to one element
+    assert ac.size_sweep(6, 50, 3) == [4, 16]  # 6 -> 4, 18 -> 16, 54 > 50 stops
+    assert all(size % 4 == 0 for size in ac.size_sweep(3, 10_000, 3))
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "factor"),
+    [(16, 8, 2), (8, 16, 1), (8, 16, 0), (0, 16, 2), (8, -1, 2)],
+)
+def test_sweep_rejects(lo: int, hi: int, factor: int) -> None:
+    with pytest.raises(ValueError):
+        ac.size_sweep(lo, hi, factor)
+
+
+# --- bandwidth arithmetic -------------------------------------------------------------------
+
+
+def test_algbw_is_bytes_over_time_in_1e9_bytes() -> None:
+    assert ac.alg_bandwidth_gbps(1_000_000_000, 1.0) == 1.0
+    assert ac.alg_bandwidth_gbps(1 << 30, 0.01) == pytest.approx(107.3741824)
+    with pytest.raises(ValueError):
+        ac.alg_bandwidth_gbps(8, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("algbw", "n", "busbw"),
+    [
+        (100.0, 2, 100.0),  # 2(n-1)/n = 1
+        (100.0, 4, 150.0),  # 6/4
+        (100.0, 8, 175.0),  # 14/8
+        (100.0, 16, 187.5),  # 30/16: 2 nodes x 8 GPUs
+        (30.0, 3, 40.0),  # 4/3
+        (50.0, 1, 0.0),  # one rank moves nothing over the bus
+    ],
+)
+def test_busbw_is_algbw_times_2_n_minus_1_over_n(algbw: float, n: int, busbw: float) -> None:
+    assert ac.bus_bandwidth_gbps(algbw, n) == pytest.approx(busbw)
+
+
+def test_make_row_ties_it_together() -> None:
+    # 1 GiB in 10 ms on 16 ranks: algbw 107.37 GB/s, busbw 201.33 GB/s.
+    row = ac.make_row(1 << 30, 0.010, 16, True)
+    assert row.count == (1 << 30) // 4
+    assert row.time_us == pytest.approx(10_000.0)
+    assert row.algbw_gbps == pytest.approx(107.3741824)
+    assert row.busbw_gbps == pytest.approx(107.3741824 * 30 / 16)
+
+
+def test_expected_sum_is_n_n_plus_1_over_2() -> None:
+    assert [ac.expected_sum(n) for n in (1, 2, 3, 8, 16)] == [1, 3, 6, 36, 136]
+
+
+# --- verdict: bandwidth and data --------------------------------------------------------------
+
+
+def test_no_threshold_means_no_bandwidth_verdict() -> None:
+    verdict = ac.evaluate(rows_with_busbw(0.0, 0.0))
+    assert verdict.passed
+    assert verdict.exit_code == 0
+    assert verdict.line().startswith("PASS")
+
+
+def test_threshold_is_judged_at_the_largest_size_only() -> None:
+    # Small sizes far below the threshold do not matter; the largest one does.
+    rows = rows_with_busbw(0.1, 1.0, 95.0)
+    assert ac.evaluate(rows, expected_busbw_gbps=90.0).passed
+    rows = rows_with_busbw(99.0, 99.0, 50.0)
+    verdict = ac.evaluate(rows, expected_busbw_gbps=90.0)
+    assert not verdict.passed
+    assert verdict.exit_code == 1
+    assert "busbw 50.00 GB/s" in verdict.line()
+    assert "below the expected 90 GB/s" in verdict.line()
+
+
+@pytest.mark.parametrize(
+    ("measured", "expected", "passed"),
+    [
+        (96.0, 96.0, True),  # equal passes
+        (96.0, 95.99, True),
+        (95.99, 96.0, False),
+        (0.0, 0.0, True),
+        (0.0, 1e-9, False),
+    ],
+)
+def test_threshold_boundary(measured: float, expected: float, passed: bool) -> None:
+    verdict = ac.evaluate(rows_with_busbw(1.0, measured), expected_busbw_gbps=expected)
+    assert verdict.passed is passed
+    assert verdict.line().startswith("PASS" if passed else "FAIL")
+
+
+def test_data_check_failure_fails_even_when_fast() -> None:
+    rows = [*rows_with_busbw(500.0), *rows_with_busbw(500.0, 500.0, data_ok=False)[1:]]
+    verdict = ac.evaluate(rows, expected_busbw_gbps=1.0)
+    assert not verdict.passed
+    assert "data check failed at 16 B" in verdict.line()
+
+
+def test_reasons_accumulate() -> None:
+    verdict = ac.evaluate(
+        rows_with_busbw(1.0, data_ok=False),
+        expected_busbw_gbps=10.0,
+        expected_transport="ib",
+        reports=[report("socket_fallback.log")],
+    )
+    assert len(verdict.reasons) == 3
+    assert verdict.line().startswith("FAIL: data check failed")
+
+
+# --- transport detection on recorded NCCL_DEBUG=INFO samples --------------------------------
+
+
+def test_roce_with_gdrdma() -> None:
+    rep = report("roce_gdrdma.log")
+    assert rep.transport == "ib"
+    assert rep.network == "IB"
+    assert rep.source == "using-network"
+    assert "mlx5_bond_0:1/RoCE" in rep.ib_devices
+    assert rep.link_layers == ["RoCE"]
+    assert rep.net_connections == 4
+    assert rep.gdr_connections == 4
+    assert rep.gdr is True
+    for expected in ("ib", "any"):
+        verdict = ac.evaluate(
+            rows_with_busbw(96.0), expected_transport=expected, require_gdr=True, reports=[rep]
+        )
+        assert verdict.passed, verdict.line()
+
+
+def test_roce_without_gdrdma() -> None:
+    rep = report("roce_no_gdrdma.log")
+    assert rep.transport == "ib"
+    assert rep.source == "channels"  # no "Using network" line in that capture
+    assert rep.link_layers == ["RoCE"]
+    assert len(rep.ib_devices) == 4
+    assert (rep.net_connections, rep.gdr_connections) == (4, 0)
+    assert rep.gdr_summary is False  # "Connected all rings, use ring PXN 0 GDR 0"
+    assert rep.gdr is False
+    # RoCE is what was asked for ...
+    assert ac.evaluate(rows_with_busbw(1.0), expected_transport="ib", reports=[rep]).passed
+    # ... but not without GPUDirect RDMA.
+    verdict = ac.evaluate(
+        rows_with_busbw(1.0), expected_transport="ib", require_gdr=True, reports=[rep]
+    )
+    assert not verdict.passed
+    assert "no GDRDMA on the NET connections of rank 0" in verdict.line()
+
+
+def test_ibext_plugin_names_count_as_ib() -> None:
+    roce = report("ibext_roce_no_gdrdma.log")
+    assert (roce.transport, roce.network, roce.gdr) == ("ib", "IBext_v8", False)
+    sharp = report("ib_sharp_ibext.log")
+    assert (sharp.transport, sharp.network) == ("ib", "IBext")
+    assert sharp.link_layers == ["IB"]
+    assert sharp.gdr is None  # no connection lines in that excerpt
+
+
+def test_socket_fallback_fails_when_ib_expected() -> None:
+    rep = report("socket_fallback.log")
+    assert rep.transport == "socket"
+    assert rep.network == "Socket"
+    assert rep.ib_no_device is True
+    assert rep.ib_devices == []
+    verdict = ac.evaluate(rows_with_busbw(1.0), expected_transport="ib", reports=[rep])
+    assert not verdict.passed
+    line = verdict.line()
+    assert line.startswith("FAIL: transport socket seen, expected ib")
+    assert "NET/IB : No device found" in line
+    # The same log is a PASS for a cluster that is meant to run over TCP.
+    assert ac.evaluate(rows_with_busbw(1.0), expected_transport="socket", reports=[rep]).passed
+
+
+def test_tcpxo_fastrak() -> None:
+    rep = report("tcpxo_fastrak.log")
+    assert (rep.transport, rep.network, rep.source) == ("tcpxo", "FasTrak", "using-network")
+    assert ac.evaluate(rows_with_busbw(1.0), expected_transport="tcpxo", reports=[rep]).passed
+    for other in ("ib", "tcpx", "socket"):
+        assert not ac.evaluate(rows_with_busbw(1.0), expected_transport=other, reports=[rep]).passed
+
+
+def test_tcpx_gpudirecttcpx() -> None:
+    rep = report("tcpx_gpudirecttcpx.log")
+    assert (rep.transport, rep.network) == ("tcpx", "GPUDirectTCPX_v7")
+    assert ac.evaluate(rows_with_busbw(1.0), expected_transport="tcpx", reports=[rep]).passed
+    assert not ac.evaluate(rows_with_busbw(1.0), expected_transport="tcpxo", reports=[rep]).passed
+
+
+def test_plugin_init_lines_alone_are_a_fallback() -> None:
+    # Without NCCL's "Using network" line (e.g. NCCL_DEBUG_SUBSYS=NET), the plugin's own lines.
+    tcpx_init = "\n".join(
+        line for line in log("tcpx_gpudirecttcpx.log").splitlines() if "Using network" not in line
+    )
+    rep = ac.detect_transport(tcpx_init)
+    assert (rep.transport, rep.source) == ("tcpx", "init")
+    fastrak_teardown = "node-0-0:870:938 [0] NCCL INFO NET/FasTrak: SCTP Closed"
+    assert ac.detect_transport(fastrak_teardown).transport == "tcpxo"
+
+
+def test_using_network_wins_over_plugin_init_lines() -> None:
+    # The TCPX plugin initialised, but NCCL still ended up on sockets: that is a fallback.
+    text = log("tcpx_gpudirecttcpx.log").replace(
+        "NCCL INFO Using network GPUDirectTCPX_v7", "NCCL INFO Using network Socket"
+    )
+    rep = ac.detect_transport(text)
+    assert rep.transport == "socket"
+    assert not ac.evaluate(rows_with_busbw(1.0), expected_transport="tcpx", reports=[rep]).passed
+
+
+def test_one_node_without_gdr_fails_require_gdr() -> None:
+    # NVIDIA/nccl issue #897: GDRDMA from one node's GPU, not from the other's (nvidia-peermem
+    # not loaded there). Each line is one rank's log.
+    rank9 = ac.detect_transport("9[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA")
+    rank2 = ac.detect_transport("9[1a000] -> 2[6b000] [receive] via NET/IB/1")
+    assert (rank9.gdr, rank2.gdr) == (True, False)
+    verdict = ac.evaluate(
+        rows_with_busbw(1.0), expected_transport="ib", require_gdr=True, reports=[rank9, rank2]
+    )
+    assert not verdict.passed
+    assert "no GDRDMA on the NET connections of rank 1" in verdict.line()
+
+
+def test_require_gdr_needs_net_connections() -> None:
+    # "Using network IB" but no "via NET" line: a single node run proves nothing about GDR.
+    rep = report("ib_sharp_ibext.log")
+    verdict = ac.evaluate(
+        rows_with_busbw(1.0), expected_transport="ib", require_gdr=True, reports=[rep]
+    )
+    assert not verdict.passed
+    assert "GPUDirect RDMA not confirmed" in verdict.line()
+
+
+def test_missing_or_empty_logs_fail_a_transport_check() -> None:
+    rows = rows_with_busbw(1.0)
+    assert not ac.evaluate(rows, expected_transport="ib", reports=[]).passed
+    assert not ac.evaluate(rows, expected_transport="ib", reports=[None, None]).passed
+    partial = ac.evaluate(rows, expected_transport="ib", reports=[report("roce_gdrdma.log"), None])
+    assert "no NCCL log from rank 1" in partial.line()
+    empty = ac.detect_transport("NCCL version 2.21.5+cuda12.4\n")
+    assert empty.transport == "unknown"
+    assert not ac.evaluate(rows, expected_transport="ib", reports=[empty]).passed
+    # With "any" and no GDR requirement the logs are informational only.
+    assert ac.evaluate(rows, expected_transport="any", reports=[None]).passed
+
+
+def test_ranks_on_different_transports_fail() -> None:
+    verdict = ac.evaluate(
+        rows_with_busbw(1.0),
+        expected_transport="ib",
+        reports=[report("roce_gdrdma.log"), report("socket_fallback.log")],
+    )
+    assert not verdict.passed
+    assert "rank 1: socket" in verdict.line()
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("IB", "ib"),
+        ("IBext", "ib"),
+        ("IBext_v8", "ib"),
+        ("NCCL RDMA Plugin v9", "ib"),
+        ("Socket", "socket"),
+        ("FasTrak", "tcpxo"),
+        ("GPUDirectTCPX_v7", "tcpx"),
+        ("FastSocket", "other"),  # GKE's NCCL Fast Socket is TCP, but not NET/Socket
+        ("AWS Libfabric", "other"),
+    ],
+)
+def test_classify_network(name: str, kind: str) -> None:
+    assert ac.classify_network(name) == kind
+
+
+def test_comment_lines_are_ignored() -> None:
+    assert ac.detect_transport("# NCCL INFO Using network IB\n").transport == "unknown"
+
+
+# --- NCCL debug file handling ---------------------------------------------------------------
+
+
+def test_expand_nccl_debug_file_like_nccl() -> None:
+    expand = ac.expand_nccl_debug_file
+    assert expand("/tmp/nccl.%h.%p.log", "node-1", 4242) == "/tmp/nccl.node-1.4242.log"
+    assert expand("/tmp/100%%-%x-%", "h", 1) == "/tmp/100%-%x-%"
+    assert ac.nccl_hostname("gpu-0.cluster.local") == "gpu-0"
+    assert ac.nccl_hostname("a%b/c") == "a-b-c"
+
+
+def test_find_nccl_log(tmp_path: Path) -> None:
+    (tmp_path / "nccl-rank3.gpu-0.777.log").write_text("x")
+    pattern = str(tmp_path / "nccl-rank3.%h.%p.log")
+    assert ac.find_nccl_log(pattern, 777, "gpu-0") == str(tmp_path / "nccl-rank3.gpu-0.777.log")
+    # NCCL_HOSTID or a renamed host: %h matched loosely, the pid exactly.
+    assert ac.find_nccl_log(pattern, 777, "other") == str(tmp_path / "nccl-rank3.gpu-0.777.log")
+    assert ac.find_nccl_log(pattern, 778, "gpu-0") is None
+
+
+def test_nccl_debug_env() -> None:
+    changes = ac.nccl_debug_env({}, "/logs", 5)
+    assert changes == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": "/logs/nccl-rank5.%h.%p.log"}
+    # WARN (what the TCPXO env profile sets) is raised to INFO; INFO and TRACE are kept.
+    assert ac.nccl_debug_env({"NCCL_DEBUG": "WARN"}, "/l", 0)["NCCL_DEBUG"] == "INFO"
+    assert "NCCL_DEBUG" not in ac.nccl_debug_env({"NCCL_DEBUG": "info"}, "/l", 0)
+    assert "NCCL_DEBUG" not in ac.nccl_debug_env({"NCCL_DEBUG": "TRACE"}, "/l", 0)
+    # A user's own NCCL_DEBUG_FILE is kept (and read back).
+    assert "NCCL_DEBUG_FILE" not in ac.nccl_debug_env({"NCCL_DEBUG_FILE": "/x.%p"}, "/l", 0)
+    # ... unless it is a stream that cannot be read back (and would mix into --json stdout).
+    stdout_file = ac.nccl_debug_env({"NCCL_DEBUG_FILE": "/dev/stdout"}, "/l", 2)
+    assert stdout_file["NCCL_DEBUG_FILE"] == "/l/nccl-rank2.%h.%p.log"
+    # The transport lines are in the INIT subsystem.
+    sub = "NCCL_DEBUG_SUBSYS"
+    assert ac.nccl_debug_env({sub: "NET"}, "/l", 0)[sub] == "NET,INIT"
+    assert sub not in ac.nccl_debug_env({sub: "INIT,NET"}, "/l", 0)
+    assert sub not in ac.nccl_debug_env({sub: "ALL"}, "/l", 0)
+    assert sub not in ac.nccl_debug_env({sub: "^COLL"}, "/l", 0)
+    assert ac.nccl_debug_env({sub: "^COLL,INIT"}, "/l", 0)[sub] == "^COLL"
+
+
+def test_dist_env_requires_torchrun() -> None:
+    env = {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "h",
+        "MASTER_PORT": "1",
+    }
+    assert ac.dist_env(env) == ac.DistEnv(rank=1, world_size=2, local_rank=1)
+    with pytest.raises(ac.UsageError, match="torchrun"):
+        ac.dist_env({k: v for k, v in env.items() if k != "MASTER_PORT"})
+    with pytest.raises(ac.UsageError):
+        ac.dist_env({**env, "RANK": "2"})
+
+
+# --- usage errors: exit 2 before anything runs ------------------------------------------------
+
+
+def _direct(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_PORT")}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], env=env, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend", "gloo", "--expected-transport", "ib"], "reads NCCL logs"),
+        (["--expected-transport", "socket", "--require-gdr"], "makes no sense"),
+        (["--min-bytes", "1M", "--max-bytes", "1K"], "larger than"),
+        (["--factor", "1"], "--factor"),
+        (["--iters", "0"], "--iters"),
+        (["--backend", "gloo"], "torchrun"),  # valid arguments, but no torchrun environment
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], message: str) -> None:
+    result = _direct(*args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert result.stdout == ""
+
+
+def test_unknown_transport_is_rejected_by_argparse() -> None:
+    result = _direct("--expected-transport", "efa")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+
+
+# --- end to end: the real script under torchrun, gloo on CPU --------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for key in [k for k in env if k.startswith(("NCCL_", "TORCHELASTIC_"))]:
+        del env[key]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--nnodes=1",
+        f"--master-port={_free_port()}",
+        str(SCRIPT),
+        "--backend",
+        "gloo",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        *args,
+    ]
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, check=False, timeout=600, cwd=ROOT
+    )
+
+
+def rank_exit_codes(stderr: str) -> dict[int, int]:
+    """Each rank's exit code as the script logs it ("[allreduce_check rank 1] exit 1 (FAIL)").
+
+    Not torchrun's failure summary: torchrun SIGTERMs the other ranks once one has failed.
+    """
+    found = re.findall(r"^\[allreduce_check rank (\d+)\] exit (\d+) ", stderr, re.M)
+    return {int(rank): int(code) for rank, code in found}
+
+
+ROW_KEYS = {"size_bytes", "count", "time_us", "algbw_gbps", "busbw_gbps", "data_ok"}
+DOC_KEYS = {
+    "backend",
+    "world_size",
+    "dtype",
+    "iters",
+    "warmup",
+    "min_bytes",
+    "max_bytes",
+    "factor",
+    "rows",
+    "largest_size_bytes",
+    "busbw_at_largest_gbps",
+    "data_ok",
+    "expected_busbw_gbps",
+    "expected_transport",
+    "require_gdr",
+    "transport",
+    "verdict",
+    "reasons",
+    "notes",
+    "verdict_line",
+    "exit_code",
+}
+
+
+def check_document(doc: dict[str, Any], world_size: int, max_bytes: int) -> None:
+    assert set(doc) == DOC_KEYS
+    assert doc["backend"] == "gloo"
+    assert doc["world_size"] == world_size
+    assert doc["dtype"] == "float32"
+    sizes = [row["size_bytes"] for row in doc["rows"]]
+    assert sizes == ac.size_sweep(8, max_bytes, 2)
+    assert doc["largest_size_bytes"] == max_bytes
+    factor = 2 * (world_size - 1) / world_size
+    for row in doc["rows"]:
+        assert set(row) == ROW_KEYS
+        assert row["count"] * 4 == row["size_bytes"]
+        assert row["time_us"] > 0
+        assert row["algbw_gbps"] == pytest.approx(row["size_bytes"] / (row["time_us"] * 1e-6) / 1e9)
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * factor)
+        assert row["data_ok"] is True
+    assert doc["busbw_at_largest_gbps"] == doc["rows"][-1]["busbw_gbps"]
+    assert doc["data_ok"] is True
+    assert len(doc["transport"]["per_rank"]) == world_size
+
+
+def test_e2e_json_two_ranks() -> None:
+    result = torchrun("--max-bytes", "1M", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)  # stdout holds the JSON document and nothing else
+    check_document(doc, world_size=2, max_bytes=1 << 20)
+    assert len(doc["rows"]) == 18  # 8 B .. 1 MiB
+    assert doc["verdict"] == "PASS"
+    assert doc["exit_code"] == 0
+    assert doc["reasons"] == []
+    assert "data check ok" in doc["notes"]
+    assert doc["expected_busbw_gbps"] is None
+    assert doc["transport"]["detected"] is None  # gloo: no NCCL log
+    assert doc["verdict_line"].startswith("PASS")
+    assert rank_exit_codes(result.stderr) == {0: 0, 1: 0}
+
+
+def test_e2e_json_three_ranks_busbw_factor() -> None:
+    # With 3 ranks 2(n-1)/n = 4/3, so busbw != algbw and the formula is really exercised.
+    result = torchrun("--max-bytes", "64K", "--json", nproc=3)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    check_document(doc, world_size=3, max_bytes=64 << 10)
+    row = doc["rows"][-1]
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 4 / 3)
+    assert rank_exit_codes(result.stderr) == {0: 0, 1: 0, 2: 0}
+
+
+def test_e2e_table() -> None:
+    result = torchrun("--max-bytes", "1M")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert lines[0].startswith("# allreduce_check: backend=gloo world_size=2")
+    assert "busbw(GB/s)" in lines[1]
+    table = [line.split() for line in lines[2:] if not line.startswith(("#", "PASS", "FAIL"))]
+    assert [int(cols[0]) for cols in table] == ac.size_sweep(8, 1 << 20, 2)
+    for size, count, time_us, algbw, busbw, data in table:
+        assert int(count) * 4 == int(size)
+        assert float(time_us) > 0
+        assert busbw == algbw  # n = 2: the factor is 1, same rounding
+        assert data == "ok"
+    assert lines[-2] == "# transport: not checked (no NCCL log)"
+    assert lines[-1] == "PASS: data check ok"
+
+
+def test_e2e_impossible_threshold_fails_on_every_rank() -> None:
+    result = torchrun("--max-bytes", "64K", "--json", "--expected-busbw-gbps", "1e9")
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    assert doc["verdict"] == "FAIL"
+    assert doc["exit_code"] == 1
+    assert doc["expected_busbw_gbps"] == 1e9
+    assert any("below the expected 1e+09 GB/s" in reason for reason in doc["reasons"])
+    assert doc["verdict_line"].startswith("FAIL: busbw ")
+    assert rank_exit_codes(result.stderr) == {0: 1, 1: 1}  # both ranks, the same code
+
+
+def test_e2e_impossible_threshold_table() -> None:
+    result = torchrun("--max-bytes", "64K", "--expected-busbw-gbps", "1e9")
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1].startswith("FAIL: busbw ")
+
+
+def test_e2e_socket_fallback_log_fails_ib_expectation() -> None:
+    # The verdict path with a recorded log: --nccl-log is read by every rank.
+    result = torchrun(
+        "--max-bytes",
+        "4K",
+        "--json",
+        "--expected-transport",
+        "ib",
+        "--nccl-log",
+        str(LOGS / "socket_fallback.log"),
+    )
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    assert doc["verdict"] == "FAIL"
+    assert doc["transport"]["detected"] == "socket"
+    assert "transport socket seen, expected ib" in doc["verdict_line"]
+    per_rank = doc["transport"]["per_rank"]
+    assert [entry["report"]["network"] for entry in per_rank] == ["Socket", "Socket"]
+    assert per_rank[0]["report"]["ib_no_device"] is True
+    assert rank_exit_codes(result.stderr) == {0: 1, 1: 1}
+
+
+def test_e2e_roce_gdr_log_passes_ib_expectation() -> None:
+    result = torchrun(
+        "--max-bytes",
+        "4K",
+        "--json",
+        "--expected-transport",
+        "ib",
+        "--require-gdr",
+        "--nccl-log",
+        str(LOGS / "roce_gdrdma.log"),
+    )
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["verdict"] == "PASS"
+    assert doc["transport"]["detected"] == "ib"
+    report0 = doc["transport"]["per_rank"][0]["report"]
+    assert report0["gdr"] is True
+    assert report0["link_layers"] == ["RoCE"]
+    assert "GDRDMA on every rank's NET connections" in doc["notes"]

@@ -1,0 +1,51 @@
+"""The fabric check ships with every stack that enables it, with the expectation of its mode."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from components.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW, TCPX_BUSBW, TCPXO_BUSBW
+from tests.conftest import ROOT, one, run_stack
+
+
+def verify_args(stack: str, *overrides: str) -> list[str]:
+    command = str(run_stack(stack, *overrides).outputs["verifyCommand"])
+    pod0 = command.split("i=0; ", 1)[1].split("; rc=$?", 1)[0]
+    return shlex.split(pod0.split("allreduce_check.py", 1)[1])
+
+
+@pytest.mark.parametrize(
+    ("stack", "transport", "busbw"),
+    [
+        ("barcelona", "ib", 4 * RDMA_BUSBW_PER_NIC),
+        ("nerc-production", "socket", TCP_BUSBW),
+        ("gcp-a3", "tcpxo", TCPXO_BUSBW),
+        ("a3-high", "tcpx", TCPX_BUSBW),
+    ],
+)
+def test_each_stack_checks_its_own_transport_and_bandwidth(
+    stack: str, transport: str, busbw: float
+) -> None:
+    args = verify_args(stack)
+    assert args[args.index("--expected-transport") + 1] == transport
+    assert float(args[args.index("--expected-busbw-gbps") + 1]) == busbw
+    script = one(run_stack(stack), "ConfigMap")["data"]["allreduce_check.py"]
+    assert script == (ROOT / "scripts" / "allreduce_check.py").read_text()
+
+
+def test_the_command_runs_on_every_pod_with_a_fixed_world() -> None:
+    command = str(run_stack("barcelona", "nodes=4").outputs["verifyCommand"])
+    assert "$(seq 1 3)" in command and "TORCHRUN_NNODES=4" in command
+    assert "/opt/gpu-cluster/launch-torchrun.sh /opt/gpu-cluster/allreduce_check.py" in command
+    assert command.endswith("exit $rc)")
+
+
+def test_overrides_and_opt_out() -> None:
+    args = verify_args("barcelona", "verify.expectedBusbwGbps=50.5", "verify.requireGdr=true")
+    assert args[args.index("--expected-busbw-gbps") + 1] == "50.5"
+    assert "--require-gdr" in args
+    off = run_stack("barcelona", "verify.enabled=false")
+    assert "verifyCommand" not in off.outputs
+    assert "allreduce_check.py" not in one(off, "ConfigMap")["data"]
