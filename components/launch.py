@@ -54,7 +54,34 @@ def rendezvous_env(s: Settings) -> dict[str, str]:
         "NCCL_ENV_FILE": NCCL_ENV_FILE,
         "DEEPSPEED_HOSTFILE": f"{SCRIPTS_DIR}/{HOSTFILE}",
         "DEEPSPEED_CONFIG": f"{SCRIPTS_DIR}/{DEEPSPEED_CONFIG}",
+        # The launchers run preflight.sh first when asked; it checks /dev/shm against this.
+        "PREFLIGHT": "1" if s.verify.preflight else "0",
+        "SHM_MIN_BYTES": str(quantity_bytes(s.pod.shm_size)),
     }
+
+
+_SUFFIX = {
+    "": 1,
+    "m": 0.001,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+
+
+def quantity_bytes(quantity: str) -> int:
+    """A Kubernetes quantity (validated by the schema) in bytes."""
+    number = quantity.rstrip("kKMGTPEim")
+    return int(float(number) * _SUFFIX[quantity[len(number) :]])
 
 
 def hostfile(s: Settings) -> str:

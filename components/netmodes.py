@@ -62,7 +62,14 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
         {"name": nic.network, "namespace": s.namespace, "interface": nic.interface}
         for nic in rdma.nics
     ]
-    env = nccl_env(s)
+    # The RDMA layout also reaches the training container, for preflight.sh.
+    rdma_layout = (
+        ("RDMA_INTERFACES", ",".join(nic.interface for nic in rdma.nics)),
+        # Paired by position; an empty entry means "detect this one".
+        ("RDMA_HCAS", ",".join(nic.hca or "" for nic in rdma.nics)),
+        ("RDMA_GID_INDEX", str(rdma.gid_index)),
+    )
+    env = {**nccl_env(s), **dict(rdma_layout)}
     init: tuple[Container, ...] = ()
     volumes: tuple[EmptyDir | ConfigMapVolume, ...] = ()
     mounts: tuple[Mount, ...] = ()
@@ -76,13 +83,7 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
                 name="detect-rdma",
                 image=s.image,
                 command=(f"{SCRIPTS_DIR}/detect-rdma.sh",),
-                env=(
-                    ("RDMA_INTERFACES", ",".join(nic.interface for nic in rdma.nics)),
-                    # Paired by position; an empty entry means "detect this one".
-                    ("RDMA_HCAS", ",".join(nic.hca or "" for nic in rdma.nics)),
-                    ("RDMA_GID_INDEX", str(rdma.gid_index)),
-                    ("NCCL_ENV_FILE", NCCL_ENV_FILE),
-                ),
+                env=(*rdma_layout, ("NCCL_ENV_FILE", NCCL_ENV_FILE)),
                 mounts=(Mount(SCRIPTS_VOLUME, SCRIPTS_DIR, read_only=True), env_mount),
             ),
         )

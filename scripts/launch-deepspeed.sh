@@ -17,6 +17,8 @@
 #   DEEPSPEED_CONFIG    optional  default /opt/gpu-cluster/ds_config.json
 #   NCCL_ENV_FILE       optional  default /var/run/gpu-cluster/nccl.env (sourced if present)
 #   DEEPSPEED_BIN       optional  default deepspeed
+#   PREFLIGHT           optional  1 = run preflight.sh first and stop if it fails; default 0
+#   PREFLIGHT_BIN       optional  default preflight.sh beside this script
 set -euo pipefail
 
 readonly PROG=launch-deepspeed
@@ -84,6 +86,25 @@ done <"$DEEPSPEED_HOSTFILE"
   die "$DEEPSPEED_HOSTFILE has $hosts host lines but NNODES=$NNODES; it needs exactly one line per node"
 
 [[ -f $DEEPSPEED_CONFIG ]] || die "DeepSpeed config $DEEPSPEED_CONFIG not found (set DEEPSPEED_CONFIG)"
+
+# Environment problems (GPUs, /dev/shm, memlock, RDMA links) fail here with a clear list instead of
+# as a hang or an NCCL error minutes into the job.
+PREFLIGHT=${PREFLIGHT:-0}
+case $PREFLIGHT in
+  0) ;;
+  1)
+    preflight=${PREFLIGHT_BIN:-$(dirname "$0")/preflight.sh}
+    [[ -x $preflight ]] || die "preflight $preflight not found or not executable (set PREFLIGHT_BIN)"
+    rc=0
+    # Its report goes to stderr: stdout belongs to the trainer.
+    "$preflight" >&2 || rc=$?
+    if ((rc != 0)); then
+      echo "$PROG: error: preflight failed (exit $rc); not starting deepspeed" >&2
+      exit "$rc"
+    fi
+    ;;
+  *) die "PREFLIGHT='$PREFLIGHT' is not 0 or 1" ;;
+esac
 
 exec "$DEEPSPEED_BIN" \
   --no_ssh \

@@ -15,6 +15,8 @@
 #   RDZV_ID                optional  default gpu-cluster
 #   NCCL_ENV_FILE          optional  default /var/run/gpu-cluster/nccl.env (sourced if present)
 #   TORCHRUN_BIN           optional  default torchrun
+#   PREFLIGHT              optional  1 = run preflight.sh first and stop if it fails; default 0
+#   PREFLIGHT_BIN          optional  default preflight.sh beside this script
 set -euo pipefail
 
 readonly PROG=launch-torchrun
@@ -67,6 +69,25 @@ else
 fi
 [[ $TORCHRUN_MAX_RESTARTS =~ ^[0-9]+$ ]] ||
   die "TORCHRUN_MAX_RESTARTS='$TORCHRUN_MAX_RESTARTS' is not a non-negative integer"
+
+# Environment problems (GPUs, /dev/shm, memlock, RDMA links) fail here with a clear list instead of
+# as a hang or an NCCL error minutes into the job.
+PREFLIGHT=${PREFLIGHT:-0}
+case $PREFLIGHT in
+  0) ;;
+  1)
+    preflight=${PREFLIGHT_BIN:-$(dirname "$0")/preflight.sh}
+    [[ -x $preflight ]] || die "preflight $preflight not found or not executable (set PREFLIGHT_BIN)"
+    rc=0
+    # Its report goes to stderr: stdout belongs to the trainer.
+    "$preflight" >&2 || rc=$?
+    if ((rc != 0)); then
+      echo "$PROG: error: preflight failed (exit $rc); not starting torchrun" >&2
+      exit "$rc"
+    fi
+    ;;
+  *) die "PREFLIGHT='$PREFLIGHT' is not 0 or 1" ;;
+esac
 
 exec "$TORCHRUN_BIN" \
   --nnodes="$TORCHRUN_NNODES" \

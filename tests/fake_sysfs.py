@@ -8,6 +8,13 @@ Only the files the script reads exist:
     class/infiniband/<hca>/ports/<p>/gid_attrs/types/<i>   "IB/RoCE v1" or "RoCE v2"
     class/infiniband/<hca>/ports/<p>/gid_attrs/ndevs/<i>   netdev name
 
+and, for scripts/preflight.sh (see `bring_up`, `set_port_state`, `add_verbs_link`):
+
+    class/net/<if>/operstate                          "up", "down", ...
+    class/infiniband/<hca>/ports/<p>/state            e.g. "4: ACTIVE", "1: DOWN"
+    class/infiniband/<hca>/ports/<p>/phys_state       e.g. "5: LinkUp", "3: Disabled"
+    class/infiniband/<hca>/device/infiniband_verbs/uverbs<n>/   the HCA's verbs device
+
 In containers, reading an unmapped GID entry fails with EINVAL. Tests may run as root, where
 chmod 000 does not block reads, so an unreadable entry is a directory (read fails with EISDIR) or a
 dangling symlink (ENOENT) instead.
@@ -122,4 +129,32 @@ def macvlan_node(root: Path) -> Path:
     for n, (iface, hca) in enumerate(zip(IFACES, HCAS, strict=True), start=1):
         add_netdev(root, iface)
         add_hca(root, hca, macvlan_table(iface, f"192.168.{n}.10", host_ip=f"10.0.{n}.5"))
+    return root
+
+
+def set_operstate(root: Path, iface: str, state: str) -> None:
+    (root / "class/net" / iface / "operstate").write_text(state + "\n")
+
+
+def set_port_state(
+    root: Path, hca: str, state: str, phys_state: str = "5: LinkUp", port: int = 1
+) -> None:
+    base = root / "class/infiniband" / hca / "ports" / str(port)
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "state").write_text(state + "\n")
+    (base / "phys_state").write_text(phys_state + "\n")
+
+
+def add_verbs_link(root: Path, hca: str, uverbs: str) -> None:
+    """Name the HCA's verbs character device (uverbs<n>), as the PCI device dir does."""
+    (root / "class/infiniband" / hca / "device/infiniband_verbs" / uverbs).mkdir(parents=True)
+
+
+def bring_up(root: Path) -> Path:
+    """Every netdev operstate up, every port of every RDMA device ACTIVE / LinkUp."""
+    for net in (root / "class/net").iterdir():
+        set_operstate(root, net.name, "up")
+    for ports in (root / "class/infiniband").glob("*/ports"):
+        for port in ports.iterdir():
+            set_port_state(root, ports.parent.name, "4: ACTIVE", port=int(port.name))
     return root

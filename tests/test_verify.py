@@ -6,8 +6,9 @@ import shlex
 
 import pytest
 
+from components.launch import quantity_bytes
 from components.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW, TCPX_BUSBW, TCPXO_BUSBW
-from tests.conftest import ROOT, one, run_stack
+from tests.conftest import ROOT, container, env_of, one, run_stack
 
 
 def verify_args(stack: str, *overrides: str) -> list[str]:
@@ -49,3 +50,29 @@ def test_overrides_and_opt_out() -> None:
     off = run_stack("barcelona", "verify.enabled=false")
     assert "verifyCommand" not in off.outputs
     assert "allreduce_check.py" not in one(off, "ConfigMap")["data"]
+
+
+def test_preflight_is_shipped_and_wired_to_the_launchers_when_asked() -> None:
+    off = env_of(container(run_stack("barcelona")))
+    assert off["PREFLIGHT"] == "0"
+    run = run_stack("barcelona", "verify.preflight=true")
+    env = env_of(container(run))
+    assert env["PREFLIGHT"] == "1"
+    assert env["SHM_MIN_BYTES"] == str(32 * 2**30)  # pod.shmSize 32Gi
+    assert env["GPUS_PER_NODE"] == "4"
+    # preflight.sh checks the same NICs the detection init container resolves
+    assert env["RDMA_INTERFACES"] == "net1,net2,net3,net4"
+    assert env["RDMA_HCAS"] == "mlx5_6,mlx5_7,mlx5_8,mlx5_9"
+    assert env["RDMA_GID_INDEX"] == "auto"
+    assert (
+        one(run, "ConfigMap")["data"]["preflight.sh"]
+        == (ROOT / "scripts" / "preflight.sh").read_text()
+    )
+    assert "RDMA_INTERFACES" not in env_of(container(run_stack("nerc-production")))
+
+
+def test_quantities_convert_to_bytes() -> None:
+    assert quantity_bytes("64Gi") == 64 * 2**30
+    assert quantity_bytes("500M") == 500 * 10**6
+    assert quantity_bytes("1.5Gi") == 3 * 2**29
+    assert quantity_bytes("1000") == 1000

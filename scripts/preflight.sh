@@ -1,0 +1,401 @@
+#!/usr/bin/env bash
+# Usage: preflight.sh
+#
+# Checks, inside the training container and before training starts, what would otherwise fail
+# later and less clearly: GPU count, /dev/shm size, memlock / CAP_IPC_LOCK, RDMA links and verbs
+# devices, and the NCCL env file of the detect-rdma init container. Runs every check, prints one
+# line per problem on stderr (what is wrong and what to do), then exits 1 if any failed, or prints
+# `preflight: OK (<n> checks)` and exits 0. Passed checks are listed on stdout. Reads only.
+#
+# Environment:
+#   GPUS_PER_NODE    required  GPUs this pod must see. Counted with `nvidia-smi -L` when
+#                              nvidia-smi is on PATH, else as $DEV_ROOT/nvidia<N> device nodes
+#   SHM_MIN_BYTES    optional  minimum size of SHM_PATH, bytes or with suffix Ki/Mi/Gi/Ti;
+#                              unset/empty = skip. Measured with `df -B1 --output=size` (tests
+#                              put a fake df on PATH)
+#   SHM_PATH         optional  default /dev/shm
+#   RDMA_INTERFACES  optional  comma list of RDMA netdevs, e.g. net1,net2,net3,net4; unset/empty
+#                              (tcp and GKE GPUDirect modes) = skip memlock, RDMA and env-file checks
+#   RDMA_HCAS        optional  as for detect-rdma.sh: RDMA devices paired with RDMA_INTERFACES by
+#                              position; empty (or an empty entry) = find from sysfs
+#   RDMA_GID_INDEX   optional  as for detect-rdma.sh; auto (default) means the NCCL env file is
+#                              required (also when RDMA_HCAS leaves an interface to detection)
+#   MEMLOCK_MIN_KB   optional  unlimited (default) | <KiB>: the `ulimit -l` needed when the
+#                              container lacks CAP_IPC_LOCK. NCCL pins buffers per channel, peer
+#                              and NIC, so no small fixed limit is safe: give IPC_LOCK or make
+#                              memlock unlimited (the usual RDMA advice).
+#                              With CAP_IPC_LOCK the kernel ignores the limit for verbs memory
+#                              registration, so the check passes whatever the limit
+#   NCCL_ENV_FILE    optional  default /var/run/gpu-cluster/nccl.env
+#   SYSFS_ROOT       optional  default /sys  (tests point these three at fake trees)
+#   DEV_ROOT         optional  default /dev
+#   PROC_ROOT        optional  default /proc (reads $PROC_ROOT/self/status for CapEff)
+set -euo pipefail
+# Functions below run inside $(...); without this, errexit would be off there.
+shopt -s inherit_errexit
+
+readonly PROG=preflight
+SYSFS_ROOT=${SYSFS_ROOT:-/sys}
+DEV_ROOT=${DEV_ROOT:-/dev}
+PROC_ROOT=${PROC_ROOT:-/proc}
+SHM_PATH=${SHM_PATH:-/dev/shm}
+SHM_MIN_BYTES=${SHM_MIN_BYTES:-}
+RDMA_INTERFACES=${RDMA_INTERFACES:-}
+RDMA_HCAS=${RDMA_HCAS:-}
+RDMA_GID_INDEX=${RDMA_GID_INDEX:-auto}
+MEMLOCK_MIN_KB=${MEMLOCK_MIN_KB:-unlimited}
+NCCL_ENV_FILE=${NCCL_ENV_FILE:-/var/run/gpu-cluster/nccl.env}
+
+# CAP_IPC_LOCK is capability number 14 (linux/capability.h).
+readonly CAP_IPC_LOCK_BIT=14
+
+checks=0
+failures=0
+
+pass() {
+  checks=$((checks + 1))
+  echo "$PROG: ok: $*"
+}
+
+fail() {
+  checks=$((checks + 1))
+  failures=$((failures + 1))
+  echo "$PROG: FAIL: $*" >&2
+}
+
+# Print the first line of a file, or fail quietly (see read_attr in detect-rdma.sh).
+read_attr() {
+  local line=""
+  { IFS= read -r line <"$1"; } 2>/dev/null || [[ -n $line ]] || return 1
+  printf '%s\n' "$line"
+}
+
+# Bytes in binary units, e.g. 67108864 -> "64 MiB", 1610612736 -> "1.5 GiB".
+human() {
+  local bytes=$1 units=(B KiB MiB GiB TiB PiB) i=0 unit whole tenth
+  while ((i < ${#units[@]} - 1 && bytes >= 1024 ** (i + 1))); do
+    i=$((i + 1))
+  done
+  unit=$((1024 ** i))
+  whole=$((bytes / unit))
+  tenth=$((bytes % unit * 10 / unit))
+  if ((tenth > 0)); then
+    echo "$whole.$tenth ${units[i]}"
+  else
+    echo "$whole ${units[i]}"
+  fi
+}
+
+# "64Gi" -> 68719476736; plain integers are bytes. Fails on anything else.
+to_bytes() {
+  [[ $1 =~ ^([0-9]+)(Ki|Mi|Gi|Ti)?$ ]] || return 1
+  local n=$((10#${BASH_REMATCH[1]}))
+  case ${BASH_REMATCH[2]} in
+    Ki) n=$((n << 10)) ;;
+    Mi) n=$((n << 20)) ;;
+    Gi) n=$((n << 30)) ;;
+    Ti) n=$((n << 40)) ;;
+  esac
+  echo "$n"
+}
+
+# Split a comma list into the array named by $2, trimming blanks (empty items stay empty).
+split_list() {
+  local -n out=$2
+  local i
+  out=()
+  # The extra comma keeps a trailing empty item, which `read -a` would otherwise drop.
+  IFS=, read -r -a out <<<"$1,"
+  for i in "${!out[@]}"; do
+    out[i]=${out[i]//[[:space:]]/}
+  done
+}
+
+# --- GPUs -------------------------------------------------------------------------------------
+check_gpus() {
+  if [[ ! ${GPUS_PER_NODE:-} =~ ^[1-9][0-9]*$ ]]; then
+    fail "GPUs: GPUS_PER_NODE='${GPUS_PER_NODE:-}' is not a positive integer; set it to the GPUs each pod requests"
+    return
+  fi
+  local count=0 source out rc=0 line dev
+  if command -v nvidia-smi >/dev/null; then
+    source="nvidia-smi -L"
+    out=$(nvidia-smi -L 2>&1) || rc=$?
+    if ((rc != 0)); then
+      fail "GPUs: 'nvidia-smi -L' failed (exit $rc): ${out%%$'\n'*}; is the NVIDIA driver/container toolkit working on this node?"
+      return
+    fi
+    # Count "GPU <i>: ..." lines only: MIG devices add indented "MIG ..." lines under their GPU.
+    while IFS= read -r line; do
+      [[ $line =~ ^GPU\ [0-9]+: ]] && count=$((count + 1))
+    done <<<"$out"
+  else
+    source="$DEV_ROOT/nvidia<N> device nodes"
+    # nvidia0, nvidia1, ...; the glob leaves out nvidiactl, nvidia-uvm, nvidia-caps.
+    for dev in "$DEV_ROOT"/nvidia[0-9]*; do
+      [[ -e $dev ]] && count=$((count + 1))
+    done
+  fi
+  if ((count == GPUS_PER_NODE)); then
+    pass "GPUs: $count visible ($source)"
+  else
+    fail "GPUs: $count visible, GPUS_PER_NODE=$GPUS_PER_NODE ($source); the pod's nvidia.com/gpu limit must equal GPUS_PER_NODE, and every GPU must be healthy on the node (nvidia-smi, Xid errors in dmesg)"
+  fi
+}
+
+# --- /dev/shm ---------------------------------------------------------------------------------
+check_shm() {
+  [[ -n $SHM_MIN_BYTES ]] || return 0
+  local min size out rc=0
+  if ! min=$(to_bytes "$SHM_MIN_BYTES"); then
+    fail "$SHM_PATH: SHM_MIN_BYTES='$SHM_MIN_BYTES' is not a byte count (e.g. 34359738368 or 32Gi)"
+    return
+  fi
+  out=$(df -B1 --output=size "$SHM_PATH" 2>&1) || rc=$?
+  size=${out##*$'\n'}
+  size=${size//[[:space:]]/}
+  if ((rc != 0)) || [[ ! $size =~ ^[0-9]+$ ]]; then
+    fail "$SHM_PATH: cannot measure its size (df -B1 --output=size: ${out//$'\n'/ }); the pod's dshm memory volume is missing"
+    return
+  fi
+  if ((size >= min)); then
+    pass "$SHM_PATH: $(human "$size") >= $(human "$min")"
+  else
+    fail "$SHM_PATH: $(human "$size") < $(human "$min"); the pod's dshm memory volume is missing or too small (pod.shm_size)"
+  fi
+}
+
+# --- memlock ----------------------------------------------------------------------------------
+# Prints "yes", "no" or "unknown (<why>)".
+has_ipc_lock() {
+  local line capeff=""
+  if [[ ! -r $PROC_ROOT/self/status ]]; then
+    echo "unknown ($PROC_ROOT/self/status not readable)"
+    return
+  fi
+  while IFS= read -r line; do
+    if [[ $line =~ ^CapEff:[[:space:]]*([0-9a-fA-F]+)$ ]]; then
+      capeff=${BASH_REMATCH[1]}
+      break
+    fi
+  done <"$PROC_ROOT/self/status"
+  if [[ -z $capeff ]]; then
+    echo "unknown (no CapEff line in $PROC_ROOT/self/status)"
+  elif (((16#$capeff >> CAP_IPC_LOCK_BIT) & 1)); then
+    echo yes
+  else
+    echo no
+  fi
+}
+
+check_memlock() {
+  local limit cap want
+  limit=$(ulimit -l)
+  if [[ $MEMLOCK_MIN_KB == unlimited ]]; then
+    want="unlimited"
+  elif [[ $MEMLOCK_MIN_KB =~ ^[0-9]+$ ]]; then
+    want="$MEMLOCK_MIN_KB KiB"
+  else
+    fail "memlock: MEMLOCK_MIN_KB='$MEMLOCK_MIN_KB' is not 'unlimited' or a number of KiB"
+    return
+  fi
+  if [[ $limit == unlimited ]]; then
+    pass "memlock: ulimit -l is unlimited"
+    return
+  fi
+  if [[ $MEMLOCK_MIN_KB != unlimited && $limit =~ ^[0-9]+$ ]] && ((limit >= MEMLOCK_MIN_KB)); then
+    pass "memlock: ulimit -l is $limit KiB >= $want"
+    return
+  fi
+  cap=$(has_ipc_lock)
+  case $cap in
+    yes)
+      pass "memlock: ulimit -l is $limit KiB, but CAP_IPC_LOCK is effective, so verbs memory registration ignores the limit"
+      return
+      ;;
+    no) cap="CAP_IPC_LOCK is not effective" ;;
+    *) cap="CAP_IPC_LOCK is $cap" ;;
+  esac
+  fail "memlock: ulimit -l is $limit KiB (needed: $want) and $cap; RDMA memory registration (ibv_reg_mr) will fail: add IPC_LOCK to the container's securityContext.capabilities.add (and the SCC's allowedCapabilities) or raise the memlock limit"
+}
+
+# --- RDMA -------------------------------------------------------------------------------------
+# Ports of an RDMA device whose GID table names the interface (same rule as detect-rdma.sh).
+ports_listing_iface() {
+  local hca=$1 iface=$2 port ndev
+  for port in "$SYSFS_ROOT/class/infiniband/$hca/ports"/*/; do
+    port=${port%/}
+    for ndev in "$port"/gid_attrs/ndevs/*; do
+      if [[ $(read_attr "$ndev" || true) == "$iface" ]]; then
+        echo "${port##*/}"
+        break
+      fi
+    done
+  done
+}
+
+# RDMA devices of an interface, space-separated: the PCI link (SR-IOV VF / host-device NIC), or
+# for virtual netdevs (macvlan) the devices whose GID table names it. Same rule as detect-rdma.sh.
+hcas_of_iface() {
+  local iface=$1 dir="$SYSFS_ROOT/class/net/$1/device/infiniband" entries=() hca
+  if [[ -d $dir ]]; then
+    for hca in "$dir"/*; do
+      [[ -e $hca ]] && entries+=("${hca##*/}")
+    done
+  else
+    for hca in "$SYSFS_ROOT/class/infiniband"/*; do
+      [[ -e $hca && -n $(ports_listing_iface "${hca##*/}" "$iface") ]] && entries+=("${hca##*/}")
+    done
+  fi
+  echo "${entries[*]}"
+}
+
+# Port number(s) of <hca> to use for <iface>: the one whose GID table names it, else the only port.
+port_of() {
+  local hca=$1 iface=$2 ports=() port
+  mapfile -t ports < <(ports_listing_iface "$hca" "$iface")
+  if ((${#ports[@]} == 0)); then
+    for port in "$SYSFS_ROOT/class/infiniband/$hca/ports"/*; do
+      [[ -e $port ]] && ports+=("${port##*/}")
+    done
+    ((${#ports[@]} == 1)) || return 1
+  fi
+  echo "${ports[0]}"
+}
+
+# HCAs found by check_iface, for the uverbs check: "<hca> <iface>" lines.
+declare -a found_hcas=()
+
+check_iface() {
+  local iface=$1 given=$2 net="$SYSFS_ROOT/class/net/$1" state hca hcas port pstate phys
+  if [[ ! $iface =~ ^[A-Za-z0-9_.-]+$ ]]; then
+    fail "RDMA_INTERFACES: invalid interface name '$iface' in '$RDMA_INTERFACES'"
+    return
+  fi
+  if [[ ! -e $net ]]; then
+    fail "$iface: interface not found ($net); is the Multus network attached (pod annotation k8s.v1.cni.cncf.io/networks, NetworkAttachmentDefinition in this namespace)?"
+    return
+  fi
+
+  # Link: a down link is worth reporting even if the RDMA side below is also broken.
+  state=$(read_attr "$net/operstate" || echo "unreadable")
+  if [[ $state == up ]]; then
+    pass "$iface: link up"
+  else
+    fail "$iface: link down (operstate=$state); check the NIC, its cable/switch port and the SR-IOV VF or macvlan parent"
+  fi
+
+  # RDMA device and its port state.
+  if [[ -n $given ]]; then
+    hca=$given
+    if [[ ! -e $SYSFS_ROOT/class/infiniband/$hca ]]; then
+      fail "$iface: RDMA device $hca (from RDMA_HCAS) not found under $SYSFS_ROOT/class/infiniband"
+      return
+    fi
+  else
+    hcas=$(hcas_of_iface "$iface")
+    if [[ -z $hcas ]]; then
+      fail "$iface: no RDMA device (nothing in $net/device/infiniband and no RDMA device's GID table names it); is the NIC RDMA-capable (SR-IOV isRdma / RDMA device plugin)?"
+      return
+    elif [[ $hcas == *" "* ]]; then
+      fail "$iface: maps to several RDMA devices ($hcas); set RDMA_HCAS"
+      return
+    fi
+    hca=$hcas
+  fi
+  found_hcas+=("$hca $iface")
+  if ! port=$(port_of "$hca" "$iface"); then
+    fail "$iface: no port of $hca lists $iface in its GID table, and $hca has several ports"
+    return
+  fi
+  pstate=$(read_attr "$SYSFS_ROOT/class/infiniband/$hca/ports/$port/state" || echo "unreadable")
+  if [[ ${pstate#*: } == ACTIVE ]]; then
+    pass "$iface: RDMA device $hca port $port ACTIVE"
+  else
+    phys=$(read_attr "$SYSFS_ROOT/class/infiniband/$hca/ports/$port/phys_state" || true)
+    fail "$iface: RDMA device $hca port $port is not ACTIVE (state $pstate${phys:+, phys_state $phys}); the RoCE link is not usable: check the link, the switch port and the NIC firmware (ibstat $hca)"
+  fi
+}
+
+# Verbs device nodes: NCCL opens /dev/infiniband/uverbs<N>; the device plugin must inject them.
+check_uverbs() {
+  local dev have=() entry hca iface verbs node missing=()
+  for dev in "$DEV_ROOT"/infiniband/uverbs*; do
+    [[ -e $dev ]] && have+=("${dev##*/}")
+  done
+  if ((${#have[@]} == 0)); then
+    fail "RDMA: no $DEV_ROOT/infiniband/uverbs* device; the pod did not get its RDMA devices: request the device-plugin resource (openshift.io/<resource> for SR-IOV, rdma/<resource> for the shared device plugin)"
+    return
+  fi
+  # Where sysfs names the verbs device of an HCA (<hca>/device/infiniband_verbs/uverbs<N>), that
+  # exact node must be there.
+  for entry in "${found_hcas[@]}"; do
+    read -r hca iface <<<"$entry"
+    for verbs in "$SYSFS_ROOT/class/infiniband/$hca/device/infiniband_verbs"/uverbs*; do
+      [[ -e $verbs ]] || continue
+      node="$DEV_ROOT/infiniband/${verbs##*/}"
+      [[ -e $node ]] || missing+=("$node ($hca, $iface)")
+    done
+  done
+  if ((${#missing[@]} > 0)); then
+    local IFS=,
+    fail "RDMA: verbs device missing: ${missing[*]}; the pod did not get every RDMA device: check the device-plugin resource requests"
+  else
+    pass "RDMA: verbs devices present (${have[*]})"
+  fi
+}
+
+check_rdma() {
+  local ifaces=() given=() i
+  split_list "$RDMA_INTERFACES" ifaces
+  if [[ -n $RDMA_HCAS ]]; then
+    split_list "$RDMA_HCAS" given
+    if ((${#given[@]} != ${#ifaces[@]})); then
+      fail "RDMA_HCAS has ${#given[@]} entries ($RDMA_HCAS) but RDMA_INTERFACES has ${#ifaces[@]} ($RDMA_INTERFACES); they pair by position"
+      given=()
+    fi
+  fi
+  for i in "${!ifaces[@]}"; do
+    if [[ -z ${ifaces[i]} ]]; then
+      fail "RDMA_INTERFACES: empty entry in '$RDMA_INTERFACES'"
+      continue
+    fi
+    check_iface "${ifaces[i]}" "${given[i]:-}"
+  done
+  check_uverbs
+}
+
+# --- NCCL env file ----------------------------------------------------------------------------
+check_nccl_env() {
+  local needed=0 hcas=() h
+  [[ $RDMA_GID_INDEX == auto ]] && needed=1
+  if [[ -n $RDMA_HCAS ]]; then
+    split_list "$RDMA_HCAS" hcas
+    for h in "${hcas[@]}"; do
+      [[ -z $h ]] && needed=1
+    done
+  fi
+  ((needed)) || return 0
+  if [[ ! -e $NCCL_ENV_FILE ]]; then
+    fail "NCCL env file $NCCL_ENV_FILE missing; the detect-rdma init container writes it: check its logs (kubectl logs <pod> -c detect-rdma) and that the nccl-env volume is mounted here"
+  elif [[ ! -s $NCCL_ENV_FILE ]]; then
+    fail "NCCL env file $NCCL_ENV_FILE is empty; rerun detect-rdma (restart the pod) and check its logs"
+  else
+    pass "NCCL env file $NCCL_ENV_FILE present"
+  fi
+}
+
+# --- run ----------------------------------------------------------------------------------------
+check_gpus
+check_shm
+if [[ -n $RDMA_INTERFACES ]]; then
+  check_memlock
+  check_rdma
+  check_nccl_env
+fi
+
+if ((failures > 0)); then
+  echo "$PROG: $failures of $checks checks failed" >&2
+  exit 1
+fi
+echo "$PROG: OK ($checks checks)"

