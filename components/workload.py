@@ -75,7 +75,13 @@ from components.verify import CHECK_SCRIPT
 
 # Scripts that run inside the pods; real files under version control (scripts/).
 SCRIPTS_PATH = Path(__file__).resolve().parent.parent / "scripts"
-SHIPPED_SCRIPTS = ("detect-rdma.sh", "launch-torchrun.sh", "launch-deepspeed.sh", "preflight.sh")
+SHIPPED_SCRIPTS = (
+    "detect-rdma.sh",
+    "launch-common.sh",
+    "launch-torchrun.sh",
+    "launch-deepspeed.sh",
+    "preflight.sh",
+)
 # Label the StatefulSet controller sets on every pod (beta in 1.28, GA in 1.32).
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 # Tells the Kubernetes provider not to wait for a claim to bind: with WaitForFirstConsumer

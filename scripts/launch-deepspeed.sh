@@ -19,46 +19,18 @@
 #   DEEPSPEED_BIN       optional  default deepspeed
 #   PREFLIGHT           optional  1 = run preflight.sh first and stop if it fails; default 0
 #   PREFLIGHT_BIN       optional  default preflight.sh beside this script
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
-
 readonly PROG=launch-deepspeed
+# shellcheck source=launch-common.sh
+. "$(dirname "$0")/launch-common.sh"
 
-die() {
-  echo "$PROG: error: $*" >&2
-  exit 1
-}
-
-if (($# < 1)); then
-  echo "usage: $PROG SCRIPT [ARGS...]  (see the comment at the top of $0 for the environment)" >&2
-  exit 2
-fi
-
-NCCL_ENV_FILE=${NCCL_ENV_FILE:-/var/run/gpu-cluster/nccl.env}
-if [[ -f $NCCL_ENV_FILE ]]; then
-  # shellcheck source=/dev/null # written at pod start by detect-rdma.sh
-  . "$NCCL_ENV_FILE"
-  echo "$PROG: NCCL settings from $NCCL_ENV_FILE" >&2
-fi
-
-require() {
-  local name=$1
-  [[ -n ${!name:-} ]] || die "$name is not set"
-}
-
-# A positive integer (no sign, no leading zero).
-require_count() {
-  require "$1"
-  [[ ${!1} =~ ^[1-9][0-9]*$ ]] || die "$1='${!1}' is not a positive integer"
-}
-
+usage_unless_script "$@"
+load_nccl_env
+require_rendezvous
 require NODE_RANK
 [[ $NODE_RANK =~ ^(0|[1-9][0-9]*)$ ]] || die "NODE_RANK='$NODE_RANK' is not a non-negative integer"
-require_count NNODES
 ((NODE_RANK < NNODES)) || die "NODE_RANK=$NODE_RANK is out of range for NNODES=$NNODES (0..$((NNODES - 1)))"
-require_count GPUS_PER_NODE
-require MASTER_ADDR
-require_count MASTER_PORT
-((MASTER_PORT <= 65535)) || die "MASTER_PORT=$MASTER_PORT is not a valid port (1-65535)"
 
 DEEPSPEED_HOSTFILE=${DEEPSPEED_HOSTFILE:-/opt/gpu-cluster/hostfile}
 DEEPSPEED_CONFIG=${DEEPSPEED_CONFIG:-/opt/gpu-cluster/ds_config.json}
@@ -87,24 +59,7 @@ done <"$DEEPSPEED_HOSTFILE"
 
 [[ -f $DEEPSPEED_CONFIG ]] || die "DeepSpeed config $DEEPSPEED_CONFIG not found (set DEEPSPEED_CONFIG)"
 
-# Environment problems (GPUs, /dev/shm, memlock, RDMA links) fail here with a clear list instead of
-# as a hang or an NCCL error minutes into the job.
-PREFLIGHT=${PREFLIGHT:-0}
-case $PREFLIGHT in
-  0) ;;
-  1)
-    preflight=${PREFLIGHT_BIN:-$(dirname "$0")/preflight.sh}
-    [[ -x $preflight ]] || die "preflight $preflight not found or not executable (set PREFLIGHT_BIN)"
-    rc=0
-    # Its report goes to stderr: stdout belongs to the trainer.
-    "$preflight" >&2 || rc=$?
-    if ((rc != 0)); then
-      echo "$PROG: error: preflight failed (exit $rc); not starting deepspeed" >&2
-      exit "$rc"
-    fi
-    ;;
-  *) die "PREFLIGHT='$PREFLIGHT' is not 0 or 1" ;;
-esac
+run_preflight deepspeed
 
 exec "$DEEPSPEED_BIN" \
   --no_ssh \

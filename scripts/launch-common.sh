@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Usage: . launch-common.sh   (sourced by launch-torchrun.sh and launch-deepspeed.sh, after they
+#                              set PROG)
+#
+# What both launchers share: error exits, the usage check, the NCCL settings written by
+# detect-rdma.sh, validation of the rendezvous environment, and the optional preflight.
+set -euo pipefail
+: "${PROG:?set PROG before sourcing launch-common.sh}"
+
+die() {
+  echo "$PROG: error: $*" >&2
+  exit 1
+}
+
+# Usage: usage_unless_script "$@"
+usage_unless_script() {
+  if (($# < 1)); then
+    echo "usage: $PROG SCRIPT [ARGS...]  (see the comment at the top of $0 for the environment)" >&2
+    exit 2
+  fi
+}
+
+load_nccl_env() {
+  NCCL_ENV_FILE=${NCCL_ENV_FILE:-/var/run/gpu-cluster/nccl.env}
+  if [[ -f $NCCL_ENV_FILE ]]; then
+    # shellcheck source=/dev/null # written at pod start by detect-rdma.sh
+    . "$NCCL_ENV_FILE"
+    echo "$PROG: NCCL settings from $NCCL_ENV_FILE" >&2
+  fi
+}
+
+require() {
+  local name=$1
+  [[ -n ${!name:-} ]] || die "$name is not set"
+}
+
+# A positive integer (no sign, no leading zero).
+require_count() {
+  require "$1"
+  [[ ${!1} =~ ^[1-9][0-9]*$ ]] || die "$1='${!1}' is not a positive integer"
+}
+
+# NNODES, GPUS_PER_NODE, MASTER_ADDR and MASTER_PORT, as every launcher needs them.
+require_rendezvous() {
+  require_count NNODES
+  require_count GPUS_PER_NODE
+  require MASTER_ADDR
+  require_count MASTER_PORT
+  ((MASTER_PORT <= 65535)) || die "MASTER_PORT=$MASTER_PORT is not a valid port (1-65535)"
+}
+
+# Usage: run_preflight TRAINER
+# With PREFLIGHT=1, environment problems (GPUs, /dev/shm, memlock, RDMA links) fail here with a
+# clear list instead of as a hang or an NCCL error minutes into the job.
+run_preflight() {
+  local preflight rc=0
+  case ${PREFLIGHT:-0} in
+    0) ;;
+    1)
+      preflight=${PREFLIGHT_BIN:-$(dirname "$0")/preflight.sh}
+      [[ -x $preflight ]] || die "preflight $preflight not found or not executable (set PREFLIGHT_BIN)"
+      # Its report goes to stderr: stdout belongs to the trainer.
+      "$preflight" >&2 || rc=$?
+      if ((rc != 0)); then
+        echo "$PROG: error: preflight failed (exit $rc); not starting $1" >&2
+        exit "$rc"
+      fi
+      ;;
+    *) die "PREFLIGHT='$PREFLIGHT' is not 0 or 1" ;;
+  esac
+}
