@@ -81,6 +81,7 @@ SHIPPED_SCRIPTS = (
     "launch-torchrun.sh",
     "launch-deepspeed.sh",
     "preflight.sh",
+    "rdma-sysfs.sh",
 )
 # Label the StatefulSet controller sets on every pod (beta in 1.28, GA in 1.32).
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"

@@ -17,12 +17,15 @@
 # Output: NCCL_ENV_FILE with `export NCCL_IB_HCA==<hca>:<port>,...` plus either
 # `export NCCL_IB_GID_INDEX=<n>` or (nccl mode) NCCL_IB_ROCE_VERSION_NUM=2 and
 # NCCL_IB_ADDR_FAMILY=AF_INET; a summary on stdout. Exits non-zero, writing nothing, on error.
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 # Functions below run inside $(...); without this, errexit would be off there.
 shopt -s inherit_errexit
 
 readonly PROG=detect-rdma
 SYSFS_ROOT=${SYSFS_ROOT:-/sys}
+# shellcheck source=rdma-sysfs.sh
+. "$(dirname "$0")/rdma-sysfs.sh"
 NCCL_ENV_FILE=${NCCL_ENV_FILE:-/var/run/gpu-cluster/nccl.env}
 RDMA_GID_INDEX=${RDMA_GID_INDEX:-auto}
 RDMA_HCAS=${RDMA_HCAS:-}
@@ -34,15 +37,6 @@ die() {
 
 warn() {
   echo "$PROG: warning: $*" >&2
-}
-
-# Print the first line of a sysfs attribute, or fail quietly. In containers, reading GID entries
-# that are not mapped into the pod's network namespace fails with EINVAL; callers treat a failed
-# read as "not this one" and move on instead of aborting.
-read_attr() {
-  local line=""
-  { IFS= read -r line <"$1"; } 2>/dev/null || [[ -n $line ]] || return 1
-  printf '%s\n' "$line"
 }
 
 # Split a comma list into the array named by $2, trimming blanks. Empty items are an error
@@ -64,34 +58,10 @@ split_list() {
   done
 }
 
-# Ports of an RDMA device whose GID table names the interface (normally just port 1).
-ports_listing_iface() {
-  local hca=$1 iface=$2 port ndev
-  for port in "$SYSFS_ROOT/class/infiniband/$hca/ports"/*/; do
-    port=${port%/}
-    for ndev in "$port"/gid_attrs/ndevs/*; do
-      if [[ $(read_attr "$ndev" || true) == "$iface" ]]; then
-        echo "${port##*/}"
-        break
-      fi
-    done
-  done
-}
-
-# The interface's RDMA device. SR-IOV VFs and host-device NICs link it via the PCI device
-# (class/net/<if>/device/infiniband/<hca>). Virtual netdevs such as macvlan on a shared HCA have no
-# device link; there the device is the one whose GID table names the interface.
+# The interface's single RDMA device, or die saying why not.
 hca_of_iface() {
-  local iface=$1 dir="$SYSFS_ROOT/class/net/$1/device/infiniband" entries=() hca
-  if [[ -d $dir ]]; then
-    for hca in "$dir"/*; do
-      [[ -e $hca ]] && entries+=("${hca##*/}")
-    done
-  else
-    for hca in "$SYSFS_ROOT/class/infiniband"/*; do
-      [[ -e $hca && -n $(ports_listing_iface "${hca##*/}" "$iface") ]] && entries+=("${hca##*/}")
-    done
-  fi
+  local iface=$1 dir="$SYSFS_ROOT/class/net/$1/device/infiniband" entries=()
+  read -r -a entries <<<"$(hcas_of_iface "$iface")"
   case ${#entries[@]} in
     1) echo "${entries[0]}" ;;
     0) die "interface $iface has no RDMA device (nothing in $dir and no RDMA device's GID table names it); is the NIC RDMA-capable (SR-IOV isRdma / RDMA device plugin)?" ;;

@@ -30,12 +30,15 @@
 #   SYSFS_ROOT       optional  default /sys  (tests point these three at fake trees)
 #   DEV_ROOT         optional  default /dev
 #   PROC_ROOT        optional  default /proc (reads $PROC_ROOT/self/status for CapEff)
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 # Functions below run inside $(...); without this, errexit would be off there.
 shopt -s inherit_errexit
 
 readonly PROG=preflight
 SYSFS_ROOT=${SYSFS_ROOT:-/sys}
+# shellcheck source=rdma-sysfs.sh
+. "$(dirname "$0")/rdma-sysfs.sh"
 DEV_ROOT=${DEV_ROOT:-/dev}
 PROC_ROOT=${PROC_ROOT:-/proc}
 SHM_PATH=${SHM_PATH:-/dev/shm}
@@ -61,13 +64,6 @@ fail() {
   checks=$((checks + 1))
   failures=$((failures + 1))
   echo "$PROG: FAIL: $*" >&2
-}
-
-# Print the first line of a file, or fail quietly (see read_attr in detect-rdma.sh).
-read_attr() {
-  local line=""
-  { IFS= read -r line <"$1"; } 2>/dev/null || [[ -n $line ]] || return 1
-  printf '%s\n' "$line"
 }
 
 # Bytes in binary units, e.g. 67108864 -> "64 MiB", 1610612736 -> "1.5 GiB".
@@ -220,36 +216,6 @@ check_memlock() {
 }
 
 # --- RDMA -------------------------------------------------------------------------------------
-# Ports of an RDMA device whose GID table names the interface (same rule as detect-rdma.sh).
-ports_listing_iface() {
-  local hca=$1 iface=$2 port ndev
-  for port in "$SYSFS_ROOT/class/infiniband/$hca/ports"/*/; do
-    port=${port%/}
-    for ndev in "$port"/gid_attrs/ndevs/*; do
-      if [[ $(read_attr "$ndev" || true) == "$iface" ]]; then
-        echo "${port##*/}"
-        break
-      fi
-    done
-  done
-}
-
-# RDMA devices of an interface, space-separated: the PCI link (SR-IOV VF / host-device NIC), or
-# for virtual netdevs (macvlan) the devices whose GID table names it. Same rule as detect-rdma.sh.
-hcas_of_iface() {
-  local iface=$1 dir="$SYSFS_ROOT/class/net/$1/device/infiniband" entries=() hca
-  if [[ -d $dir ]]; then
-    for hca in "$dir"/*; do
-      [[ -e $hca ]] && entries+=("${hca##*/}")
-    done
-  else
-    for hca in "$SYSFS_ROOT/class/infiniband"/*; do
-      [[ -e $hca && -n $(ports_listing_iface "${hca##*/}" "$iface") ]] && entries+=("${hca##*/}")
-    done
-  fi
-  echo "${entries[*]}"
-}
-
 # Port number(s) of <hca> to use for <iface>: the one whose GID table names it, else the only port.
 port_of() {
   local hca=$1 iface=$2 ports=() port
