@@ -88,6 +88,13 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 # Tells the Kubernetes provider not to wait for a claim to bind: with WaitForFirstConsumer
 # storage classes it binds only once a pod uses it (pulumi-kubernetes annotations).
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# Marks storage the stack chose not to keep on destroy (storage.retainOnDelete: false), so the
+# policy pack can tell a deliberate opt-out from a mistake.
+RETAIN_OPT_OUT = "gpu-cluster/retain-on-delete"
+
+
+def retention_annotations(s: Settings) -> dict[str, str]:
+    return {} if s.storage.retain_on_delete else {RETAIN_OPT_OUT: "false"}
 
 
 def labels(s: Settings) -> dict[str, str]:
@@ -363,7 +370,7 @@ class TrainingWorkload(pulumi.ComponentResource):
                 name=s.name,
                 namespace=s.namespace,
                 labels=meta_labels,
-                annotations=skip_annotations(scan_exceptions),
+                annotations={**skip_annotations(scan_exceptions), **retention_annotations(s)},
             ),
             spec=k8s.apps.v1.StatefulSetSpecArgs(
                 replicas=s.nodes,
@@ -440,7 +447,7 @@ class TrainingWorkload(pulumi.ComponentResource):
                     name=f"{s.name}-{volume}",
                     namespace=s.namespace,
                     labels=meta_labels,
-                    annotations=SKIP_AWAIT,
+                    annotations={**SKIP_AWAIT, **retention_annotations(s)},
                 ),
                 spec=self._claim_spec(s, size, "ReadWriteMany"),
                 opts=keep,

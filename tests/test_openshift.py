@@ -184,8 +184,13 @@ def test_retention_is_opt_out() -> None:
     assert not any(
         r.options["retainOnDelete"] for r in run.of_type("kubernetes:core/v1:PersistentVolumeClaim")
     )
+    for claim in manifests(run, "PersistentVolumeClaim"):
+        assert claim["metadata"]["annotations"]["gpu-cluster/retain-on-delete"] == "false"
     sts = one(run_stack("barcelona", "storage.retainOnDelete=false"), "StatefulSet")
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+    assert sts["metadata"]["annotations"]["gpu-cluster/retain-on-delete"] == "false"
+    kept = one(run_stack("barcelona"), "StatefulSet")["metadata"]["annotations"]
+    assert "gpu-cluster/retain-on-delete" not in kept
 
 
 def test_switching_barcelona_to_tcp_drops_rdma_pieces_and_keeps_storage() -> None:
