@@ -1,0 +1,1 @@
+"""Developer tools: render every stack, summarise a change, refresh the golden snapshots."""
