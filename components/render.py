@@ -52,7 +52,11 @@ def _kind_rank(manifest: dict[str, Any]) -> tuple[int, str, str, str]:
     return rank, kind, meta.get("namespace", ""), meta.get("name", "")
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter when PyYAML has it: the same output, several times faster.
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_BaseDumper):  # type: ignore[valid-type,misc]
     """Multi-line strings (scripts, CNI JSON, hostfiles) as readable literal blocks."""
 
 
