@@ -39,22 +39,18 @@ warn() {
   echo "$PROG: warning: $*" >&2
 }
 
-# Split a comma list into the array named by $2, trimming blanks. Empty items are an error
-# unless $3 is "allow-empty".
-split_list() {
-  local -n out=$2
+# split_list, then check every item: empty items are an error unless $3 is "allow-empty".
+split_devices() {
+  local -n items=$2
   local item
-  out=()
-  # The extra comma keeps a trailing empty item, which `read -a` would otherwise drop.
-  IFS=, read -r -a out <<<"$1,"
-  for item in "${!out[@]}"; do
-    out[item]=${out[item]//[[:space:]]/}
-    if [[ -z ${out[item]} ]]; then
+  split_list "$1" "$2"
+  for item in "${items[@]}"; do
+    if [[ -z $item ]]; then
       [[ ${3:-} == allow-empty ]] || die "empty entry in comma list '$1'"
       continue
     fi
     # The values end up in a sourced shell file, so allow only plain device-name characters.
-    [[ ${out[item]} =~ ^[A-Za-z0-9_.-]+$ ]] || die "invalid device name '${out[item]}' in '$1'"
+    [[ $item =~ ^[A-Za-z0-9_.-]+$ ]] || die "invalid device name '$item' in '$1'"
   done
 }
 
@@ -99,9 +95,9 @@ dir_entries() {
 # --- inputs -----------------------------------------------------------------------------------
 [[ -n ${RDMA_INTERFACES:-} ]] || die "RDMA_INTERFACES is empty; set it to the RDMA netdevs, e.g. net1,net2,net3,net4"
 declare -a ifaces=() given_hcas=()
-split_list "$RDMA_INTERFACES" ifaces
+split_devices "$RDMA_INTERFACES" ifaces
 if [[ -n $RDMA_HCAS ]]; then
-  split_list "$RDMA_HCAS" given_hcas allow-empty
+  split_devices "$RDMA_HCAS" given_hcas allow-empty
   ((${#given_hcas[@]} == ${#ifaces[@]})) ||
     die "RDMA_HCAS has ${#given_hcas[@]} entries (${RDMA_HCAS}) but RDMA_INTERFACES has ${#ifaces[@]} (${RDMA_INTERFACES}); they pair by position"
 fi

@@ -95,18 +95,6 @@ to_bytes() {
   echo "$n"
 }
 
-# Split a comma list into the array named by $2, trimming blanks (empty items stay empty).
-split_list() {
-  local -n out=$2
-  local i
-  out=()
-  # The extra comma keeps a trailing empty item, which `read -a` would otherwise drop.
-  IFS=, read -r -a out <<<"$1,"
-  for i in "${!out[@]}"; do
-    out[i]=${out[i]//[[:space:]]/}
-  done
-}
-
 # --- GPUs -------------------------------------------------------------------------------------
 check_gpus() {
   if [[ ! ${GPUS_PER_NODE:-} =~ ^[1-9][0-9]*$ ]]; then

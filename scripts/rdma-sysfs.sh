@@ -14,6 +14,18 @@ read_attr() {
   printf '%s\n' "$line"
 }
 
+# Split a comma list into the array named by $2, trimming blanks (empty items stay empty).
+split_list() {
+  local -n out=$2
+  local i
+  out=()
+  # The extra comma keeps a trailing empty item, which `read -a` would otherwise drop.
+  IFS=, read -r -a out <<<"$1,"
+  for i in "${!out[@]}"; do
+    out[i]=${out[i]//[[:space:]]/}
+  done
+}
+
 # Ports of an RDMA device whose GID table names the interface (normally just port 1).
 ports_listing_iface() {
   local hca=$1 iface=$2 port ndev
