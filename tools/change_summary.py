@@ -1,77 +1,231 @@
-"""Markdown summary of what changes between two renders (base and head, one subdir per stack):
-resources added, removed and changed by type, then the Kubernetes YAML diff.
+"""Markdown summary of what a change does to the desired state of every stack.
 
+    python -m tools.render_all BASE_DIR      # on the base revision
+    python -m tools.render_all HEAD_DIR      # on the change
     python -m tools.change_summary BASE_DIR HEAD_DIR
+
+Each directory holds one subdirectory per stack, as `components.render --out` writes it. Per
+stack the summary lists the resources added, removed and changed, grouped by type (from
+`resources.json`, keyed by type and name), the stack outputs that changed, then the unified diff
+of `kubernetes.yaml` in a ```diff block. Exit code 0 (also when something changed), 2 on usage
+errors.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
+import re
 import sys
-from collections import Counter
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MAX_DIFF_LINES = 400
+# Per stack: enough to review a resize or a setting change in place, small enough that four
+# stacks stay far below GitHub's limits (65,536 characters per comment, 1 MiB per job summary).
+MAX_DIFF_LINES = 300
+MAX_LINE_CHARS = 1000  # a diff line longer than this is cut (long JSON or annotations)
+
+Key = tuple[str, str]  # (type, name)
 
 
-def _resources(stack_dir: Path) -> dict[tuple[str, str], Any]:
+@dataclass
+class StackChange:
+    """How one stack's render differs between base and head."""
+
+    stack: str
+    in_base: bool
+    in_head: bool
+    added: dict[str, list[str]] = field(default_factory=dict)  # type -> names
+    removed: dict[str, list[str]] = field(default_factory=dict)
+    changed: dict[str, list[str]] = field(default_factory=dict)
+    outputs: list[str] = field(default_factory=list)  # names of outputs added/removed/changed
+    diff: list[str] = field(default_factory=list)  # kubernetes.yaml unified diff lines
+
+    @property
+    def is_changed(self) -> bool:
+        return bool(
+            self.in_base != self.in_head
+            or self.added
+            or self.removed
+            or self.changed
+            or self.outputs
+            or self.diff
+        )
+
+
+def _resources(stack_dir: Path) -> dict[Key, Any]:
     path = stack_dir / "resources.json"
     if not path.exists():
         return {}
-    return {(r["type"], r["name"]): r for r in json.loads(path.read_text())}
+    rows: dict[Key, Any] = {}
+    for row in json.loads(path.read_text()):
+        key: Key = (str(row["type"]), str(row["name"]))
+        n = 1
+        while key in rows:  # same type and name under different parents: keep both
+            n += 1
+            key = (str(row["type"]), f"{row['name']}#{n}")
+        rows[key] = row
+    return rows
 
 
-def _text(path: Path) -> list[str]:
+def _outputs(stack_dir: Path) -> dict[str, Any]:
+    path = stack_dir / "outputs.json"
+    outputs: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    return outputs
+
+
+def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines(keepends=True) if path.exists() else []
 
 
-def stack_summary(stack: str, base: Path, head: Path) -> str:
+def _by_type(keys: set[Key]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for type_, name in sorted(keys):
+        grouped[type_].append(name)
+    return dict(grouped)
+
+
+def _clip(line: str) -> str:
+    body = line.rstrip("\n")
+    if len(body) > MAX_LINE_CHARS:
+        body = f"{body[:MAX_LINE_CHARS]}... ({len(body) - MAX_LINE_CHARS} more characters)"
+    return body + "\n"
+
+
+def compare(stack: str, base: Path, head: Path) -> StackChange:
+    """Compare one stack's render directories (either may be missing)."""
     before, after = _resources(base), _resources(head)
-    added = Counter(t for t, _ in after.keys() - before.keys())
-    removed = Counter(t for t, _ in before.keys() - after.keys())
-    changed = Counter(
-        t for key in before.keys() & after.keys() if before[key] != after[key] for t in [key[0]]
+    old_out, new_out = _outputs(base), _outputs(head)
+    diff = difflib.unified_diff(
+        _lines(base / "kubernetes.yaml"),
+        _lines(head / "kubernetes.yaml"),
+        f"base/{stack}/kubernetes.yaml",
+        f"head/{stack}/kubernetes.yaml",
     )
-    if not (added or removed or changed):
-        return f"### `{stack}`: no change\n"
-    lines = [f"### `{stack}`", "", "| type | added | removed | changed |", "|---|---|---|---|"]
-    for type_ in sorted(added.keys() | removed.keys() | changed.keys()):
-        lines.append(f"| `{type_}` | {added[type_]} | {removed[type_]} | {changed[type_]} |")
-    diff = list(
-        difflib.unified_diff(
-            _text(base / "kubernetes.yaml"),
-            _text(head / "kubernetes.yaml"),
-            f"base/{stack}/kubernetes.yaml",
-            f"head/{stack}/kubernetes.yaml",
+    return StackChange(
+        stack=stack,
+        in_base=base.is_dir(),
+        in_head=head.is_dir(),
+        added=_by_type(after.keys() - before.keys()),
+        removed=_by_type(before.keys() - after.keys()),
+        changed=_by_type({k for k in before.keys() & after.keys() if before[k] != after[k]}),
+        outputs=sorted(
+            k for k in old_out.keys() | new_out.keys() if old_out.get(k) != new_out.get(k)
+        ),
+        diff=[_clip(line) for line in diff],
+    )
+
+
+def _count(grouped: dict[str, list[str]]) -> int:
+    return sum(len(names) for names in grouped.values())
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside `text` (scripts embed markdown)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def stack_markdown(change: StackChange, max_diff_lines: int = MAX_DIFF_LINES) -> str:
+    title = f"### `{change.stack}`"
+    if not change.is_changed:
+        return f"{title}: no change\n"
+    counts = (
+        f"{_count(change.added)} added, {_count(change.removed)} removed, "
+        f"{_count(change.changed)} changed"
+    )
+    if not change.in_base:
+        title += " (new stack)"
+    elif not change.in_head:
+        title += " (stack removed)"
+    lines = [f"{title}: {counts}", ""]
+    rows = [
+        (what, type_, names)
+        for what, grouped in (
+            ("added", change.added),
+            ("removed", change.removed),
+            ("changed", change.changed),
         )
-    )
-    if diff:
-        shown = diff[:MAX_DIFF_LINES]
-        more = len(diff) - len(shown)
-        lines += ["", "```diff", "".join(shown).rstrip("\n"), "```"]
-        if more:
-            lines.append(f"({more} more diff lines; render locally with `--diff` to see all)")
-    return "\n".join(lines) + "\n"
+        for type_, names in sorted(grouped.items())
+    ]
+    if rows:
+        lines += ["| | type | resources |", "|---|---|---|"]
+        lines += [
+            f"| {what} | `{type_}` | {', '.join(f'`{n}`' for n in names)} |"
+            for what, type_, names in rows
+        ]
+        lines.append("")
+    if change.outputs:
+        lines += [f"Stack outputs changed: {', '.join(f'`{o}`' for o in change.outputs)}", ""]
+    if change.diff:
+        shown = "".join(change.diff[:max_diff_lines])
+        fence = _fence(shown)
+        lines += [
+            "<details open><summary><code>kubernetes.yaml</code> diff</summary>",
+            "",
+            f"{fence}diff",
+            shown.rstrip("\n"),
+            fence,
+        ]
+        if len(change.diff) > max_diff_lines:
+            lines += [
+                "",
+                f"... {len(change.diff) - max_diff_lines} more diff lines; the whole diff: "
+                f"`python -m components.render --stack {change.stack} "
+                f"--diff BASE_DIR/{change.stack}`",
+            ]
+        lines += ["", "</details>", ""]
+    return "\n".join(lines)
 
 
-def summary(base_root: Path, head_root: Path) -> str:
-    stacks = sorted(
-        {
-            p.name
-            for root in (base_root, head_root)
-            if root.exists()
-            for p in root.iterdir()
-            if p.is_dir()
-        }
+def _stacks(*roots: Path) -> list[str]:
+    return sorted({p.name for root in roots if root.is_dir() for p in root.iterdir() if p.is_dir()})
+
+
+def summary(base_root: Path, head_root: Path, max_diff_lines: int = MAX_DIFF_LINES) -> str:
+    """The markdown summary for every stack rendered under either root."""
+    changes = [
+        compare(stack, base_root / stack, head_root / stack)
+        for stack in _stacks(base_root, head_root)
+    ]
+    touched = [c.stack for c in changes if c.is_changed]
+    head = ["## Desired-state changes (offline render)", ""]
+    if not changes:
+        head.append("No stack was rendered.")
+    elif touched:
+        head.append(
+            f"{len(touched)} of {len(changes)} stacks change: "
+            + ", ".join(f"`{s}`" for s in touched)
+            + "."
+        )
+    else:
+        head.append(f"None of the {len(changes)} stacks changes.")
+    head.append("")
+    return "\n".join(head + [stack_markdown(c, max_diff_lines) for c in changes])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.change_summary",
+        description="Markdown summary of the desired-state change between two renders.",
     )
-    parts = ["## Desired-state changes (offline render)", ""]
-    parts += [stack_summary(stack, base_root / stack, head_root / stack) for stack in stacks]
-    return "\n".join(parts)
+    parser.add_argument("base", type=Path, help="render of the base (one subdir per stack)")
+    parser.add_argument("head", type=Path, help="render of the change (one subdir per stack)")
+    parser.add_argument(
+        "--max-diff-lines",
+        type=int,
+        default=MAX_DIFF_LINES,
+        help=f"kubernetes.yaml diff lines shown per stack (default {MAX_DIFF_LINES})",
+    )
+    args = parser.parse_args(argv)
+    if not args.head.is_dir():
+        parser.error(f"{args.head} is not a directory")
+    sys.stdout.write(summary(args.base, args.head, args.max_diff_lines))
+    return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    sys.stdout.write(summary(Path(sys.argv[1]), Path(sys.argv[2])))
+    sys.exit(main())

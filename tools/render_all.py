@@ -1,10 +1,16 @@
 """Render every shipped stack offline into OUT/<stack>/ (the files `components.render` writes).
 
-python -m tools.render_all OUT
+    python -m tools.render_all OUT
+
+Stacks are the `Pulumi.<stack>.yaml` files beside `Pulumi.yaml`. A stack whose config is
+rejected is reported on stderr and skipped; the exit code is then 2 (0 when all rendered).
+Also runs as a file against another checkout of the program, e.g. the base of a pull request:
+`cd BASE && PYTHONPATH=. python HEAD/tools/render_all.py OUT`.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -13,19 +19,47 @@ from components.render import render
 
 
 def stacks(project_dir: Path = PROJECT_DIR) -> list[str]:
-    """Every stack with a Pulumi.<stack>.yaml."""
+    """Every stack with a Pulumi.<stack>.yaml, sorted."""
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
 
 
-def render_all(out: Path) -> None:
+def render_stacks() -> dict[str, dict[str, str]]:
+    """Stack -> file name -> content, for every stack (raises on the first bad one)."""
+    return {stack: render(stack) for stack in stacks()}
+
+
+def write(target: Path, files: dict[str, str]) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (target / name).write_text(content)
+
+
+def render_all(out: Path) -> list[str]:
+    """Render every stack into out/<stack>/; returns the stacks that failed (reported)."""
+    failed = []
     for stack in stacks():
-        target = out / stack
-        target.mkdir(parents=True, exist_ok=True)
-        for name, content in render(stack).items():
-            (target / name).write_text(content)
+        try:
+            files = render(stack)
+        except Exception as exc:  # a bad stack must not hide the others' renders
+            print(f"error: stack {stack!r}: {exc}", file=sys.stderr)
+            failed.append(stack)
+            continue
+        write(out / stack, files)
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.render_all",
+        description="Render every stack offline into OUT/<stack>/.",
+    )
+    parser.add_argument("out", type=Path, help="directory to write one subdirectory per stack to")
+    args = parser.parse_args(argv)
+    failed = render_all(args.out)
+    rendered = [s for s in stacks() if s not in failed]
+    print(f"rendered {', '.join(rendered) or 'no stack'} to {args.out}/", file=sys.stderr)
+    return 2 if failed else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    render_all(Path(sys.argv[1]))
+    sys.exit(main())
