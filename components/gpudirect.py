@@ -65,7 +65,7 @@ class GpuDirectRelease:
 _GPU_DEVICES = (*(f"/dev/nvidia{i}" for i in range(8)), "/dev/nvidiactl", "/dev/nvidia-uvm")
 
 
-def _fastrak_ifnames(n: int) -> str:
+def _gpu_nic_ifnames(n: int) -> str:
     return ",".join(f"eth{i}" for i in range(1, n + 1))
 
 
@@ -81,7 +81,7 @@ _TCPXO_2026_01_09 = GpuDirectRelease(
     nic_count=8,
     nccl_env=(
         ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
-        ("NCCL_FASTRAK_IFNAME", _fastrak_ifnames(8)),
+        ("NCCL_FASTRAK_IFNAME", _gpu_nic_ifnames(8)),
         ("NCCL_SOCKET_IFNAME", "eth0"),
         ("NCCL_CROSS_NIC", "0"),
         ("NCCL_PROTO", "Simple,LL128"),
@@ -135,7 +135,7 @@ _TCPX_V3_1_12 = GpuDirectRelease(
     nic_count=4,
     nccl_env=(
         ("NCCL_SOCKET_IFNAME", "eth0"),
-        ("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", _fastrak_ifnames(4)),
+        ("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", _gpu_nic_ifnames(4)),
         ("NCCL_GPUDIRECTTCPX_CTRL_DEV", "eth0"),
         ("NCCL_CROSS_NIC", "0"),
         ("NCCL_ALGO", "Ring,Tree"),
