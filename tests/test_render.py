@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pulumi
 import pytest
 import yaml
 
+from components.offline import engine_config, run_program
 from components.render import FILES, main, render
 from tests.conftest import ROOT, STACKS
 
@@ -81,3 +84,20 @@ def test_set_accepts_pulumi_path_syntax() -> None:
     files = render("barcelona", ("rdma.nics[2].hca=mlx5_10", "gpu-cluster:nodes=3"))
     assert "=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_9:1" in files["kubernetes.yaml"]
     assert json.loads(files["outputs.json"])["worldSize"] == 12
+
+
+def test_the_program_run_leaves_the_garbage_collector_as_it_found_it() -> None:
+    """run_program pauses the collector (see _collector_paused); it must come back on after a
+    run, also a failed one, and stay off for a caller that had turned it off."""
+    render("barcelona", ())
+    assert gc.isenabled()
+    bad_config, secret_keys = engine_config("barcelona", ("nodes=0",))
+    with pytest.raises(pulumi.RunError):
+        run_program(bad_config, secret_keys, "barcelona")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        render("barcelona", ())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
