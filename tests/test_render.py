@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.offline import engine_config, run_program
-from components.render import FILES, main, render
+from components.render import FILES, diff, main, render
 from tests.conftest import ROOT, STACKS
 
 
@@ -44,6 +44,21 @@ def test_render_is_byte_for_byte_deterministic_across_processes(tmp_path: Path) 
     for name in FILES:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     assert render("gcp-a3") == render("gcp-a3")
+
+
+def test_cli_diff_prints_the_whole_diff_and_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI ends with os._exit: a short diff, still in stdout's buffer then (a pipe is
+    block-buffered unless PYTHONUNBUFFERED is set), must reach the pipe."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    assert cli("--stack", "barcelona", "--out", str(tmp_path)).returncode == 0
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(outputs.read_text().replace('"worldSize": 8', '"worldSize": 7'))
+    result = cli("--stack", "barcelona", "--diff", str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == diff(tmp_path, render("barcelona", ()))
+    assert '-  "worldSize": 7\n+  "worldSize": 8\n' in result.stdout
 
 
 def test_namespaces_and_prerequisites_come_first() -> None:
