@@ -60,9 +60,9 @@ for name in json.loads(sys.argv[1]):
 t_sdk = time.perf_counter()
 """
 
-_LOADED_SDK_MODULES = """sorted(
+_LOADED_SDK_MODULES = f"""sorted(
     n for n, m in sys.modules.items()
-    if n.split(".")[0] in ("pulumi", "pulumi_kubernetes", "pulumi_gcp")
+    if n.split(".")[0] in {SDK_PACKAGES!r}
     and type(m).__name__ != "_LazyModule"
 )"""
 
@@ -337,6 +337,11 @@ def _spread(values: list[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
+def _median_ratio(values: list[float], references: list[float]) -> float:
+    """Median of values[i] / references[i]: runs paired by round."""
+    return statistics.median(v / r for v, r in zip(values, references, strict=True))
+
+
 def _mib(kib: float) -> float:
     return kib / 1024.0
 
@@ -428,6 +433,7 @@ def measure(
         runs = case.runs
         render_s = statistics.median(r["seconds"] for r in runs)
         base = base_summary[platforms[case.stack]]
+        over_sdk = [r["seconds"] / r["sdk_seconds"] for r in runs]
         rows.append(
             {
                 "stack": case.stack,
@@ -447,10 +453,8 @@ def measure(
                 "render_over_baseline_cpu": statistics.median(r["cpu_seconds"] for r in runs)
                 / base["cpu_seconds_median"],
                 "render_sdk_seconds_median": statistics.median(r["sdk_seconds"] for r in runs),
-                "render_over_sdk_import": statistics.median(
-                    r["seconds"] / r["sdk_seconds"] for r in runs
-                ),
-                "render_over_sdk_import_all": [r["seconds"] / r["sdk_seconds"] for r in runs],
+                "render_over_sdk_import": statistics.median(over_sdk),
+                "render_over_sdk_import_all": over_sdk,
                 "render_import_seconds_median": statistics.median(
                     r["import_seconds"] for r in runs
                 ),
@@ -459,8 +463,8 @@ def measure(
                     r["process_seconds"] for r in runs
                 ),
                 "baseline_seconds_median": base["seconds_median"],
-                "render_over_baseline": statistics.median(
-                    r["seconds"] / b["seconds"] for r, b in zip(runs, case.paired, strict=True)
+                "render_over_baseline": _median_ratio(
+                    [r["seconds"] for r in runs], [b["seconds"] for b in case.paired]
                 ),
                 "render_over_baseline_of_medians": render_s / base["seconds_median"],
                 "peak_mib": _mib(max(r["peak_kib"] for r in runs)),
@@ -471,17 +475,13 @@ def measure(
         )
     for row in rows:
         first = next(r for r in rows if r["stack"] == row["stack"])
-        row["scaling_vs_smallest"] = statistics.median(
-            a / b
-            for a, b in zip(row["render_seconds_all"], first["render_seconds_all"], strict=True)
+        row["scaling_vs_smallest"] = _median_ratio(
+            row["render_seconds_all"], first["render_seconds_all"]
         )
         # The same, each render first divided by its own SDK import: what the ratio is at
         # equal machine speed.
-        row["scaling_vs_smallest_normalized"] = statistics.median(
-            a / b
-            for a, b in zip(
-                row["render_over_sdk_import_all"], first["render_over_sdk_import_all"], strict=True
-            )
+        row["scaling_vs_smallest_normalized"] = _median_ratio(
+            row["render_over_sdk_import_all"], first["render_over_sdk_import_all"]
         )
         row["scaling_vs_smallest_of_medians"] = (
             row["render_seconds_median"] / first["render_seconds_median"]

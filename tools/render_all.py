@@ -29,6 +29,8 @@ def render_stacks() -> dict[str, dict[str, str]]:
 
 
 def write(target: Path, files: dict[str, str]) -> None:
+    # Not taken from components.render (which writes --out the same way): this file also runs
+    # against a base checkout whose components may predate any shared helper.
     target.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         (target / name).write_text(content)
