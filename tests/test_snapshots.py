@@ -14,20 +14,13 @@ import pytest
 
 from components.render import FILES, render
 from tests.conftest import STACKS
-from tools.change_summary import compare, stack_markdown, summary
+from tools.change_summary import clip_line, compare, stack_markdown, summary
 from tools.render_all import stacks, write
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 REFRESH = "python -m tools.update_snapshots"
 MAX_DIFF_LINES = 120  # per failing stack: enough to see what moved, short enough to read
 MAX_LINE_CHARS = 300  # resources.json holds whole scripts on one line
-
-
-def _clip(line: str) -> str:
-    body = line.rstrip("\n")
-    if len(body) > MAX_LINE_CHARS:
-        body = f"{body[:MAX_LINE_CHARS]}... ({len(body) - MAX_LINE_CHARS} more characters)"
-    return body + "\n"
 
 
 def _snapshot_diff(stack: str, rendered: dict[str, str]) -> list[str]:
@@ -43,7 +36,7 @@ def _snapshot_diff(stack: str, rendered: dict[str, str]) -> list[str]:
             f"tests/snapshots/{stack}/{name}",
             f"render/{stack}/{name}",
         )
-    return [_clip(line) for line in lines]
+    return [clip_line(line, MAX_LINE_CHARS) for line in lines]
 
 
 def test_stacks_are_discovered_from_the_stack_files() -> None:

@@ -88,10 +88,11 @@ def _by_type(keys: set[Key]) -> dict[str, list[str]]:
     return dict(grouped)
 
 
-def _clip(line: str) -> str:
+def clip_line(line: str, limit: int = MAX_LINE_CHARS) -> str:
+    """A diff line cut to `limit` characters, saying how many were left out."""
     body = line.rstrip("\n")
-    if len(body) > MAX_LINE_CHARS:
-        body = f"{body[:MAX_LINE_CHARS]}... ({len(body) - MAX_LINE_CHARS} more characters)"
+    if len(body) > limit:
+        body = f"{body[:limit]}... ({len(body) - limit} more characters)"
     return body + "\n"
 
 
@@ -115,7 +116,7 @@ def compare(stack: str, base: Path, head: Path) -> StackChange:
         outputs=sorted(
             k for k in old_out.keys() | new_out.keys() if old_out.get(k) != new_out.get(k)
         ),
-        diff=[_clip(line) for line in diff],
+        diff=[clip_line(line) for line in diff],
     )
 
 
