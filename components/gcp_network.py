@@ -17,8 +17,11 @@ PODS_PREFIX = 14
 SERVICES_PREFIX = 20
 CONTROL_PLANE_PREFIX = 28
 GPU_NIC_PREFIX = 20
-# GPU NIC MTU on A3 (reference/gcp-a3-gpudirect.md; CT modules/network/multivpc).
-GPU_NIC_MTU = 8244
+# MTU of the host VPC and every GPU NIC VPC: GoogleCloudPlatform/cluster-toolkit
+# examples/gke-a3-megagpu/gke-a3-megagpu.yaml and examples/gke-a3-highgpu/gke-a3-highgpu.yaml
+# (1047080, 2026-06-25) set 8244 on `network1` and `gpunets`. Updatable in place since
+# GoogleCloudPlatform/magic-modules#13995 (2025-05), so adopting it does not replace a VPC.
+A3_VPC_MTU = 8244
 
 
 @dataclass(frozen=True)

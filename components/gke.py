@@ -1,5 +1,6 @@
-"""GKE platform: VPCs, compact placement, the cluster, the A3 node pool, GPUDirect daemons and
-the same training workload as on OpenShift. Vendor facts: reference/gcp-a3-gpudirect.md."""
+"""GKE platform: VPCs, compact placement, the cluster, its system pool, the A3 node pool,
+GPUDirect daemons and the same training workload as on OpenShift. Vendor facts follow Google's
+published setup (sources beside each value; tests/vendor/ keeps them as test data)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,14 @@ from pulumi_gcp.compute import (
 from pulumi_gcp.container import (
     ClusterArgs,
     ClusterIpAllocationPolicyArgs,
+    ClusterMaintenancePolicyArgs,
+    ClusterMaintenancePolicyDailyMaintenanceWindowArgs,
+    ClusterMaintenancePolicyMaintenanceExclusionArgs,
+    ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs,
     ClusterPrivateClusterConfigArgs,
     ClusterReleaseChannelArgs,
     NodePoolArgs,
+    NodePoolAutoscalingArgs,
     NodePoolManagementArgs,
     NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs,
     NodePoolNetworkConfigArgs,
@@ -31,6 +37,7 @@ from pulumi_gcp.container import (
     NodePoolNodeConfigReservationAffinityArgs,
     NodePoolNodeConfigTaintArgs,
     NodePoolPlacementPolicyArgs,
+    NodePoolUpgradeSettingsArgs,
 )
 from pulumi_kubernetes.apps.v1 import DaemonSetSpecArgs
 from pulumi_kubernetes.core.v1 import (
@@ -50,23 +57,23 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
-from components.gcp_network import GPU_NIC_MTU, plan_addresses
+from components.gcp_network import A3_VPC_MTU, plan_addresses
 from components.gpudirect import (
     HOST_TOOLS_IMAGE,
     NRI_INJECTOR_IMAGE,
     PAUSE_IMAGE,
     GpuDirectRelease,
-    release_for,
 )
 from components.k8s_objects import ManifestResource
 from components.netmodes import gke_network_objects, pod_networking
 from components.outputs import stack_outputs
 from components.podspec import NodeRequirement, PodPlacement
 from components.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
-from components.settings import GcpSettings, Settings, gpu_nic_count
+from components.settings import GcpSettings, Settings, gpu_nic_count, gpudirect_release
 from components.workload import SCRIPTS_PATH, TrainingWorkload, labels, node_affinity
 
-# GKE accelerator type per machine (reference/gcp-a3-gpudirect.md, machine families table).
+# GKE accelerator type per machine (cloud.google.com/kubernetes-engine/docs/how-to/gpus; the
+# cluster-toolkit gke-a3-megagpu and gke-a3-highgpu blueprints' accelerator_type).
 ACCELERATOR = {"a3-megagpu-8g": "nvidia-h100-mega-80gb", "a3-highgpu-8g": "nvidia-h100-80gb"}
 # Node labels GKE sets on every node.
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -77,6 +84,16 @@ TCPXO_PREINSTALL = SCRIPTS_PATH / "tcpxo-preinstall.sh"
 TRAINING_UID = 10001  # above 10000, clear of host users
 # Nodes pull the plugin and sidecar images from Artifact Registry and reach Google APIs.
 NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# GKE's own workloads run on this pool (GoogleCloudPlatform/cluster-toolkit
+# modules/scheduler/gke-cluster main.tf `system_node_pools`, name "system").
+SYSTEM_POOL = "system"
+# Upgrade one node at a time and never create a spare: an A3 surge node needs capacity that a
+# reservation or a stockout rarely has (cluster-toolkit modules/compute/gke-node-pool and
+# modules/scheduler/gke-cluster variables.tf `upgrade_settings`, 1047080).
+UPGRADE_SETTINGS = NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0, max_unavailable=1)
+# Start of the minor-upgrade hold. Fixed (a moving start would show a diff on every run); it
+# lies in the past, as cluster-toolkit's gke-a3-highgpu blueprint's does (2026-04-01).
+HOLD_START = "2026-11-01T00:00:00Z"
 
 
 def gke_placement(pool_name: str) -> PodPlacement:
@@ -122,10 +139,66 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
     )
 
 
+def _maintenance_policy(g: GcpSettings) -> ClusterMaintenancePolicyArgs | None:
+    """Holds minor and node upgrades until the minor's end of support, so the cluster stays on
+    the GKE minor its GPUDirect release is published for (cluster-toolkit
+    examples/gke-a3-highgpu/gke-a3-highgpu.yaml `maintenance_exclusions`, 1047080); patch
+    upgrades of the control plane still apply."""
+    if not g.hold_minor_upgrades:
+        return None
+    return ClusterMaintenancePolicyArgs(
+        # cluster-toolkit modules/scheduler/gke-cluster `maintenance_start_time` default 09:00.
+        daily_maintenance_window=ClusterMaintenancePolicyDailyMaintenanceWindowArgs(
+            start_time="09:00"
+        ),
+        maintenance_exclusions=[
+            ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                exclusion_name="no-minor-or-node-upgrades-indefinite",
+                start_time=HOLD_START,
+                exclusion_options=(
+                    ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                        scope="NO_MINOR_OR_NODE_UPGRADES",
+                        end_time_behavior="UNTIL_END_OF_SUPPORT",
+                    )
+                ),
+            )
+        ],
+    )
+
+
+def _system_pool_args(g: GcpSettings, cluster: pulumi.Input[str]) -> NodePoolArgs:
+    """An untainted CPU pool: GKE's system workloads (kube-dns, metrics-server, konnectivity
+    agents) tolerate neither the GPU pool's taint nor, provably for every one of them on every
+    GKE version, cluster-toolkit's `components.gke.io/gke-managed-components` taint; untainted,
+    they and any CPU helper a user adds always schedule (a deviation from cluster-toolkit,
+    listed in tests/vendor/gke_cluster.yaml)."""
+    sp = g.system_pool
+    return NodePoolArgs(
+        name=SYSTEM_POOL,
+        project=g.project,
+        location=g.zone,
+        cluster=cluster,
+        initial_node_count=sp.min_nodes,
+        autoscaling=NodePoolAutoscalingArgs(
+            total_min_node_count=sp.min_nodes, total_max_node_count=sp.max_nodes
+        ),
+        node_config=NodePoolNodeConfigArgs(
+            machine_type=sp.machine_type,
+            disk_size_gb=sp.disk_size_gb,
+            image_type="COS_CONTAINERD",
+            oauth_scopes=NODE_OAUTH_SCOPES,
+            gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
+        ),
+        management=NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+        upgrade_settings=UPGRADE_SETTINGS,
+    )
+
+
 class GkePlatform(pulumi.ComponentResource):
     """One GKE training cluster: networks, cluster, A3 pool, GPUDirect daemons, workload."""
 
     cluster: gcp.container.Cluster
+    system_pool: gcp.container.NodePool
     node_pool: gcp.container.NodePool
     outputs: dict[str, object]
 
@@ -142,7 +215,7 @@ class GkePlatform(pulumi.ComponentResource):
         g = s.gcp
         child = pulumi.ResourceOptions(parent=self)
         plan = plan_addresses(g.base_cidr, gpu_nic_count(s))
-        release = release_for(s.network_mode, g.gpudirect_release) if plan.gpu_nics else None
+        release = gpudirect_release(s) if plan.gpu_nics else None
 
         host_vpc, host_subnet = self._vpc(
             f"{name}-host",
@@ -151,6 +224,7 @@ class GkePlatform(pulumi.ComponentResource):
             plan.nodes,
             firewall_sources=[plan.nodes, plan.pods],
             opts=child,
+            mtu=A3_VPC_MTU,
             secondary_ranges={"pods": plan.pods, "services": plan.services},
         )
         if g.private_nodes:
@@ -184,7 +258,7 @@ class GkePlatform(pulumi.ComponentResource):
                 cidr,
                 firewall_sources=[cidr],
                 opts=child,
-                mtu=GPU_NIC_MTU,
+                mtu=A3_VPC_MTU,
             )
             for index, cidr in enumerate(plan.gpu_nics, start=1)
         ]
@@ -208,6 +282,7 @@ class GkePlatform(pulumi.ComponentResource):
                 initial_node_count=1,
                 release_channel=ClusterReleaseChannelArgs(channel=g.release_channel),
                 min_master_version=g.min_master_version,
+                maintenance_policy=_maintenance_policy(g),
                 deletion_protection=g.deletion_protection,
                 private_cluster_config=(
                     ClusterPrivateClusterConfigArgs(
@@ -219,6 +294,12 @@ class GkePlatform(pulumi.ComponentResource):
                     else None
                 ),
             ),
+            opts=child,
+        )
+
+        system_pool = gcp.container.NodePool(
+            f"{name}-{SYSTEM_POOL}",
+            _system_pool_args(g, cluster.name),
             opts=child,
         )
 
@@ -248,6 +329,7 @@ class GkePlatform(pulumi.ComponentResource):
                 if g.provisioning == "reservation"
                 else NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=policy_name),
                 management=NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+                upgrade_settings=UPGRADE_SETTINGS,
             ),
             opts=child,
         )
@@ -258,7 +340,8 @@ class GkePlatform(pulumi.ComponentResource):
                 lambda a: kubeconfig(a[0], a[1], a[2]["cluster_ca_certificate"])
             ),
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_pool]),
+            # Cluster DNS runs on the system pool, the GPUDirect daemons on the A3 pool.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[system_pool, node_pool]),
         )
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider)
 
@@ -308,6 +391,7 @@ class GkePlatform(pulumi.ComponentResource):
         )
 
         self.cluster = cluster
+        self.system_pool = system_pool
         self.node_pool = node_pool
         self.outputs = {
             **stack_outputs(s, cli="kubectl"),

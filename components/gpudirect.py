@@ -1,21 +1,28 @@
 """GPUDirect-TCPX(O) releases on GKE: images and the NCCL settings Google publishes with them.
 
 The NCCL plugin installer, the receive-datapath manager (RxDM) sidecar and the NCCL environment
-move together, so they are pinned here as one release, chosen by `gcp.gpudirectRelease`.
-Sources: GoogleCloudPlatform/container-engine-accelerators (CEA) gpudirect-tcpxo/README.md,
-gpudirect-tcpxo/nccl-tcpxo-installer.yaml, gpudirect-tcpx/nccl-tcpx-installer.yaml,
-gpudirect-tcpx/nccl-config.yaml, nri_device_injector/nri-device-injector.yaml.
+move together, so they are pinned here as one release, chosen by `gcp.gpudirectRelease` or, when
+unset, by the stack's GKE minor version. Sources (GoogleCloudPlatform/container-engine-accelerators,
+"CEA" below, commit 992db81 of 2026-06-11 unless named): gpudirect-tcpxo/README.md,
+gpudirect-tcpxo/nccl-test-latest.yaml, gpudirect-tcpxo/best-practice.md,
+gpudirect-tcpxo/nccl-tcpxo-installer.yaml, gpudirect-tcpx/README.md (98c85a6),
+gpudirect-tcpx/nccl-config.yaml, gpudirect-tcpx/nccl-test-latest.yaml,
+nri_device_injector/nri-device-injector.yaml. tests/vendor/ keeps these facts as test data.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
 # Where the installer DaemonSet puts the plugin and NCCL on the node, and where pods mount it.
 HOST_LIB_DIR = "/home/kubernetes/bin/nvidia/lib64"
 POD_LIB_DIR = "/usr/local/nvidia/lib64"
 # Unix socket directory shared by the TCPX RxDM sidecar and the training container.
 TCPX_SOCKET_DIR = "/run/tcpx"
+# File RxDM writes once its buffer manager is ready, when HEALTH_CHECK_LOG_FILE names it; the
+# name must not contain '_' (CEA gpudirect-tcpxo/best-practice.md, "Setup Startup Probe").
+RXDM_HEALTH_FILE = "/run/health-check"
 
 # NRI device injector that honours devices.gke.io/container.* annotations (CEA nri_device_injector).
 NRI_INJECTOR_IMAGE = (
@@ -31,7 +38,7 @@ PAUSE_IMAGE = (
 
 
 # Minimum GKE patch per minor for A3 Mega with TCPXO (GoogleCloudPlatform/cluster-toolkit
-# modules/scheduler/gke-cluster gpu_direct.tf); minors after the last one listed are all fine.
+# modules/compute/gke-node-pool/gpu_direct.tf at 1047080, 2026-06-25); later minors are all fine.
 TCPXO_MIN_GKE: dict[int, str] = {
     28: "1.28.15-gke.3163000",
     29: "1.29.15-gke.2467000",
@@ -41,9 +48,30 @@ TCPXO_MIN_GKE: dict[int, str] = {
 }
 
 
+# End of standard support per GKE minor (GKE release schedule, as recorded by
+# endoflife-date/endoflife.date products/google-kubernetes-engine.md at 00fa52a, and 1.36 at
+# ca0c141 of 2026-08-21). After it GKE upgrades the cluster, whatever the maintenance exclusions.
+GKE_END_OF_STANDARD_SUPPORT: dict[int, date] = {
+    28: date(2025, 2, 4),
+    29: date(2025, 4, 12),
+    30: date(2025, 9, 30),
+    31: date(2026, 1, 16),
+    32: date(2026, 4, 11),
+    33: date(2026, 8, 3),
+    34: date(2026, 10, 1),
+    35: date(2027, 4, 11),
+    36: date(2027, 8, 9),
+}
+
+
 def gke_version_key(version: str) -> tuple[int, ...]:
     """'1.32.11-gke.1174000' -> (1, 32, 11, 1174000), for ordering GKE versions."""
     return tuple(int(part) for part in version.replace("-gke.", ".").split("."))
+
+
+def gke_minor(version: str) -> int:
+    """'1.35' or '1.35.1-gke.100' -> 35."""
+    return int(version.split(".")[1])
 
 
 @dataclass(frozen=True)
@@ -53,12 +81,25 @@ class GpuDirectRelease:
     installer_image: str
     rxdm_image: str
     rxdm_command: tuple[str, ...]
-    # What the RxDM sidecar needs: it programs flow steering on the GPU NICs.
+    rxdm_args: tuple[str, ...]
+    # What the RxDM sidecar adds to the runtime's default capabilities (Google's securityContext).
     rxdm_capabilities: tuple[str, ...]
-    # Devices the RxDM sidecar needs (injected by the NRI device injector); empty for TCPX.
+    # Devices the RxDM sidecar needs (injected by the NRI device injector).
     rxdm_devices: tuple[str, ...]
+    # Whether RxDM reports readiness through HEALTH_CHECK_LOG_FILE (TCPXO only, per Google).
+    rxdm_health_check: bool
     nic_count: int
+    # GKE minor versions Google publishes this release's settings for: (first, last or None).
+    gke_minors: tuple[int, int | None]
     nccl_env: tuple[tuple[str, str], ...]
+
+    def serves_gke_minor(self, minor: int) -> bool:
+        first, last = self.gke_minors
+        return first <= minor and (last is None or minor <= last)
+
+    def gke_minors_text(self) -> str:
+        first, last = self.gke_minors
+        return f"1.{first}-1.{last}" if last is not None else f"1.{first} or newer"
 
 
 # GPU device nodes of an 8-GPU machine, injected into the RxDM sidecar.
@@ -69,16 +110,27 @@ def _gpu_nic_ifnames(n: int) -> str:
     return ",".join(f"eth{i}" for i in range(1, n + 1))
 
 
-# CEA gpudirect-tcpxo/README.md, release "Jan 9, 2026" (NCCL 2.28 shipped by the installer).
+# CEA gpudirect-tcpxo/README.md, release "Jan 9, 2026" (NCCL 2.28 shipped by the installer); the
+# sidecar as CEA gpudirect-tcpxo/nccl-test-latest.yaml runs it at 992db81 (2026-06-11: shell +
+# chmod, `--num_nics` retired "Nov 19, 2025" and removed from the manifests in abbe8dd).
 _TCPXO_2026_01_09 = GpuDirectRelease(
     mode="tcpxo",
     accelerator="nvidia-h100-mega-80gb",
     installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15",
     rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21",
-    rxdm_command=("/fts/entrypoint_rxdm_container.sh", "--num_hops=2", "--num_nics=8"),
+    rxdm_command=("/bin/sh", "-c"),
+    rxdm_args=(
+        "set -ex\n"
+        "chmod 755 /fts/entrypoint_rxdm_container.sh\n"
+        "/fts/entrypoint_rxdm_container.sh --num_hops=2\n",
+    ),
     rxdm_capabilities=("NET_ADMIN", "NET_BIND_SERVICE"),
     rxdm_devices=(*_GPU_DEVICES, "/dev/dmabuf_import_helper"),
+    rxdm_health_check=True,
     nic_count=8,
+    # The README names no GKE versions since Feb 2025; GKE minors from 1.28 carry TCPXO
+    # (cluster-toolkit modules/scheduler/gke-cluster gpu_direct.tf, TCPXO_MIN_GKE below).
+    gke_minors=(28, None),
     nccl_env=(
         ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
         ("NCCL_FASTRAK_IFNAME", _gpu_nic_ifnames(8)),
@@ -106,64 +158,108 @@ _TCPXO_2026_01_09 = GpuDirectRelease(
         ("NCCL_FASTRAK_USE_LLCM", "1"),
         ("NCCL_NVLS_ENABLE", "1"),
         ("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),
+        # Subsystems NCCL_DEBUG logs (README since "Sept 19, 2024"); NCCL_DEBUG itself comes
+        # from the stack's nccl.debug (Google's WARN is its default).
+        ("NCCL_DEBUG_SUBSYS", "INIT,NET,ENV,COLL,GRAPH"),
+        # Where nccl-env-profile.sh and the tuner configs live (best-practice.md).
+        ("NCCL_LIB_DIR", POD_LIB_DIR),
     ),
 )
 
 _TCPX_BINDINGS_TX = "eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177"
 _TCPX_BINDINGS_RX = "eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191"
+# The TCPX sidecar's command in every CEA and cluster-toolkit manifest; the last argument carries
+# the backslash-quote characters of its YAML plain scalar, exactly as Google runs it.
+_TCPX_RXDM_COMMAND = (
+    "/tcpgpudmarxd/build/app/tcpgpudmarxd",
+    "--gpu_nic_preset",
+    "a3vm",
+    "--gpu_shmem_type",
+    "fd",
+    "--uds_path",
+    TCPX_SOCKET_DIR,
+    "--setup_param",
+    '\\"--verbose 128 2 0 \\"',
+)
+# Settings common to both TCPX sets (CEA gpudirect-tcpx/nccl-config.yaml, all versions).
+_TCPX_COMMON_ENV = (
+    ("NCCL_SOCKET_IFNAME", "eth0"),
+    ("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", _gpu_nic_ifnames(4)),
+    ("NCCL_GPUDIRECTTCPX_CTRL_DEV", "eth0"),
+    ("NCCL_CROSS_NIC", "0"),
+    ("NCCL_PROTO", "Simple"),
+    ("NCCL_NET_GDR_LEVEL", "PIX"),
+    ("NCCL_P2P_PXN_LEVEL", "0"),
+    ("NCCL_DYNAMIC_CHUNK_SIZE", "524288"),
+    ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
+    ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
+    ("NCCL_P2P_NVL_CHUNKSIZE", "1048576"),
+    ("NCCL_BUFFSIZE", "4194304"),
+    ("NCCL_NSOCKS_PERTHREAD", "4"),
+    ("NCCL_SOCKET_NTHREADS", "1"),
+    ("NCCL_GPUDIRECTTCPX_TX_BINDINGS", _TCPX_BINDINGS_TX),
+    ("NCCL_GPUDIRECTTCPX_RX_BINDINGS", _TCPX_BINDINGS_RX),
+    ("NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS", "500000"),
+    # The RxDM socket lives in a volume shared with the sidecar, not in the image's /tmp.
+    ("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", TCPX_SOCKET_DIR),
+)
 
-# CEA gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml (plugin v3.1.12 with RxDM
-# v2.0.15) and gpudirect-tcpx/nccl-config.yaml (NCCL settings); A3 High has 4 GPU NICs.
+# GKE before 1.34: CEA gpudirect-tcpx/README.md (98c85a6) release "Feb 15, 2024" (plugin v3.1.9,
+# RxDM v2.0.12) with CEA gpudirect-tcpx/nccl-config.yaml at 09a75de (2026-03-02).
+_TCPX_V3_1_9 = GpuDirectRelease(
+    mode="tcpx",
+    accelerator="nvidia-h100-80gb",
+    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9",
+    rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12",
+    rxdm_command=_TCPX_RXDM_COMMAND,
+    rxdm_args=(),
+    rxdm_capabilities=("NET_ADMIN",),
+    rxdm_devices=_GPU_DEVICES,
+    rxdm_health_check=False,
+    nic_count=4,
+    gke_minors=(28, 33),
+    nccl_env=(
+        *_TCPX_COMMON_ENV,
+        ("NCCL_ALGO", "Ring"),
+        ("NCCL_GPUDIRECTTCPX_FORCE_ACK", "0"),
+        ("NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP", "1000"),
+        ("NCCL_MAX_NCHANNELS", "8"),
+        ("NCCL_MIN_NCHANNELS", "8"),
+    ),
+)
+
+# GKE 1.34 and newer (COS 125, kernel devmem TCP): CEA gpudirect-tcpx/README.md (98c85a6) release
+# "Jun 22, 2026" (plugin v3.1.12, RxDM v2.0.15) with CEA gpudirect-tcpx/nccl-config.yaml at
+# 0e5609b (2026-06-01, "Finalize NCCL config for GKE 1.34+"; rationale in 21ed661).
 _TCPX_V3_1_12 = GpuDirectRelease(
     mode="tcpx",
     accelerator="nvidia-h100-80gb",
     installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.12",
     rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.15",
-    rxdm_command=(
-        "/tcpgpudmarxd/build/app/tcpgpudmarxd",
-        "--gpu_nic_preset",
-        "a3vm",
-        "--gpu_shmem_type",
-        "fd",
-        "--uds_path",
-        "/run/tcpx",
-        "--setup_param",
-        "--verbose 128 2 0 ",
-    ),
+    rxdm_command=_TCPX_RXDM_COMMAND,
+    rxdm_args=(),
     rxdm_capabilities=("NET_ADMIN",),
     rxdm_devices=_GPU_DEVICES,
+    rxdm_health_check=False,
     nic_count=4,
-    nccl_env=(
-        ("NCCL_SOCKET_IFNAME", "eth0"),
-        ("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", _gpu_nic_ifnames(4)),
-        ("NCCL_GPUDIRECTTCPX_CTRL_DEV", "eth0"),
-        ("NCCL_CROSS_NIC", "0"),
-        ("NCCL_ALGO", "Ring,Tree"),
-        ("NCCL_PROTO", "Simple"),
-        ("NCCL_NET_GDR_LEVEL", "PIX"),
-        ("NCCL_P2P_PXN_LEVEL", "0"),
-        ("NCCL_DYNAMIC_CHUNK_SIZE", "524288"),
-        ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
-        ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
-        ("NCCL_P2P_NVL_CHUNKSIZE", "1048576"),
-        ("NCCL_BUFFSIZE", "4194304"),
-        ("NCCL_NSOCKS_PERTHREAD", "4"),
-        ("NCCL_SOCKET_NTHREADS", "1"),
-        ("NCCL_GPUDIRECTTCPX_TX_BINDINGS", _TCPX_BINDINGS_TX),
-        ("NCCL_GPUDIRECTTCPX_RX_BINDINGS", _TCPX_BINDINGS_RX),
-        ("NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS", "500000"),
-        # The RxDM socket lives in a volume shared with the sidecar, not in the image's /tmp.
-        ("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", TCPX_SOCKET_DIR),
-    ),
+    gke_minors=(34, None),
+    nccl_env=(*_TCPX_COMMON_ENV, ("NCCL_ALGO", "Ring,Tree")),
 )
 
 RELEASES: dict[str, GpuDirectRelease] = {
     "tcpxo-2026-01-09": _TCPXO_2026_01_09,
+    "tcpx-v3.1.9": _TCPX_V3_1_9,
     "tcpx-v3.1.12": _TCPX_V3_1_12,
 }
-DEFAULT_RELEASE = {"tcpxo": "tcpxo-2026-01-09", "tcpx": "tcpx-v3.1.12"}
+GPUDIRECT_MODES = ("tcpxo", "tcpx")
 
 
-def release_for(mode: str, name: str | None) -> GpuDirectRelease:
-    """The pinned release for a GPUDirect network mode (validated by the settings schema)."""
-    return RELEASES[name or DEFAULT_RELEASE[mode]]
+def releases_for(mode: str, gke_minor: int) -> list[str]:
+    """Names of the releases of `mode` published for GKE 1.<gke_minor>, newest last."""
+    return [n for n, r in RELEASES.items() if r.mode == mode and r.serves_gke_minor(gke_minor)]
+
+
+def release_for(mode: str, name: str | None, gke_minor: int) -> GpuDirectRelease:
+    """The pinned release, or the newest one published for the GKE minor (the settings schema
+    guarantees that one exists)."""
+    return RELEASES[name or releases_for(mode, gke_minor)[-1]]

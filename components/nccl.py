@@ -1,9 +1,8 @@
-"""NCCL environment for each network mode (pure; sources in reference/openshift-rdma.md)."""
+"""NCCL environment for each network mode (pure; sources beside each setting)."""
 
 from __future__ import annotations
 
-from components.gpudirect import release_for
-from components.settings import RdmaSettings, Settings, TcpSettings
+from components.settings import RdmaSettings, Settings, TcpSettings, gpudirect_release
 
 # Where the RDMA detection init container writes the NCCL settings it works out per pod.
 NCCL_ENV_FILE = "/var/run/gpu-cluster/nccl.env"
@@ -69,8 +68,6 @@ def tcp_env(tcp: TcpSettings) -> dict[str, str]:
 
 def gpudirect_env(s: Settings) -> dict[str, str]:
     """Google's published settings for the pinned TCPX(O) release, plus the GPU list."""
-    assert s.gcp is not None
-    release = release_for(s.network_mode, s.gcp.gpudirect_release)
-    env = dict(release.nccl_env)
+    env = dict(gpudirect_release(s).nccl_env)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(s.gpus_per_node))
     return env

@@ -14,20 +14,21 @@ from typing import Any
 from components.gpudirect import (
     HOST_LIB_DIR,
     POD_LIB_DIR,
+    RXDM_HEALTH_FILE,
     TCPX_SOCKET_DIR,
     GpuDirectRelease,
-    release_for,
 )
 from components.nccl import NCCL_ENV_FILE, nccl_env
 from components.podspec import (
     ConfigMapVolume,
     Container,
     EmptyDir,
+    ExecProbe,
     HostPath,
     Mount,
     PodNetworking,
 )
-from components.settings import NicSettings, RdmaSettings, Settings
+from components.settings import NicSettings, RdmaSettings, Settings, gpudirect_release
 
 # Pod annotation Multus reads to attach extra networks (k8s.cni.cncf.io network-attachment spec).
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -50,8 +51,7 @@ def pod_networking(s: Settings, scripts_config_map: str) -> PodNetworking:
         return _rdma_pod(s, s.rdma, scripts_config_map)
     if s.network_mode == "tcp":
         return PodNetworking(env=nccl_env(s))
-    assert s.gcp is not None
-    return _gpudirect_pod(s, release_for(s.network_mode, s.gcp.gpudirect_release))
+    return _gpudirect_pod(s, gpudirect_release(s))
 
 
 # --- rdma (OpenShift, Multus) ---------------------------------------------------------------
@@ -171,20 +171,40 @@ def _gpudirect_pod(s: Settings, release: GpuDirectRelease) -> PodNetworking:
         mounts.append(socket)
         # Google's unprivileged TCPX example gives the workload IPC_LOCK to pin receive buffers.
         capabilities = ("IPC_LOCK",)
+    daemon_env: tuple[tuple[str, str], ...] = (("LD_LIBRARY_PATH", POD_LIB_DIR),)
+    probe = None
+    if release.rxdm_health_check:
+        # RxDM writes the file once its buffer manager is ready (~30 s); as a native sidecar the
+        # probe holds the training container until then (CEA gpudirect-tcpxo/best-practice.md,
+        # probe timings as published there).
+        daemon_env += (("HEALTH_CHECK_LOG_FILE", RXDM_HEALTH_FILE),)
+        probe = ExecProbe(
+            command=("cat", RXDM_HEALTH_FILE),
+            initial_delay_seconds=1,
+            period_seconds=5,
+            timeout_seconds=1,
+            failure_threshold=6,
+        )
     sidecar = Container(
         name=daemon,
         image=release.rxdm_image,
         command=release.rxdm_command,
-        env=(("LD_LIBRARY_PATH", POD_LIB_DIR),),
+        args=release.rxdm_args,
+        env=daemon_env,
         mounts=tuple(daemon_mounts),
+        # Google's securityContext: these capabilities on top of the runtime's defaults, which
+        # its daemon is only published and tested with (CEA nccl-test-latest.yaml).
         capabilities=release.rxdm_capabilities,
+        drop_all_capabilities=False,
+        startup_probe=probe,
         restart_policy="Always",
         # Google's manifests set no limits on RxDM: throttling or an OOM kill stalls GPU traffic.
         cpu_limit=None,
         memory_limit=None,
         read_only_root=False,
         # NET_ADMIN must be effective to program flow steering, so RxDM runs as root as in
-        # Google's manifests; the training container stays non-root.
+        # Google's manifests (the image's user); the pod's default and the training container
+        # stay non-root.
         run_as_root=True,
     )
     env = nccl_env(s)

@@ -48,6 +48,17 @@ Volume = EmptyDir | HostPath | ConfigMapVolume | ClaimVolume
 
 
 @dataclass(frozen=True)
+class ExecProbe:
+    """A startup probe that runs a command in the container."""
+
+    command: tuple[str, ...]
+    initial_delay_seconds: int
+    period_seconds: int
+    timeout_seconds: int
+    failure_threshold: int
+
+
+@dataclass(frozen=True)
 class Container:
     """A container other than the training one: an init step or a native sidecar."""
 
@@ -72,6 +83,11 @@ class Container:
     # Root in the container, overriding the pod's non-root default: added capabilities are only
     # effective for root (Kubernetes grants no ambient capabilities).
     run_as_root: bool = False
+    # False keeps the runtime's default capabilities (the added ones come on top), for vendor
+    # daemons that are only published and supported that way.
+    drop_all_capabilities: bool = True
+    # On a native sidecar a startup probe also holds the later containers until it passes.
+    startup_probe: ExecProbe | None = None
 
 
 @dataclass(frozen=True)

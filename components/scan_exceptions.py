@@ -40,6 +40,13 @@ def training_exceptions(
             f"network mode {s.network_mode} needs {', '.join(sorted(capabilities))} "
             "(only on the containers that use them)"
         )
+    if any(not c.drop_all_capabilities for c in networking.init_containers):
+        runtime_default = (
+            "the GPUDirect RxDM sidecar keeps the runtime's default capabilities under its adds, "
+            "as Google publishes and supports it; every other container drops ALL (policy pack)"
+        )
+        reasons["CKV_K8S_28"] = runtime_default
+        reasons["CKV_K8S_37"] = runtime_default
     if s.platform == "openshift":
         reasons["CKV_K8S_40"] = "OpenShift's SCC assigns a high UID from the namespace's range"
     containers = [*networking.init_containers, *sidecars]

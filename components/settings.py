@@ -13,6 +13,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Collection, Mapping
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -26,7 +27,17 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from components.gcp_network import plan_addresses
-from components.gpudirect import DEFAULT_RELEASE, RELEASES, TCPXO_MIN_GKE, gke_version_key
+from components.gpudirect import (
+    GKE_END_OF_STANDARD_SUPPORT,
+    GPUDIRECT_MODES,
+    RELEASES,
+    TCPXO_MIN_GKE,
+    GpuDirectRelease,
+    gke_minor,
+    gke_version_key,
+    release_for,
+    releases_for,
+)
 
 PROJECT = "gpu-cluster"
 
@@ -259,10 +270,28 @@ class OpenShiftSettings(_Model):
 
 
 MACHINE_GPUS: dict[str, int] = {
-    # GCP accelerator-optimized machine families (reference/gcp-a3-gpudirect.md).
+    # GPUs per machine (cloud.google.com/compute/docs/accelerator-optimized-machines, A3 series).
     "a3-megagpu-8g": 8,
     "a3-highgpu-8g": 8,
 }
+
+
+class SystemPoolSettings(_Model):
+    """The CPU pool for GKE's own workloads (kube-dns, metrics-server, konnectivity): the GPU
+    pool's nvidia.com/gpu taint keeps them off the A3 nodes. Defaults: GoogleCloudPlatform/
+    cluster-toolkit modules/scheduler/gke-cluster variables.tf (1047080, 2026-06-25), which the
+    gke-a3-megagpu and gke-a3-highgpu blueprints keep."""
+
+    machine_type: str = Field(default="e2-standard-4", pattern=r"^[a-z0-9]+-[a-z0-9-]+$")
+    min_nodes: int = Field(default=2, ge=1, le=100)
+    max_nodes: int = Field(default=10, ge=1, le=100)
+    disk_size_gb: int = Field(default=100, ge=10, le=65536)
+
+    @model_validator(mode="after")
+    def _range(self) -> SystemPoolSettings:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"minNodes ({self.min_nodes}) must be <= maxNodes ({self.max_nodes})")
+        return self
 
 
 class GcpSettings(_Model):
@@ -273,17 +302,24 @@ class GcpSettings(_Model):
     provisioning: Literal["on-demand", "spot", "reservation"] = "on-demand"
     reservation: str | None = None
     maintenance_interval: Literal["AS_NEEDED", "PERIODIC"] | None = None
-    release_channel: Literal["RAPID", "REGULAR", "STABLE", "UNSPECIFIED"] = "RAPID"
-    min_master_version: str = Field(
-        default="1.32.11-gke.1174000", pattern=r"^1\.\d+\.\d+-gke\.\d+$"
-    )
+    # REGULAR as cluster-toolkit's gke-a3-highgpu blueprint; a channel is what lets the
+    # maintenance exclusion below hold minor upgrades.
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "UNSPECIFIED"] = "REGULAR"
+    # "1.N" (GKE picks the channel's newest patch of that minor) or an exact "1.N.P-gke.B".
+    min_master_version: str = Field(default="1.35", pattern=r"^1\.\d+(\.\d+-gke\.\d+)?$")
+    # Maintenance exclusion NO_MINOR_OR_NODE_UPGRADES until the minor's end of support, so
+    # auto-upgrades never move the cluster off the minor its GPUDirect release is pinned for
+    # (cluster-toolkit examples/gke-a3-highgpu/gke-a3-highgpu.yaml).
+    hold_minor_upgrades: bool = True
     base_cidr: Cidr = "10.0.0.0/8"
     deletion_protection: bool = True
     private_nodes: bool = True
     # Own compact ResourcePolicy with this max distance; None = pool's built-in COMPACT placement.
     placement_max_distance: int | None = Field(default=None, ge=1, le=3)
-    # Pinned GPUDirect release (installer, RxDM sidecar, NCCL settings); None = newest known.
+    # Pinned GPUDirect release (installer, RxDM sidecar, NCCL settings); None = the newest one
+    # published for the GKE minor of minMasterVersion.
     gpudirect_release: str | None = None
+    system_pool: SystemPoolSettings = SystemPoolSettings()
 
     @model_validator(mode="after")
     def _zone_in_region(self) -> GcpSettings:
@@ -406,8 +442,13 @@ def _cross_field_problems(s: Settings) -> list[str]:
     return out
 
 
-# Network mode -> machine type it needs on GKE (reference/gcp-a3-gpudirect.md).
+# Network mode -> machine type it needs on GKE (cloud.google.com/kubernetes-engine/docs/how-to/
+# gpu-bandwidth-gpudirect-tcpx: TCPXO on A3 Mega, TCPX on A3 High).
 _GKE_MODE_MACHINE = {"tcpxo": "a3-megagpu-8g", "tcpx": "a3-highgpu-8g"}
+
+
+def _today() -> date:
+    return datetime.now(UTC).date()
 
 
 def _gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
@@ -428,38 +469,90 @@ def _gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
             f"gpu-cluster:gpusPerNode = {s.gpus_per_node}: networkMode {s.network_mode!r} serves "
             f"whole machines; set it to {have}"
         )
-    if gcp.gpudirect_release is not None:
-        release = RELEASES.get(gcp.gpudirect_release)
-        allowed = [k for k, r in RELEASES.items() if r.mode == s.network_mode]
-        if release is None or release.mode != s.network_mode:
-            out.append(
-                f"gpu-cluster:gcp.gpudirectRelease = {gcp.gpudirect_release!r} is not a known "
-                f"{s.network_mode} release; allowed: {', '.join(map(repr, allowed)) or 'none'}"
-            )
-            return out
-    minor = gke_version_key(gcp.min_master_version)[1]
-    floor = TCPXO_MIN_GKE.get(minor)
-    if minor < min(TCPXO_MIN_GKE):
-        floor = TCPXO_MIN_GKE[min(TCPXO_MIN_GKE)]
-    if (
-        s.network_mode == "tcpxo"
-        and floor
-        and gke_version_key(gcp.min_master_version) < gke_version_key(floor)
-    ):
-        out.append(
-            f"gpu-cluster:gcp.minMasterVersion = {gcp.min_master_version!r} is older than "
-            f"TCPXO's minimum for 1.{minor} on a3-megagpu-8g: use {floor} or newer"
-        )
-    if int(s.kubernetes_version.split(".")[1]) < minor:
-        out.append(
-            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r} is older than "
-            f"gcp.minMasterVersion {gcp.min_master_version!r}; set it to 1.{minor} or newer"
-        )
+    version_problems = _gke_version_problems(s, gcp)
+    out.extend(version_problems)
+    if s.network_mode in GPUDIRECT_MODES and version_problems:
+        return out  # the GPU NIC count comes from the release, which is in question
     try:
         plan_addresses(gcp.base_cidr, gpu_nic_count(s))
     except ValueError as exc:
         out.append(f"gpu-cluster:gcp.baseCidr = {gcp.base_cidr!r}: {exc}")
     return out
+
+
+def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:
+    """Release channel, GKE version and GPUDirect release must be a combination Google supports
+    today, and kubernetesVersion must name the minor the cluster runs."""
+    out: list[str] = []
+    version = gcp.min_master_version
+    minor = gke_minor(version)
+    key = f"gpu-cluster:gcp.minMasterVersion = {version!r}"
+    supported = sorted(GKE_END_OF_STANDARD_SUPPORT)
+    end = GKE_END_OF_STANDARD_SUPPORT.get(minor)
+    today = _today()
+    current = [f"1.{m}" for m in supported if GKE_END_OF_STANDARD_SUPPORT[m] >= today]
+    if end is None:
+        out.append(
+            f"{key}: GKE 1.{minor} is not in this program's support table (known: 1.{supported[0]}"
+            f"-1.{supported[-1]}); add its end of support to GKE_END_OF_STANDARD_SUPPORT in "
+            "components/gpudirect.py from Google's release schedule first"
+        )
+    elif end < today:
+        out.append(
+            f"{key}: GKE 1.{minor} left standard support on {end.isoformat()}; use one of "
+            f"{', '.join(current) or 'a newer minor'} (README: moving a stack to a new release)"
+        )
+    if s.kubernetes_version != f"1.{minor}":
+        out.append(
+            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r} must be '1.{minor}', the "
+            f"minor of gcp.minMasterVersion {version!r} (the cluster is held on it)"
+        )
+    if gcp.hold_minor_upgrades and gcp.release_channel == "UNSPECIFIED":
+        out.append(
+            "gpu-cluster:gcp.releaseChannel = 'UNSPECIFIED': holdMinorUpgrades needs a release "
+            "channel (GKE allows the NO_MINOR_OR_NODE_UPGRADES exclusion only on a channel); "
+            "use 'REGULAR' or set holdMinorUpgrades to false"
+        )
+    if s.network_mode in GPUDIRECT_MODES:
+        out.extend(_gpudirect_release_problems(s.network_mode, gcp, minor))
+    floor = TCPXO_MIN_GKE.get(max(minor, min(TCPXO_MIN_GKE)))
+    if (
+        s.network_mode == "tcpxo"
+        and floor
+        and "-gke." in version
+        and gke_version_key(version) < gke_version_key(floor)
+    ):
+        out.append(
+            f"{key} is older than TCPXO's minimum for 1.{minor} on a3-megagpu-8g: "
+            f"use {floor} or newer"
+        )
+    return out
+
+
+def _gpudirect_release_problems(mode: str, gcp: GcpSettings, minor: int) -> list[str]:
+    allowed = [k for k, r in RELEASES.items() if r.mode == mode]
+    name = gcp.gpudirect_release
+    if name is not None:
+        release = RELEASES.get(name)
+        if release is None or release.mode != mode:
+            return [
+                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is not a known {mode} release; "
+                f"allowed: {', '.join(map(repr, allowed))}"
+            ]
+        if not release.serves_gke_minor(minor):
+            fits = " or ".join(map(repr, releases_for(mode, minor))) or "another GKE minor"
+            return [
+                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is published for GKE "
+                f"{release.gke_minors_text()}, not for gcp.minMasterVersion "
+                f"{gcp.min_master_version!r}; use {fits}"
+            ]
+    elif not releases_for(mode, minor):
+        return [
+            f"gpu-cluster:gcp.minMasterVersion = {gcp.min_master_version!r}: no {mode} release "
+            f"is published for GKE 1.{minor}; releases: "
+            + ", ".join(f"{n} (GKE {RELEASES[n].gke_minors_text()})" for n in allowed)
+        ]
+    return []
 
 
 def _rdma_problems(rdma: RdmaSettings) -> list[str]:
@@ -485,11 +578,17 @@ def _rdma_problems(rdma: RdmaSettings) -> list[str]:
     return out
 
 
+def gpudirect_release(s: Settings) -> GpuDirectRelease:
+    """The GPUDirect release a tcpxo/tcpx stack runs (validated by the schema)."""
+    assert s.gcp is not None and s.network_mode in GPUDIRECT_MODES
+    return release_for(s.network_mode, s.gcp.gpudirect_release, gke_minor(s.gcp.min_master_version))
+
+
 def gpu_nic_count(s: Settings) -> int:
     """GPU NICs wired into the pods: the GPUDirect release's count, none for plain tcp."""
-    if s.network_mode not in DEFAULT_RELEASE or s.gcp is None:
+    if s.network_mode not in GPUDIRECT_MODES or s.gcp is None:
         return 0
-    return RELEASES[s.gcp.gpudirect_release or DEFAULT_RELEASE[s.network_mode]].nic_count
+    return gpudirect_release(s).nic_count
 
 
 # --- loading and error reporting -------------------------------------------------------------

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import shlex
 
-from components.gpudirect import release_for
 from components.launch import TRAINING_CONTAINER
 from components.netmodes import SCRIPTS_DIR
-from components.settings import Settings
+from components.settings import Settings, gpudirect_release
 
 CHECK_SCRIPT = "allreduce_check.py"
 
@@ -34,8 +33,7 @@ def expected_busbw(s: Settings) -> float:
         return RDMA_BUSBW_PER_NIC * len(s.rdma.nics)
     if s.network_mode == "tcp":
         return TCP_BUSBW
-    assert s.gcp is not None
-    release_for(s.network_mode, s.gcp.gpudirect_release)  # the pinned release must exist
+    gpudirect_release(s)  # the pinned release must exist
     return TCPXO_BUSBW if s.network_mode == "tcpxo" else TCPX_BUSBW
 
 

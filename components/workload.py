@@ -22,6 +22,7 @@ from pulumi_kubernetes.core.v1 import (
     EmptyDirVolumeSourceArgs,
     EnvVarArgs,
     EnvVarSourceArgs,
+    ExecActionArgs,
     HostPathVolumeSourceArgs,
     NodeAffinityArgs,
     NodeSelectorArgs,
@@ -36,6 +37,7 @@ from pulumi_kubernetes.core.v1 import (
     PodSecurityContextArgs,
     PodSpecArgs,
     PodTemplateSpecArgs,
+    ProbeArgs,
     ResourceRequirementsArgs,
     SeccompProfileArgs,
     SecretKeySelectorArgs,
@@ -62,6 +64,7 @@ from components.podspec import (
     ConfigMapVolume,
     Container,
     EmptyDir,
+    ExecProbe,
     HostPath,
     Mount,
     NodeRequirement,
@@ -143,16 +146,34 @@ def _mounts(mounts: tuple[Mount, ...] | list[Mount]) -> list[VolumeMountArgs]:
 
 
 def _security(
-    capabilities: tuple[str, ...], read_only_root: bool, run_as_root: bool = False
+    capabilities: tuple[str, ...],
+    read_only_root: bool,
+    run_as_root: bool = False,
+    drop_all: bool = True,
 ) -> SecurityContextArgs:
-    """Restricted baseline: no escalation, every capability dropped but the ones named."""
+    """Restricted baseline: no escalation, every capability dropped but the ones named
+    (`drop_all` False: the runtime's defaults plus the ones named)."""
     return SecurityContextArgs(
         allow_privilege_escalation=False,
         privileged=False,
         run_as_user=0 if run_as_root else None,
         run_as_non_root=False if run_as_root else None,
         read_only_root_filesystem=read_only_root or None,
-        capabilities=CapabilitiesArgs(drop=["ALL"], add=list(capabilities) or None),
+        capabilities=CapabilitiesArgs(
+            drop=["ALL"] if drop_all else None, add=list(capabilities) or None
+        ),
+    )
+
+
+def _probe(p: ExecProbe | None) -> ProbeArgs | None:
+    if p is None:
+        return None
+    return ProbeArgs(
+        exec_=ExecActionArgs(command=list(p.command)),
+        initial_delay_seconds=p.initial_delay_seconds,
+        period_seconds=p.period_seconds,
+        timeout_seconds=p.timeout_seconds,
+        failure_threshold=p.failure_threshold,
     )
 
 
@@ -176,8 +197,11 @@ def _container(c: Container) -> ContainerArgs:
         ]
         or None,
         volume_mounts=_mounts(c.mounts) or None,
-        security_context=_security(c.capabilities, c.read_only_root, c.run_as_root),
+        security_context=_security(
+            c.capabilities, c.read_only_root, c.run_as_root, c.drop_all_capabilities
+        ),
         restart_policy=c.restart_policy,
+        startup_probe=_probe(c.startup_probe),
         resources=ResourceRequirementsArgs(
             requests={"cpu": c.cpu_request, "memory": c.memory_request},
             limits={k: v for k, v in (("cpu", c.cpu_limit), ("memory", c.memory_limit)) if v}

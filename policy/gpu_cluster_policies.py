@@ -257,6 +257,11 @@ def validate_least_capabilities(args: ResourceValidationArgs, report: ReportViol
                 "securityContext.capabilities.add.",
                 None,
             )
+        # RxDM sidecars keep the runtime's default set under Google's adds, as Google publishes
+        # and supports them (CEA gpudirect-tcpxo/nccl-test-latest.yaml, 992db81); every other
+        # container starts from nothing.
+        if c.name in RXDM_SIDECARS:
+            continue
         if "ALL" not in {_capability(cap) for cap in _seq(capabilities.get("drop"))}:
             report(
                 f"{c.label} of training workload '{_object_name(args)}' does not drop all "
@@ -503,7 +508,8 @@ POLICIES: Final[tuple[ResourceValidationPolicy, ...]] = (
     ResourceValidationPolicy(
         name="training-capabilities-least-privilege",
         description=(
-            "Every container of a training pod drops ALL capabilities and adds back only what "
+            "Every container of a training pod drops ALL capabilities (RxDM sidecars: the runtime "
+            "default, as Google runs them) and adds back only what "
             "its network mode needs: training IPC_LOCK, tcpxo-daemon NET_ADMIN and "
             "NET_BIND_SERVICE, tcpx-daemon NET_ADMIN, everything else nothing."
         ),

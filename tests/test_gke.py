@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 from typing import Any
 
 import pytest
 
-from components.gpudirect import RELEASES
-from components.offline import ProgramRun
+from components import settings as settings_module
+from components.gpudirect import GKE_END_OF_STANDARD_SUPPORT, RELEASES, gke_minor, releases_for
+from components.offline import ProgramRun, engine_config
+from components.settings import (
+    ConfigError,
+    Settings,
+    decode_config,
+    gpudirect_release,
+    load_settings,
+)
 from tests.conftest import container, env_of, manifests, one, pod_spec, run_stack
 
 
 def gcp_inputs(run: ProgramRun, type_: str) -> list[dict[str, Any]]:
     return [r.inputs for r in run.of_type(type_)]
+
+
+def pools(run: ProgramRun) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in gcp_inputs(run, "gcp:container/nodePool:NodePool")}
+
+
+def gpu_pool(run: ProgramRun) -> dict[str, Any]:
+    (pool,) = [p for name, p in pools(run).items() if name != "system"]
+    return pool
 
 
 def test_cluster_is_vpc_native_multi_network_dataplane_v2_without_default_pool() -> None:
@@ -24,12 +42,12 @@ def test_cluster_is_vpc_native_multi_network_dataplane_v2_without_default_pool()
     assert cluster["removeDefaultNodePool"] is True
     assert cluster["deletionProtection"] is True
     assert cluster["location"] == "us-central1-a"
-    assert cluster["minMasterVersion"] == "1.32.11-gke.1174000"
-    assert cluster["releaseChannel"] == {"channel": "RAPID"}
+    assert cluster["minMasterVersion"] == "1.35"
+    assert cluster["releaseChannel"] == {"channel": "REGULAR"}
 
 
 def test_a3_mega_pool() -> None:
-    (pool,) = gcp_inputs(run_stack("gcp-a3"), "gcp:container/nodePool:NodePool")
+    pool = gpu_pool(run_stack("gcp-a3"))
     assert pool["nodeCount"] == 2
     config = pool["nodeConfig"]
     assert config["machineType"] == "a3-megagpu-8g"
@@ -51,7 +69,7 @@ def test_reservation_consumes_it_and_adds_no_placement_policy() -> None:
         "gcp.reservation=a3-res",
         "gcp.maintenanceInterval=PERIODIC",
     )
-    (pool,) = gcp_inputs(run, "gcp:container/nodePool:NodePool")
+    pool = gpu_pool(run)
     assert "placementPolicy" not in pool
     assert pool["nodeConfig"]["reservationAffinity"] == {
         "consumeReservationType": "SPECIFIC_RESERVATION",
@@ -66,14 +84,12 @@ def test_named_compact_policy_when_a_max_distance_is_asked() -> None:
     run = run_stack("gcp-a3", "gcp.placementMaxDistance=2")
     (policy,) = gcp_inputs(run, "gcp:compute/resourcePolicy:ResourcePolicy")
     assert policy["groupPlacementPolicy"] == {"collocation": "COLLOCATED", "maxDistance": 2}
-    (pool,) = gcp_inputs(run, "gcp:container/nodePool:NodePool")
+    pool = gpu_pool(run)
     assert pool["placementPolicy"] == {"type": "COMPACT", "policyName": policy["name"]}
 
 
 def test_spot_pool() -> None:
-    (pool,) = gcp_inputs(
-        run_stack("gcp-a3", "gcp.provisioning=spot"), "gcp:container/nodePool:NodePool"
-    )
+    pool = gpu_pool(run_stack("gcp-a3", "gcp.provisioning=spot"))
     assert pool["nodeConfig"]["spot"] is True
 
 
@@ -81,7 +97,8 @@ def test_networks_mtu_ranges_firewalls_and_nat() -> None:
     run = run_stack("gcp-a3")
     vpcs = {n["name"]: n for n in gcp_inputs(run, "gcp:compute/network:Network")}
     assert sorted(vpcs) == [f"gpu-cluster-gpu{i}" for i in range(1, 9)] + ["gpu-cluster-host"]
-    assert all(vpcs[f"gpu-cluster-gpu{i}"]["mtu"] == 8244 for i in range(1, 9))
+    # Host VPC too, as Google's A3 blueprints set it (cluster-toolkit gke-a3-megagpu.yaml).
+    assert {name: vpc["mtu"] for name, vpc in vpcs.items()} == dict.fromkeys(vpcs, 8244)
     subnets = gcp_inputs(run, "gcp:compute/subnetwork:Subnetwork")
     ranges = [s["ipCidrRange"] for s in subnets]
     ranges += [r["ipCidrRange"] for s in subnets for r in s.get("secondaryIpRanges", [])]
@@ -117,7 +134,7 @@ def test_every_gpu_nic_is_wired_end_to_end(stack: str, mode: str, nics: int) -> 
     """VPC -> node network -> Network object -> pod interface -> NCCL interface list."""
     run = run_stack(stack)
     vpcs = {n["name"] for n in gcp_inputs(run, "gcp:compute/network:Network")}
-    (pool,) = gcp_inputs(run, "gcp:container/nodePool:NodePool")
+    pool = gpu_pool(run)
     node_networks = [c["network"] for c in pool["networkConfig"]["additionalNodeNetworkConfigs"]]
     assert len(node_networks) == nics and set(node_networks) <= vpcs
     params = {p["metadata"]["name"]: p["spec"] for p in manifests(run, "GKENetworkParamSet")}
@@ -139,10 +156,14 @@ def test_every_gpu_nic_is_wired_end_to_end(stack: str, mode: str, nics: int) -> 
     assert nccl_ifaces.split(",") == [iface["interfaceName"] for iface in interfaces[1:]]
 
 
+# The release each shipped stack gets for its GKE minor (1.35).
+STACK_RELEASES = {"gcp-a3": "tcpxo-2026-01-09", "a3-high": "tcpx-v3.1.12"}
+
+
 @pytest.mark.parametrize(("stack", "mode"), [("gcp-a3", "tcpxo"), ("a3-high", "tcpx")])
 def test_gpudirect_sidecar_env_and_daemons_follow_the_pinned_release(stack: str, mode: str) -> None:
     run = run_stack(stack)
-    release = next(r for r in RELEASES.values() if r.mode == mode)
+    release = RELEASES[STACK_RELEASES[stack]]
     spec = pod_spec(run)
     (sidecar,) = spec["initContainers"]
     assert sidecar["name"] == f"{mode}-daemon" and sidecar["restartPolicy"] == "Always"
@@ -202,3 +223,199 @@ def test_stack_outputs_tell_the_user_what_to_run_next() -> None:
     assert outputs["nodePoolName"] == "a3mega"
     assert outputs["clusterEndpoint"] == "203.0.113.10"
     assert "kubectl exec -n training gpu-cluster-$i -c training" in str(outputs["launchCommand"])
+
+
+# --- system pool, versions, upgrades (issue #12) ---------------------------------------------
+
+
+def test_system_pool_is_untainted_cpu_capacity_sized_from_config() -> None:
+    run = run_stack("gcp-a3")
+    system = pools(run)["system"]
+    assert system["nodeConfig"]["machineType"] == "e2-standard-4"  # cluster-toolkit default
+    assert "taints" not in system["nodeConfig"]
+    assert "guestAccelerators" not in system["nodeConfig"]
+    assert system["autoscaling"] == {"totalMinNodeCount": 2, "totalMaxNodeCount": 10}
+    assert system["nodeConfig"]["diskSizeGb"] == 100
+    assert system["cluster"] == gcp_inputs(run, "gcp:container/cluster:Cluster")[0]["name"]
+    sized = pools(
+        run_stack(
+            "a3-high", "gcp.systemPool.machineType=e2-standard-8", "gcp.systemPool.minNodes=3"
+        )
+    )["system"]
+    assert sized["nodeConfig"]["machineType"] == "e2-standard-8"
+    assert sized["autoscaling"]["totalMinNodeCount"] == 3
+
+
+def test_kubernetes_provider_waits_for_both_pools() -> None:
+    run = run_stack("gcp-a3")
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    pool_urns = {r.urn for r in run.of_type("gcp:container/nodePool:NodePool")}
+    assert pool_urns <= set(provider.options["dependsOn"])
+
+
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high"])
+def test_gpu_pool_upgrades_without_a_spare_a3_machine(stack: str) -> None:
+    for pool in pools(run_stack(stack)).values():
+        assert pool["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+
+
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high"])
+def test_cluster_is_held_on_its_minor_until_end_of_support(stack: str) -> None:
+    (cluster,) = gcp_inputs(run_stack(stack), "gcp:container/cluster:Cluster")
+    (exclusion,) = cluster["maintenancePolicy"]["maintenanceExclusions"]
+    assert exclusion["exclusionOptions"] == {
+        "scope": "NO_MINOR_OR_NODE_UPGRADES",
+        "endTimeBehavior": "UNTIL_END_OF_SUPPORT",
+    }
+    assert "endTime" not in exclusion  # exactly one of endTime / endTimeBehavior
+    assert cluster["releaseChannel"] == {"channel": "REGULAR"}
+    free = gcp_inputs(
+        run_stack(stack, "gcp.holdMinorUpgrades=false"), "gcp:container/cluster:Cluster"
+    )[0]
+    assert "maintenancePolicy" not in free
+
+
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high"])
+def test_shipped_stacks_pin_a_gke_minor_in_standard_support_today(stack: str) -> None:
+    s = settings_of(stack)
+    assert s.gcp is not None
+    minor = gke_minor(s.gcp.min_master_version)
+    assert GKE_END_OF_STANDARD_SUPPORT[minor] >= date(2026, 11, 22)
+    assert s.kubernetes_version == f"1.{minor}"
+
+
+def test_tcpxo_sidecar_runs_as_google_runs_it_with_the_startup_probe() -> None:
+    sidecar = container(run_stack("gcp-a3"), "tcpxo-daemon")
+    assert sidecar["command"] == ["/bin/sh", "-c"]
+    (script,) = sidecar["args"]
+    assert script.splitlines() == [
+        "set -ex",
+        "chmod 755 /fts/entrypoint_rxdm_container.sh",
+        "/fts/entrypoint_rxdm_container.sh --num_hops=2",
+    ]
+    for retired in ("--num_nics", "--uid", "--alsologtostderr"):
+        assert retired not in script
+    assert env_of(sidecar)["HEALTH_CHECK_LOG_FILE"] == "/run/health-check"
+    assert "_" not in env_of(sidecar)["HEALTH_CHECK_LOG_FILE"]  # RxDM rejects '_' in the name
+    assert sidecar["startupProbe"] == {
+        "exec": {"command": ["cat", "/run/health-check"]},
+        "initialDelaySeconds": 1,
+        "periodSeconds": 5,
+        "timeoutSeconds": 1,
+        "failureThreshold": 6,
+    }
+    # Google's capabilities on top of the runtime default: nothing dropped.
+    assert sidecar["securityContext"]["capabilities"] == {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}
+    assert container(run_stack("gcp-a3"))["securityContext"]["capabilities"]["drop"] == ["ALL"]
+
+
+def test_tcpxo_env_has_googles_debug_subsystems_and_lib_dir_and_the_stacks_debug_level() -> None:
+    env = env_of(container(run_stack("gcp-a3")))
+    assert env["NCCL_DEBUG_SUBSYS"] == "INIT,NET,ENV,COLL,GRAPH"
+    assert env["NCCL_LIB_DIR"] == "/usr/local/nvidia/lib64"
+    assert env["NCCL_DEBUG"] == "WARN"
+    assert env_of(container(run_stack("gcp-a3", "nccl.debug=INFO")))["NCCL_DEBUG"] == "INFO"
+    assert all("NCCL_DEBUG" not in dict(r.nccl_env) for r in RELEASES.values())
+
+
+def test_tcpx_release_follows_the_gke_minor() -> None:
+    assert releases_for("tcpx", 33) == ["tcpx-v3.1.9"]
+    assert releases_for("tcpx", 34) == releases_for("tcpx", 35) == ["tcpx-v3.1.12"]
+    old, new = RELEASES["tcpx-v3.1.9"], RELEASES["tcpx-v3.1.12"]
+    assert (old.installer_image.rsplit(":", 1)[1], old.rxdm_image.rsplit(":", 1)[1]) == (
+        "v3.1.9",
+        "v2.0.12",
+    )
+    assert (new.installer_image.rsplit(":", 1)[1], new.rxdm_image.rsplit(":", 1)[1]) == (
+        "v3.1.12",
+        "v2.0.15",
+    )
+    # GKE >= 1.34 (COS 125 devmem TCP) drops the old daemon's tuning and the fixed channels.
+    dropped = {
+        "NCCL_GPUDIRECTTCPX_FORCE_ACK",
+        "NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP",
+        "NCCL_MAX_NCHANNELS",
+        "NCCL_MIN_NCHANNELS",
+    }
+    assert dropped <= dict(old.nccl_env).keys() and not dropped & dict(new.nccl_env).keys()
+    assert (dict(old.nccl_env)["NCCL_ALGO"], dict(new.nccl_env)["NCCL_ALGO"]) == (
+        "Ring",
+        "Ring,Tree",
+    )
+    run = run_stack("a3-high")
+    assert container(run, "tcpx-daemon")["image"] == new.rxdm_image
+    assert env_of(container(run))["NCCL_ALGO"] == "Ring,Tree"
+
+
+def settings_of(stack: str, *overrides: str) -> Settings:
+    config, _ = engine_config(stack, overrides)
+    raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gpu-cluster:")}
+    return load_settings(decode_config(raw))
+
+
+def gke_errors(stack: str, today: date, monkeypatch: pytest.MonkeyPatch, *overrides: str) -> str:
+    monkeypatch.setattr(settings_module, "_today", lambda: today)
+    try:
+        settings_of(stack, *overrides)
+    except ConfigError as exc:
+        return str(exc)
+    return ""
+
+
+TODAY = date(2026, 11, 22)
+ON_1_34 = ("gcp.minMasterVersion=1.34", "kubernetesVersion=1.34")
+ON_1_33 = ("gcp.minMasterVersion=1.33", "kubernetesVersion=1.33")
+
+
+def test_schema_refuses_a_minor_past_end_of_standard_support(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    errors = gke_errors("gcp-a3", TODAY, monkeypatch, *ON_1_34)
+    assert "GKE 1.34 left standard support on 2026-10-01; use one of 1.35, 1.36" in errors
+    assert gke_errors("gcp-a3", date(2026, 9, 1), monkeypatch, *ON_1_34) == ""
+    # A minor the support table does not know is refused too: nothing rots silently.
+    errors = gke_errors(
+        "gcp-a3", TODAY, monkeypatch, "gcp.minMasterVersion=1.40", "kubernetesVersion=1.40"
+    )
+    assert "GKE 1.40 is not in this program's support table" in errors
+    # The shipped pin fails loudly once 1.35 leaves support.
+    assert "left standard support on 2027-04-11" in gke_errors(
+        "gcp-a3", date(2027, 4, 12), monkeypatch
+    )
+
+
+def test_schema_refuses_a_tcpx_release_google_does_not_publish_for_the_gke_minor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    errors = gke_errors("a3-high", TODAY, monkeypatch, "gcp.gpudirectRelease=tcpx-v3.1.9")
+    assert "'tcpx-v3.1.9' is published for GKE 1.28-1.33" in errors
+    assert "use 'tcpx-v3.1.12'" in errors
+    # Before 1.34 the old set is the default (and the new one refused).
+    before = date(2026, 7, 1)
+    assert gke_errors("a3-high", before, monkeypatch, *ON_1_33) == ""
+    monkeypatch.setattr(settings_module, "_today", lambda: before)
+    assert gpudirect_release(settings_of("a3-high", *ON_1_33)) is RELEASES["tcpx-v3.1.9"]
+    errors = gke_errors(
+        "a3-high", before, monkeypatch, *ON_1_33, "gcp.gpudirectRelease=tcpx-v3.1.12"
+    )
+    assert "published for GKE 1.34 or newer" in errors
+
+
+def test_schema_ties_kubernetes_version_and_the_hold_to_the_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    errors = gke_errors("gcp-a3", TODAY, monkeypatch, "kubernetesVersion=1.36")
+    assert "gpu-cluster:kubernetesVersion = '1.36' must be '1.35'" in errors
+    errors = gke_errors("gcp-a3", TODAY, monkeypatch, "gcp.releaseChannel=UNSPECIFIED")
+    assert "holdMinorUpgrades needs a release channel" in errors
+    unheld = ("gcp.releaseChannel=UNSPECIFIED", "gcp.holdMinorUpgrades=false")
+    assert gke_errors("gcp-a3", TODAY, monkeypatch, *unheld) == ""
+    # An exact patch below TCPXO's published floor for its minor is refused.
+    errors = gke_errors(
+        "gcp-a3",
+        date(2026, 3, 1),
+        monkeypatch,
+        "gcp.minMasterVersion=1.32.2-gke.1",
+        "kubernetesVersion=1.32",
+    )
+    assert "use 1.32.11-gke.1174000 or newer" in errors

@@ -60,6 +60,8 @@ STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 NODE_POOL = "gcp:container/nodePool:NodePool"
+# The A3 pool of each GKE stack (the other pool is the untainted CPU system pool).
+A3_POOL = {"gcp-a3": "gpu-cluster-a3mega", "a3-high": "gpu-cluster-a3high"}
 
 
 class RecordedOptions(PolicyResourceOptions):
@@ -204,8 +206,10 @@ def test_shipped_stacks_include_what_the_policies_are_about() -> None:
         assert len(training) == 1, stack
     assert run_stack("nerc-production").of_type(PVC)
     assert "volumeClaimTemplates" in resource("barcelona", STATEFUL_SET).inputs["spec"]
-    assert resource("gcp-a3", NODE_POOL).inputs["nodeConfig"]["machineType"].startswith("a3-")
-    assert resource("a3-high", NODE_POOL).inputs["nodeConfig"]["machineType"].startswith("a3-")
+    for stack, pool in A3_POOL.items():
+        assert resource(stack, NODE_POOL, name=pool).inputs["nodeConfig"]["machineType"] == (
+            "a3-megagpu-8g" if stack == "gcp-a3" else "a3-highgpu-8g"
+        )
     sidecars = {
         stack: [c["name"] for c in pod_spec(resource(stack, STATEFUL_SET).inputs)["initContainers"]]
         for stack in ("gcp-a3", "a3-high")
@@ -327,9 +331,7 @@ def test_extra_capability_is_refused(
     )
 
 
-@pytest.mark.parametrize(
-    ("stack", "name"), [("barcelona", "detect-rdma"), ("gcp-a3", "tcpxo-daemon")]
-)
+@pytest.mark.parametrize(("stack", "name"), [("barcelona", "detect-rdma"), ("gcp-a3", "training")])
 def test_not_dropping_all_capabilities_is_refused(stack: str, name: str) -> None:
     sts = resource(stack, STATEFUL_SET)
     inputs = mutated(
@@ -341,6 +343,14 @@ def test_not_dropping_all_capabilities_is_refused(stack: str, name: str) -> None
         f"'{name}'",
         "drop: [ALL]",
     )
+
+
+def test_rxdm_sidecar_keeps_googles_runtime_default_capabilities() -> None:
+    """Google runs RxDM with its adds on top of the runtime default; only the adds are policed."""
+    sts = resource("gcp-a3", STATEFUL_SET)
+    daemon = container(sts.inputs, "tcpxo-daemon")["securityContext"]["capabilities"]
+    assert "drop" not in daemon
+    assert not run_pack(args_for(sts))
 
 
 # --- 3. GPU pods have a memory-backed /dev/shm -----------------------------------------------
@@ -552,7 +562,7 @@ def test_config_opt_out_passes_the_retention_rule(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", ["gcp-a3", "a3-high"])
 def test_a3_pool_without_compact_placement_is_refused(stack: str) -> None:
-    pool = resource(stack, NODE_POOL)
+    pool = resource(stack, NODE_POOL, name=A3_POOL[stack])
     inputs = mutated(pool, lambda i: i.pop("placementPolicy"))
     only(
         run_pack(args_for(pool, inputs)),
@@ -565,7 +575,7 @@ def test_a3_pool_without_compact_placement_is_refused(stack: str) -> None:
 
 def test_a3_pool_with_any_reservation_still_needs_compact_placement() -> None:
     overrides = ("gcp.provisioning=reservation", "gcp.reservation=my-reservation")
-    pool = resource("gcp-a3", NODE_POOL, *overrides)
+    pool = resource("gcp-a3", NODE_POOL, *overrides, name=A3_POOL["gcp-a3"])
     assert "placementPolicy" not in pool.inputs
     assert run_pack(args_for(pool)) == []  # SPECIFIC_RESERVATION: exempt
     inputs = mutated(

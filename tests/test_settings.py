@@ -31,7 +31,13 @@ def rdma(*nics: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def gke(mode: str = "tcpxo", **gcp: Any) -> dict[str, Any]:
-    return {"platform": "gke", "networkMode": mode, "gcp": {**GCP, **gcp}}
+    # kubernetesVersion names the minor of gcp.minMasterVersion's default (1.35).
+    return {
+        "platform": "gke",
+        "networkMode": mode,
+        "kubernetesVersion": "1.35",
+        "gcp": {**GCP, **gcp},
+    }
 
 
 def error_of(raw: dict[str, Any]) -> str:
