@@ -1,7 +1,8 @@
 """OpenShift SecurityContextConstraints for the training pods (pure).
 
-restricted-v2 plus exactly the capabilities the network mode needs. Facts and the CRD's required
-keys: reference/openshift-rdma.md (openshift/api security/v1 SCC CRD).
+restricted-v2 plus exactly the capabilities the network mode needs. The CRD's required keys:
+openshift/api security/v1/zz_generated.crd-manifests/
+0000_03_config-operator_01_securitycontextconstraints.crd.yaml.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from components.settings import Settings, gpudirect_release
 CHECK_SCRIPT = "allreduce_check.py"
 
 # Bus bandwidth (GB/s, all_reduce at the largest size) below which the fabric check fails.
-# rdma: 24 GB/s per 200G RoCE NIC (reference/openshift-rdma.md; NVIDIA/nccl-tests#119).
+# rdma: 24 GB/s per 200G RoCE NIC (NVIDIA/nccl-tests#119).
 RDMA_BUSBW_PER_NIC = 24.0
 # tcp: TCP over 100G measured 2.7-5 GB/s (NVIDIA/nccl#450); the floor of that range.
 TCP_BUSBW = 2.5
