@@ -563,11 +563,15 @@ class GkePlatform(pulumi.ComponentResource):
                     VolumeMountArgs(name="library-dir-host", mount_path="/usr/local"),
                 ],
                 command=["/bin/sh", "-c"],
+                # Google's script (CEA nccl-tcpxo-installer.yaml also makes the entry point
+                # executable; nccl-tcpx-installer.yaml does not).
                 args=[
                     "set -ex\n"
-                    "/scripts/container_entry.sh install --install-nccl\n"
+                    + ("chmod 755 /scripts/container_entry.sh\n" if release.mode == "tcpxo" else "")
+                    + "/scripts/container_entry.sh install --install-nccl\n"
                     "mkdir -p /usr/local/nvidia/lib64\n"
                     f"cp -r /var/lib/{release.mode}/lib64/. /usr/local/nvidia/lib64\n"
+                    'echo "installation finishes"\n'
                 ],
             )
         )

@@ -1,7 +1,8 @@
 """JSON schemas for the custom resources the program creates: the CRDs' required fields and types.
 
 Sources: openshift/api security/v1/zz_generated.crd-manifests/
-0000_03_config-operator_01_securitycontextconstraints.crd.yaml (required keys below); k8snetworkplumbingwg NetworkAttachmentDefinition CRD (spec.config: string);
+0000_03_config-operator_01_securitycontextconstraints.crd.yaml (required keys below);
+k8snetworkplumbingwg NetworkAttachmentDefinition CRD (spec.config: string);
 GKE networking.gke.io/v1 Network and GKENetworkParamSet (GKE multi-networking docs).
 """
 
