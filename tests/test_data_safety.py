@@ -38,8 +38,9 @@ EDITS: dict[str, list[tuple[str, ...]]] = {
         ("networkMode=tcp", "gpusPerNode=4"),
         ("image=nvcr.io/nvidia/pytorch:25.02-py3",),
         ("launcher.kind=deepspeed",),
+        ("gcp.systemPool.machineType=e2-standard-8", "gcp.systemPool.maxNodes=20"),
     ],
-    "a3-high": [("nodes=8",), ("networkMode=tcp",)],
+    "a3-high": [("nodes=8",), ("networkMode=tcp",), ("gcp.systemPool.minNodes=3",)],
 }
 
 # Fields a change of which makes the engine replace the resource (Kubernetes: immutable after
