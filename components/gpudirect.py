@@ -204,22 +204,35 @@ _TCPX_COMMON_ENV = (
     ("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", TCPX_SOCKET_DIR),
 )
 
+
+def _tcpx_release(
+    plugin: str, rxdm: str, gke_minors: tuple[int, int | None], env: tuple[tuple[str, str], ...]
+) -> GpuDirectRelease:
+    """A TCPX release: plugin and RxDM tags, the GKE minors it serves, its own NCCL settings."""
+    registry = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx"
+    return GpuDirectRelease(
+        mode="tcpx",
+        accelerator="nvidia-h100-80gb",
+        installer_image=f"{registry}/nccl-plugin-gpudirecttcpx-dev:{plugin}",
+        rxdm_image=f"{registry}/tcpgpudmarxd-dev:{rxdm}",
+        rxdm_command=_TCPX_RXDM_COMMAND,
+        rxdm_args=(),
+        rxdm_capabilities=("NET_ADMIN",),
+        rxdm_devices=_GPU_DEVICES,
+        rxdm_health_check=False,  # Google publishes no health file for the TCPX daemon
+        nic_count=4,
+        gke_minors=gke_minors,
+        nccl_env=(*_TCPX_COMMON_ENV, *env),
+    )
+
+
 # GKE before 1.34: CEA gpudirect-tcpx/README.md (98c85a6) release "Feb 15, 2024" (plugin v3.1.9,
 # RxDM v2.0.12) with CEA gpudirect-tcpx/nccl-config.yaml at 09a75de (2026-03-02).
-_TCPX_V3_1_9 = GpuDirectRelease(
-    mode="tcpx",
-    accelerator="nvidia-h100-80gb",
-    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9",
-    rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12",
-    rxdm_command=_TCPX_RXDM_COMMAND,
-    rxdm_args=(),
-    rxdm_capabilities=("NET_ADMIN",),
-    rxdm_devices=_GPU_DEVICES,
-    rxdm_health_check=False,
-    nic_count=4,
-    gke_minors=(28, 33),
-    nccl_env=(
-        *_TCPX_COMMON_ENV,
+_TCPX_V3_1_9 = _tcpx_release(
+    "v3.1.9",
+    "v2.0.12",
+    (28, 33),
+    (
         ("NCCL_ALGO", "Ring"),
         ("NCCL_GPUDIRECTTCPX_FORCE_ACK", "0"),
         ("NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP", "1000"),
@@ -231,20 +244,7 @@ _TCPX_V3_1_9 = GpuDirectRelease(
 # GKE 1.34 and newer (COS 125, kernel devmem TCP): CEA gpudirect-tcpx/README.md (98c85a6) release
 # "Jun 22, 2026" (plugin v3.1.12, RxDM v2.0.15) with CEA gpudirect-tcpx/nccl-config.yaml at
 # 0e5609b (2026-06-01, "Finalize NCCL config for GKE 1.34+"; rationale in 21ed661).
-_TCPX_V3_1_12 = GpuDirectRelease(
-    mode="tcpx",
-    accelerator="nvidia-h100-80gb",
-    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.12",
-    rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.15",
-    rxdm_command=_TCPX_RXDM_COMMAND,
-    rxdm_args=(),
-    rxdm_capabilities=("NET_ADMIN",),
-    rxdm_devices=_GPU_DEVICES,
-    rxdm_health_check=False,
-    nic_count=4,
-    gke_minors=(34, None),
-    nccl_env=(*_TCPX_COMMON_ENV, ("NCCL_ALGO", "Ring,Tree")),
-)
+_TCPX_V3_1_12 = _tcpx_release("v3.1.12", "v2.0.15", (34, None), (("NCCL_ALGO", "Ring,Tree"),))
 
 RELEASES: dict[str, GpuDirectRelease] = {
     "tcpxo-2026-01-09": _TCPXO_2026_01_09,
