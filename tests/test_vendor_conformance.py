@@ -24,10 +24,15 @@ _SEGMENT = re.compile(r"^([^\[]+)(?:\[([^\]]+)\])?$")
 
 
 def _container_view(spec: dict[str, Any], name: str) -> dict[str, Any]:
-    """A container with `env` as name -> value and `mounts` as path -> host path / emptyDir."""
+    """A container with `env` as name -> value and `mounts` as path -> its volume's host path,
+    `emptyDir` or `emptyDir(Memory)`."""
     (c,) = [c for c in spec["containers"] + spec.get("initContainers", []) if c["name"] == name]
     volumes = {
-        v["name"]: v["hostPath"]["path"] if "hostPath" in v else "emptyDir"
+        v["name"]: v["hostPath"]["path"]
+        if "hostPath" in v
+        else "emptyDir(Memory)"
+        if v["emptyDir"].get("medium") == "Memory"
+        else "emptyDir"
         for v in spec["volumes"]
         if "hostPath" in v or "emptyDir" in v
     }
@@ -41,6 +46,8 @@ def rendered(run: ProgramRun, render: dict[str, Any]) -> dict[str, Any]:
     select = render["select"]
     if select == "container":
         return _container_view(pod_spec(run), render["container"])
+    if select == "pod":
+        return pod_spec(run)
     if select == "pod-annotations":
         (sts,) = manifests(run, "StatefulSet")
         out = dict(sts["spec"]["template"]["metadata"]["annotations"])
