@@ -419,3 +419,10 @@ def test_schema_ties_kubernetes_version_and_the_hold_to_the_cluster(
         "kubernetesVersion=1.32",
     )
     assert "use 1.32.11-gke.1174000 or newer" in errors
+
+
+def test_schema_refuses_an_empty_system_pool_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    errors = gke_errors(
+        "gcp-a3", TODAY, monkeypatch, "gcp.systemPool.minNodes=5", "gcp.systemPool.maxNodes=3"
+    )
+    assert "gpu-cluster:gcp.systemPool: minNodes (5) must be <= maxNodes (3)" in errors
