@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from components.offline import ProgramRun, engine_config, run_program
-from components.replacements import Key, Step, index, plan
+from components.replacements import Key, Row, Step, index, plan
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
@@ -63,7 +63,7 @@ def plan_of(stack: str, *overrides: str) -> list[Step]:
     return plan(rows(run_stack(stack)), rows(run_stack(stack, *overrides)))
 
 
-def rows(run: ProgramRun) -> dict[Key, dict[str, Any]]:
+def rows(run: ProgramRun) -> dict[Key, Row]:
     """A run's registrations as `resources.json` rows, keyed as components.replacements keys."""
     return index(
         {"type": r.type, "name": r.name, "inputs": r.inputs, "options": r.options}
