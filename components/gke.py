@@ -294,7 +294,11 @@ class GkePlatform(pulumi.ComponentResource):
                     else None
                 ),
             ),
-            opts=child,
+            # Pulumi's protect stops a replacement (any force-new field) or a destroy at preview;
+            # gcp.deletionProtection: false lifts it together with GKE's own flag.
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(protect=g.deletion_protection)
+            ),
         )
 
         system_pool = gcp.container.NodePool(

@@ -14,11 +14,13 @@ import json
 import re
 from collections.abc import Collection, Mapping
 from datetime import UTC, date, datetime
+from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -48,6 +50,25 @@ NetworkMode = Literal["tcp", "rdma", "tcpxo", "tcpx"]
 MIN_KUBERNETES_MINOR = 28
 # Native sidecars (init containers with restartPolicy Always): on by default from 1.29.
 NATIVE_SIDECAR_MINOR = 29
+# The StatefulSet controller labels each pod controller-revision-hash=<name>-<hash>, the hash up
+# to 10 characters, and a label value holds 63 (kubernetes/kubernetes
+# pkg/controller/history/controller_history.go ControllerRevisionName; issue #64023).
+STATEFULSET_NAME_MAX = 63 - len("-") - 10
+# GKE cluster names: 1-40 characters, DNS-1035 (cloud.google.com/kubernetes-engine/docs/
+# reference/rest/v1/projects.locations.clusters#Cluster "name").
+GKE_CLUSTER_NAME_MAX = 40
+# Compute Engine resource names: RFC 1035, at most 63 characters
+# (cloud.google.com/compute/docs/naming-resources).
+GCP_NAME_MAX = 63
+# The pod's primary (cluster network) interface: CNI plugins and Multus name it eth0.
+POD_PRIMARY_INTERFACE = "eth0"
+# Fastest line rate a GPU NIC reaches today, GB/s: 400 Gb/s ConnectX-7 (NVIDIA ConnectX-7
+# datasheet); A3 Mega 8 x 200 Gb/s, A3 High 4 x 200 Gb/s GPU NICs
+# (cloud.google.com/compute/docs/gpus/gpudirect). Bus bandwidth cannot exceed the fabric's.
+NIC_LINE_RATE_GBPS = 50.0
+GKE_FABRIC_GBPS = {"tcpxo": 200.0, "tcpx": 100.0}
+# Smallest all-reduce of the fabric check's sweep (scripts/allreduce_check.py --min-bytes).
+CHECK_MIN_BYTES = 8
 
 # Which network modes each platform offers.
 MODES_BY_PLATFORM: dict[str, tuple[str, ...]] = {
@@ -62,9 +83,29 @@ class ConfigError(ValueError):
 
 # --- value types ---------------------------------------------------------------------------
 
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# Kubernetes quantity grammar (kubernetes/apimachinery pkg/api/resource/quantity.go):
+# <signedNumber><suffix>, number = digits | digits.digits | digits. | .digits, suffix = binary SI
+# (Ki..Ei), decimal SI (n, u, m, "", k, M, G, T, P, E) or a decimal exponent (e3, E-2).
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
+)
+_SUFFIX_SCALE: dict[str, Fraction] = {
+    **{s: Fraction(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+    **{s: Fraction(10) ** e for s, e in (("n", -9), ("u", -6), ("m", -3), ("k", 3), ("M", 6))},
+    **{s: Fraction(10) ** e for s, e in (("G", 9), ("T", 12), ("P", 15), ("E", 18))},
+}
+# DNS-1035 label: Service names and names that become GCP resource names
+# (kubernetes/apimachinery pkg/util/validation/validation.go IsDNS1035Label).
+_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# DNS-1123 label: namespaces (IsDNS1123Label; may start with a digit).
+_DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Label keys and values (IsQualifiedName, IsValidLabelValue): 63 characters per name part.
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE_MAX = 63
+DNS_LABEL_MAX = 63
+DNS_SUBDOMAIN_MAX = 253
 _IMAGE = re.compile(
     r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$"
@@ -72,26 +113,97 @@ _IMAGE = re.compile(
 _RESOURCE_NAME = re.compile(
     r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
+# Ranges a cluster network may use: RFC 1918 private space and RFC 6598 shared space (both valid
+# GCP subnet ranges, cloud.google.com/vpc/docs/subnets#valid-ranges). Loopback, link-local,
+# multicast, public and reserved ranges are refused by GCP or unroutable between pods.
+USABLE_PRIVATE_RANGES = tuple(
+    ipaddress.IPv4Network(n)
+    for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
+
+
+def parse_quantity(value: str) -> Fraction:
+    """The exact value of a Kubernetes quantity string; ValueError when it is not one."""
+    match = _QUANTITY.match(value)
+    if not match:
+        raise ValueError(f"not a Kubernetes quantity: {value!r}")
+    number = Fraction(match["number"])
+    suffix = match["suffix"] or ""
+    if suffix[:1] in ("e", "E"):
+        exponent = int(suffix[1:])
+        if abs(exponent) > 64:  # far beyond any resource; keeps the arithmetic bounded
+            raise ValueError(f"exponent out of range: {value!r}")
+        return number * Fraction(10) ** exponent
+    return number * _SUFFIX_SCALE.get(suffix, Fraction(1))
+
+
+def _as_text(value: Any) -> Any:
+    """Plain numbers are valid quantities (`cpuRequest: 32`, `memoryLimit: 1e9`)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
 
 
 def _quantity(value: str) -> str:
-    if not _QUANTITY.match(value):
-        raise ValueError("must be a Kubernetes quantity such as 64Gi, 500Mi or 32")
+    try:
+        amount = parse_quantity(value)
+    except ValueError:
+        raise ValueError("must be a Kubernetes quantity such as 64Gi, 500Mi, 32 or 1e9") from None
+    if amount < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
+def _size(value: str) -> str:
+    if parse_quantity(value) <= 0:
+        raise ValueError("must be greater than zero (Kubernetes refuses zero-size claims)")
     return value
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if len(value) > DNS_LABEL_MAX or not _DNS_1035_LABEL.match(value):
         raise ValueError(
             "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, "
-            "at most 63 characters"
+            f"at most {DNS_LABEL_MAX} characters"
+        )
+    return value
+
+
+def _namespace(value: str) -> str:
+    if len(value) > DNS_LABEL_MAX or not _DNS_1123_LABEL.match(value):
+        raise ValueError(
+            "must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending "
+            f"with a letter or digit, at most {DNS_LABEL_MAX} characters"
+        )
+    return value
+
+
+def _subdomain(value: str) -> str:
+    if len(value) > DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            "must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', at most "
+            f"{DNS_SUBDOMAIN_MAX} characters"
         )
     return value
 
 
 def _node_name(value: str) -> str:
-    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+    if len(value) > DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.match(value):
         raise ValueError("must be a Kubernetes node name (lower-case DNS subdomain)")
+    return value
+
+
+def _label_key(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if (
+        (prefix and (len(prefix) > DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.match(prefix)))
+        or len(name) > LABEL_VALUE_MAX
+        or not _QUALIFIED_NAME.match(name)
+    ):
+        raise ValueError(
+            "must be a label key: an optional DNS subdomain prefix and '/', then at most 63 "
+            "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        )
     return value
 
 
@@ -121,12 +233,27 @@ def _cidr(value: str) -> str:
     return str(network)
 
 
-Quantity = Annotated[str, AfterValidator(_quantity)]
+def _private_cidr(value: str) -> str:
+    network = ipaddress.IPv4Network(_cidr(value))
+    if not any(network.subnet_of(r) for r in USABLE_PRIVATE_RANGES):
+        raise ValueError(
+            "must lie inside a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or "
+            "100.64.0.0/10)"
+        )
+    return str(network)
+
+
+Quantity = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity)]
+Size = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity), AfterValidator(_size)]
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+Namespace = Annotated[str, AfterValidator(_namespace)]
+Subdomain = Annotated[str, AfterValidator(_subdomain)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
 Image = Annotated[str, AfterValidator(_image)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
+PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
 Interface = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,14}$")]
 EnvName = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]
 
@@ -152,16 +279,35 @@ class PodSettings(_Model):
     # NCCL and the PyTorch dataloader use /dev/shm; the 64 MiB container default breaks them.
     shm_size: Quantity = "64Gi"
 
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> PodSettings:
+        # The API server refuses a request above its limit (kubernetes/kubernetes
+        # pkg/apis/core/validation ValidateResourceRequirements: "must be less than or equal to").
+        for resource, request, limit in (
+            ("cpu", self.cpu_request, self.cpu_limit),
+            ("memory", self.memory_request, self.memory_limit),
+        ):
+            if limit is not None and parse_quantity(request) > parse_quantity(limit):
+                raise ValueError(
+                    f"{resource}Request {request} is above {resource}Limit {limit}; Kubernetes "
+                    "refuses a request larger than its limit"
+                )
+        return self
+
 
 class StorageSettings(_Model):
     """Workspace and datasets volumes: shared RWX claims or one claim per pod."""
 
     mode: Literal["rwx", "per-pod"] = "rwx"
-    storage_class: str | None = None
-    workspace_size: Quantity = "100Gi"
-    datasets_size: Quantity | None = "500Gi"
+    storage_class: Subdomain | None = None  # a StorageClass name (DNS-1123 subdomain)
+    workspace_size: Size = "100Gi"
+    datasets_size: Size | None = "500Gi"
     # User data outlives `pulumi destroy` unless the stack opts out explicitly.
     retain_on_delete: bool = True
+    # Claims carry Pulumi's `protect`: an update or destroy that would delete or replace one (a
+    # changed name, namespace, mode, class or access mode, a per-pod scale-down) stops at preview
+    # until the stack sets this to false for that one update.
+    protect: bool = True
 
 
 class DeepSpeedSettings(_Model):
@@ -189,7 +335,7 @@ class NicSettings(_Model):
     network: DnsLabel  # NetworkAttachmentDefinition name
     flavour: Literal["sriov", "macvlan", "host-device"]
     resource: ResourceName  # device-plugin resource the pod requests for this NIC
-    subnet: Cidr
+    subnet: PrivateCidr
     routes: tuple[Cidr, ...] = ()
     # Host interface for macvlan (its parent) or host-device (the device moved into the pod).
     master: Interface | None = None
@@ -239,7 +385,7 @@ class CodeSyncSettings(_Model):
     ref: str = "main"
     period: str = Field(default="60s", pattern=r"^[0-9]+(s|m|h)$")
     # Existing Secret with keys `username` and `password` (an HTTPS token); None = public repo.
-    credentials_secret: DnsLabel | None = None
+    credentials_secret: Subdomain | None = None
     # kubernetes/git-sync release (registry.k8s.io/git-sync/git-sync).
     image: Image = "registry.k8s.io/git-sync/git-sync:v4.5.0"
 
@@ -266,7 +412,7 @@ class OpenShiftSettings(_Model):
     # GPU nodes the pods may run on; empty = any node with GPUs.
     node_names: tuple[NodeName, ...] = ()
     # Node label that marks GPU nodes (set by the NVIDIA GPU operator's feature discovery).
-    gpu_node_label: str = "nvidia.com/gpu.present"
+    gpu_node_label: LabelKey = "nvidia.com/gpu.present"
 
 
 MACHINE_GPUS: dict[str, int] = {
@@ -311,7 +457,9 @@ class GcpSettings(_Model):
     # auto-upgrades never move the cluster off the minor its GPUDirect release is pinned for
     # (cluster-toolkit examples/gke-a3-highgpu/gke-a3-highgpu.yaml).
     hold_minor_upgrades: bool = True
-    base_cidr: Cidr = "10.0.0.0/8"
+    base_cidr: PrivateCidr = "10.0.0.0/8"
+    # GKE's own deletion protection and Pulumi's `protect` on the cluster: an update that would
+    # replace it (a force-new field such as the zone) or a destroy stops until this is false.
     deletion_protection: bool = True
     private_nodes: bool = True
     # Own compact ResourcePolicy with this max distance; None = pool's built-in COMPACT placement.
@@ -344,7 +492,7 @@ class Settings(_Model):
 
     platform: Platform
     name: DnsLabel = "gpu-cluster"
-    namespace: DnsLabel = "gpu-cluster"
+    namespace: Namespace = "gpu-cluster"
     create_namespace: bool = True
     nodes: int = Field(default=2, ge=1, le=4096)
     gpus_per_node: int = Field(default=8, ge=1, le=16)
@@ -416,12 +564,17 @@ def _cross_field_problems(s: Settings) -> list[str]:
             f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r}: needs "
             f"1.{MIN_KUBERNETES_MINOR} or newer (NODE_RANK comes from the pod-index label)"
         )
-    if s.network_mode in ("tcpxo", "tcpx") and minor < NATIVE_SIDECAR_MINOR:
+    sidecars = [
+        *([f"networkMode {s.network_mode!r}"] if s.network_mode in ("tcpxo", "tcpx") else []),
+        *(["codeSync (git-sync)"] if s.code_sync is not None else []),
+    ]
+    if sidecars and minor < NATIVE_SIDECAR_MINOR:
         out.append(
-            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r}: networkMode "
-            f"{s.network_mode!r} runs its daemon as a native sidecar, which needs "
-            f"1.{NATIVE_SIDECAR_MINOR} or newer"
+            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r}: {' and '.join(sidecars)} "
+            f"run as native sidecars, which need 1.{NATIVE_SIDECAR_MINOR} or newer"
         )
+    out.extend(_name_problems(s))
+    out.extend(_verify_problems(s))
     lo, hi = s.elastic_range
     if not lo <= s.nodes <= hi:
         out.append(
@@ -429,7 +582,7 @@ def _cross_field_problems(s: Settings) -> list[str]:
             f"minNodes <= nodes ({s.nodes}) <= maxNodes"
         )
     if s.rdma is not None:
-        out.extend(_rdma_problems(s.rdma))
+        out.extend(_rdma_problems(s.rdma, s.nodes))
     tcp = s.tcp
     if (
         tcp.socket_nthreads
@@ -555,10 +708,84 @@ def _gpudirect_release_problems(mode: str, gcp: GcpSettings, minor: int) -> list
     return []
 
 
-def _rdma_problems(rdma: RdmaSettings) -> list[str]:
+def _name_problems(s: Settings) -> list[str]:
+    """`name` becomes the StatefulSet, Service and (GKE) cluster and VPC names."""
     out: list[str] = []
-    for attr, what in (("interface", "interface"), ("network", "network")):
-        values = [getattr(nic, attr) for nic in rdma.nics]
+    limit, why = STATEFULSET_NAME_MAX, "the StatefulSet's controller-revision-hash pod label"
+    if s.platform == "gke":
+        limit, why = GKE_CLUSTER_NAME_MAX, "the GKE cluster name"
+        longest = max(_gcp_name_suffixes(s), key=len)
+        if len(s.name) + len(longest) > GCP_NAME_MAX:
+            out.append(
+                f"gpu-cluster:name = {s.name!r}: the GCP resource name {s.name + longest!r} "
+                f"exceeds {GCP_NAME_MAX} characters"
+            )
+    if len(s.name) > limit:
+        out.append(
+            f"gpu-cluster:name = {s.name!r} has {len(s.name)} characters; at most {limit} fit {why}"
+        )
+    return out
+
+
+def _gcp_name_suffixes(s: Settings) -> list[str]:
+    """Suffixes gke.py appends to `name` for VPCs, subnets, firewalls, router and policy."""
+    suffixes = ["-host", "-host-internal", "-compact"]
+    suffixes += [f"-gpu{i}-internal" for i in range(1, gpu_nic_count(s) + 1)]
+    return suffixes
+
+
+def _verify_problems(s: Settings) -> list[str]:
+    """Fabric-check settings that could never PASS."""
+    out: list[str] = []
+    v = s.verify
+    if v.require_gdr and s.network_mode == "tcp":
+        out.append(
+            "gpu-cluster:verify.requireGdr: GPUDirect RDMA never shows on NCCL's socket "
+            "transport (networkMode 'tcp'); remove it"
+        )
+    ceiling = GKE_FABRIC_GBPS.get(s.network_mode)
+    if s.network_mode == "rdma" and s.rdma is not None:
+        ceiling = NIC_LINE_RATE_GBPS * len(s.rdma.nics)
+    expected = v.expected_busbw_gbps
+    if expected is not None and ceiling is not None and expected > ceiling:
+        out.append(
+            f"gpu-cluster:verify.expectedBusbwGbps = {v.expected_busbw_gbps:g}: above the "
+            f"{ceiling:g} GB/s the fabric's NICs can carry, so the check could never pass"
+        )
+    if _size_bytes(v.max_bytes) < CHECK_MIN_BYTES:
+        out.append(
+            f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: the sweep starts at "
+            f"{CHECK_MIN_BYTES} bytes; use at least {CHECK_MIN_BYTES}"
+        )
+    return out
+
+
+def _size_bytes(text: str) -> int:
+    """Bytes of a verify.maxBytes value (binary units, as the check script reads them)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text.rstrip("KMG")) * units.get(text[-1], 1)
+
+
+def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
+    out: list[str] = []
+    taken = {POD_PRIMARY_INTERFACE: "the pod's primary interface"}
+    taken.setdefault(rdma.bootstrap_interface, "rdma.bootstrapInterface (NCCL's bootstrap)")
+    for i, nic in enumerate(rdma.nics):
+        if nic.interface in taken:
+            out.append(
+                f"gpu-cluster:rdma.nics[{i}].interface = {nic.interface!r} is "
+                f"{taken[nic.interface]}; name the RDMA interfaces net1, net2, ..."
+            )
+        # Whereabouts hands out the range's addresses minus network and broadcast
+        # (k8snetworkplumbingwg/whereabouts pkg/allocate), one per pod.
+        usable = max(ipaddress.IPv4Network(nic.subnet).num_addresses - 2, 0)
+        if usable < nodes:
+            out.append(
+                f"gpu-cluster:rdma.nics[{i}].subnet {nic.subnet} has {usable} usable addresses "
+                f"for {nodes} pods; use a larger range"
+            )
+    for attr, what in (("interface", "interface"), ("network", "network"), ("hca", "hca")):
+        values = [getattr(nic, attr) for nic in rdma.nics if getattr(nic, attr) is not None]
         dupes = sorted({v for v in values if values.count(v) > 1})
         if dupes:
             out.append(

@@ -96,8 +96,26 @@ SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 RETAIN_OPT_OUT = "gpu-cluster/retain-on-delete"
 
 
+# Template fields a claim takes over once it exists: Pulumi grows the standalone claims in place,
+# and an unchanged template keeps Kubernetes from replacing the StatefulSet (its
+# volumeClaimTemplates are immutable; pulumi/pulumi-kubernetes provider/pkg/provider/diff.go
+# forces a replacement on any change to them). Property paths: pulumi.com/docs/iac/concepts/
+# miscellaneous/property-paths.
+CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS = (
+    "spec.volumeClaimTemplates[*].spec.resources",
+    "spec.volumeClaimTemplates[*].spec.storageClassName",
+)
+
+
 def retention_annotations(s: Settings) -> dict[str, str]:
     return {} if s.storage.retain_on_delete else {RETAIN_OPT_OUT: "false"}
+
+
+def per_pod_claim_name(volume: str, stateful_set: str, index: int) -> str:
+    """The claim the StatefulSet controller uses for pod `index`: <template>-<set>-<ordinal>
+    (kubernetes/kubernetes pkg/controller/statefulset/stateful_set_utils.go,
+    getPersistentVolumeClaimName); it adopts an existing claim of that name, creating none."""
+    return f"{volume}-{stateful_set}-{index}"
 
 
 def labels(s: Settings) -> dict[str, str]:
@@ -241,7 +259,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             opts=child,
         )
 
-        shared_claims = self._shared_claims(name, s, meta_labels, child)
+        claims = self._claims(name, s, meta_labels, child)
         secret_refs: list[EnvVarArgs] = []
         if s.secret_env and secret_env is not None:
             # Tokens go into a Secret and reach the pod by reference, never as literal env.
@@ -291,7 +309,11 @@ class TrainingWorkload(pulumi.ComponentResource):
         volumes: list[Volume] = [
             EmptyDir("dshm", memory=True, size_limit=s.pod.shm_size),
             ConfigMapVolume(SCRIPTS_VOLUME, f"{s.name}-scripts"),
-            *(ClaimVolume(volume, claim_name) for volume, claim_name, _ in shared_claims),
+            *(
+                ClaimVolume(volume, claim_name)
+                for volume, claim_name, _ in claims
+                if s.storage.mode == "rwx"
+            ),
             *networking.volumes,
             *extra_volumes,
         ]
@@ -416,7 +438,10 @@ class TrainingWorkload(pulumi.ComponentResource):
                 volume_claim_templates=self._claim_templates(s, meta_labels),
                 persistent_volume_claim_retention_policy=(
                     k8s.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs(
-                        when_deleted="Retain" if s.storage.retain_on_delete else "Delete",
+                        # Always Retain on delete: a replaced StatefulSet (a volume added or
+                        # removed) must not take the claims with it. `pulumi destroy` deletes
+                        # them itself when storage.retainOnDelete is false.
+                        when_deleted="Retain",
                         when_scaled="Retain" if s.storage.retain_on_delete else "Delete",
                     )
                     if s.storage.mode == "per-pod"
@@ -424,7 +449,12 @@ class TrainingWorkload(pulumi.ComponentResource):
                 ),
             ),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[config_map, *(claim for _, _, claim in shared_claims)]
+                parent=self,
+                # The claims exist before any pod asks for them.
+                depends_on=[config_map, *(claim for _, _, claim in claims)],
+                ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS)
+                if s.storage.mode == "per-pod"
+                else None,
             ),
         )
 
@@ -448,41 +478,64 @@ class TrainingWorkload(pulumi.ComponentResource):
             sizes.append(("datasets", s.storage.datasets_size))
         return sizes
 
-    def _shared_claims(
+    def _claims(
         self,
         name: str,
         s: Settings,
         meta_labels: dict[str, str],
         child: pulumi.ResourceOptions,
     ) -> list[tuple[str, str, k8s.core.v1.PersistentVolumeClaim]]:
-        """RWX claims every pod mounts (storage.mode rwx); user data, so retained by default.
+        """User-data claims as standalone resources, so `pulumi up` can grow them in place.
 
+        rwx: one ReadWriteMany claim per volume that every pod mounts. per-pod: one
+        ReadWriteOnce claim per volume and pod, named as the StatefulSet names its claims, so
+        the controller adopts them. Retained on destroy unless storage.retainOnDelete is false;
+        protected (any replacement or deletion stops at preview) unless storage.protect is false.
         Returns (volume name, claim name, claim resource) per claim."""
-        if s.storage.mode != "rwx":
-            return []
         keep = pulumi.ResourceOptions.merge(
-            child, pulumi.ResourceOptions(retain_on_delete=s.storage.retain_on_delete)
+            child,
+            pulumi.ResourceOptions(
+                retain_on_delete=s.storage.retain_on_delete, protect=s.storage.protect
+            ),
         )
+        if s.storage.mode == "rwx":
+            wanted = [
+                (f"{name}-{volume}", volume, f"{s.name}-{volume}", size, "ReadWriteMany")
+                for volume, size in self._volume_sizes(s)
+            ]
+        else:
+            wanted = [
+                (
+                    f"{name}-{volume}-{index}",
+                    volume,
+                    per_pod_claim_name(volume, s.name, index),
+                    size,
+                    "ReadWriteOnce",
+                )
+                for volume, size in self._volume_sizes(s)
+                for index in range(s.nodes)
+            ]
         out = []
-        for volume, size in self._volume_sizes(s):
+        for resource_name, volume, claim_name, size, access_mode in wanted:
             claim = k8s.core.v1.PersistentVolumeClaim(
-                f"{name}-{volume}",
+                resource_name,
                 metadata=ObjectMetaArgs(
-                    name=f"{s.name}-{volume}",
+                    name=claim_name,
                     namespace=s.namespace,
                     labels=meta_labels,
                     annotations={**SKIP_AWAIT, **retention_annotations(s)},
                 ),
-                spec=self._claim_spec(s, size, "ReadWriteMany"),
+                spec=self._claim_spec(s, size, access_mode),
                 opts=keep,
             )
-            out.append((volume, f"{s.name}-{volume}", claim))
+            out.append((volume, claim_name, claim))
         return out
 
     def _claim_templates(
         self, s: Settings, meta_labels: dict[str, str]
     ) -> list[PersistentVolumeClaimArgs] | None:
-        """Per-pod claims (storage.mode per-pod), created by the StatefulSet controller."""
+        """Per-pod claim templates (storage.mode per-pod): they give each pod its volumes; the
+        claims themselves are the standalone ones `_claims` registers under the same names."""
         if s.storage.mode != "per-pod":
             return None
         return [

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from components.offline import ProgramRun, engine_config, run_program
+from components.replacements import Key, Row, Step, index, plan
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
@@ -55,3 +56,16 @@ def env_of(c: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(params=STACKS)
 def stack(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def plan_of(stack: str, *overrides: str) -> list[Step]:
+    """What the engine would do to `stack` when `overrides` are applied to its stack file."""
+    return plan(rows(run_stack(stack)), rows(run_stack(stack, *overrides)))
+
+
+def rows(run: ProgramRun) -> dict[Key, Row]:
+    """A run's registrations as `resources.json` rows, keyed as components.replacements keys."""
+    return index(
+        {"type": r.type, "name": r.name, "inputs": r.inputs, "options": r.options}
+        for r in run.resources
+    )

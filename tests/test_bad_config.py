@@ -202,7 +202,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("kubernetesVersion=v1.31",),
         ("gpu-cluster:kubernetesVersion = 'v1.31'", "pattern"),
     ),
-    ("barcelona", ("namespace=NCCL_Test",), ("gpu-cluster:namespace = 'NCCL_Test'", "DNS-1035")),
+    ("barcelona", ("namespace=NCCL_Test",), ("gpu-cluster:namespace = 'NCCL_Test'", "DNS-1123")),
     (
         "gcp-a3",
         ("gcp.zone=europe-west4-a",),

@@ -14,6 +14,7 @@ def test_barcelona_builds_the_rdma_cluster() -> None:
         ["Namespace", "ServiceAccount", "SecurityContextConstraints", "Role", "RoleBinding"]
         + ["NetworkAttachmentDefinition"] * 4
         + ["ConfigMap", "Service", "NetworkPolicy", "StatefulSet"]
+        + ["PersistentVolumeClaim"] * 4  # workspace and datasets for each of the 2 pods
     )
     sts = one(run, "StatefulSet")
     assert sts["spec"]["replicas"] == 2
@@ -135,8 +136,9 @@ def test_dev_shm_is_a_memory_volume_sized_from_config() -> None:
     assert mounts["/dev/shm"] == "dshm"
 
 
-def test_per_pod_storage_uses_claim_templates_retained_on_delete() -> None:
-    sts = one(run_stack("barcelona"), "StatefulSet")
+def test_per_pod_storage_is_standalone_claims_the_stateful_set_adopts() -> None:
+    run = run_stack("barcelona")
+    sts = one(run, "StatefulSet")
     templates = {t["metadata"]["name"]: t["spec"] for t in sts["spec"]["volumeClaimTemplates"]}
     assert templates["workspace"]["resources"]["requests"]["storage"] == "100Gi"
     assert templates["datasets"]["storageClassName"] == "ocs-external-storagecluster-ceph-rbd"
@@ -144,7 +146,16 @@ def test_per_pod_storage_uses_claim_templates_retained_on_delete() -> None:
         "whenDeleted": "Retain",
         "whenScaled": "Retain",
     }
-    assert not manifests(run_stack("barcelona"), "PersistentVolumeClaim")
+    # <template>-<StatefulSet>-<ordinal>: the names the controller looks up before creating.
+    claims = {c["metadata"]["name"]: c["spec"] for c in manifests(run, "PersistentVolumeClaim")}
+    assert set(claims) == {f"{v}-ml-dev-env-{i}" for v in ("workspace", "datasets") for i in (0, 1)}
+    for name, spec in claims.items():
+        volume = name.split("-")[0]
+        assert spec == templates[volume]
+    registered = run.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    assert all(r.options["retainOnDelete"] and r.options["protect"] for r in registered)
+    (sts_resource,) = run.of_type("kubernetes:apps/v1:StatefulSet")
+    assert {r.urn for r in registered} <= set(sts_resource.options["dependsOn"])
 
 
 def test_nerc_production_is_tcp_with_shared_storage_and_no_scc_or_nads() -> None:
@@ -187,7 +198,11 @@ def test_retention_is_opt_out() -> None:
     for claim in manifests(run, "PersistentVolumeClaim"):
         assert claim["metadata"]["annotations"]["gpu-cluster/retain-on-delete"] == "false"
     sts = one(run_stack("barcelona", "storage.retainOnDelete=false"), "StatefulSet")
-    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+    # A replaced StatefulSet never takes the claims along; Pulumi deletes them on destroy.
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Delete",
+    }
     assert sts["metadata"]["annotations"]["gpu-cluster/retain-on-delete"] == "false"
     kept = one(run_stack("barcelona"), "StatefulSet")["metadata"]["annotations"]
     assert "gpu-cluster/retain-on-delete" not in kept

@@ -28,9 +28,20 @@ def by_urn(run: ProgramRun) -> dict[str, dict[str, Any]]:
     return {r.urn: r.inputs for r in run.resources}
 
 
+def added_claims(before: ProgramRun, after: ProgramRun) -> set[str]:
+    """Names of the resources a resize adds: per-pod storage grows by one claim per volume and
+    new pod; nothing else may appear."""
+    added = set(by_urn(after)) - set(by_urn(before))
+    assert all("PersistentVolumeClaim::" in urn for urn in added), added
+    return {urn.split("::")[-1] for urn in added}
+
+
 def test_more_nodes_changes_replicas_world_size_and_hostfile_only() -> None:
     before, after = run_stack("barcelona"), run_stack("barcelona", "nodes=4")
-    assert set(by_urn(before)) == set(by_urn(after))  # same resources: nothing added or replaced
+    assert set(by_urn(before)) <= set(by_urn(after))  # nothing removed
+    assert added_claims(before, after) == {
+        f"gpu-cluster-workload-{v}-{i}" for v in ("workspace", "datasets") for i in (2, 3)
+    }
     changes: set[str] = set()
     for urn, inputs in by_urn(before).items():
         for p in changed_paths(inputs, by_urn(after)[urn]):
@@ -67,7 +78,8 @@ def test_elastic_range_reaches_torchrun() -> None:
 
 def test_resizing_gke_changes_only_the_node_count_and_replicas() -> None:
     before, after = run_stack("gcp-a3"), run_stack("gcp-a3", "nodes=16")
-    assert set(by_urn(before)) == set(by_urn(after))
+    assert set(by_urn(before)) <= set(by_urn(after))
+    assert len(added_claims(before, after)) == 2 * 14
     changes = set()
     for urn, inputs in by_urn(before).items():
         for p in changed_paths(inputs, by_urn(after)[urn]):

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from components.settings import ConfigError, decode_config, load_settings
+from components.settings import ConfigError, decode_config, load_settings, parse_quantity
 
 GCP = {"project": "my-gpu-project", "region": "us-central1", "zone": "us-central1-a"}
 NIC = {
@@ -94,7 +94,7 @@ def test_engine_strings_are_coerced_like_pulumi_config_values() -> None:
             ["gpu-cluster:image", "tag"],
         ),
         ({"platform": "openshift", "image": "pytorch:latest"}, ["gpu-cluster:image", "mutable"]),
-        ({"platform": "openshift", "namespace": "Bad_NS"}, ["gpu-cluster:namespace", "DNS-1035"]),
+        ({"platform": "openshift", "namespace": "Bad_NS"}, ["gpu-cluster:namespace", "DNS-1123"]),
         (
             {"platform": "openshift", "networkMode": "tcpxo"},
             ["gpu-cluster:networkMode = 'tcpxo'", "'tcp', 'rdma'"],
@@ -229,3 +229,125 @@ def test_every_problem_is_reported_at_once() -> None:
     assert "gpu-cluster:nodes" in message
     assert "gpu-cluster:storage.mode" in message
     assert "gpu-cluster:typo" in message
+
+
+def openshift(**extra: Any) -> dict[str, Any]:
+    return {"platform": "openshift", **extra}
+
+
+# Class: accepted here, refused at apply time by Kubernetes or GCP. Each case is a value the API
+# server or GCP refuses; the schema must refuse it first, naming the key.
+APPLY_TIME_LIMITS: list[tuple[str, dict[str, Any], list[str]]] = [
+    # controller-revision-hash=<name>-<10-char hash> must stay a 63-character label value
+    ("statefulset-name", openshift(name="a" * 53), ["gpu-cluster:name", "at most 52"]),
+    ("gke-cluster-name", {**gke(), "name": "a" * 41}, ["gpu-cluster:name", "at most 40"]),
+    ("storage-class", openshift(storage={"storageClass": "Fast_SSD"}), ["storage.storageClass"]),
+    ("label-key", openshift(openshift={"gpuNodeLabel": "-bad/key"}), ["openshift.gpuNodeLabel"]),
+    (
+        "label-key-name-part",
+        openshift(openshift={"gpuNodeLabel": "nvidia.com/" + "g" * 64}),
+        ["openshift.gpuNodeLabel"],
+    ),
+    (
+        "cpu-request-above-limit",
+        openshift(pod={"cpuRequest": "65", "cpuLimit": "64"}),
+        ["gpu-cluster:pod", "cpuRequest 65 is above cpuLimit 64"],
+    ),
+    (
+        "memory-request-above-limit",
+        openshift(pod={"memoryRequest": "300Gi", "memoryLimit": "256Gi"}),
+        ["gpu-cluster:pod", "memoryRequest 300Gi is above memoryLimit 256Gi"],
+    ),
+    (
+        "memory-request-above-limit-mixed-units",
+        openshift(pod={"memoryRequest": "2G", "memoryLimit": "1Gi"}),
+        ["memoryRequest 2G is above memoryLimit 1Gi"],
+    ),
+    ("negative-quantity", openshift(pod={"cpuRequest": "-1"}), ["pod.cpuRequest", "negative"]),
+    ("zero-size-claim", openshift(storage={"workspaceSize": "0"}), ["storage.workspaceSize"]),
+    ("zero-size-datasets", openshift(storage={"datasetsSize": "0Gi"}), ["storage.datasetsSize"]),
+    ("public-rdma-subnet", rdma(nic(subnet="8.8.8.0/24")), ["rdma.nics[0].subnet", "private"]),
+    ("link-local-subnet", rdma(nic(subnet="169.254.0.0/24")), ["rdma.nics[0].subnet"]),
+    ("public-base-cidr", gke(baseCidr="11.0.0.0/8"), ["gcp.baseCidr", "private"]),
+    (
+        "duplicate-hca",
+        rdma(
+            nic(hca="mlx5_0"),
+            nic(interface="net2", network="n2", subnet="10.0.104.0/24", hca="mlx5_0"),
+        ),
+        ["rdma.nics: hca mlx5_0 used by more than one NIC"],
+    ),
+    ("nic-named-eth0", rdma(nic(interface="eth0")), ["rdma.nics[0].interface = 'eth0'"]),
+    (
+        "nic-named-like-bootstrap",
+        rdma(nic(interface="net1"), bootstrapInterface="net1"),
+        ["rdma.nics[0].interface = 'net1'", "bootstrap"],
+    ),
+    (
+        "subnet-too-small",
+        {**rdma(nic(subnet="10.0.103.0/30")), "nodes": 3},
+        ["rdma.nics[0].subnet 10.0.103.0/30 has 2 usable addresses for 3 pods"],
+    ),
+    (
+        "unreachable-busbw",
+        {**gke(), "verify": {"expectedBusbwGbps": 250}},
+        ["verify.expectedBusbwGbps = 250", "never pass"],
+    ),
+    (
+        "gdr-on-sockets",
+        openshift(verify={"requireGdr": True}),
+        ["verify.requireGdr"],
+    ),
+    ("sweep-below-minimum", openshift(verify={"maxBytes": "4"}), ["verify.maxBytes = '4'"]),
+    (
+        "code-sync-sidecar-needs-1.29",
+        openshift(kubernetesVersion="1.28", codeSync={"repo": "https://example.com/r.git"}),
+        ["gpu-cluster:kubernetesVersion = '1.28'", "codeSync", "1.29"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(raw, expected) for _, raw, expected in APPLY_TIME_LIMITS],
+    ids=[case for case, _, _ in APPLY_TIME_LIMITS],
+)
+def test_what_kubernetes_or_gcp_refuses_at_apply_time_is_refused_here(
+    raw: dict[str, Any], expected: list[str]
+) -> None:
+    message = error_of(raw)
+    for fragment in expected:
+        assert fragment in message, message
+
+
+# The converse: nothing Kubernetes accepts is refused.
+ACCEPTED: list[tuple[str, dict[str, Any]]] = [
+    ("plain-integer-cpu", openshift(pod={"cpuRequest": 32, "cpuLimit": 64})),
+    ("plain-integer-storage", openshift(storage={"workspaceSize": 107374182400})),
+    ("decimal-exponent", openshift(pod={"memoryRequest": "1e9", "memoryLimit": "2E9"})),
+    ("millicores", openshift(pod={"cpuRequest": "500m", "cpuLimit": "1"})),
+    ("fractional-quantity", openshift(pod={"cpuRequest": ".5", "cpuLimit": "1.5"})),
+    ("namespace-starting-with-a-digit", openshift(namespace="0-team")),
+    ("statefulset-name-at-the-limit", openshift(name="a" * 52)),
+    ("gke-name-at-the-limit", {**gke(), "name": "a" * 40}),
+    ("storage-class-subdomain", openshift(storage={"storageClass": "ceph.rbd-fast"})),
+    ("label-key-without-prefix", openshift(openshift={"gpuNodeLabel": "gpu"})),
+    ("shared-address-space", rdma(nic(subnet="100.64.0.0/24"))),
+    (
+        "credentials-secret-starting-with-a-digit",
+        openshift(codeSync={"repo": "https://example.com/r.git", "credentialsSecret": "1-token"}),
+    ),
+]
+
+
+@pytest.mark.parametrize("raw", [raw for _, raw in ACCEPTED], ids=[case for case, _ in ACCEPTED])
+def test_nothing_kubernetes_accepts_is_refused(raw: dict[str, Any]) -> None:
+    load_settings(raw)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("32", 32), ("500m", 0.5), ("1Ki", 1024), ("1e3", 1000), ("1.5G", 1.5e9), (".5", 0.5)],
+)
+def test_quantities_parse_as_the_api_server_reads_them(text: str, value: float) -> None:
+    assert parse_quantity(text) == value

@@ -81,16 +81,23 @@ def test_change_summary_of_a_resize_lists_only_changed_resources(tmp_path: Path)
     write(head / "barcelona", render("barcelona", ("nodes=3",)))
 
     change = compare("barcelona", base / "barcelona", head / "barcelona")
-    assert change.added == {} and change.removed == {}
+    # Per-pod storage: the third pod's claims, which the StatefulSet adopts.
+    assert change.added == {
+        "kubernetes:core/v1:PersistentVolumeClaim": [
+            "gpu-cluster-workload-datasets-2",
+            "gpu-cluster-workload-workspace-2",
+        ]
+    }
+    assert change.removed == {}
     assert "kubernetes:apps/v1:StatefulSet" in change.changed
     # The StatefulSet scales; the DeepSpeed hostfile ConfigMap lists the third pod.
     assert set(change.changed) == {"kubernetes:apps/v1:StatefulSet", "kubernetes:core/v1:ConfigMap"}
     assert {"worldSize", "podDnsNames"} <= set(change.outputs)
 
     text = summary(base, head)
-    assert "### `barcelona`: 0 added, 0 removed, 2 changed" in text
+    assert "### `barcelona`: 2 added, 0 removed, 2 changed" in text
     assert "| changed | `kubernetes:apps/v1:StatefulSet` | `" in text
-    assert "| added |" not in text and "| removed |" not in text
+    assert "| removed |" not in text
     assert (
         "```diff\n--- base/barcelona/kubernetes.yaml\n+++ head/barcelona/kubernetes.yaml\n" in text
     )

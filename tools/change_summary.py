@@ -5,10 +5,12 @@
     python -m tools.change_summary BASE_DIR HEAD_DIR
 
 Each directory holds one subdirectory per stack, as `components.render --out` writes it. Per
-stack the summary lists the resources added, removed and changed, grouped by type (from
-`resources.json`, keyed by type and name), the stack outputs that changed, then the unified diff
-of `kubernetes.yaml` in a ```diff block. Exit code 0 (also when something changed), 2 on usage
-errors.
+stack the summary lists first the replacements and deletions of data-holding or slow resources
+(claims, namespace, cluster, node pool, VPCs) with the field that forces each replacement and
+whether `protect` makes the engine refuse it (components.replacements), then the resources
+added, removed and changed, grouped by type (from `resources.json`, keyed by type and name), the
+stack outputs that changed, then the unified diff of `kubernetes.yaml` in a ```diff block. Exit
+code 0 (also when something changed), 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from components.replacements import PRECIOUS, Row, Step, destructive, index, plan
 
 # Per stack: enough to review a resize or a setting change in place, small enough that four
 # stacks stay far below GitHub's limits (65,536 characters per comment, 1 MiB per job summary).
@@ -42,6 +46,8 @@ class StackChange:
     removed: dict[str, list[str]] = field(default_factory=dict)
     changed: dict[str, list[str]] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)  # names of outputs added/removed/changed
+    # Replacements and deletions of precious resources (components.replacements.PRECIOUS).
+    destructive: list[Step] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)  # kubernetes.yaml unified diff lines
 
     @property
@@ -56,19 +62,9 @@ class StackChange:
         )
 
 
-def _resources(stack_dir: Path) -> dict[Key, Any]:
+def _resources(stack_dir: Path) -> dict[Key, Row]:
     path = stack_dir / "resources.json"
-    if not path.exists():
-        return {}
-    rows: dict[Key, Any] = {}
-    for row in json.loads(path.read_text()):
-        key: Key = (str(row["type"]), str(row["name"]))
-        n = 1
-        while key in rows:  # same type and name under different parents: keep both
-            n += 1
-            key = (str(row["type"]), f"{row['name']}#{n}")
-        rows[key] = row
-    return rows
+    return index(json.loads(path.read_text())) if path.exists() else {}
 
 
 def _outputs(stack_dir: Path) -> dict[str, Any]:
@@ -116,6 +112,7 @@ def compare(stack: str, base: Path, head: Path) -> StackChange:
         outputs=sorted(
             k for k in old_out.keys() | new_out.keys() if old_out.get(k) != new_out.get(k)
         ),
+        destructive=destructive(plan(before, after)),
         diff=[clip_line(line) for line in diff],
     )
 
@@ -142,7 +139,7 @@ def stack_markdown(change: StackChange, max_diff_lines: int = MAX_DIFF_LINES) ->
         title += " (new stack)"
     elif not change.in_head:
         title += " (stack removed)"
-    lines = [f"{title}: {counts}", ""]
+    lines = [f"{title}: {counts}", "", *_destructive_markdown(change.destructive)]
     rows = [
         (what, type_, names)
         for what, grouped in (
@@ -182,6 +179,23 @@ def stack_markdown(change: StackChange, max_diff_lines: int = MAX_DIFF_LINES) ->
     return "\n".join(lines)
 
 
+def _destructive_markdown(steps: list[Step]) -> list[str]:
+    """The table a reviewer must read first: what would be destroyed or recreated."""
+    if not steps:
+        return []
+    lines = [
+        f"**{len(steps)} replacement(s) or deletion(s) of data-holding or slow resources:**",
+        "",
+        "| | type | resource | forced by | why it matters |",
+        "|---|---|---|---|---|",
+    ]
+    for s in steps:
+        op = f"{s.op} (refused: protected)" if s.protected else f"**{s.op}**"
+        forced = ", ".join(f"`{f}`" for f in s.fields) or ("removed" if s.op == "delete" else "")
+        lines.append(f"| {op} | `{s.type}` | `{s.name}` | {forced} | {PRECIOUS[s.type]} |")
+    return [*lines, ""]
+
+
 def _stacks(*roots: Path) -> list[str]:
     return sorted({p.name for root in roots if root.is_dir() for p in root.iterdir() if p.is_dir()})
 
@@ -204,6 +218,14 @@ def summary(base_root: Path, head_root: Path, max_diff_lines: int = MAX_DIFF_LIN
         )
     else:
         head.append(f"None of the {len(changes)} stacks changes.")
+    risky = [c.stack for c in changes if c.destructive]
+    if risky:
+        head += [
+            "",
+            "**Replaces or deletes data-holding or slow resources:** "
+            + ", ".join(f"`{s}`" for s in risky)
+            + " (see each stack's first table).",
+        ]
     head.append("")
     return "\n".join(head + [stack_markdown(c, max_diff_lines) for c in changes])
 

@@ -1,0 +1,254 @@
+"""Which input changes replace or delete which resource (pure: no Pulumi imports).
+
+Given two renders of a stack (each resource's type, name, inputs and options, as
+`components.offline` records them and `resources.json` stores them), `plan` tells what the engine
+would do to each resource: create, delete, replace (and which input forces it) or update. The
+rules are the providers' own:
+
+- A resource whose Pulumi name (URN) disappears is deleted, a new one is created.
+- Kubernetes (pulumi/pulumi-kubernetes provider/pkg/provider/diff.go at 94977969, `forceNew`):
+  `metadata.name` and `metadata.namespace` of every object, plus per kind below.
+- Google Cloud (hashicorp/terraform-provider-google at e03b7622, the schema's `ForceNew` fields
+  of google/services/container/resource_container_cluster.go, resource_container_node_pool.go,
+  node_config.go and google/services/compute/resource_compute_*.go), for the fields this
+  program sets.
+- The resource's own options: `ignoreChanges` keeps the old value, `replaceOnChanges` adds
+  fields that replace.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Key = tuple[str, str]  # (type, name)
+Row = Mapping[str, Any]  # {"type", "name", "inputs", "options", ...}
+Op = Literal["create", "delete", "replace", "update"]
+
+K8S_IDENTITY = ("metadata.name", "metadata.namespace")
+_LABEL_SELECTOR = ("spec.selector",)
+
+# Kubernetes kinds: fields that force a replacement (besides name and namespace).
+K8S_REPLACE_ON: dict[str, tuple[str, ...]] = {
+    "kubernetes:apps/v1:StatefulSet": (
+        "spec.podManagementPolicy",
+        "spec.revisionHistoryLimit",
+        *_LABEL_SELECTOR,
+        "spec.serviceName",
+        "spec.volumeClaimTemplates",
+    ),
+    "kubernetes:apps/v1:DaemonSet": _LABEL_SELECTOR,
+    "kubernetes:apps/v1:Deployment": _LABEL_SELECTOR,
+    "kubernetes:core/v1:PersistentVolumeClaim": (
+        "spec.accessModes",
+        "spec.selector",
+        "spec.storageClassName",
+        "spec.volumeName",
+    ),
+    # ConfigMaps and Secrets are replaced on any data change unless the provider's
+    # enableConfigMapMutable / enableSecretMutable is set (it is not here).
+    "kubernetes:core/v1:ConfigMap": ("binaryData", "data"),
+    "kubernetes:core/v1:Secret": ("type", "stringData", "data"),
+    "kubernetes:core/v1:Service": ("spec.clusterIP",),
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": ("roleRef",),
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": ("roleRef",),
+}
+
+# Google Cloud resources: ForceNew fields among those the program sets.
+GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
+    "gcp:container/cluster:Cluster": (
+        "name",
+        "location",
+        "project",
+        "network",
+        "subnetwork",
+        "networkingMode",
+        "ipAllocationPolicy",
+        "datapathProvider",
+        "initialNodeCount",
+        "privateClusterConfig.masterIpv4CidrBlock",
+    ),
+    "gcp:container/nodePool:NodePool": (
+        "name",
+        "project",
+        "location",
+        "cluster",
+        "placementPolicy",
+        "networkConfig.additionalNodeNetworkConfigs",
+        "nodeConfig.guestAccelerators",
+        "nodeConfig.spot",
+        "nodeConfig.reservationAffinity",
+        "nodeConfig.hostMaintenancePolicy",
+        "nodeConfig.oauthScopes",
+        "nodeConfig.serviceAccount",
+    ),
+    "gcp:compute/network:Network": ("name", "project", "autoCreateSubnetworks"),
+    # ipCidrRange: only a range that does not contain the old one (ForceNewIfChange
+    # IsShrinkageIpCidr); see _CONDITIONAL.
+    "gcp:compute/subnetwork:Subnetwork": ("name", "project", "region", "network"),
+    "gcp:compute/firewall:Firewall": ("name", "project", "direction"),
+    "gcp:compute/router:Router": ("name", "project", "region", "network"),
+    "gcp:compute/routerNat:RouterNat": ("name", "project", "region", "router"),
+    "gcp:compute/resourcePolicy:ResourcePolicy": ("project", "region"),
+}
+
+
+def _cidr_not_grown(old: Any, new: Any) -> bool:
+    """A subnet's range may only be expanded in place."""
+    try:
+        was, now = ipaddress.IPv4Network(str(old)), ipaddress.IPv4Network(str(new))
+    except ValueError:
+        return bool(old != new)
+    return not was.subnet_of(now)
+
+
+# (type, field) -> predicate(old, new) telling whether this change replaces.
+_CONDITIONAL: dict[tuple[str, str], Callable[[Any, Any], bool]] = {
+    ("gcp:compute/subnetwork:Subnetwork", "ipCidrRange"): _cidr_not_grown,
+}
+
+# What a replacement or deletion of these costs: user data or hours of capacity. Listed first by
+# tools/change_summary.py; the edit matrix (tests/test_edit_matrix.py) holds them to a policy.
+PRECIOUS: dict[str, str] = {
+    "kubernetes:core/v1:PersistentVolumeClaim": "user data (workspace, datasets)",
+    "kubernetes:core/v1:Namespace": "deleting it deletes every object in it, claims included",
+    "gcp:container/cluster:Cluster": "GKE cluster: every workload on it, ~10 minutes to recreate",
+    "gcp:container/nodePool:NodePool": "GPU node pool: the capacity may not come back",
+    "gcp:compute/network:Network": "VPC: the cluster and node pool depend on it",
+    "gcp:compute/subnetwork:Subnetwork": "subnet: the cluster and node pool depend on it",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the engine does to one resource between two renders."""
+
+    type: str
+    name: str
+    op: Op
+    fields: tuple[str, ...] = ()  # inputs that force the replacement (op == "replace")
+    protected: bool = False  # the previous render has `protect`: the engine refuses delete/replace
+
+    @property
+    def precious(self) -> bool:
+        return self.type in PRECIOUS
+
+
+def index(rows: Iterable[Row]) -> dict[Key, Row]:
+    """Rows keyed by (type, name); the same type and name under two parents keep both."""
+    out: dict[Key, Row] = {}
+    for row in rows:
+        key: Key = (str(row["type"]), str(row["name"]))
+        n = 1
+        while key in out:
+            n += 1
+            key = (str(row["type"]), f"{row['name']}#{n}")
+        out[key] = row
+    return out
+
+
+def replace_on(type_: str) -> tuple[str, ...]:
+    """Input paths whose change replaces a resource of `type_` (unconditionally)."""
+    if type_.startswith("kubernetes:"):
+        return (*K8S_IDENTITY, *K8S_REPLACE_ON.get(type_, ()))
+    return GCP_REPLACE_ON.get(type_, ())
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\*|\d+)\]")
+
+
+def _parts(path: str) -> list[str]:
+    return [m.group(1) or m.group(2) for m in _PATH_PART.finditer(path)]
+
+
+def _get(value: Any, parts: list[str]) -> Any:
+    for i, part in enumerate(parts):
+        if part == "*":
+            if not isinstance(value, list):
+                return None
+            return [_get(item, parts[i + 1 :]) for item in value]
+        if isinstance(value, list) and part.isdigit():
+            value = value[int(part)] if int(part) < len(value) else None
+        elif isinstance(value, dict):
+            value = value.get(part)
+        else:
+            return None
+    return value
+
+
+def _set_from(target: Any, source: Any, parts: list[str]) -> None:
+    """Copy `source`'s value at `parts` into `target` (in place), as ignoreChanges does."""
+    if not parts or target is None or source is None:
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "*":
+        if isinstance(target, list) and isinstance(source, list):
+            for t_item, s_item in zip(target, source, strict=False):
+                if rest:
+                    _set_from(t_item, s_item, rest)
+        return
+    if isinstance(target, dict) and isinstance(source, dict):
+        if not rest:
+            if head in source:
+                target[head] = copy.deepcopy(source[head])
+            else:
+                target.pop(head, None)
+        else:
+            _set_from(target.get(head), source.get(head), rest)
+
+
+def effective_inputs(old: Row, new: Row) -> dict[str, Any]:
+    """The new inputs after the new options' ignoreChanges (old values kept at those paths)."""
+    inputs: dict[str, Any] = copy.deepcopy(dict(new.get("inputs") or {}))
+    for path in (new.get("options") or {}).get("ignoreChanges") or ():
+        _set_from(inputs, old.get("inputs") or {}, _parts(path))
+    return inputs
+
+
+def replacing_fields(old: Row, new: Row) -> tuple[str, ...]:
+    """The input paths whose change makes the engine replace this resource."""
+    type_ = str(new["type"])
+    before = old.get("inputs") or {}
+    after = effective_inputs(old, new)
+    paths = (*replace_on(type_), *((new.get("options") or {}).get("replaceOnChanges") or ()))
+    fields = [p for p in paths if _get(before, _parts(p)) != _get(after, _parts(p))]
+    for (cond_type, field), replaces in _CONDITIONAL.items():
+        if cond_type == type_:
+            was, now = _get(before, _parts(field)), _get(after, _parts(field))
+            if was != now and replaces(was, now):
+                fields.append(field)
+    return tuple(dict.fromkeys(fields))
+
+
+def plan(before: Mapping[Key, Row], after: Mapping[Key, Row]) -> list[Step]:
+    """Every resource that is created, deleted, replaced or updated, in a stable order."""
+    steps: list[Step] = []
+    for key in sorted(before.keys() | after.keys()):
+        old, new = before.get(key), after.get(key)
+        if old is None:
+            steps.append(Step(*key, "create"))
+            continue
+        # The engine refuses to delete a resource its state marks protected, and to replace one
+        # that is protected in the state and still in the program: unprotecting and replacing
+        # may happen in one update, unprotecting and deleting may not (pulumi/pulumi
+        # pkg/resource/deploy/step_generator.go and step.go, DeleteStep.Apply).
+        was_protected = bool((old.get("options") or {}).get("protect"))
+        if new is None:
+            steps.append(Step(*key, "delete", protected=was_protected))
+            continue
+        still_protected = was_protected and bool((new.get("options") or {}).get("protect"))
+        fields = replacing_fields(old, new)
+        if fields:
+            steps.append(Step(*key, "replace", fields, still_protected))
+        elif effective_inputs(old, new) != (old.get("inputs") or {}):
+            steps.append(Step(*key, "update", protected=still_protected))
+    return steps
+
+
+def destructive(steps: Iterable[Step]) -> list[Step]:
+    """Replacements and deletions of precious resources, the ones a reviewer must see first."""
+    return [s for s in steps if s.precious and s.op in ("replace", "delete")]

@@ -1,0 +1,47 @@
+"""The change summary lists first what a change would destroy or recreate among data-holding or
+slow resources, with the field that forces each replacement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from components.render import render
+from tools.change_summary import compare, summary
+from tools.render_all import write
+
+
+def _renders(tmp_path: Path, stack: str, *edit: str) -> tuple[Path, Path]:
+    base, head = tmp_path / "base", tmp_path / "head"
+    write(base / stack, render(stack, ()))
+    write(head / stack, render(stack, edit))
+    return base, head
+
+
+def test_claim_replacements_come_first_with_the_forcing_field(tmp_path: Path) -> None:
+    base, head = _renders(tmp_path, "nerc-production", "storage.storageClass=fast")
+    text = summary(base, head)
+    assert "**Replaces or deletes data-holding or slow resources:** `nerc-production`" in text
+    first_table = text.index("replacement(s) or deletion(s) of data-holding or slow resources")
+    assert first_table < text.index("| | type | resources |") < text.index("```diff")
+    row = (
+        "| replace (refused: protected) | `kubernetes:core/v1:PersistentVolumeClaim` | "
+        "`gpu-cluster-workload-workspace` | `spec.storageClassName` |"
+    )
+    assert row in text
+
+
+def test_gke_zone_change_names_the_cluster_and_pool_and_why(tmp_path: Path) -> None:
+    base, head = _renders(tmp_path, "a3-high", "gcp.zone=us-central1-b")
+    change = compare("a3-high", base / "a3-high", head / "a3-high")
+    assert [(s.type, s.op, s.fields, s.protected) for s in change.destructive] == [
+        ("gcp:container/cluster:Cluster", "replace", ("location",), True),
+        ("gcp:container/nodePool:NodePool", "replace", ("location",), False),
+        ("gcp:container/nodePool:NodePool", "replace", ("location",), False),  # GPU and system
+    ]
+
+
+def test_a_resize_destroys_nothing(tmp_path: Path) -> None:
+    base, head = _renders(tmp_path, "barcelona", "nodes=4")
+    change = compare("barcelona", base / "barcelona", head / "barcelona")
+    assert change.is_changed and change.destructive == []
+    assert "data-holding" not in summary(base, head)

@@ -1,0 +1,385 @@
+"""Property: any stack config either stops with a message naming the key, before any resource,
+or renders objects the API server would accept.
+
+Hypothesis starts from a shipped stack file and edits one to three keys anywhere in the schema
+(plausible values, boundary values and junk of every JSON shape, whole sections replaced by the
+wrong shape), then runs the real program under the mock engine. A run that fails must fail with
+`invalid stack config:` naming an edited key, and register nothing; a run that succeeds must
+produce objects that pass the upstream OpenAPI schemas (kubernetes-validate) and the API
+server's own rules checked below (names, label keys and values, quantities, requests <= limits,
+non-empty claims), and GCP names that GCP accepts. Fixed budget and derandomized: the same
+examples on every run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from fractions import Fraction
+from typing import Any
+
+import kubernetes_validate
+import pulumi
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from components.offline import ProgramRun, engine_config, run_program
+from components.settings import Settings, decode_config, load_settings
+from tests.conftest import STACKS
+from tests.test_schemas import validate
+
+PROJECT = "gpu-cluster"
+NIC = "rdma.nics[0]"
+
+# Every key of the schema with values worth trying: valid ones, boundaries, near misses.
+KEYS: dict[str, list[Any]] = {
+    "platform": ["openshift", "gke"],
+    "name": ["gpu-cluster", "a" * 40, "a" * 41, "a" * 52, "a" * 53, "9lives", "x-"],
+    "namespace": ["training", "0-team", "a" * 63, "a" * 64, "Team"],
+    "createNamespace": [True, False],
+    # Large counts are the schema's range check (test_settings); per-pod stacks register two claims
+    # per node, which would make examples slow without testing anything new.
+    "nodes": [1, 2, 3, 17, 4097, 0],
+    "gpusPerNode": [1, 4, 8, 16, 17],
+    "networkMode": ["tcp", "rdma", "tcpxo", "tcpx"],
+    "kubernetesVersion": ["1.28", "1.29", "1.31", "1.32", "1.35", "1.36", "1.27"],
+    "image": ["nvcr.io/nvidia/pytorch:25.02-py3", "pytorch:latest", "repo@sha256:" + "a" * 64],
+    "pod.cpuRequest": ["32", 32, "500m", "1e3", "0.5", "-1", "1.5.1"],
+    "pod.memoryRequest": ["128Gi", "1e9", "2G", "1Ti"],
+    "pod.cpuLimit": ["64", 64, "1", None],
+    "pod.memoryLimit": ["256Gi", "1Gi", "3000Gi"],
+    "pod.shmSize": ["64Gi", "1Mi", "0"],
+    "storage.mode": ["rwx", "per-pod"],
+    "storage.storageClass": ["premium-rwo", "ceph.rbd", "Fast_SSD", None],
+    "storage.workspaceSize": ["100Gi", 1073741824, "0", "1e12"],
+    "storage.datasetsSize": ["500Gi", None, "0Gi"],
+    "storage.retainOnDelete": [True, False],
+    "storage.protect": [True, False],
+    "launcher.kind": ["torchrun", "deepspeed"],
+    "launcher.minNodes": [1, 2, 5],
+    "launcher.maxNodes": [1, 2, 8],
+    "launcher.maxRestarts": [0, 100, 101],
+    "launcher.masterPort": [29500, 1023, 65535],
+    "launcher.deepspeed.zeroStage": [0, 3, 4],
+    "launcher.deepspeed.precision": ["bf16", "fp8"],
+    "launcher.deepspeed.microBatchSize": [1, 0],
+    "launcher.deepspeed.gradientAccumulationSteps": [1, 8],
+    "launcher.deepspeed.offloadOptimizer": [True, False],
+    "nccl.debug": ["INFO", "WARN", "DEBUG"],
+    "verify.enabled": [True, False],
+    "verify.expectedBusbwGbps": [1.5, 90, 250, 0],
+    "verify.maxBytes": ["64M", "1G", "4", "8"],
+    "verify.iters": [1, 1000, 1001],
+    "verify.requireGdr": [True, False],
+    "verify.preflight": [True, False],
+    "tcp.socketIfname": ["^lo,docker", "eth0"],
+    "tcp.socketNthreads": [4, 16, 17],
+    "tcp.nsocksPerThread": [4, 64],
+    "rdma.mtu": [9000, 1280, 1279],
+    "rdma.bootstrapInterface": ["eth0", "net1"],
+    "rdma.gidIndex": ["auto", "nccl", 3, 256],
+    "rdma.gdrLevel": ["SYS", "PIX", "5"],
+    "rdma.crossNic": [0, 1, 3],
+    "rdma.ibTimeout": [22, 32],
+    "rdma.trafficClass": [106, 256],
+    "rdma.serviceLevel": [3, 16],
+    "rdma.qpsPerConnection": [4, 129],
+    f"{NIC}.interface": ["net1", "eth0", "net9", "averyveryverylongname"],
+    f"{NIC}.network": ["eno5np0-network", "Net"],
+    f"{NIC}.flavour": ["sriov", "macvlan", "host-device"],
+    f"{NIC}.resource": ["openshift.io/eno5np0rdma", "rdma/rdma_shared_device_a", "x"],
+    f"{NIC}.subnet": ["10.0.103.0/24", "10.0.104.0/24", "10.0.103.0/30", "8.8.8.0/24"],
+    f"{NIC}.routes": [["192.168.77.0/24"], [], "10.0.0.0/8"],
+    f"{NIC}.master": ["eno5np0", None],
+    f"{NIC}.hca": ["mlx5_6", "mlx5_7", None],
+    "codeSync.repo": ["https://github.com/org/repo.git", "ftp://x"],
+    "codeSync.ref": ["main", "v1.2"],
+    "codeSync.period": ["60s", "5m", "1d"],
+    "codeSync.credentialsSecret": ["git-token", "1-token", "Bad"],
+    "codeSync.image": ["registry.k8s.io/git-sync/git-sync:v4.5.0", "git-sync"],
+    "openshift.nodeNames": [["gpu-1", "gpu-2"], ["gpu-1"], ["GPU_1", "gpu-2"]],
+    "openshift.gpuNodeLabel": ["nvidia.com/gpu.present", "gpu", "-bad/key"],
+    "gcp.project": ["my-gpu-project", "p"],
+    "gcp.region": ["us-central1", "europe-west4"],
+    "gcp.zone": ["us-central1-a", "us-central1-c", "europe-west4-a"],
+    "gcp.machineType": ["a3-megagpu-8g", "a3-highgpu-8g", "n1-standard-4"],
+    "gcp.provisioning": ["on-demand", "spot", "reservation"],
+    "gcp.reservation": ["my-reservation", None],
+    "gcp.maintenanceInterval": ["PERIODIC", "AS_NEEDED", None],
+    "gcp.releaseChannel": ["REGULAR", "RAPID", "STABLE", "UNSPECIFIED", "NIGHTLY"],
+    "gcp.minMasterVersion": ["1.35", "1.36", "1.35.1-gke.1000000", "1.32.11-gke.1174000", "1.99"],
+    "gcp.holdMinorUpgrades": [True, False],
+    "gcp.baseCidr": ["10.0.0.0/8", "172.16.0.0/12", "10.0.0.0/16", "11.0.0.0/8"],
+    "gcp.deletionProtection": [True, False],
+    "gcp.privateNodes": [True, False],
+    "gcp.placementMaxDistance": [1, 3, 4, None],
+    "gcp.gpudirectRelease": ["tcpxo-2026-01-09", "tcpx-v3.1.12", "tcpx-v3.1.9", "nope"],
+    "gcp.systemPool.machineType": ["e2-standard-4", "n2-standard-8", "E2"],
+    "gcp.systemPool.minNodes": [1, 2, 0],
+    "gcp.systemPool.maxNodes": [10, 1, 101],
+    "gcp.systemPool.diskSizeGb": [100, 5],
+}
+# Keys the generator leaves alone: secretEnv is a Pulumi secret (tests/test_secrets.py).
+NOT_GENERATED = {"secretEnv"}
+
+_JSON_LEAF = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+)
+JUNK = st.recursive(
+    _JSON_LEAF,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+SECTIONS = sorted({key.split(".")[0] for key in KEYS if "." in key})
+
+
+def schema_keys(model: type[BaseModel] = Settings, prefix: str = "") -> set[str]:
+    """Every leaf key of the schema, as a stack file spells it (lists: their first item)."""
+    out: set[str] = set()
+    for field in model.model_fields.values():
+        key = f"{prefix}{field.alias}"
+        nested = _model_in(field.annotation)
+        if nested is None:
+            out.add(key)
+        else:
+            item = "[0]" if "tuple" in str(field.annotation) else ""
+            out |= schema_keys(nested, f"{key}{item}.")
+    return out
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def test_the_generator_covers_every_key_of_the_schema() -> None:
+    assert schema_keys() - NOT_GENERATED == set(KEYS)
+
+
+# --- applying edits to the engine's config map ---------------------------------------------
+
+_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def set_key(config: dict[str, str], key: str, value: Any) -> None:
+    """Set `key` as `pulumi config set [--path]` stores it: top-level values as text, nested
+    ones inside the section's JSON (replacing whatever shape was there)."""
+    parts = [m.group(1) or int(m.group(2)) for m in _PART.finditer(key)]
+    top = f"{PROJECT}:{parts[0]}"
+    if len(parts) == 1:
+        config[top] = value if isinstance(value, str) else json.dumps(value)
+        return
+    try:
+        root = json.loads(config.get(top, "{}"))
+    except json.JSONDecodeError:
+        root = {}
+    root = root if isinstance(root, dict) else {}
+    node: Any = root
+    for part, nxt in itertools.pairwise(parts[1:]):
+        empty: Any = [] if isinstance(nxt, int) else {}
+        if isinstance(part, int):
+            while len(node) <= part:
+                node.append({})
+            if not isinstance(node[part], type(empty)):
+                node[part] = empty
+        elif not isinstance(node.get(part), type(empty)):
+            node[part] = empty
+        node = node[part]
+    last = parts[-1]
+    if isinstance(last, int):
+        while len(node) <= last:
+            node.append(None)
+    node[last] = value
+    config[top] = json.dumps(root)
+
+
+# Keys of the other platform mostly end in "only used when platform is ..." refusals; drawing
+# them less often leaves more examples that render.
+_OTHER_PLATFORM = {"openshift": ("gcp.",), "gke": ("rdma.", "openshift.nodeNames")}
+
+
+def edits(stack: str) -> st.SearchStrategy[list[tuple[str, Any]]]:
+    platform = "gke" if stack in ("gcp-a3", "a3-high") else "openshift"
+    own = sorted(k for k in KEYS if not k.startswith(_OTHER_PLATFORM[platform]))
+    key = st.sampled_from(own) | st.sampled_from(sorted(KEYS))
+    plausible = key.flatmap(lambda k: st.tuples(st.just(k), st.sampled_from(KEYS[k])))
+    # Mostly plausible values, some junk of any JSON shape, now and then a whole section of
+    # the wrong shape.
+    return st.lists(
+        st.one_of(
+            plausible,
+            plausible,
+            plausible,
+            key.flatmap(lambda k: st.tuples(st.just(k), JUNK)),
+            st.tuples(st.sampled_from(SECTIONS), JUNK),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+
+
+# --- what the API server and GCP would refuse -----------------------------------------------
+
+# kubernetes/apimachinery pkg/util/validation/validation.go and pkg/api/resource/quantity.go
+DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+QUANTITY = re.compile(
+    r"^[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$"
+)
+BINARY = {s: 1024 ** (i + 1) for i, s in enumerate(["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"])}
+DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# GCP: RFC 1035 names of at most 63 characters; GKE clusters at most 40.
+GCP_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def quantity(text: str) -> Fraction:
+    match = QUANTITY.match(text)
+    assert match, f"{text!r} is not a quantity"
+    suffix = match.group(2) or ""
+    number = Fraction(text[: len(text) - len(suffix)])
+    if suffix in BINARY:
+        return Fraction(number * BINARY[suffix])
+    exponent = int(suffix[1:]) if suffix[:1] in ("e", "E") else DECIMAL[suffix]
+    scale = Fraction(10) ** exponent
+    return Fraction(number * scale)
+
+
+def label_problems(labels: dict[str, str]) -> list[str]:
+    out = []
+    for key, value in labels.items():
+        prefix, _, name = key.rpartition("/")
+        if prefix and not (len(prefix) <= 253 and DNS_SUBDOMAIN.match(prefix)):
+            out.append(f"label key {key!r}")
+        if not (len(name) <= 63 and QUALIFIED_NAME.match(name)):
+            out.append(f"label key {key!r}")
+        if not (len(value) <= 63 and LABEL_VALUE.match(value)):
+            out.append(f"label value {value!r}")
+    return out
+
+
+def container_problems(container: dict[str, Any]) -> list[str]:
+    out = []
+    if not (len(container["name"]) <= 63 and DNS_1123_LABEL.match(container["name"])):
+        out.append(f"container name {container['name']!r}")
+    resources = container.get("resources", {})
+    requests, limits = resources.get("requests", {}), resources.get("limits", {})
+    for name, value in {**requests, **limits}.items():
+        if quantity(str(value)) < 0:
+            out.append(f"{name} quantity {value!r} is negative")
+    for name, value in requests.items():
+        if name in limits and quantity(str(value)) > quantity(str(limits[name])):
+            out.append(f"{container['name']}: {name} request {value} above limit {limits[name]}")
+    return out
+
+
+def apiserver_problems(manifest: dict[str, Any]) -> list[str]:
+    """What the API server would refuse beyond the OpenAPI schema."""
+    kind, meta = manifest["kind"], manifest["metadata"]
+    name = meta["name"]
+    out = label_problems(meta.get("labels", {}))
+    name_rule = {"Namespace": DNS_1123_LABEL, "Service": DNS_1035_LABEL}.get(kind, DNS_SUBDOMAIN)
+    limit = 63 if kind in ("Namespace", "Service") else 253
+    if not (len(name) <= limit and name_rule.match(name)):
+        out.append(f"{kind} name {name!r}")
+    if "namespace" in meta and not DNS_1123_LABEL.match(meta["namespace"]):
+        out.append(f"namespace {meta['namespace']!r}")
+    spec = manifest.get("spec", {})
+    template = spec.get("template", {})
+    if template:
+        out += label_problems(template.get("metadata", {}).get("labels", {}))
+        pod = template["spec"]
+        for container in pod["containers"] + pod.get("initContainers", []):
+            out += container_problems(container)
+        for volume in pod.get("volumes", []):
+            size = volume.get("emptyDir", {}).get("sizeLimit")
+            if size is not None and quantity(str(size)) < 0:
+                out.append(f"emptyDir size {size!r}")
+    if kind == "StatefulSet":
+        # The controller-revision-hash pod label: <name>-<hash of up to 10 characters>.
+        if len(f"{name}-0123456789") > 63:
+            out.append(f"StatefulSet name {name!r} too long for its revision label")
+        claims = spec.get("volumeClaimTemplates", [])
+    elif kind == "PersistentVolumeClaim":
+        claims = [manifest]
+    else:
+        claims = []
+    for claim in claims:
+        size = claim["spec"]["resources"]["requests"]["storage"]
+        if quantity(str(size)) <= 0:
+            out.append(f"claim size {size!r}")
+        storage_class = claim["spec"].get("storageClassName")
+        if storage_class is not None and not DNS_SUBDOMAIN.match(storage_class):
+            out.append(f"storage class {storage_class!r}")
+    return out
+
+
+def gcp_problems(run: ProgramRun) -> list[str]:
+    out = []
+    for r in run.resources:
+        if r.type.startswith("gcp:") and "name" in r.inputs:
+            name = str(r.inputs["name"])
+            limit = 40 if r.type == "gcp:container/cluster:Cluster" else 63
+            if not (len(name) <= limit and GCP_NAME.match(name)):
+                out.append(f"{r.type} name {name!r}")
+    return out
+
+
+def validated_version(config: dict[str, str]) -> str:
+    raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
+    wanted = load_settings(decode_config(raw)).kubernetes_version
+    latest = ".".join(kubernetes_validate.latest_version().split(".")[:2])
+    return min(wanted, latest, key=lambda v: int(v.split(".")[1]))
+
+
+@settings(
+    max_examples=200,
+    derandomize=True,
+    database=None,  # derandomized: nothing to replay, nothing to write
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(case=st.sampled_from(STACKS).flatmap(lambda s: st.tuples(st.just(s), edits(s))))
+def test_any_config_is_refused_by_key_or_renders_what_the_api_server_accepts(
+    case: tuple[str, list[tuple[str, Any]]],
+) -> None:
+    stack, changes = case
+    config, secret_keys = engine_config(stack)
+    for key, value in changes:
+        set_key(config, key, value)
+    run = ProgramRun()
+    try:
+        run_program(config, secret_keys, stack, record_into=run)
+    except pulumi.RunError as exc:
+        message = str(exc)
+        assert message.startswith("invalid stack config:"), message
+        assert run.resources == [], "registered resources before refusing"
+        named = {key.split(".")[0].split("[")[0] for key, _ in changes}
+        assert any(f"{PROJECT}:{key}" in message for key in named) or any(
+            re.search(rf"\b{re.escape(key.split('.')[-1].split('[')[0])}\b", message)
+            for key, _ in changes
+        ), f"no edited key named in: {message}"
+        event("refused")
+        return
+    event("rendered")
+    version = validated_version(config)
+    problems = gcp_problems(run)
+    for manifest in run.manifests():
+        validate(manifest, version)
+        problems += apiserver_problems(manifest)
+    assert problems == []

@@ -1,0 +1,73 @@
+"""components.replacements reads the providers' replacement rules the way the engine applies
+them: force-new fields, ignoreChanges, replaceOnChanges, conditional rules and protect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.replacements import Step, index, plan
+
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+STS = "kubernetes:apps/v1:StatefulSet"
+SUBNET = "gcp:compute/subnetwork:Subnetwork"
+
+
+def row(type_: str, name: str, inputs: dict[str, Any], **options: Any) -> dict[str, Any]:
+    return {"type": type_, "name": name, "inputs": inputs, "options": options}
+
+
+def one_step(old: dict[str, Any], new: dict[str, Any]) -> Step | None:
+    steps = plan(index([old]), index([new]))
+    assert len(steps) <= 1
+    return steps[0] if steps else None
+
+
+def claim(size: str, cls: str, name: str = "c") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"storageClassName": cls, "resources": {"requests": {"storage": size}}},
+    }
+
+
+def test_claim_size_updates_in_place_class_and_name_replace() -> None:
+    base = row(PVC, "c", claim("1Gi", "a"), protect=True)
+    assert one_step(base, row(PVC, "c", claim("2Gi", "a"), protect=True)) == Step(
+        PVC, "c", "update", protected=True
+    )
+    replaced = one_step(base, row(PVC, "c", claim("1Gi", "b"), protect=True))
+    assert replaced == Step(PVC, "c", "replace", ("spec.storageClassName",), True)
+    renamed = one_step(base, row(PVC, "c", claim("1Gi", "a", "d"), protect=False))
+    # Unprotecting and replacing may happen in one update; deleting needs the unprotect first.
+    assert renamed == Step(PVC, "c", "replace", ("metadata.name",), False)
+    assert plan(index([base]), {}) == [Step(PVC, "c", "delete", protected=True)]
+
+
+def test_ignore_changes_with_wildcards_keeps_the_old_template() -> None:
+    def sts(size: str, volumes: list[str]) -> dict[str, Any]:
+        templates = [{"metadata": {"name": v}, **claim(size, "a", v)} for v in volumes]
+        return {"metadata": {"name": "s"}, "spec": {"volumeClaimTemplates": templates}}
+
+    ignore = ["spec.volumeClaimTemplates[*].spec.resources"]
+    old = row(STS, "s", sts("1Gi", ["w"]), ignoreChanges=ignore)
+    assert one_step(old, row(STS, "s", sts("9Gi", ["w"]), ignoreChanges=ignore)) is None
+    added = one_step(old, row(STS, "s", sts("1Gi", ["w", "d"]), ignoreChanges=ignore))
+    assert added is not None and added.fields == ("spec.volumeClaimTemplates",)
+
+
+def test_subnet_range_may_grow_but_not_move() -> None:
+    def subnet(cidr: str) -> dict[str, Any]:
+        return row(SUBNET, "n", {"name": "n", "ipCidrRange": cidr})
+
+    grown = one_step(subnet("10.0.0.0/24"), subnet("10.0.0.0/20"))
+    assert grown is not None and grown.op == "update"
+    moved = one_step(subnet("10.0.0.0/24"), subnet("10.1.0.0/24"))
+    assert moved is not None and moved.fields == ("ipCidrRange",)
+
+
+def test_replace_on_changes_option_adds_fields() -> None:
+    old = row("kubernetes:core/v1:Service", "s", {"spec": {"type": "A"}})
+    new = row(
+        "kubernetes:core/v1:Service", "s", {"spec": {"type": "B"}}, replaceOnChanges=["spec.type"]
+    )
+    step = one_step(old, new)
+    assert step is not None and step.fields == ("spec.type",)
