@@ -71,6 +71,7 @@ from components.podspec import (
 )
 from components.scan_exceptions import skip_annotations, training_exceptions
 from components.settings import Settings
+from components.stack_config import code_sync_secret
 from components.verify import CHECK_SCRIPT
 
 # Scripts that run inside the pods; real files under version control (scripts/).
@@ -219,6 +220,7 @@ class TrainingWorkload(pulumi.ComponentResource):
 
         shared_claims = self._shared_claims(name, s, meta_labels, child)
         secret_refs: list[EnvVarArgs] = []
+        secrets: list[k8s.core.v1.Secret] = []
         if s.secret_env and secret_env is not None:
             # Tokens go into a Secret and reach the pod by reference, never as literal env.
             secret = k8s.core.v1.Secret(
@@ -230,6 +232,7 @@ class TrainingWorkload(pulumi.ComponentResource):
                 string_data=secret_env.apply(lambda v: {k: v[k] for k in s.secret_env}),
                 opts=child,
             )
+            secrets.append(secret)
             secret_refs = [
                 EnvVarArgs(
                     name=key,
@@ -259,8 +262,24 @@ class TrainingWorkload(pulumi.ComponentResource):
         init_containers = list(networking.init_containers)
         extra_volumes: list[Volume] = []
         extra_mounts: list[Mount] = []
+        code_sync_source = code_sync_secret(s)
         if s.code_sync is not None:
-            sidecar, code_volume, code_mount = code_sync(s.code_sync)
+            source_secret = None
+            if code_sync_source is not None:
+                # A secret codeSync (its URL may hold a token) reaches git-sync by reference.
+                source_secret = k8s.core.v1.Secret(
+                    f"{name}-code-sync",
+                    metadata=ObjectMetaArgs(
+                        name=f"{s.name}-code-sync", namespace=s.namespace, labels=meta_labels
+                    ),
+                    type="Opaque",
+                    string_data=code_sync_source,
+                    opts=child,
+                )
+                secrets.append(source_secret)
+            sidecar, code_volume, code_mount = code_sync(
+                s.code_sync, f"{s.name}-code-sync" if source_secret else None
+            )
             init_containers.append(sidecar)
             extra_volumes.append(code_volume)
             extra_mounts.append(code_mount)
@@ -400,7 +419,8 @@ class TrainingWorkload(pulumi.ComponentResource):
                 ),
             ),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[config_map, *(claim for _, _, claim in shared_claims)]
+                parent=self,
+                depends_on=[config_map, *secrets, *(claim for _, _, claim in shared_claims)],
             ),
         )
 

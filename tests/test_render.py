@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.offline import engine_config, run_program
-from components.render import FILES, diff, main, render
+from components.render import FILES, diff, main, read_render, render
 from tests.conftest import ROOT, STACKS
 
 
@@ -57,7 +57,7 @@ def test_cli_diff_prints_the_whole_diff_and_exits_1(
     outputs.write_text(outputs.read_text().replace('"worldSize": 8', '"worldSize": 7'))
     result = cli("--stack", "barcelona", "--diff", str(tmp_path))
     assert result.returncode == 1, result.stderr
-    assert result.stdout == diff(tmp_path, render("barcelona", ()))
+    assert result.stdout == diff(read_render(tmp_path), render("barcelona", ()), str(tmp_path))
     assert '-  "worldSize": 7\n+  "worldSize": 8\n' in result.stdout
 
 
