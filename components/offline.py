@@ -42,7 +42,8 @@ YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader
 
 class _StackFileLoader(YamlLoader):  # type: ignore[valid-type,misc]
     """Refuses a key written twice in one mapping, which PyYAML would silently resolve to the
-    last value (the Pulumi CLI's YAML parser, go-yaml v3, refuses it too)."""
+    last value (go-yaml v3 refuses it: decode.go, "mapping key %#v already defined at line %d",
+    github.com/yaml/go-yaml v3.0.5)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         first_line: dict[Any, int] = {}
@@ -202,7 +203,8 @@ def apply_override(config: dict[str, Any], assignment: str) -> str:
     that does not fit the config's shape (never echoing the value, which may be secret)."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key:
-        raise ConfigError(f"--set takes key=value, got {key or assignment[:40]!r}...")
+        # The argument is not echoed: with --set-secret it may be the secret itself.
+        raise ConfigError("invalid stack config:\n  --set takes KEY=VALUE: an argument has no key")
     namespace, colon, path = key.partition(":")
     if not colon:
         namespace, path = PROJECT, key
@@ -223,7 +225,7 @@ def apply_override(config: dict[str, Any], assignment: str) -> str:
         value = raw == "true"
     elif re.fullmatch(r"-?\d+", raw):
         if len(raw.lstrip("-")) > len(str(MAX_EXACT_INT)):
-            raise _override_error(key, "integer too large (at most 2^53 - 1)")
+            raise _override_error(key, "number too large (at most 2^53 - 1)")
         value = int(raw)
     node = config.get(top)
     if isinstance(node, str):
@@ -238,6 +240,8 @@ def apply_override(config: dict[str, Any], assignment: str) -> str:
         problem = _step_problem(cursor, part)
         if problem:
             raise _override_error(key, f"{_path_text(parts[:depth])} {problem}")
+        # Pulumi pads a list with nulls up to the index (properties_path.go, Add); no element
+        # here may be null, so only the next free index is taken.
         if isinstance(part, int) and part == len(cursor):
             cursor.append(None)
         if depth == len(parts) - 1:

@@ -575,10 +575,10 @@ def check_namespaces(keys: Iterable[str]) -> list[str]:
 def _numbers_out_of_range(value: Any, path: str) -> list[str]:
     if isinstance(value, bool):
         return []
-    if isinstance(value, int) and abs(value) > MAX_EXACT_INT:
-        return [f"{PROJECT}:{path}: integer too large (at most 2^53 - 1, the engine's exact range)"]
     if isinstance(value, float) and not math.isfinite(value):
         return [f"{PROJECT}:{path}: not a finite number"]
+    if isinstance(value, (int, float)) and abs(value) > MAX_EXACT_INT:
+        return [f"{PROJECT}:{path}: number too large (at most 2^53 - 1, the engine's exact range)"]
     if isinstance(value, dict):
         return [p for k, v in value.items() for p in _numbers_out_of_range(v, f"{path}.{k}")]
     if isinstance(value, list):

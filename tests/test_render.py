@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pulumi
@@ -14,17 +12,8 @@ import yaml
 
 from components.offline import engine_config, run_program
 from components.render import FILES, diff, main, read_render, render
-from tests.conftest import ROOT, STACKS
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "components.render", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+from tests.cli import cli
+from tests.conftest import STACKS
 
 
 def test_every_stack_renders_through_the_cli(tmp_path: Path) -> None:
