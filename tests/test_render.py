@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pulumi
@@ -12,7 +13,7 @@ import yaml
 
 from components.offline import engine_config, run_program
 from components.render import FILES, diff, main, read_render, render
-from tests.cli import cli
+from tests.cli import cli, one_error
 from tests.conftest import STACKS
 
 
@@ -105,3 +106,61 @@ def test_the_program_run_leaves_the_garbage_collector_as_it_found_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _no_render(tmp: Path) -> Path:
+    (tmp / "old").mkdir()
+    return tmp / "old"
+
+
+def _partial_render(tmp: Path) -> Path:
+    (tmp / "old").mkdir()
+    (tmp / "old" / "kubernetes.yaml").write_text("kind: Namespace\n")
+    return tmp / "old"
+
+
+def _broken_render(tmp: Path) -> Path:
+    assert main(["--stack", "barcelona", "--out", str(tmp / "old")]) == 0
+    (tmp / "old" / "resources.json").write_text('[{"type": ')
+    return tmp / "old"
+
+
+def _a_file(tmp: Path) -> Path:
+    (tmp / "old").write_text("")
+    return tmp / "old"
+
+
+# (case, makes the --diff path in tmp, what the message must say)
+BAD_DIFF_DIRS = [
+    ("missing", lambda tmp: tmp / "typo", "no such directory"),
+    ("a-file", _a_file, "not a directory"),
+    ("empty", _no_render, "not a render (no kubernetes.yaml, resources.json, outputs.json)"),
+    ("partial", _partial_render, "not a render (no resources.json, outputs.json)"),
+    ("invalid-file", _broken_render, "resources.json: not a valid render file"),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "says"), [c[1:] for c in BAD_DIFF_DIRS], ids=[c[0] for c in BAD_DIFF_DIRS]
+)
+def test_diff_against_a_missing_or_invalid_directory_says_so(
+    tmp_path: Path, make: Callable[[Path], Path], says: str
+) -> None:
+    old = make(tmp_path)
+    result = cli("--stack", "barcelona", "--diff", str(old), "--out", str(tmp_path / "new"))
+    assert result.returncode == 2
+    assert f"--diff {old}: {says}" in one_error(result.stderr)
+    assert result.stdout == ""
+    assert not (tmp_path / "new").exists()
+
+
+def test_diff_and_out_on_one_directory_compare_before_overwriting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--stack", "barcelona", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    args = ["--stack", "barcelona", "--set", "nodes=3", "--diff", str(tmp_path)]
+    assert main([*args, "--out", str(tmp_path)]) == 1
+    assert "-  replicas: 2\n+  replicas: 3\n" in capsys.readouterr().out
+    assert "replicas: 3\n" in (tmp_path / "kubernetes.yaml").read_text()
+    assert main(args) == 0  # the directory now holds the new render
