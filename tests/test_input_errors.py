@@ -5,13 +5,15 @@ writes nothing (the render goes to a temporary directory and is moved into place
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pulumi
 import pytest
 
 from components.offline import ProgramRun, run_program
-from tests.cli import cli, one_error, program_copy, tree
+from tests.cli import ROOT, cli, one_error, program_copy, tree
 
 GOOD = "config:\n  gpu-cluster:platform: openshift\n"
 HUGE = "9" * 5000  # beyond Python's int-from-text limit (4300 digits)
@@ -167,3 +169,16 @@ def test_numbers_the_engine_cannot_carry_stop_the_program(launcher: str, says: s
         run_program(config, [], "engine", record_into=run)
     assert run.resources == []
     assert says in str(info.value)
+
+
+def test_render_all_into_a_blocked_directory_says_so(tmp_path: Path) -> None:
+    blocked = _file(tmp_path) / "renders"
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.render_all", str(blocked)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert f"{blocked}: cannot write it (Not a directory" in one_error(result.stderr)
