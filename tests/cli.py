@@ -6,7 +6,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the program needs to run: its code, the pod scripts it ships and the project file.
@@ -51,3 +55,21 @@ def one_error(stderr: str) -> str:
     assert stderr.startswith("error: "), stderr
     assert stderr.count("error:") == 1, stderr
     return stderr
+
+
+def refused_stack_file(tmp_path: Path, text: str) -> str:
+    """Render a stack file of `text` through the CLI in a copy of the program: it must be
+    refused (exit 2, one message, nothing written); returns the message."""
+    project = program_copy(tmp_path / "project", {"given": text})
+    before = tree(tmp_path)
+    result = cli("--stack", "given", "--out", str(tmp_path / "out"), cwd=project)
+    assert result.returncode == 2
+    assert tree(tmp_path) == before
+    return one_error(result.stderr)
+
+
+def by_case(argnames: str, table: Sequence[tuple[Any, ...]]) -> pytest.MarkDecorator:
+    """Parametrize over (case id, *values) rows."""
+    return pytest.mark.parametrize(
+        argnames, [row[1:] for row in table], ids=[row[0] for row in table]
+    )

@@ -10,7 +10,7 @@ import pulumi
 import pytest
 
 from components.offline import ProgramRun, run_program
-from tests.cli import ROOT, cli, one_error, program_copy, tree
+from tests.cli import ROOT, by_case, cli, program_copy, refused_stack_file
 
 # Typos of the project's and the Kubernetes provider's namespaces.
 MISSPELT = ["gpu_cluster", "gpucluster", "gpu-clsuter", "GPU-Cluster", "gpu-cluter", "kubernets"]
@@ -21,12 +21,8 @@ def test_a_key_under_a_misspelt_namespace_is_refused_in_the_render(
     tmp_path: Path, namespace: str
 ) -> None:
     stack = f"config:\n  gpu-cluster:platform: openshift\n  {namespace}:nodes: 4\n"
-    project = program_copy(tmp_path / "project", {"typo": stack})
-    before = tree(tmp_path)
-    result = cli("--stack", "typo", "--out", str(tmp_path / "out"), cwd=project)
-    assert result.returncode == 2
-    assert f"{namespace}:nodes: namespace '{namespace}' is not" in one_error(result.stderr)
-    assert tree(tmp_path) == before
+    message = refused_stack_file(tmp_path, stack)
+    assert f"{namespace}:nodes: namespace '{namespace}' is not" in message
 
 
 @pytest.mark.parametrize("namespace", MISSPELT)
@@ -46,34 +42,27 @@ WRITTEN_TWICE = [
         "top-level",
         "config:\n  gpu-cluster:platform: openshift\n  gpu-cluster:nodes: 2\n"
         "  gpu-cluster:nodes: 4\n",
-        "Pulumi.twice.yaml:4: gpu-cluster:nodes is written twice (first on line 3)",
+        "Pulumi.given.yaml:4: gpu-cluster:nodes is written twice (first on line 3)",
     ),
     (
         "nested",
         "config:\n  gpu-cluster:platform: openshift\n  gpu-cluster:pod:\n"
         "    memoryLimit: 256Gi\n    cpuRequest: '8'\n    memoryLimit: 512Gi\n",
-        "Pulumi.twice.yaml:6: memoryLimit is written twice (first on line 4)",
+        "Pulumi.given.yaml:6: memoryLimit is written twice (first on line 4)",
     ),
     (
         "config-block",
         "config:\n  gpu-cluster:platform: openshift\nconfig:\n  gpu-cluster:nodes: 4\n",
-        "Pulumi.twice.yaml:3: config is written twice (first on line 1)",
+        "Pulumi.given.yaml:3: config is written twice (first on line 1)",
     ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("text", "says"), [c[1:] for c in WRITTEN_TWICE], ids=[c[0] for c in WRITTEN_TWICE]
-)
+@by_case("text, says", WRITTEN_TWICE)
 def test_a_key_written_twice_is_refused_with_its_lines(
     tmp_path: Path, text: str, says: str
 ) -> None:
-    project = program_copy(tmp_path / "project", {"twice": text})
-    before = tree(tmp_path)
-    result = cli("--stack", "twice", "--out", str(tmp_path / "out"), cwd=project)
-    assert result.returncode == 2
-    assert says in one_error(result.stderr)
-    assert tree(tmp_path) == before
+    assert says in refused_stack_file(tmp_path, text)
 
 
 def test_a_namespace_nothing_reads_is_a_warning(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pulumi
 import pytest
 
 from components.offline import ProgramRun, run_program
-from tests.cli import ROOT, cli, one_error, program_copy, tree
+from tests.cli import ROOT, by_case, cli, one_error, refused_stack_file, tree
 
 GOOD = "config:\n  gpu-cluster:platform: openshift\n"
 HUGE = "9" * 5000  # beyond Python's int-from-text limit (4300 digits)
@@ -24,19 +24,23 @@ STACK_FILES: list[tuple[str, str, str]] = [
     (
         "yaml-syntax-error",
         "config:\n  gpu-cluster:platform: openshift\n  gpu-cluster:nodes: 2: 3\n",
-        "Pulumi.bad.yaml:3: mapping values are not allowed",
+        "Pulumi.given.yaml:3: mapping values are not allowed",
     ),
-    ("document-is-a-list", "- gpu-cluster:platform\n", "Pulumi.bad.yaml: must be a YAML mapping"),
-    ("document-is-a-string", "gpu-cluster:platform=gke\n", "Pulumi.bad.yaml: must be a YAML"),
-    ("two-documents", "config: {}\n---\nconfig: {}\n", "Pulumi.bad.yaml:2:"),
+    ("document-is-a-list", "- gpu-cluster:platform\n", "Pulumi.given.yaml: must be a YAML mapping"),
+    ("document-is-a-string", "gpu-cluster:platform=gke\n", "Pulumi.given.yaml: must be a YAML"),
+    ("two-documents", "config: {}\n---\nconfig: {}\n", "Pulumi.given.yaml:2:"),
     (
         "config-is-a-list",
         "# one cluster\nconfig:\n  - gpu-cluster:platform\n",
-        "Pulumi.bad.yaml:2: `config:` must be a mapping",
+        "Pulumi.given.yaml:2: `config:` must be a mapping",
     ),
-    ("config-is-a-string", "config: openshift\n", "Pulumi.bad.yaml:1: `config:` must be a mapping"),
+    (
+        "config-is-a-string",
+        "config: openshift\n",
+        "Pulumi.given.yaml:1: `config:` must be a mapping",
+    ),
     ("key-without-namespace", "config:\n  platform: openshift\n", "'platform' has no namespace"),
-    ("int-beyond-the-parser", f"{GOOD}  gpu-cluster:nodes: {HUGE}\n", "Pulumi.bad.yaml: cannot"),
+    ("int-beyond-the-parser", f"{GOOD}  gpu-cluster:nodes: {HUGE}\n", "Pulumi.given.yaml: cannot"),
     (
         "int-overflow",
         f"{DEEPSPEED}      microBatchSize: 1{'0' * 30}\n",
@@ -50,18 +54,11 @@ STACK_FILES: list[tuple[str, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("text", "says"), [c[1:] for c in STACK_FILES], ids=[c[0] for c in STACK_FILES]
-)
+@by_case("text, says", STACK_FILES)
 def test_malformed_stack_files_are_named_with_their_line(
     tmp_path: Path, text: str, says: str
 ) -> None:
-    project = program_copy(tmp_path / "project", {"bad": text})
-    before = tree(tmp_path)
-    result = cli("--stack", "bad", "--out", str(tmp_path / "out"), cwd=project)
-    assert result.returncode == 2
-    assert says in one_error(result.stderr)
-    assert tree(tmp_path) == before
+    assert says in refused_stack_file(tmp_path, text)
 
 
 # (case, --set argument, what the message must say)
@@ -87,7 +84,7 @@ SET_PATHS: list[tuple[str, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("arg", "says"), [c[1:] for c in SET_PATHS], ids=[c[0] for c in SET_PATHS])
+@by_case("arg, says", SET_PATHS)
 def test_set_paths_that_do_not_fit_the_config_are_named(
     tmp_path: Path, arg: str, says: str
 ) -> None:
@@ -122,9 +119,7 @@ OUT_PATHS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("make", "says"), [c[1:] for c in OUT_PATHS], ids=[c[0] for c in OUT_PATHS]
-)
+@by_case("make, says", OUT_PATHS)
 def test_out_paths_that_cannot_be_written_leave_everything_as_it_was(
     tmp_path: Path, make: object, says: str
 ) -> None:

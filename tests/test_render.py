@@ -13,7 +13,7 @@ import yaml
 
 from components.offline import engine_config, run_program
 from components.render import FILES, diff, main, read_render, render
-from tests.cli import cli, one_error
+from tests.cli import by_case, cli, one_error
 from tests.conftest import STACKS
 
 
@@ -140,9 +140,7 @@ BAD_DIFF_DIRS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("make", "says"), [c[1:] for c in BAD_DIFF_DIRS], ids=[c[0] for c in BAD_DIFF_DIRS]
-)
+@by_case("make, says", BAD_DIFF_DIRS)
 def test_diff_against_a_missing_or_invalid_directory_says_so(
     tmp_path: Path, make: Callable[[Path], Path], says: str
 ) -> None:
