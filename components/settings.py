@@ -682,13 +682,14 @@ def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> 
 
 
 def _leaves(value: Any) -> list[str]:
-    """Every scalar inside `value`, as text, longest first (so no part of one stays)."""
+    """Every non-empty string inside `value`, longest first (so no part of one stays). Other
+    scalars are masked where the message names their key (_format_errors)."""
     if isinstance(value, dict):
         found = [leaf for v in value.values() for leaf in _leaves(v)]
     elif isinstance(value, list):
         found = [leaf for v in value for leaf in _leaves(v)]
     else:
-        found = [str(value)] if value is not None and str(value) else []
+        found = [value] if isinstance(value, str) and value else []
     return sorted(set(found), key=len, reverse=True)
 
 
