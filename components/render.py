@@ -4,8 +4,9 @@
 
 Runs `__main__.py` in-process under the Pulumi SDK's mock engine with the stack's config and
 writes `kubernetes.yaml` (every Kubernetes object, in apply order), `resources.json` (every
-registered resource with inputs and options) and `outputs.json` (stack outputs). Exit codes:
-0 rendered (with --diff: no change), 1 --diff found changes, 2 bad config or usage.
+registered resource with inputs and options) and `outputs.json` (stack outputs), all or
+nothing. Exit codes: 0 rendered (with --diff: no change), 1 --diff found changes, 2 bad config,
+usage, or an --out / --diff directory that cannot be used (one message; nothing written).
 """
 
 from __future__ import annotations

@@ -210,3 +210,17 @@ def test_parts_of_a_secret_code_sync_that_cannot_be_secret_are_refused(part: str
         ConfigError, match=f"gpu-cluster:codeSync.{part.split('=')[0]} cannot be secret"
     ):
         render("barcelona", (f"codeSync.{part}",), (f"codeSync.repo={REPO}",))
+
+
+@pytest.mark.parametrize(
+    ("stack", "key"),
+    [("barcelona", "kubernetes:context"), ("gcp-a3", "gcp:project"), ("barcelona", "aws:region")],
+)
+def test_secret_keys_of_other_namespaces_never_show(
+    stack: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--stack", stack, "--set-secret", f"{key}={MARKER}", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert MARKER not in captured.out + captured.err
+    for name in FILES:
+        assert MARKER not in (tmp_path / name).read_text(), name
