@@ -63,6 +63,39 @@ class _StackFileLoader(YamlLoader):  # type: ignore[valid-type,misc]
         mapping: dict[Any, Any] = super().construct_mapping(node, deep)
         return mapping
 
+    def construct_timestamp_text(self, node: yaml.ScalarNode) -> str:
+        text: str = self.construct_scalar(node)
+        return text
+
+
+# A date-like value (`2026-01-01`) stays the text it is: config values reach the program as text.
+_StackFileLoader.add_constructor(
+    "tag:yaml.org,2002:timestamp", _StackFileLoader.construct_timestamp_text
+)
+_CONFIG_TYPES = (str, int, float, bool, type(None), list, dict)
+
+
+def _config_value_problem(value: Any, path: str, inside: tuple[int, ...] = ()) -> str | None:
+    """Why a stack-file value cannot be config (None when it can): config holds text, numbers,
+    booleans, lists and mappings, and no value may contain itself (a YAML alias loop)."""
+    if id(value) in inside:
+        return f"{path} contains itself (a YAML alias loop)"
+    if not isinstance(value, _CONFIG_TYPES):
+        return f"{path} is a {type(value).__name__}; config holds text, numbers, lists and mappings"
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        child = f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]"
+        problem = _config_value_problem(item, child, (*inside, id(value)))
+        if problem:
+            return problem
+    return None
+
 
 def _load_yaml(path: Path) -> Any:
     """One YAML document; ConfigError naming the file (and line) when it cannot be read."""
@@ -179,12 +212,15 @@ def stack_file_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, 
         )
         raise FileNotFoundError(f"no stack file {path.name}; stacks here: {', '.join(known)}")
     config = _config_block(path)
-    for key in config:
+    for key, value in config.items():
         if ":" not in key:
             raise ConfigError(
                 f"{path.name}: config key {key!r} has no namespace; "
                 f"stack files spell keys namespace:key, e.g. {PROJECT}:{key}"
             )
+        problem = _config_value_problem(value, key)
+        if problem:
+            raise ConfigError(f"{path.name}: {problem}")
     return dict(config)
 
 

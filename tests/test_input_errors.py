@@ -39,6 +39,14 @@ STACK_FILES: list[tuple[str, str, str]] = [
         "config: openshift\n",
         "Pulumi.given.yaml:1: `config:` must be a mapping",
     ),
+    ("unhashable-key", f"{GOOD}  gpu-cluster:pod: {{? [a] : 1}}\n", "Pulumi.given.yaml:3: found"),
+    ("binary-value", f"{GOOD}  gpu-cluster:pod: !!binary aGVsbG8=\n", "gpu-cluster:pod is a bytes"),
+    ("alias-loop", f"{GOOD}  gpu-cluster:pod: &p [*p]\n", "gpu-cluster:pod[0] contains itself"),
+    (
+        "date-is-text",
+        f"{GOOD}  gpu-cluster:pod:\n    cpuRequest: 2026-11-22\n",
+        "gpu-cluster:pod.cpuRequest = '2026-11-22'",
+    ),
     ("key-without-namespace", "config:\n  platform: openshift\n", "'platform' has no namespace"),
     ("int-beyond-the-parser", f"{GOOD}  gpu-cluster:nodes: {HUGE}\n", "Pulumi.given.yaml: cannot"),
     (
