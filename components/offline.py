@@ -11,8 +11,8 @@ import asyncio
 import base64
 import contextlib
 import gc
-import itertools
 import json
+import logging
 import re
 import runpy
 import sys
@@ -29,7 +29,7 @@ from pulumi.runtime import mocks, rpc
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.settings import PROJECT
+from components.settings import MAX_EXACT_INT, PROJECT, ConfigError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SECRET_PLACEHOLDER = "[secret]"
@@ -37,11 +37,102 @@ SECRET_PLACEHOLDER = "[secret]"
 MOCK_ENDPOINT = "203.0.113.10"
 MOCK_CA = base64.b64encode(b"mock cluster CA certificate").decode()
 # libyaml's parser when PyYAML has it: the same documents, several times faster.
-_YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StackFileLoader(YamlLoader):  # type: ignore[valid-type,misc]
+    """Refuses a key written twice in one mapping, which PyYAML would silently resolve to the
+    last value (go-yaml v3 refuses it: decode.go, "mapping key %#v already defined at line %d",
+    github.com/yaml/go-yaml v3.0.5)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            with contextlib.suppress(TypeError):  # an unhashable key: the base class says so
+                if key in first_line:
+                    raise yaml.constructor.ConstructorError(
+                        problem=f"{key} is written twice (first on line {first_line[key]}); "
+                        "keep one",
+                        problem_mark=key_node.start_mark,
+                    )
+                first_line[key] = line
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep)
+        return mapping
+
+    def construct_timestamp_text(self, node: yaml.ScalarNode) -> str:
+        text: str = self.construct_scalar(node)
+        return text
+
+
+# A date-like value (`2026-01-01`) stays the text it is: config values reach the program as text.
+_StackFileLoader.add_constructor(
+    "tag:yaml.org,2002:timestamp", _StackFileLoader.construct_timestamp_text
+)
+_CONFIG_TYPES = (str, int, float, bool, type(None), list, dict)
+
+
+def _config_value_problem(value: Any, path: str, inside: tuple[int, ...] = ()) -> str | None:
+    """Why a stack-file value cannot be config (None when it can): config holds text, numbers,
+    booleans, lists and mappings, and no value may contain itself (a YAML alias loop)."""
+    if id(value) in inside:
+        return f"{path} contains itself (a YAML alias loop)"
+    if not isinstance(value, _CONFIG_TYPES):
+        return f"{path} is a {type(value).__name__}; config holds text, numbers, lists and mappings"
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        child = f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]"
+        problem = _config_value_problem(item, child, (*inside, id(value)))
+        if problem:
+            return problem
+    return None
 
 
 def _load_yaml(path: Path) -> Any:
-    return yaml.load(path.read_text(), Loader=_YamlLoader)
+    """One YAML document; ConfigError naming the file (and line) when it cannot be read."""
+    try:
+        return yaml.load(path.read_text(), Loader=_StackFileLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path.name}:{mark.line + 1}" if mark else path.name
+        raise ConfigError(f"{where}: {exc.problem or exc.context}") from None
+    except (yaml.YAMLError, OSError, ValueError) as exc:  # ValueError: e.g. a 5000-digit int
+        raise ConfigError(f"{path.name}: cannot read it: {exc}") from None
+
+
+def _config_block(path: Path) -> dict[str, Any]:
+    """The `config:` mapping of a project or stack file, checked for shape."""
+    data = _load_yaml(path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path.name}: must be a YAML mapping (with a `config:` key), not a "
+            f"{type(data).__name__}"
+        )
+    config = data.get("config")
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        match = re.search(r"^config\s*:", path.read_text(), re.MULTILINE)
+        line = f":{path.read_text()[: match.start()].count(chr(10)) + 1}" if match else ""
+        raise ConfigError(
+            f"{path.name}{line}: `config:` must be a mapping of keys to values, not a "
+            f"{type(config).__name__}"
+        )
+    for key in config:
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"{path.name}: config key {key!r} is not a name")
+    return config
 
 
 @dataclass(frozen=True)
@@ -59,6 +150,8 @@ class RecordedResource:
 class ProgramRun:
     resources: list[RecordedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    # Warnings the program logged (pulumi.log.warn), as `pulumi up` would show them.
+    warnings: list[str] = field(default_factory=list)
 
     def of_type(self, type_: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type == type_]
@@ -104,9 +197,8 @@ def _without_ciphertext(value: Any) -> tuple[Any, bool]:
 
 def project_defaults(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
     """Defaults declared in Pulumi.yaml's `config:` block, keyed `gpu-cluster:<key>`."""
-    project = _load_yaml(project_dir / "Pulumi.yaml")
     out: dict[str, Any] = {}
-    for key, decl in (project.get("config") or {}).items():
+    for key, decl in _config_block(project_dir / "Pulumi.yaml").items():
         if isinstance(decl, dict) and "default" in decl:
             out[key if ":" in key else f"{PROJECT}:{key}"] = decl["default"]
     return out
@@ -119,22 +211,43 @@ def stack_file_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, 
             p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml")
         )
         raise FileNotFoundError(f"no stack file {path.name}; stacks here: {', '.join(known)}")
-    data = _load_yaml(path) or {}
-    return dict(data.get("config") or {})
+    config = _config_block(path)
+    for key, value in config.items():
+        if ":" not in key:
+            raise ConfigError(
+                f"{path.name}: config key {key!r} has no namespace; "
+                f"stack files spell keys namespace:key, e.g. {PROJECT}:{key}"
+            )
+        problem = _config_value_problem(value, key)
+        if problem:
+            raise ConfigError(f"{path.name}: {problem}")
+    return dict(config)
 
 
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_PATH_PART = re.compile(r"([^.\[\]:]+)|\[(\d+)\]")
+# `key`, `key.sub`, `key[0]`, `key.list[2].sub`: every part named, no empty parts.
+_PATH = re.compile(r"[^.\[\]:]+(\.[^.\[\]:]+|\[\d+\])*")
+
+
+def _override_error(key: str, problem: str) -> ConfigError:
+    return ConfigError(f"invalid stack config:\n  --set {key}: {problem}")
 
 
 def apply_override(config: dict[str, Any], assignment: str) -> str:
     """`key=value` as `pulumi config set [--path] key value` would store it; returns the
-    fully qualified top-level key it changed."""
+    fully qualified top-level key it changed. Raises ConfigError naming the key for a path
+    that does not fit the config's shape (never echoing the value, which may be secret)."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key:
-        raise ValueError(f"--set takes key=value, got {assignment!r}")
-    if ":" not in key.split(".")[0].split("[")[0]:
-        key = f"{PROJECT}:{key}"
-    namespace, _, path = key.partition(":")
+        # The argument is not echoed: with --set-secret it may be the secret itself.
+        raise ConfigError("invalid stack config:\n  --set takes KEY=VALUE: an argument has no key")
+    namespace, colon, path = key.partition(":")
+    if not colon:
+        namespace, path = PROJECT, key
+    if not namespace or not _PATH.fullmatch(path):
+        raise _override_error(
+            key, "not a config path (write key, key.sub or key[0]; no empty parts)"
+        )
     parts: list[str | int] = [
         m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _PATH_PART.finditer(path)
     ]
@@ -147,28 +260,53 @@ def apply_override(config: dict[str, Any], assignment: str) -> str:
     if raw in ("true", "false"):
         value = raw == "true"
     elif re.fullmatch(r"-?\d+", raw):
+        if len(raw.lstrip("-")) > len(str(MAX_EXACT_INT)):
+            raise _override_error(key, "number too large (at most 2^53 - 1)")
         value = int(raw)
     node = config.get(top)
     if isinstance(node, str):
-        node = json.loads(node)
+        try:
+            node = json.loads(node)
+        except ValueError:
+            raise _override_error(key, f"{top} holds a plain value, not an object") from None
     root = node if node is not None else ({} if isinstance(parts[1], str) else [])
     config[top] = root
     cursor: Any = root
-    for part, nxt in itertools.pairwise(parts[1:]):
-        empty: Any = {} if isinstance(nxt, str) else []
-        if isinstance(part, int):
-            while len(cursor) <= part:
-                cursor.append(None)
-            cursor[part] = cursor[part] if cursor[part] is not None else empty
-        else:
-            cursor.setdefault(part, empty)
-        cursor = cursor[part]
-    last = parts[-1]
-    if isinstance(last, int):
-        while len(cursor) <= last:
+    for depth, part in enumerate(parts[1:], 1):
+        problem = _step_problem(cursor, part)
+        if problem:
+            raise _override_error(key, f"{_path_text(parts[:depth])} {problem}")
+        # Pulumi pads a list with nulls up to the index (properties_path.go, Add); no element
+        # here may be null, so only the next free index is taken.
+        if isinstance(part, int) and part == len(cursor):
             cursor.append(None)
-    cursor[last] = value
+        if depth == len(parts) - 1:
+            cursor[part] = value
+            break
+        if (cursor[part] if isinstance(part, int) else cursor.get(part)) is None:
+            cursor[part] = {} if isinstance(parts[depth + 1], str) else []
+        cursor = cursor[part]
     return top
+
+
+def _step_problem(node: Any, part: str | int) -> str | None:
+    """Why `part` cannot index `node` (None when it can; a list grows by one at its end)."""
+    if isinstance(node, list):
+        if isinstance(part, str):
+            return f"is a list: it takes an index [N], not .{part}"
+        if part > len(node):
+            return f"has {len(node)} items: index [{part}] is out of range"
+        return None
+    if isinstance(node, dict):
+        return f"is an object: it takes .key, not [{part}]" if isinstance(part, int) else None
+    return "is a plain value: nothing is below it"
+
+
+def _path_text(parts: list[str | int]) -> str:
+    text = str(parts[0])
+    for part in parts[1:]:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
 
 
 def engine_config(
@@ -304,6 +442,15 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+class _WarningRecorder(logging.Handler):
+    def __init__(self, run: ProgramRun) -> None:
+        super().__init__(logging.WARNING)
+        self.run = run
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.run.warnings.append(record.getMessage())
+
+
 def run_program(
     config: Mapping[str, str],
     secret_keys: list[str] | None = None,
@@ -316,8 +463,15 @@ def run_program(
     `record_into` receives the registrations even when the program fails."""
     run = record_into if record_into is not None else ProgramRun()
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack for every run
+    engine_log = logging.Logger("gpu-cluster.engine")  # this run's own, not the global tree
+    engine_log.addHandler(_WarningRecorder(run))
     pulumi.runtime.set_mocks(
-        _Mocks(), project=PROJECT, stack=stack, preview=True, monitor=_RecordingMonitor(run)
+        _Mocks(),
+        project=PROJECT,
+        stack=stack,
+        preview=True,
+        logger=engine_log,
+        monitor=_RecordingMonitor(run),
     )
     pulumi.runtime.set_all_config(dict(config), secret_keys or [])
     if str(project_dir) not in sys.path:

@@ -4,24 +4,29 @@
 
 Runs `__main__.py` in-process under the Pulumi SDK's mock engine with the stack's config and
 writes `kubernetes.yaml` (every Kubernetes object, in apply order), `resources.json` (every
-registered resource with inputs and options) and `outputs.json` (stack outputs). Exit codes:
-0 rendered (with --diff: no change), 1 --diff found changes, 2 bad config or usage.
+registered resource with inputs and options) and `outputs.json` (stack outputs), all or
+nothing. Exit codes: 0 rendered (with --diff: no change), 1 --diff found changes, 2 bad config,
+usage, or an --out / --diff directory that cannot be used (one message; nothing written).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from components.offline import ProgramRun, engine_config, run_program
-from components.settings import PROJECT, ConfigError
+from components.offline import ProgramRun, YamlLoader, engine_config, run_program
+from components.settings import ConfigError
 from components.stack_config import settings_from
 
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
@@ -89,16 +94,20 @@ def resources_json(run: ProgramRun) -> str:
 
 
 def render(
-    stack: str, overrides: tuple[str, ...] = (), secret_overrides: tuple[str, ...] = ()
+    stack: str,
+    overrides: tuple[str, ...] = (),
+    secret_overrides: tuple[str, ...] = (),
+    warn: Callable[[str], None] | None = None,
 ) -> dict[str, str]:
-    """File name -> content for one stack; raises ConfigError for bad config."""
+    """File name -> content for one stack; raises ConfigError for bad config. The program's
+    warnings (config nothing reads) go to `warn`."""
     config, secret_keys = engine_config(stack, overrides, secret_overrides)
-    prefix = PROJECT + ":"
     # Validate first, so bad config writes nothing and reads as a config error.
-    settings_from(
-        {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}, secret_keys
-    )
+    settings_from(config, secret_keys)
     run = run_program(config, secret_keys, stack)
+    if warn is not None:
+        for warning in run.warnings:
+            warn(warning)
     return {
         "kubernetes.yaml": kubernetes_yaml(run),
         "resources.json": resources_json(run),
@@ -106,17 +115,80 @@ def render(
     }
 
 
-def diff(old_dir: Path, files: dict[str, str]) -> str:
+class OutputError(Exception):
+    """An --out or --diff directory that cannot be used; the message names the path."""
+
+
+def read_render(old_dir: Path) -> dict[str, str]:
+    """An earlier render's files, checked to be one (so a typo is not "everything added")."""
+    if not old_dir.is_dir():
+        what = "not a directory" if old_dir.exists() else "no such directory"
+        raise OutputError(f"--diff {old_dir}: {what}")
+    missing = [name for name in FILES if not (old_dir / name).is_file()]
+    if missing:
+        raise OutputError(
+            f"--diff {old_dir}: not a render (no {', '.join(missing)}); write one with --out first"
+        )
+    old: dict[str, str] = {}
+    for name in FILES:
+        try:
+            old[name] = (old_dir / name).read_text()
+            if name.endswith(".json"):
+                json.loads(old[name])
+            else:
+                list(yaml.load_all(old[name], Loader=YamlLoader))
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not a valid render file"
+            raise OutputError(f"--diff {old_dir}: {name}: {reason}") from None
+    return old
+
+
+def diff(old: dict[str, str], files: dict[str, str], old_label: str) -> str:
+    """Unified diff of an earlier render (`old`, labelled `old_label`) against `files`."""
     out: list[str] = []
     for name in FILES:
-        old_path = old_dir / name
-        old = old_path.read_text().splitlines(keepends=True) if old_path.exists() else []
         out.extend(
             difflib.unified_diff(
-                old, files[name].splitlines(keepends=True), f"{old_dir}/{name}", f"new/{name}"
+                old[name].splitlines(keepends=True),
+                files[name].splitlines(keepends=True),
+                f"{old_label}/{name}",
+                f"new/{name}",
             )
         )
     return "".join(out)
+
+
+def write_render(out: Path, files: dict[str, str]) -> None:
+    """Write `files` into directory `out`, all or nothing: checked first, rendered into a
+    temporary directory beside it, then moved into place (a new directory in one rename; an
+    existing one file by file, keeping anything else in it). Raises OutputError."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out}: exists and is not a directory")
+    blocked = [name for name in files if (out / name).exists() and not (out / name).is_file()]
+    if blocked:
+        raise OutputError(f"--out {out}: {', '.join(blocked)} exists and is not a file")
+    created: list[Path] = []
+    try:
+        for parent in reversed([p for p in out.parents if not p.exists()]):
+            parent.mkdir()
+            created.append(parent)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        try:
+            for name, content in files.items():
+                (staging / name).write_text(content)
+            if out.exists():
+                for name in files:
+                    os.replace(staging / name, out / name)
+            else:
+                staging.rename(out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    except OSError as exc:
+        for parent in reversed(created):
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+        reason = f"{exc.strerror}: {exc.filename}" if exc.strerror else str(exc)
+        raise OutputError(f"--out {out}: cannot write it ({reason})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,17 +218,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None and args.diff is None:
         parser.error("give --out DIR, --diff OLD_DIR, or both")
     try:
-        files = render(args.stack, tuple(args.set), tuple(args.set_secret))
-    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        # Read before anything is written: `--diff D --out D` compares with D as it was.
+        old = read_render(args.diff) if args.diff is not None else None
+        files = render(
+            args.stack,
+            tuple(args.set),
+            tuple(args.set_secret),
+            warn=lambda w: print(f"warning: {w}", file=sys.stderr),
+        )
+        if args.out is not None:
+            write_render(args.out, files)
+            print(
+                f"rendered stack {args.stack!r} to {args.out}/ ({', '.join(FILES)})",
+                file=sys.stderr,
+            )
+    except (ConfigError, FileNotFoundError, OutputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        for name, content in files.items():
-            (args.out / name).write_text(content)
-        print(f"rendered stack {args.stack!r} to {args.out}/ ({', '.join(FILES)})", file=sys.stderr)
-    if args.diff is not None:
-        changes = diff(args.diff, files)
+    if old is not None:
+        changes = diff(old, files, str(args.diff))
         sys.stdout.write(changes)
         return 1 if changes else 0
     return 0

@@ -54,6 +54,12 @@ def training_exceptions(
         reasons["CKV_K8S_11"] = (
             "CPU limits throttle data loading and the GPUDirect daemon; requests reserve the CPU"
         )
+    if s.secret_env or any(c.secret_env for c in sidecars):
+        reasons["CKV_K8S_35"] = (
+            "secrets reach the processes that read them from the environment (secretEnv's "
+            "tokens; git-sync takes its repository and credentials only as flags or GITSYNC_* "
+            "variables), by reference to a Secret, never as literal values"
+        )
     if any(c.memory_limit is None for c in containers):
         reasons["CKV_K8S_13"] = (
             "the GPUDirect daemon has no memory limit (an OOM kill stalls GPU traffic)"

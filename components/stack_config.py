@@ -8,35 +8,44 @@ import pulumi
 import pulumi.runtime
 import pulumi.runtime.config
 
+from components.codesync import SECRET_SOURCE_KEYS
 from components.settings import (
+    CODE_SYNC_KEY,
     PROJECT,
     SECRET_ENV_KEY,
     Settings,
+    check_namespaces,
     decode_config,
     load_settings,
 )
 
 
-def project_config() -> tuple[dict[str, str], list[str]]:
-    """Every `gpu-cluster:<key>` the engine handed the program (keys without the prefix), and
-    the fully qualified keys that are secret.
+def engine_config_map() -> tuple[dict[str, str], list[str]]:
+    """Every config key the engine handed the program (fully qualified), and the secret ones.
 
-    Read whole (not key by key) so that a misspelled key is reported instead of ignored.
-    """
+    Read whole, every namespace (not key by key), so that a misspelt key or namespace is
+    reported instead of ignored."""
     merged = {**pulumi.runtime.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
+    secret = sorted(k for k in merged if pulumi.runtime.is_config_secret(k))
+    return merged, secret
+
+
+def settings_from(
+    config: Mapping[str, str], secret_keys: Collection[str]
+) -> tuple[Settings, list[str]]:
+    """Validated settings and warnings from an engine-style config map (fully qualified keys,
+    every namespace); raises ConfigError."""
+    warnings = check_namespaces(config)
     prefix = PROJECT + ":"
-    config = {k[len(prefix) :]: v for k, v in merged.items() if k.startswith(prefix)}
-    secret = [f"{prefix}{k}" for k in config if pulumi.runtime.is_config_secret(f"{prefix}{k}")]
-    return config, secret
-
-
-def settings_from(config: Mapping[str, str], secret_keys: Collection[str]) -> Settings:
-    """Validated settings from an engine-style config map (keys without the prefix)."""
-    return load_settings(decode_config(config, secret_keys))
+    own = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+    return load_settings(decode_config(own, secret_keys), secret_keys), warnings
 
 
 def read_settings() -> Settings:
-    return settings_from(*project_config())
+    settings, warnings = settings_from(*engine_config_map())
+    for warning in warnings:
+        pulumi.log.warn(warning)
+    return settings
 
 
 def secret_env_values(settings: Settings) -> pulumi.Output[dict[str, str]] | None:
@@ -47,3 +56,12 @@ def secret_env_values(settings: Settings) -> pulumi.Output[dict[str, str]] | Non
         SECRET_ENV_KEY
     )
     return values
+
+
+def code_sync_secret(settings: Settings) -> pulumi.Output[dict[str, str]] | None:
+    """A secret `codeSync`'s repository, ref and period as one Pulumi secret for a Secret's
+    data; None when codeSync is plain (or unset)."""
+    cs = settings.code_sync
+    if cs is None or not settings.is_secret(CODE_SYNC_KEY):
+        return None
+    return pulumi.Output.secret({key: getattr(cs, key) for _, key in SECRET_SOURCE_KEYS})

@@ -74,6 +74,7 @@ from components.podspec import (
 )
 from components.scan_exceptions import skip_annotations, training_exceptions
 from components.settings import Settings
+from components.stack_config import code_sync_secret
 from components.verify import CHECK_SCRIPT
 
 # Scripts that run inside the pods; real files under version control (scripts/).
@@ -261,6 +262,7 @@ class TrainingWorkload(pulumi.ComponentResource):
 
         claims = self._claims(name, s, meta_labels, child)
         secret_refs: list[EnvVarArgs] = []
+        secrets: list[k8s.core.v1.Secret] = []
         if s.secret_env and secret_env is not None:
             # Tokens go into a Secret and reach the pod by reference, never as literal env.
             secret = k8s.core.v1.Secret(
@@ -272,6 +274,7 @@ class TrainingWorkload(pulumi.ComponentResource):
                 string_data=secret_env.apply(lambda v: {k: v[k] for k in s.secret_env}),
                 opts=child,
             )
+            secrets.append(secret)
             secret_refs = [
                 EnvVarArgs(
                     name=key,
@@ -301,8 +304,24 @@ class TrainingWorkload(pulumi.ComponentResource):
         init_containers = list(networking.init_containers)
         extra_volumes: list[Volume] = []
         extra_mounts: list[Mount] = []
+        code_sync_source = code_sync_secret(s)
         if s.code_sync is not None:
-            sidecar, code_volume, code_mount = code_sync(s.code_sync)
+            source_secret = None
+            if code_sync_source is not None:
+                # A secret codeSync (its URL may hold a token) reaches git-sync by reference.
+                source_secret = k8s.core.v1.Secret(
+                    f"{name}-code-sync",
+                    metadata=ObjectMetaArgs(
+                        name=f"{s.name}-code-sync", namespace=s.namespace, labels=meta_labels
+                    ),
+                    type="Opaque",
+                    string_data=code_sync_source,
+                    opts=child,
+                )
+                secrets.append(source_secret)
+            sidecar, code_volume, code_mount = code_sync(
+                s.code_sync, f"{s.name}-code-sync" if source_secret else None
+            )
             init_containers.append(sidecar)
             extra_volumes.append(code_volume)
             extra_mounts.append(code_mount)
@@ -451,7 +470,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # The claims exist before any pod asks for them.
-                depends_on=[config_map, *(claim for _, _, claim in claims)],
+                depends_on=[config_map, *secrets, *(claim for _, _, claim in claims)],
                 ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS)
                 if s.storage.mode == "per-pod"
                 else None,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pulumi
@@ -13,18 +12,9 @@ import pytest
 import yaml
 
 from components.offline import engine_config, run_program
-from components.render import FILES, diff, main, render
-from tests.conftest import ROOT, STACKS
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "components.render", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+from components.render import FILES, diff, main, read_render, render
+from tests.cli import by_case, cli, one_error
+from tests.conftest import STACKS
 
 
 def test_every_stack_renders_through_the_cli(tmp_path: Path) -> None:
@@ -57,7 +47,7 @@ def test_cli_diff_prints_the_whole_diff_and_exits_1(
     outputs.write_text(outputs.read_text().replace('"worldSize": 8', '"worldSize": 7'))
     result = cli("--stack", "barcelona", "--diff", str(tmp_path))
     assert result.returncode == 1, result.stderr
-    assert result.stdout == diff(tmp_path, render("barcelona", ()))
+    assert result.stdout == diff(read_render(tmp_path), render("barcelona", ()), str(tmp_path))
     assert '-  "worldSize": 7\n+  "worldSize": 8\n' in result.stdout
 
 
@@ -116,3 +106,59 @@ def test_the_program_run_leaves_the_garbage_collector_as_it_found_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _no_render(tmp: Path) -> Path:
+    (tmp / "old").mkdir()
+    return tmp / "old"
+
+
+def _partial_render(tmp: Path) -> Path:
+    (tmp / "old").mkdir()
+    (tmp / "old" / "kubernetes.yaml").write_text("kind: Namespace\n")
+    return tmp / "old"
+
+
+def _broken_render(tmp: Path) -> Path:
+    assert main(["--stack", "barcelona", "--out", str(tmp / "old")]) == 0
+    (tmp / "old" / "resources.json").write_text('[{"type": ')
+    return tmp / "old"
+
+
+def _a_file(tmp: Path) -> Path:
+    (tmp / "old").write_text("")
+    return tmp / "old"
+
+
+# (case, makes the --diff path in tmp, what the message must say)
+BAD_DIFF_DIRS = [
+    ("missing", lambda tmp: tmp / "typo", "no such directory"),
+    ("a-file", _a_file, "not a directory"),
+    ("empty", _no_render, "not a render (no kubernetes.yaml, resources.json, outputs.json)"),
+    ("partial", _partial_render, "not a render (no resources.json, outputs.json)"),
+    ("invalid-file", _broken_render, "resources.json: not a valid render file"),
+]
+
+
+@by_case("make, says", BAD_DIFF_DIRS)
+def test_diff_against_a_missing_or_invalid_directory_says_so(
+    tmp_path: Path, make: Callable[[Path], Path], says: str
+) -> None:
+    old = make(tmp_path)
+    result = cli("--stack", "barcelona", "--diff", str(old), "--out", str(tmp_path / "new"))
+    assert result.returncode == 2
+    assert f"--diff {old}: {says}" in one_error(result.stderr)
+    assert result.stdout == ""
+    assert not (tmp_path / "new").exists()
+
+
+def test_diff_and_out_on_one_directory_compare_before_overwriting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--stack", "barcelona", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    args = ["--stack", "barcelona", "--set", "nodes=3", "--diff", str(tmp_path)]
+    assert main([*args, "--out", str(tmp_path)]) == 1
+    assert "-  replicas: 2\n+  replicas: 3\n" in capsys.readouterr().out
+    assert "replicas: 3\n" in (tmp_path / "kubernetes.yaml").read_text()
+    assert main(args) == 0  # the directory now holds the new render

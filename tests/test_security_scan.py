@@ -18,10 +18,19 @@ from tests.conftest import ROOT, STACKS
 
 TOOLS_CHECKOV = ROOT / ".tools" / "checkov" / "bin" / "checkov"
 
-VARIANTS = [(stack, ()) for stack in STACKS] + [
-    ("barcelona", ("networkMode=tcp",)),
-    ("barcelona", ("codeSync.repo=https://github.com/example/train.git",)),
-    ("gcp-a3", ("networkMode=tcp",)),
+REPO = "codeSync.repo=https://github.com/example/train.git"
+# (stack, --set overrides, --set-secret overrides)
+VARIANTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    *((stack, (), ()) for stack in STACKS),
+    ("barcelona", ("networkMode=tcp",), ()),
+    ("barcelona", (REPO,), ()),
+    ("barcelona", (REPO, "codeSync.credentialsSecret=git-creds"), ()),
+    (
+        "nerc-production",
+        (),
+        (REPO.replace("https://", "https://oauth2:t@"), "secretEnv.HF_TOKEN=t"),
+    ),
+    ("gcp-a3", ("networkMode=tcp",), ()),
 ]
 
 
@@ -47,9 +56,11 @@ def scan(manifests: str, tmp_path: Path) -> dict[str, Any]:
     return dict(report[0] if isinstance(report, list) else report)
 
 
-@pytest.mark.parametrize(("stack", "overrides"), VARIANTS, ids=lambda v: str(v))
-def test_no_failed_checks(stack: str, overrides: tuple[str, ...], tmp_path: Path) -> None:
-    report = scan(render(stack, overrides)["kubernetes.yaml"], tmp_path)
+@pytest.mark.parametrize(("stack", "overrides", "secrets"), VARIANTS, ids=lambda v: str(v))
+def test_no_failed_checks(
+    stack: str, overrides: tuple[str, ...], secrets: tuple[str, ...], tmp_path: Path
+) -> None:
+    report = scan(render(stack, overrides, secrets)["kubernetes.yaml"], tmp_path)
     failed = [
         f"{f['check_id']} {f['resource']}: {f['check_name']}"
         for f in report.get("results", {}).get("failed_checks", [])

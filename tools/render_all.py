@@ -57,7 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("out", type=Path, help="directory to write one subdirectory per stack to")
     args = parser.parse_args(argv)
-    failed = render_all(args.out)
+    try:
+        failed = render_all(args.out)
+    except OSError as exc:  # OUT blocked by a file, or not creatable
+        print(
+            f"error: {args.out}: cannot write it ({exc.strerror}: {exc.filename})", file=sys.stderr
+        )
+        return 2
     rendered = [s for s in stacks() if s not in failed]
     print(f"rendered {', '.join(rendered) or 'no stack'} to {args.out}/", file=sys.stderr)
     return 2 if failed else 0

@@ -1,0 +1,75 @@
+"""Run the real render CLI (`python -m components.render`) as a user would, in this checkout
+or in a copy of the program with stack files a test writes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# What the program needs to run: its code, the pod scripts it ships and the project file.
+PROGRAM = ("components", "scripts", "__main__.py", "Pulumi.yaml")
+
+
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "components.render", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def program_copy(into: Path, stacks: dict[str, str]) -> Path:
+    """A copy of the program in `into` with `Pulumi.<stack>.yaml` files of the given text."""
+    for name in PROGRAM:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, into / name)
+    for stack, text in stacks.items():
+        (into / f"Pulumi.{stack}.yaml").write_text(text)
+    return into
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` (contents for files), to show that nothing was written."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+        if "__pycache__" not in p.parts
+    }
+
+
+def one_error(stderr: str) -> str:
+    """The single `error:` message of a refused run (no traceback), as one string."""
+    assert "Traceback" not in stderr, stderr
+    assert stderr.startswith("error: "), stderr
+    assert stderr.count("error:") == 1, stderr
+    return stderr
+
+
+def refused_stack_file(tmp_path: Path, text: str) -> str:
+    """Render a stack file of `text` through the CLI in a copy of the program: it must be
+    refused (exit 2, one message, nothing written); returns the message."""
+    project = program_copy(tmp_path / "project", {"given": text})
+    before = tree(tmp_path)
+    result = cli("--stack", "given", "--out", str(tmp_path / "out"), cwd=project)
+    assert result.returncode == 2
+    assert tree(tmp_path) == before
+    return one_error(result.stderr)
+
+
+def by_case(argnames: str, table: Sequence[tuple[Any, ...]]) -> pytest.MarkDecorator:
+    """Parametrize over (case id, *values) rows."""
+    return pytest.mark.parametrize(
+        argnames, [row[1:] for row in table], ids=[row[0] for row in table]
+    )

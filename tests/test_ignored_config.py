@@ -1,0 +1,88 @@
+"""Config is never silently ignored: a key under a misspelt namespace, or written twice in a
+stack file, is refused by name (with the line); a namespace no provider of this program reads
+draws a warning. Both in the offline render and in the program under the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from components.offline import ProgramRun, run_program
+from tests.cli import ROOT, by_case, cli, program_copy, refused_stack_file
+
+# Typos of the project's and the Kubernetes provider's namespaces.
+MISSPELT = ["gpu_cluster", "gpucluster", "gpu-clsuter", "GPU-Cluster", "gpu-cluter", "kubernets"]
+
+
+@pytest.mark.parametrize("namespace", MISSPELT)
+def test_a_key_under_a_misspelt_namespace_is_refused_in_the_render(
+    tmp_path: Path, namespace: str
+) -> None:
+    stack = f"config:\n  gpu-cluster:platform: openshift\n  {namespace}:nodes: 4\n"
+    message = refused_stack_file(tmp_path, stack)
+    assert f"{namespace}:nodes: namespace '{namespace}' is not" in message
+
+
+@pytest.mark.parametrize("namespace", MISSPELT)
+def test_a_key_under_a_misspelt_namespace_stops_the_program(namespace: str) -> None:
+    """Under `pulumi up` the engine hands the program every namespace's keys."""
+    config = {"gpu-cluster:platform": "openshift", f"{namespace}:nodes": "4"}
+    run = ProgramRun()
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(config, [], "engine", record_into=run)
+    assert run.resources == []
+    assert f"{namespace}:nodes: namespace '{namespace}' is not" in str(info.value)
+
+
+# (case, stack file, what the message must say)
+WRITTEN_TWICE = [
+    (
+        "top-level",
+        "config:\n  gpu-cluster:platform: openshift\n  gpu-cluster:nodes: 2\n"
+        "  gpu-cluster:nodes: 4\n",
+        "Pulumi.given.yaml:4: gpu-cluster:nodes is written twice (first on line 3)",
+    ),
+    (
+        "nested",
+        "config:\n  gpu-cluster:platform: openshift\n  gpu-cluster:pod:\n"
+        "    memoryLimit: 256Gi\n    cpuRequest: '8'\n    memoryLimit: 512Gi\n",
+        "Pulumi.given.yaml:6: memoryLimit is written twice (first on line 4)",
+    ),
+    (
+        "config-block",
+        "config:\n  gpu-cluster:platform: openshift\nconfig:\n  gpu-cluster:nodes: 4\n",
+        "Pulumi.given.yaml:3: config is written twice (first on line 1)",
+    ),
+]
+
+
+@by_case("text, says", WRITTEN_TWICE)
+def test_a_key_written_twice_is_refused_with_its_lines(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    assert says in refused_stack_file(tmp_path, text)
+
+
+def test_a_namespace_nothing_reads_is_a_warning(tmp_path: Path) -> None:
+    stack = (ROOT / "Pulumi.barcelona.yaml").read_text() + "  aws:region: us-east-1\n"
+    project = program_copy(tmp_path / "project", {"extra": stack})
+    result = cli("--stack", "extra", "--out", str(tmp_path / "out"), cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "warning: aws:region: namespace 'aws' is not read" in result.stderr
+    config = {"gpu-cluster:platform": "openshift", "aws:region": "us-east-1"}
+    assert any("aws:region" in w for w in run_program(config, [], "engine").warnings)
+
+
+def test_the_providers_namespaces_draw_no_warning(tmp_path: Path) -> None:
+    config = {
+        "gpu-cluster:platform": "openshift",
+        "kubernetes:context": "barcelona",
+        "gcp:project": "p",
+        "pulumi:tags": '{"team": "ml"}',
+    }
+    assert run_program(config, [], "engine").warnings == []
+    result = cli("--stack", "barcelona", "--out", str(tmp_path))  # has kubernetes:context
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr

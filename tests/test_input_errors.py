@@ -1,0 +1,187 @@
+"""Malformed input is answered, never a traceback: a stack file that is not YAML or not shaped
+like one, a --set path that does not fit the config, a number the engine cannot carry, an --out
+that cannot be written. Each exits 2 with one message naming the file (and line) or key, and
+writes nothing (the render goes to a temporary directory and is moved into place whole)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from components.offline import ProgramRun, run_program
+from tests.cli import ROOT, by_case, cli, one_error, refused_stack_file, tree
+
+GOOD = "config:\n  gpu-cluster:platform: openshift\n"
+HUGE = "9" * 5000  # beyond Python's int-from-text limit (4300 digits)
+DEEPSPEED = "config:\n  gpu-cluster:platform: openshift\n  gpu-cluster:launcher:\n    deepspeed:\n"
+
+# (case, stack file text, what the message must say)
+STACK_FILES: list[tuple[str, str, str]] = [
+    (
+        "yaml-syntax-error",
+        "config:\n  gpu-cluster:platform: openshift\n  gpu-cluster:nodes: 2: 3\n",
+        "Pulumi.given.yaml:3: mapping values are not allowed",
+    ),
+    ("document-is-a-list", "- gpu-cluster:platform\n", "Pulumi.given.yaml: must be a YAML mapping"),
+    ("document-is-a-string", "gpu-cluster:platform=gke\n", "Pulumi.given.yaml: must be a YAML"),
+    ("two-documents", "config: {}\n---\nconfig: {}\n", "Pulumi.given.yaml:2:"),
+    (
+        "config-is-a-list",
+        "# one cluster\nconfig:\n  - gpu-cluster:platform\n",
+        "Pulumi.given.yaml:2: `config:` must be a mapping",
+    ),
+    (
+        "config-is-a-string",
+        "config: openshift\n",
+        "Pulumi.given.yaml:1: `config:` must be a mapping",
+    ),
+    ("unhashable-key", f"{GOOD}  gpu-cluster:pod: {{? [a] : 1}}\n", "Pulumi.given.yaml:3: found"),
+    ("binary-value", f"{GOOD}  gpu-cluster:pod: !!binary aGVsbG8=\n", "gpu-cluster:pod is a bytes"),
+    ("alias-loop", f"{GOOD}  gpu-cluster:pod: &p [*p]\n", "gpu-cluster:pod[0] contains itself"),
+    (
+        "date-is-text",
+        f"{GOOD}  gpu-cluster:pod:\n    cpuRequest: 2026-11-22\n",
+        "gpu-cluster:pod.cpuRequest = '2026-11-22'",
+    ),
+    ("key-without-namespace", "config:\n  platform: openshift\n", "'platform' has no namespace"),
+    ("int-beyond-the-parser", f"{GOOD}  gpu-cluster:nodes: {HUGE}\n", "Pulumi.given.yaml: cannot"),
+    (
+        "int-overflow",
+        f"{DEEPSPEED}      microBatchSize: 1{'0' * 30}\n",
+        "gpu-cluster:launcher.deepspeed.microBatchSize: number too large",
+    ),
+    (
+        "float-overflow",
+        f"{DEEPSPEED}      microBatchSize: 1.0e+400\n",
+        "gpu-cluster:launcher.deepspeed.microBatchSize: not a finite number",
+    ),
+]
+
+
+@by_case("text, says", STACK_FILES)
+def test_malformed_stack_files_are_named_with_their_line(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    assert says in refused_stack_file(tmp_path, text)
+
+
+# (case, --set argument, what the message must say)
+SET_PATHS: list[tuple[str, str, str]] = [
+    ("index-into-a-number", "nodes[0]=3", "--set nodes[0]: nodes is a plain value"),
+    ("key-into-a-string", "platform.kind=gke", "--set platform.kind: gpu-cluster:platform holds"),
+    (
+        "key-into-a-nested-string",
+        "rdma.nics[0].interface.name=net1",
+        "rdma.nics[0].interface is a plain value",
+    ),
+    ("key-into-a-list", "rdma.nics.mtu=9000", "--set rdma.nics.mtu: rdma.nics is a list"),
+    ("index-into-an-object", "rdma[0]=1", "--set rdma[0]: rdma is an object"),
+    ("empty-part", "rdma..mtu=9000", "--set rdma..mtu: not a config path"),
+    ("trailing-dot", "rdma.=9000", "--set rdma.: not a config path"),
+    ("empty-namespace", ":nodes=3", "--set :nodes: not a config path"),
+    ("empty-key", "=3", "--set takes KEY=VALUE"),
+    ("no-value", "nodes", "--set takes KEY=VALUE"),
+    ("index-far-out", "rdma.nics[99999999999].hca=mlx5_0", "index [99999999999] is out of range"),
+    ("int-overflow", f"launcher.maxNodes={'9' * 30}", "--set launcher.maxNodes: number too large"),
+    ("int-beyond-the-parser", f"launcher.maxNodes={HUGE}", "--set launcher.maxNodes: number too"),
+    ("top-level-int-beyond-the-parser", f"nodes={HUGE}", "gpu-cluster:nodes = '999"),
+]
+
+
+@by_case("arg, says", SET_PATHS)
+def test_set_paths_that_do_not_fit_the_config_are_named(
+    tmp_path: Path, arg: str, says: str
+) -> None:
+    result = cli("--stack", "barcelona", "--set", arg, "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    message = one_error(result.stderr)
+    assert says in message
+    assert len(message) < 1000  # a 5000-digit value is clipped, not echoed
+    assert list(tmp_path.iterdir()) == []
+
+
+def _file(tmp: Path) -> Path:
+    (tmp / "notes.txt").write_text("mine\n")
+    return tmp / "notes.txt"
+
+
+def _dir_where_a_file_goes(tmp: Path) -> Path:
+    # outputs.json is written last: a writer that goes file by file leaves a partial render.
+    (tmp / "out" / "outputs.json").mkdir(parents=True)
+    return tmp / "out"
+
+
+# (case, makes the --out path in tmp, what the message must say)
+OUT_PATHS = [
+    ("out-is-a-file", _file, "exists and is not a directory"),
+    ("parent-is-a-file", lambda tmp: _file(tmp) / "render", "cannot write it (Not a directory"),
+    (
+        "directory-where-a-file-goes",
+        _dir_where_a_file_goes,
+        "outputs.json exists and is not a file",
+    ),
+]
+
+
+@by_case("make, says", OUT_PATHS)
+def test_out_paths_that_cannot_be_written_leave_everything_as_it_was(
+    tmp_path: Path, make: object, says: str
+) -> None:
+    assert callable(make)
+    out = make(tmp_path)
+    before = tree(tmp_path)
+    result = cli("--stack", "barcelona", "--out", str(out))
+    assert result.returncode == 2
+    message = one_error(result.stderr)
+    assert says in message and str(out) in message
+    assert tree(tmp_path) == before
+
+
+def test_a_new_out_directory_appears_whole_and_an_existing_one_keeps_other_files(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "a" / "b" / "render"
+    assert cli("--stack", "barcelona", "--out", str(out)).returncode == 0
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(
+        ["a", "b", "render", "kubernetes.yaml", "resources.json", "outputs.json"]
+    )
+    (out / "README").write_text("kept\n")
+    assert cli("--stack", "nerc-production", "--out", str(out)).returncode == 0
+    assert (out / "README").read_text() == "kept\n"
+    assert "coops-767192" in (out / "outputs.json").read_text()
+
+
+# Config as the engine hands it to the program under `pulumi up`: numbers it cannot carry.
+ENGINE_NUMBERS = [
+    ('{"deepspeed": {"microBatchSize": 1e30}}', "launcher.deepspeed.microBatchSize: number"),
+    ('{"deepspeed": {"microBatchSize": 1' + "0" * 30 + "}}", "microBatchSize: number too large"),
+    ('{"maxNodes": Infinity}', "gpu-cluster:launcher.maxNodes: not a finite number"),
+    ('{"maxNodes": NaN}', "gpu-cluster:launcher.maxNodes: not a finite number"),
+]
+
+
+@pytest.mark.parametrize(("launcher", "says"), ENGINE_NUMBERS)
+def test_numbers_the_engine_cannot_carry_stop_the_program(launcher: str, says: str) -> None:
+    config = {"gpu-cluster:platform": "openshift", "gpu-cluster:launcher": launcher}
+    run = ProgramRun()
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(config, [], "engine", record_into=run)
+    assert run.resources == []
+    assert says in str(info.value)
+
+
+def test_render_all_into_a_blocked_directory_says_so(tmp_path: Path) -> None:
+    blocked = _file(tmp_path) / "renders"
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.render_all", str(blocked)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert f"{blocked}: cannot write it (Not a directory" in one_error(result.stderr)
