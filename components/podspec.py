@@ -72,6 +72,8 @@ class Container:
     # Root in the container, overriding the pod's non-root default: added capabilities are only
     # effective for root (Kubernetes grants no ambient capabilities).
     run_as_root: bool = False
+    # A fixed non-root UID, where the platform assigns none (an SCC with runAsUser RunAsAny).
+    run_as_user: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,9 @@ class PodNetworking:
     resources: dict[str, int] = field(default_factory=dict)
     # Linux capabilities the training container needs beyond the restricted baseline.
     capabilities: tuple[str, ...] = ()
+    # The training container runs as UID 0, the only way an added capability is effective
+    # (Kubernetes grants no ambient capabilities: kubernetes/kubernetes#56374).
+    training_runs_as_root: bool = False
     init_containers: tuple[Container, ...] = ()
     volumes: tuple[Volume, ...] = ()
     mounts: tuple[Mount, ...] = ()
