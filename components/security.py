@@ -38,7 +38,8 @@ def scc_manifest(name: str, capabilities: tuple[str, ...], any_user: bool) -> di
     Every key the CRD requires is present. restricted-v2's `priority` and
     `defaultAddCapabilities` are null; Pulumi drops None-valued inputs, so they get 0 and []:
     SCC admission orders a null priority as 0 (openshift/apiserver-library-go
-    pkg/securitycontextconstraints/util/sort), and [] adds nothing either.
+    pkg/securitycontextconstraints/util/sort/byrestrictions.go getPriority), and [] adds
+    nothing either.
     """
     description = "restricted-v2 plus " + ", ".join(capabilities) + " for gpu-cluster training"
     if any_user:

@@ -34,7 +34,7 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 DETECT = SCRIPTS / "detect-rdma.sh"
 TORCHRUN = SCRIPTS / "launch-torchrun.sh"
 DEEPSPEED = SCRIPTS / "launch-deepspeed.sh"
-OURS = (DETECT, TORCHRUN, DEEPSPEED)
+OURS = (DETECT, TORCHRUN, DEEPSPEED, SCRIPTS / "launch-all.sh", SCRIPTS / "launch-stop.sh")
 
 ALL_HCAS = "=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
 
