@@ -518,6 +518,11 @@ def _gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
 
 def _rdma_problems(rdma: RdmaSettings) -> list[str]:
     out: list[str] = []
+    if "machine_config_pool" in rdma.model_fields_set and rdma.memlock != "machineconfig":
+        out.append(
+            f"gpu-cluster:rdma.machineConfigPool is only used with rdma.memlock 'machineconfig' "
+            f"(it is {rdma.memlock!r}); remove it or set the strategy"
+        )
     for attr, what in (("interface", "interface"), ("network", "network")):
         values = [getattr(nic, attr) for nic in rdma.nics]
         dupes = sorted({v for v in values if values.count(v) > 1})

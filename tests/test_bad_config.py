@@ -31,6 +31,11 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "barcelona",
+        ("rdma.machineConfigPool=gpu",),
+        ("rdma.machineConfigPool is only used with rdma.memlock 'machineconfig'",),
+    ),
+    (
+        "barcelona",
         ("rdma.nics[0].master=eno5np0",),
         ("gpu-cluster:rdma.nics[0]", "flavour 'sriov' takes its device from 'resource'"),
     ),
