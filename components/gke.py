@@ -65,6 +65,7 @@ from components.gpudirect import (
     GpuDirectRelease,
 )
 from components.k8s_objects import ManifestResource
+from components.namespace import managed_namespace
 from components.netmodes import gke_network_objects, pod_networking
 from components.outputs import stack_outputs
 from components.podspec import NodeRequirement, PodPlacement
@@ -350,14 +351,9 @@ class GkePlatform(pulumi.ComponentResource):
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider)
 
         depends: list[pulumi.Resource] = []
-        if s.create_namespace:
-            depends.append(
-                k8s.core.v1.Namespace(
-                    f"{name}-namespace",
-                    metadata=ObjectMetaArgs(name=s.namespace, labels=labels(s)),
-                    opts=k8s_opts,
-                )
-            )
+        namespace = managed_namespace(f"{name}-namespace", s, k8s_opts)
+        if namespace is not None:
+            depends.append(namespace)
         for index, (_, subnet) in enumerate(gpu_subnets, start=1):
             for manifest in gke_network_objects(
                 index, f"{s.name}-gpu{index}", f"{s.name}-gpu{index}"

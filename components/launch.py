@@ -6,6 +6,7 @@ the pod env, and the stack exports the commands.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from components.nccl import NCCL_ENV_FILE
@@ -55,7 +56,7 @@ def rendezvous_env(s: Settings) -> dict[str, str]:
         "DEEPSPEED_HOSTFILE": f"{SCRIPTS_DIR}/{HOSTFILE}",
         "DEEPSPEED_CONFIG": f"{SCRIPTS_DIR}/{DEEPSPEED_CONFIG}",
         # The launchers run preflight.sh first when asked; it checks /dev/shm against this.
-        "PREFLIGHT": "1" if s.verify.preflight else "0",
+        "PREFLIGHT": "1" if s.preflight else "0",
         "SHM_MIN_BYTES": str(quantity_bytes(s.pod.shm_size)),
     }
 
@@ -104,13 +105,18 @@ def deepspeed_config(s: Settings) -> dict[str, Any]:
     }
 
 
+# Runs on the user's machine, read from pod 0's copy of the scripts (scripts/launch-all.sh).
+LAUNCH_ALL = "launch-all.sh"
+
+
 def launch_command(s: Settings, cli: str, script: str = f"{WORKSPACE_PATH}/train.py") -> str:
-    """One shell line that starts the configured launcher on every pod and waits for all."""
+    """One command that starts the configured launcher on every pod, exits with the first
+    failing pod's code and stops every pod's training on a failure or Ctrl-C."""
     launcher = f"{SCRIPTS_DIR}/launch-{s.launcher.kind}.sh"
-    return (
-        f"for i in $(seq 0 {s.nodes - 1}); do {cli} exec -n {s.namespace} {s.name}-$i "
-        f"-c {TRAINING_CONTAINER} -- {launcher} {script} & done; wait"
-    )
+    pod0 = [cli, "exec", "-n", s.namespace, f"{s.name}-0", "-c", TRAINING_CONTAINER, "--"]
+    fetch = shlex.join([*pod0, "cat", f"{SCRIPTS_DIR}/{LAUNCH_ALL}"])
+    args = shlex.join([cli, s.namespace, s.name, str(s.nodes), launcher, script])
+    return f'bash -c "$({fetch})" launch-all {args}'
 
 
 def shell_command(s: Settings, cli: str) -> str:

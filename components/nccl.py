@@ -28,18 +28,20 @@ def rdma_env(rdma: RdmaSettings) -> dict[str, str]:
         # falling back to sockets (NVIDIA/nccl#451, #952).
         "NCCL_NET": "IB",
         "NCCL_IB_DISABLE": "0",
-        # Bootstrap and out-of-band traffic over the pod's cluster interface.
-        "NCCL_SOCKET_IFNAME": rdma.bootstrap_interface,
+        # Bootstrap and out-of-band traffic over the pod's cluster interface; '=' makes the
+        # name exact (a bare name is a prefix: eth0 would also match eth01, NCCL env docs).
+        "NCCL_SOCKET_IFNAME": "=" + rdma.bootstrap_interface,
         "NCCL_CROSS_NIC": str(rdma.cross_nic),
     }
     hcas = [nic.hca for nic in rdma.nics]
     if all(hcas):
         # '=' makes the match exact: without it mlx5_1 also selects mlx5_10..mlx5_19.
         env["NCCL_IB_HCA"] = "=" + ",".join(f"{hca}:1" for hca in hcas if hca)
-    if isinstance(rdma.gid_index, int):
-        env["NCCL_IB_GID_INDEX"] = str(rdma.gid_index)
-    elif rdma.gid_index == "nccl":
-        # NCCL >= 2.21 picks the GID itself from these (NCCL networking troubleshooting guide).
+    if isinstance(rdma.gid, int):
+        env["NCCL_IB_GID_INDEX"] = str(rdma.gid)
+    elif rdma.gid == "nccl":
+        # NCCL >= 2.21 picks the GID itself from these; NCCL_IB_GID_INDEX "should not be set"
+        # there (NVIDIA/nccl docs/userguide/source/troubleshooting/networking_troubleshooting.rst).
         env["NCCL_IB_ROCE_VERSION_NUM"] = "2"
         env["NCCL_IB_ADDR_FAMILY"] = "AF_INET"
     optional = {
@@ -48,6 +50,7 @@ def rdma_env(rdma: RdmaSettings) -> dict[str, str]:
         "NCCL_IB_TC": rdma.traffic_class,
         "NCCL_IB_SL": rdma.service_level,
         "NCCL_IB_QPS_PER_CONNECTION": rdma.qps_per_connection,
+        "NCCL_MIN_NCHANNELS": rdma.min_nchannels,
     }
     env.update({k: str(v) for k, v in optional.items() if v is not None})
     return env

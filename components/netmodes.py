@@ -32,8 +32,8 @@ from components.settings import NicSettings, RdmaSettings, Settings, gpudirect_r
 
 # Pod annotation Multus reads to attach extra networks (k8s.cni.cncf.io network-attachment spec).
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
-# NAD annotation that ties an SR-IOV network to its device-plugin resource (SR-IOV operator).
-SRIOV_RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"
+# NAD annotation that ties a network to its device-plugin resource (Multus reads it).
+DEVICE_RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"
 # GKE multi-networking pod annotations (GKE docs; CEA gpudirect-tcpxo/nccl-test-latest.yaml).
 GKE_DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"
 GKE_INTERFACES_ANNOTATION = "networking.gke.io/interfaces"
@@ -57,6 +57,11 @@ def pod_networking(s: Settings, scripts_config_map: str) -> PodNetworking:
 # --- rdma (OpenShift, Multus) ---------------------------------------------------------------
 
 
+# UID of the pod's other containers when the SCC assigns none (memlock root-ipc-lock sets
+# runAsUser RunAsAny): "nobody", owner of nothing in the image.
+UNPRIVILEGED_UID = 65534
+
+
 def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNetworking:
     networks = [
         {"name": nic.network, "namespace": s.namespace, "interface": nic.interface}
@@ -67,14 +72,20 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
         ("RDMA_INTERFACES", ",".join(nic.interface for nic in rdma.nics)),
         # Paired by position; an empty entry means "detect this one".
         ("RDMA_HCAS", ",".join(nic.hca or "" for nic in rdma.nics)),
-        ("RDMA_GID_INDEX", str(rdma.gid_index)),
+        ("RDMA_GID_INDEX", str(rdma.gid)),
     )
-    env = {**nccl_env(s), **dict(rdma_layout)}
+    as_root = rdma.memlock == "root-ipc-lock"
+    env = {
+        **nccl_env(s),
+        **dict(rdma_layout),
+        # preflight.sh checks each interface's MTU and names the memlock fix for this strategy.
+        "RDMA_MTU": str(rdma.mtu),
+        "MEMLOCK_STRATEGY": rdma.memlock,
+    }
     init: tuple[Container, ...] = ()
     volumes: tuple[EmptyDir | ConfigMapVolume, ...] = ()
     mounts: tuple[Mount, ...] = ()
-    needs_detection = rdma.gid_index == "auto" or not all(nic.hca for nic in rdma.nics)
-    if needs_detection:
+    if rdma.gid == "auto" or not all(nic.hca for nic in rdma.nics):
         # Per-pod facts (HCA behind each netN, its RoCE v2 IPv4 GID index) are only known
         # inside the pod, so an init step works them out and the launchers source the result.
         env_mount = Mount(NCCL_ENV_VOLUME, NCCL_ENV_FILE.rsplit("/", 1)[0])
@@ -85,6 +96,7 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
                 command=(f"{SCRIPTS_DIR}/detect-rdma.sh",),
                 env=(*rdma_layout, ("NCCL_ENV_FILE", NCCL_ENV_FILE)),
                 mounts=(Mount(SCRIPTS_VOLUME, SCRIPTS_DIR, read_only=True), env_mount),
+                run_as_user=UNPRIVILEGED_UID if as_root else None,
             ),
         )
         volumes = (EmptyDir(NCCL_ENV_VOLUME),)
@@ -93,8 +105,12 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
         annotations={MULTUS_NETWORKS_ANNOTATION: json.dumps(networks, separators=(",", ":"))},
         env=env,
         resources=rdma_resources(rdma),
-        # Verbs memory registration pins pages; the kernel checks CAP_IPC_LOCK against memlock.
-        capabilities=("IPC_LOCK",),
+        # Verbs memory registration pins pages; past RLIMIT_MEMLOCK the kernel allows it only
+        # with an effective CAP_IPC_LOCK (torvalds/linux drivers/infiniband/core/umem.c), which
+        # a non-root UID never has. With memlock machineconfig/preconfigured the limit itself
+        # is unlimited and the container stays non-root with no capability.
+        capabilities=("IPC_LOCK",) if as_root else (),
+        training_runs_as_root=as_root,
         init_containers=init,
         volumes=volumes,
         mounts=mounts,
@@ -114,21 +130,30 @@ def rdma_resources(rdma: RdmaSettings) -> dict[str, int]:
 
 
 def network_attachment(nic: NicSettings, rdma: RdmaSettings, namespace: str) -> dict[str, Any]:
-    """A Multus NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) for one RDMA NIC."""
+    """A Multus NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) for one RDMA NIC.
+
+    Shaped like the operators' templates (tests/vendor/ holds them with their sources):
+    sriov as the SR-IOV network operator renders a SriovNetwork, host-device and macvlan as
+    NVIDIA's network operator renders HostDeviceNetwork and MacvlanNetwork.
+    """
     ipam: dict[str, Any] = {"type": "whereabouts", "range": nic.subnet}
     if nic.routes:
         ipam["routes"] = [{"dst": r} for r in nic.routes]
     cni: dict[str, Any] = {"cniVersion": "1.0.0", "name": nic.network, "type": nic.flavour}
     if nic.flavour == "sriov":
+        # No mtu: sriov-cni never sets it (the SriovNetworkNodePolicy's mtu does), so a NAD
+        # value would only mislead (k8snetworkplumbingwg/sriov-cni pkg/sriov/sriov.go SetupVF).
         cni.update({"spoofchk": "off", "trust": "on", "link_state": "enable"})
     elif nic.flavour == "macvlan":
-        cni.update({"master": nic.master, "mode": "bridge"})
-    else:
-        cni["device"] = nic.master
-    cni.update({"mtu": rdma.mtu, "ipam": ipam})
+        cni.update({"master": nic.master, "mode": "bridge", "mtu": rdma.mtu})
+    # host-device: no `device`; Multus passes the allocated one as deviceID
+    # (k8snetworkplumbingwg/multus-cni pkg/types/conf.go delegateAddDeviceID).
+    cni["ipam"] = ipam
     metadata: dict[str, Any] = {"name": nic.network, "namespace": namespace}
-    if nic.flavour == "sriov":
-        metadata["annotations"] = {SRIOV_RESOURCE_ANNOTATION: nic.resource}
+    if nic.flavour != "macvlan":
+        # Ties the NAD to its device-plugin resource so Multus can hand the CNI the device
+        # the kubelet allocated; the RDMA shared device plugin (macvlan) allocates none.
+        metadata["annotations"] = {DEVICE_RESOURCE_ANNOTATION: nic.resource}
     return {
         "apiVersion": "k8s.cni.cncf.io/v1",
         "kind": "NetworkAttachmentDefinition",

@@ -395,6 +395,9 @@ class _RecordingMonitor(mocks.MockMonitor):
                 "replaceOnChanges": list(request.replaceOnChanges),
                 "provider": request.provider.split("::")[-1] if request.provider else "",
             }
+            if request.importId:
+                # Only when set, so renders of stacks that adopt nothing stay as they were.
+                options["import"] = request.importId
             self.run.resources.append(
                 RecordedResource(
                     type=request.type,

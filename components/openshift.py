@@ -10,10 +10,16 @@ from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
 from components.k8s_objects import ManifestResource
+from components.namespace import adopted, managed_namespace
 from components.netmodes import network_attachment, pod_networking
 from components.outputs import stack_outputs
 from components.podspec import NodeRequirement, PodPlacement
-from components.security import REQUIRED_SCC_ANNOTATION, scc_manifest
+from components.security import (
+    REQUIRED_SCC_ANNOTATION,
+    memlock_disruption,
+    memlock_machine_config,
+    scc_manifest,
+)
 from components.settings import Settings
 from components.workload import TrainingWorkload, labels
 
@@ -45,14 +51,9 @@ class OpenShiftPlatform(pulumi.ComponentResource):
         s = settings
         meta_labels = labels(s)
         depends: list[pulumi.Resource] = []
-        if s.create_namespace:
-            depends.append(
-                k8s.core.v1.Namespace(
-                    f"{name}-namespace",
-                    metadata=ObjectMetaArgs(name=s.namespace, labels=meta_labels),
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-            )
+        namespace = managed_namespace(f"{name}-namespace", s, pulumi.ResourceOptions(parent=self))
+        if namespace is not None:
+            depends.append(namespace)
         child = pulumi.ResourceOptions(parent=self, depends_on=depends)
         account = k8s.core.v1.ServiceAccount(
             f"{name}-training",
@@ -65,11 +66,16 @@ class OpenShiftPlatform(pulumi.ComponentResource):
 
         networking = pod_networking(s, f"{s.name}-scripts")
         if networking.capabilities:
-            # restricted-v2 refuses any added capability, so the mode's ones get their own SCC,
+            # restricted-v2 allows adding only NET_BIND_SERVICE, so the mode's capabilities
+            # (and, for a root training container, runAsUser RunAsAny) get their own SCC,
             # usable by the training ServiceAccount only.
             scc_name = f"{s.namespace}-{s.name}-training"
             scc = ManifestResource(
-                f"{name}-scc", scc_manifest(scc_name, networking.capabilities), child
+                f"{name}-scc",
+                scc_manifest(
+                    scc_name, networking.capabilities, any_user=networking.training_runs_as_root
+                ),
+                child,
             )
             role = k8s.rbac.v1.Role(
                 f"{name}-use-scc",
@@ -109,14 +115,30 @@ class OpenShiftPlatform(pulumi.ComponentResource):
 
         if s.network_mode == "rdma":
             assert s.rdma is not None
-            for nic in s.rdma.nics:
+            if s.rdma.memlock == "machineconfig":
+                pulumi.log.warn(
+                    "rdma.memlock is 'machineconfig': the MachineConfig "
+                    f"{memlock_disruption(s.rdma.machine_config_pool)}"
+                )
                 depends.append(
                     ManifestResource(
-                        f"{name}-nad-{nic.network}",
-                        network_attachment(nic, s.rdma, s.namespace),
-                        child,
+                        f"{name}-memlock",
+                        memlock_machine_config(s.rdma.machine_config_pool),
+                        pulumi.ResourceOptions(parent=self),
                     )
                 )
+            if s.rdma.network_attachments != "reference":
+                adopt = s.rdma.network_attachments == "adopt"
+                for nic in s.rdma.nics:
+                    depends.append(
+                        ManifestResource(
+                            f"{name}-nad-{nic.network}",
+                            network_attachment(nic, s.rdma, s.namespace),
+                            pulumi.ResourceOptions.merge(child, adopted(s.namespace, nic.network))
+                            if adopt
+                            else child,
+                        )
+                    )
 
         self.workload = TrainingWorkload(
             f"{name}-workload",

@@ -88,6 +88,8 @@ class Container:
     drop_all_capabilities: bool = True
     # On a native sidecar a startup probe also holds the later containers until it passes.
     startup_probe: ExecProbe | None = None
+    # A fixed non-root UID, where the platform assigns none (an SCC with runAsUser RunAsAny).
+    run_as_user: int | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,9 @@ class PodNetworking:
     resources: dict[str, int] = field(default_factory=dict)
     # Linux capabilities the training container needs beyond the restricted baseline.
     capabilities: tuple[str, ...] = ()
+    # The training container runs as UID 0, the only way an added capability is effective
+    # (Kubernetes grants no ambient capabilities: kubernetes/kubernetes#56374).
+    training_runs_as_root: bool = False
     init_containers: tuple[Container, ...] = ()
     volumes: tuple[Volume, ...] = ()
     mounts: tuple[Mount, ...] = ()

@@ -132,6 +132,9 @@ class Step:
     op: Op
     fields: tuple[str, ...] = ()  # inputs that force the replacement (op == "replace")
     protected: bool = False  # the previous render has `protect`: the engine refuses delete/replace
+    # The previous render has `retainOnDelete`: a delete (also the old half of a replacement)
+    # only drops the resource from the state; the object stays in the cluster or cloud.
+    retained: bool = False
 
     @property
     def precious(self) -> bool:
@@ -237,13 +240,14 @@ def plan(before: Mapping[Key, Row], after: Mapping[Key, Row]) -> list[Step]:
         # may happen in one update, unprotecting and deleting may not (pulumi/pulumi
         # pkg/resource/deploy/step_generator.go and step.go, DeleteStep.Apply).
         was_protected = bool((old.get("options") or {}).get("protect"))
+        retained = bool((old.get("options") or {}).get("retainOnDelete"))
         if new is None:
-            steps.append(Step(*key, "delete", protected=was_protected))
+            steps.append(Step(*key, "delete", protected=was_protected, retained=retained))
             continue
         still_protected = was_protected and bool((new.get("options") or {}).get("protect"))
         fields = replacing_fields(old, new)
         if fields:
-            steps.append(Step(*key, "replace", fields, still_protected))
+            steps.append(Step(*key, "replace", fields, still_protected, retained))
         elif effective_inputs(old, new) != (old.get("inputs") or {}):
             steps.append(Step(*key, "update", protected=still_protected))
     return steps

@@ -49,6 +49,12 @@ def training_exceptions(
         reasons["CKV_K8S_37"] = runtime_default
     if s.platform == "openshift":
         reasons["CKV_K8S_40"] = "OpenShift's SCC assigns a high UID from the namespace's range"
+    if networking.training_runs_as_root:
+        reasons["CKV_K8S_23"] = (
+            "rdma.memlock root-ipc-lock: IPC_LOCK is only effective for UID 0 (no ambient "
+            "capabilities), so the training container alone runs as root, with no other "
+            "capability and no privilege escalation"
+        )
     containers = [*networking.init_containers, *sidecars]
     if s.pod.cpu_limit is None or any(c.cpu_limit is None for c in containers):
         reasons["CKV_K8S_11"] = (

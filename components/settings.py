@@ -341,27 +341,54 @@ class NicSettings(_Model):
     routes: tuple[Cidr, ...] = ()
     # Host interface for macvlan (its parent) or host-device (the device moved into the pod).
     master: Interface | None = None
-    # mlx5 device behind the interface; None = detected at pod start.
+    # mlx5 device behind the interface; None = detected at pod start (the default: SR-IOV VF
+    # device names follow VF allocation, so a pin can go stale).
     hca: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
 
     @model_validator(mode="after")
     def _master_matches_flavour(self) -> NicSettings:
-        if self.flavour in ("macvlan", "host-device") and self.master is None:
-            raise ValueError(f"flavour {self.flavour!r} needs 'master' (the host interface)")
-        if self.flavour == "sriov" and self.master is not None:
-            raise ValueError("flavour 'sriov' takes its VF from 'resource'; remove 'master'")
+        if self.flavour == "macvlan" and self.master is None:
+            raise ValueError("flavour 'macvlan' needs 'master' (the parent host interface)")
+        if self.flavour != "macvlan" and self.master is not None:
+            # Multus hands sriov and host-device the device the kubelet allocated for
+            # 'resource'; a fixed device would override it (containernetworking/plugins
+            # host-device.go getLink checks `device` first).
+            raise ValueError(
+                f"flavour {self.flavour!r} takes its device from 'resource'; remove 'master'"
+            )
         return self
+
+
+# How RDMA memory registration gets enough locked memory (see RdmaSettings.memlock).
+MemlockStrategy = Literal["root-ipc-lock", "machineconfig", "preconfigured"]
+# What the program does about an object that may already exist in the cluster.
+ExistingObject = Literal["create", "adopt", "reference"]
 
 
 class RdmaSettings(_Model):
     """RoCE over Multus-attached NICs (networkMode: rdma)."""
 
     nics: tuple[NicSettings, ...] = Field(min_length=1, max_length=16)
+    # MTU every RDMA interface must have: preflight checks it; macvlan NADs set it. SR-IOV VFs
+    # get theirs from the SriovNetworkNodePolicy (sriov-cni ignores a NAD's mtu).
     mtu: int = Field(default=9000, ge=1280, le=9216)
     # Pod interface NCCL uses for bootstrap (the cluster network, not an RDMA NIC).
     bootstrap_interface: Interface = "eth0"
-    # 'auto': detected per pod from sysfs; 'nccl': left to NCCL >= 2.21; or a fixed index.
-    gid_index: Literal["auto", "nccl"] | Annotated[int, Field(ge=0, le=255)] = "auto"
+    # None: NCCL >= 2.21 picks the GID ('nccl') when every NIC has its own GID table (sriov,
+    # host-device); detected per pod ('auto') when a macvlan shares an HCA, where NCCL's pick
+    # (lowest RoCE v2 IPv4 index) can be another pod's or the host's GID. Or a fixed index.
+    gid_index: Literal["auto", "nccl"] | Annotated[int, Field(ge=0, le=255)] | None = None
+    # root-ipc-lock: only the training container runs as UID 0 with IPC_LOCK (own SCC);
+    # machineconfig: a CRI-O drop-in raises the default memlock on the GPU MachineConfigPool
+    # (cluster-admin; every node of the pool reboots); preconfigured: the nodes already do.
+    memlock: MemlockStrategy = "root-ipc-lock"
+    # MachineConfigPool of the GPU nodes (memlock: machineconfig).
+    machine_config_pool: DnsLabel = "worker"
+    # NetworkAttachmentDefinitions: create them, adopt existing ones (Pulumi import) or use
+    # existing ones by name without managing them.
+    network_attachments: ExistingObject = "create"
+    # NCCL_MIN_NCHANNELS; None = NCCL's default.
+    min_nchannels: int | None = Field(default=None, ge=1, le=64)
     # Documented NCCL_NET_GDR_LEVEL values; None lets NCCL decide from the topology.
     gdr_level: Literal["LOC", "PIX", "PXB", "PHB", "SYS"] | None = None
     cross_nic: Literal[0, 1, 2] = 0
@@ -369,6 +396,13 @@ class RdmaSettings(_Model):
     traffic_class: int | None = Field(default=None, ge=0, le=255)
     service_level: int | None = Field(default=None, ge=0, le=15)
     qps_per_connection: int | None = Field(default=None, ge=1, le=128)
+
+    @property
+    def gid(self) -> Literal["auto", "nccl"] | int:
+        """gidIndex with its default resolved (see the field's comment)."""
+        if self.gid_index is not None:
+            return self.gid_index
+        return "auto" if any(nic.flavour == "macvlan" for nic in self.nics) else "nccl"
 
 
 class TcpSettings(_Model):
@@ -402,8 +436,9 @@ class VerifySettings(_Model):
     iters: int = Field(default=20, ge=1, le=1000)
     # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
     require_gdr: bool = False
-    # Launchers run preflight.sh (GPUs, /dev/shm, memlock, RDMA links) before training.
-    preflight: bool = False
+    # Launchers run preflight.sh (GPUs, /dev/shm, memlock, RDMA links, DeepSpeed) before
+    # training; None = on in rdma mode (a too-small memlock must stop training), off otherwise.
+    preflight: bool | None = None
 
 
 class NcclSettings(_Model):
@@ -495,7 +530,9 @@ class Settings(_Model):
     platform: Platform
     name: DnsLabel = "gpu-cluster"
     namespace: Namespace = "gpu-cluster"
-    create_namespace: bool = True
+    # create: the program creates (and by default retains) it; adopt: imports an existing one;
+    # reference: it exists and the program leaves it alone.
+    namespace_mode: ExistingObject = "create"
     nodes: int = Field(default=2, ge=1, le=4096)
     gpus_per_node: int = Field(default=8, ge=1, le=16)
     network_mode: NetworkMode = "tcp"
@@ -517,6 +554,17 @@ class Settings(_Model):
     # Top-level keys set as Pulumi secrets (only SECRET_CAPABLE_KEYS get this far).
     _secret_keys: frozenset[str] = PrivateAttr(default=frozenset())
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "createNamespace" in data:
+            raise ValueError(
+                "gpu-cluster:createNamespace was replaced by namespaceMode: use "
+                "namespaceMode: create (was true) or reference (was false), or adopt to import "
+                "an existing namespace"
+            )
+        return data
+
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Settings:
         problems = list(_cross_field_problems(self))
@@ -531,6 +579,12 @@ class Settings(_Model):
     @property
     def world_size(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def preflight(self) -> bool:
+        if self.verify.preflight is not None:
+            return self.verify.preflight
+        return self.network_mode == "rdma"
 
     @property
     def elastic_range(self) -> tuple[int, int]:
@@ -722,7 +776,7 @@ def _name_problems(s: Settings) -> list[str]:
     limit, why = STATEFULSET_NAME_MAX, "the StatefulSet's controller-revision-hash pod label"
     if s.platform == "gke":
         limit, why = GKE_CLUSTER_NAME_MAX, "the GKE cluster name"
-        longest = max(_gcp_name_suffixes(s), key=len)
+        longest = max(_GCP_NAME_SUFFIXES, key=len)
         if len(s.name) + len(longest) > GCP_NAME_MAX:
             out.append(
                 f"gpu-cluster:name = {s.name!r}: the GCP resource name {s.name + longest!r} "
@@ -735,11 +789,15 @@ def _name_problems(s: Settings) -> list[str]:
     return out
 
 
-def _gcp_name_suffixes(s: Settings) -> list[str]:
-    """Suffixes gke.py appends to `name` for VPCs, subnets, firewalls, router and policy."""
-    suffixes = ["-host", "-host-internal", "-compact"]
-    suffixes += [f"-gpu{i}-internal" for i in range(1, gpu_nic_count(s) + 1)]
-    return suffixes
+# Suffixes gke.py appends to `name` for VPCs, subnets, firewalls, router and policy; GPU VPCs
+# counted as many as any release wires, so the limit holds whatever the stack's release (which
+# may itself be in question when names are checked) and across mode switches.
+_GCP_NAME_SUFFIXES = (
+    "-host",
+    "-host-internal",
+    "-compact",
+    *(f"-gpu{i}-internal" for i in range(1, max(r.nic_count for r in RELEASES.values()) + 1)),
+)
 
 
 def _verify_problems(s: Settings) -> list[str]:
@@ -776,6 +834,11 @@ def _size_bytes(text: str) -> int:
 
 def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
     out: list[str] = []
+    if "machine_config_pool" in rdma.model_fields_set and rdma.memlock != "machineconfig":
+        out.append(
+            f"gpu-cluster:rdma.machineConfigPool is only used with rdma.memlock 'machineconfig' "
+            f"(it is {rdma.memlock!r}); remove it or set the strategy"
+        )
     taken = {POD_PRIMARY_INTERFACE: "the pod's primary interface"}
     taken.setdefault(rdma.bootstrap_interface, "rdma.bootstrapInterface (NCCL's bootstrap)")
     for i, nic in enumerate(rdma.nics):

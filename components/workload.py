@@ -86,6 +86,8 @@ SHIPPED_SCRIPTS = (
     "launch-deepspeed.sh",
     "preflight.sh",
     "rdma-sysfs.sh",
+    "launch-stop.sh",
+    launch.LAUNCH_ALL,
 )
 # Label the StatefulSet controller sets on every pod (beta in 1.28, GA in 1.32).
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -169,13 +171,14 @@ def _security(
     read_only_root: bool,
     run_as_root: bool = False,
     drop_all: bool = True,
+    run_as_user: int | None = None,
 ) -> SecurityContextArgs:
     """Restricted baseline: no escalation, every capability dropped but the ones named
     (`drop_all` False: the runtime's defaults plus the ones named)."""
     return SecurityContextArgs(
         allow_privilege_escalation=False,
         privileged=False,
-        run_as_user=0 if run_as_root else None,
+        run_as_user=0 if run_as_root else run_as_user,
         run_as_non_root=False if run_as_root else None,
         read_only_root_filesystem=read_only_root or None,
         capabilities=CapabilitiesArgs(
@@ -217,7 +220,11 @@ def _container(c: Container) -> ContainerArgs:
         or None,
         volume_mounts=_mounts(c.mounts) or None,
         security_context=_security(
-            c.capabilities, c.read_only_root, c.run_as_root, c.drop_all_capabilities
+            c.capabilities,
+            c.read_only_root,
+            c.run_as_root,
+            c.drop_all_capabilities,
+            c.run_as_user,
         ),
         restart_policy=c.restart_policy,
         startup_probe=_probe(c.startup_probe),
@@ -380,7 +387,11 @@ class TrainingWorkload(pulumi.ComponentResource):
                 limits={k: v for k, v in limits.items() if v is not None}, requests=requests
             ),
             # Training images install packages and write caches outside the volumes.
-            security_context=_security(networking.capabilities, read_only_root=False),
+            security_context=_security(
+                networking.capabilities,
+                read_only_root=False,
+                run_as_root=networking.training_runs_as_root,
+            ),
             volume_mounts=_mounts(mounts),
             working_dir=launch.WORKSPACE_PATH,
         )
@@ -393,6 +404,9 @@ class TrainingWorkload(pulumi.ComponentResource):
                 run_as_non_root=True,
                 run_as_user=placement.run_as_user,
                 fs_group=placement.run_as_user,
+                # Re-own volumes only when their root's group differs, not at every start
+                # (a full recursive chown of a large workspace delays every pod start).
+                fs_group_change_policy="OnRootMismatch",
                 seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
             ),
             affinity=_affinity(meta_labels, placement),

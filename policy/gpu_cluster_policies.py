@@ -42,6 +42,14 @@ ALLOWED_CAPABILITIES: Final[Mapping[str, frozenset[str]]] = {
     "tcpxo-daemon": frozenset({"NET_ADMIN", "NET_BIND_SERVICE"}),  # RxDM flow steering
     "tcpx-daemon": frozenset({"NET_ADMIN"}),
 }
+# Why a container of the training pod may run as UID 0; every other one runs non-root.
+ROOT_ALLOWED: Final[Mapping[str, str]] = {
+    # rdma.memlock root-ipc-lock: IPC_LOCK is effective only for UID 0 (no ambient capabilities).
+    TRAINING_CONTAINER: "IPC_LOCK",
+    # Google's RxDM manifests run it as root so that NET_ADMIN is effective.
+    "tcpxo-daemon": "NET_ADMIN",
+    "tcpx-daemon": "NET_ADMIN",
+}
 # GPUDirect receive-datapath (RxDM) sidecars and the network mode each one serves.
 RXDM_SIDECARS: Final[Mapping[str, str]] = {"tcpxo-daemon": "tcpxo", "tcpx-daemon": "tcpx"}
 
@@ -269,6 +277,47 @@ def validate_least_capabilities(args: ResourceValidationArgs, report: ReportViol
                 "what the network mode needs).",
                 None,
             )
+
+
+# --- 2b. root only where a capability needs it -----------------------------------------------
+
+
+def _is_root(value: Any) -> bool:
+    try:
+        return value is not None and float(str(value)) == 0
+    except ValueError:
+        return False
+
+
+def validate_root_only_for_a_needed_capability(
+    args: ResourceValidationArgs, report: ReportViolation
+) -> None:
+    pod = _training_pod(args)
+    if pod is None:
+        return
+    pod_user = _get(pod.spec, "securityContext", "runAsUser")
+    for c in pod.containers():
+        user = _get(c.spec, "securityContext", "runAsUser")
+        if not _is_root(pod_user if user is None else user):
+            continue
+        needed = ROOT_ALLOWED.get(c.name)
+        added = {
+            _capability(cap) for cap in _seq(_get(c.spec, "securityContext", "capabilities", "add"))
+        }
+        escalation = _get(c.spec, "securityContext", "allowPrivilegeEscalation")
+        if needed is not None and needed in added and escalation is False:
+            continue
+        why = (
+            f"it may only do so to make {needed} effective, with {needed} added and "
+            "allowPrivilegeEscalation: false"
+            if needed
+            else "only the training container (for IPC_LOCK) and GPUDirect RxDM sidecars may"
+        )
+        report(
+            f"{c.label} of training workload '{_object_name(args)}' runs as UID 0: {why}. "
+            "Run it as a non-root user.",
+            None,
+        )
 
 
 # --- 3. GPU pods have a memory-backed /dev/shm -----------------------------------------------
@@ -515,6 +564,17 @@ POLICIES: Final[tuple[ResourceValidationPolicy, ...]] = (
         ),
         enforcement_level=EnforcementLevel.MANDATORY,
         validate=validate_least_capabilities,
+    ),
+    ResourceValidationPolicy(
+        name="root-only-for-a-needed-capability",
+        description=(
+            "A container of a training pod runs as UID 0 only to make a capability effective "
+            "(Kubernetes grants no ambient capabilities): training with IPC_LOCK "
+            "(rdma.memlock root-ipc-lock), the GPUDirect RxDM sidecars with NET_ADMIN, each "
+            "with allowPrivilegeEscalation: false; every other container runs non-root."
+        ),
+        enforcement_level=EnforcementLevel.MANDATORY,
+        validate=validate_root_only_for_a_needed_capability,
     ),
     ResourceValidationPolicy(
         name="gpu-pods-memory-backed-dev-shm",

@@ -2,7 +2,8 @@
 # Usage: detect-rdma.sh
 #
 # Works out NCCL's RDMA device list and RoCE v2 GID index for this pod and writes them to an env
-# file that the launchers source. Run once at pod start (init container). Reads only sysfs.
+# file that the launchers source. Run once at pod start (init container). Reads sysfs and the
+# interfaces' IPv4 addresses: an interface's GID is the RoCE v2 one equal to its own address.
 #
 # Environment:
 #   RDMA_INTERFACES  required  comma list of RDMA netdevs, e.g. net1,net2,net3,net4
@@ -12,6 +13,7 @@
 #   RDMA_GID_INDEX   optional  auto (default) = detect | <integer> = use as given |
 #                              nccl = let NCCL >= 2.21 pick the GID itself
 #   SYSFS_ROOT       optional  default /sys (tests point it at a fake tree)
+#   IP_BIN           optional  default ip (iproute2); reads each interface's IPv4 addresses
 #   NCCL_ENV_FILE    optional  default /var/run/gpu-cluster/nccl.env
 #
 # Output: NCCL_ENV_FILE with `export NCCL_IB_HCA==<hca>:<port>,...` plus either
@@ -54,35 +56,6 @@ split_devices() {
   done
 }
 
-# The interface's single RDMA device, or die saying why not.
-hca_of_iface() {
-  local iface=$1 dir="$SYSFS_ROOT/class/net/$1/device/infiniband" entries=()
-  read -r -a entries <<<"$(hcas_of_iface "$iface")"
-  case ${#entries[@]} in
-    1) echo "${entries[0]}" ;;
-    0) die "interface $iface has no RDMA device (nothing in $dir and no RDMA device's GID table names it); is the NIC RDMA-capable (SR-IOV isRdma / RDMA device plugin)?" ;;
-    *) die "interface $iface maps to several RDMA devices (${entries[*]}); set RDMA_HCAS" ;;
-  esac
-}
-
-# GID indices on <hca> port <port> that are RoCE v2, IPv4-mapped (::ffff:a.b.c.d) and bound to
-# the interface, space-separated in ascending order.
-roce_v2_ipv4_indices() {
-  local hca=$1 port=$2 iface=$3 base gid path idx
-  local -a hits=()
-  base="$SYSFS_ROOT/class/infiniband/$hca/ports/$port"
-  for path in "$base"/gids/*; do
-    idx=${path##*/}
-    [[ $idx =~ ^[0-9]+$ ]] || continue
-    gid=$(read_attr "$path") || continue
-    [[ $gid == 0000:0000:0000:0000:0000:ffff:* ]] || continue
-    [[ $(read_attr "$base/gid_attrs/types/$idx" || true) == "RoCE v2" ]] || continue
-    [[ $(read_attr "$base/gid_attrs/ndevs/$idx" || true) == "$iface" ]] || continue
-    hits[10#$idx]=1 # a sparse array lists its keys in numeric order
-  done
-  echo "${!hits[*]}"
-}
-
 # Entries of a directory, space-separated ("" if none or unreadable).
 dir_entries() {
   local entry names=()
@@ -108,39 +81,59 @@ case $RDMA_GID_INDEX in
 esac
 
 # --- per interface: device, port, candidate GID indices ---------------------------------------
+# The interface's RoCE v2 GIDs are the ones equal to its own IPv4 address(es) (see rdma-sysfs.sh).
 declare -a hcas=() ports=() candidates=()
 for i in "${!ifaces[@]}"; do
   iface=${ifaces[i]}
+  pin=${given_hcas[i]:-}
   [[ -e "$SYSFS_ROOT/class/net/$iface" ]] ||
     die "interface $iface not found ($SYSFS_ROOT/class/net/$iface); is the Multus network attached?"
+  addrs=$(iface_ipv4s "$iface")
+  [[ -n $addrs ]] ||
+    die "interface $iface has no IPv4 address ('$IP_BIN -4 -o addr show dev $iface'); the NAD's IPAM (whereabouts) assigns it: check the pod's network-status annotation"
+  read -r -a where <<<"$(candidate_hcas "$iface")"
+  ((${#where[@]} > 0)) ||
+    die "interface $iface has no RDMA device (no PCI-linked device in $SYSFS_ROOT/class/net/$iface/device/infiniband and none under $SYSFS_ROOT/class/infiniband); is the NIC RDMA-capable (SR-IOV isRdma / RDMA device plugin)?"
+  hits=$(ipv4_gid_hits "$addrs" "${where[@]}")
+  found=$(hit_ports "$hits")
 
-  if [[ -n ${given_hcas[i]:-} ]]; then
-    hca=${given_hcas[i]}
-    [[ -e "$SYSFS_ROOT/class/infiniband/$hca" ]] ||
-      die "RDMA device $hca (given for $iface in RDMA_HCAS) not found under $SYSFS_ROOT/class/infiniband"
-    link="$SYSFS_ROOT/class/net/$iface/device/infiniband"
-    if [[ -d $link && ! -e "$link/$hca" ]]; then
-      actual=$(dir_entries "$link")
-      die "RDMA_HCAS gives $hca for $iface, but $iface belongs to ${actual:-no RDMA device}"
+  if [[ -n $pin ]]; then
+    # A pin is checked, never trusted blindly: VF device names follow VF allocation.
+    [[ -e "$SYSFS_ROOT/class/infiniband/$pin" ]] ||
+      die "RDMA_HCAS pins $pin for $iface, but there is no $SYSFS_ROOT/class/infiniband/$pin; $iface ($addrs) has its RoCE v2 GID on: ${found:-no device}. Remove the pin (rdma.nics[].hca) to detect it"
+    if [[ -n $found && " $found " != *" $pin:"* ]]; then
+      die "RDMA_HCAS pins $pin for $iface, but $iface ($addrs) has its RoCE v2 GID on $found; remove the pin (rdma.nics[].hca) to detect it"
     fi
-  else
-    hca=$(hca_of_iface "$iface")
+    if [[ " ${where[*]} " != *" $pin "* ]]; then
+      die "RDMA_HCAS pins $pin for $iface, but $iface belongs to ${where[*]}; remove the pin (rdma.nics[].hca) to detect it"
+    fi
+    hits=$(grep "^$pin " <<<"$hits" || true)
+    found=$(hit_ports "$hits")
+    where=("$pin")
   fi
 
-  # NCCL wants <hca>:<port>; take the port whose GID table names the interface.
-  mapfile -t iface_ports < <(ports_listing_iface "$hca" "$iface")
-  if ((${#iface_ports[@]} == 0)); then
-    read -r -a all_ports <<<"$(dir_entries "$SYSFS_ROOT/class/infiniband/$hca/ports")"
-    # Without a readable GID naming the interface a single-port device still has a clear answer.
-    ((${#all_ports[@]} == 1)) || die "no port of $hca lists $iface in its GID table (ports: ${all_ports[*]:-none})"
-    iface_ports=("${all_ports[0]}")
+  read -r -a pairs <<<"$found"
+  if ((${#pairs[@]} == 0)); then
+    # No readable GID names the address. A fixed or NCCL-chosen index still needs the device:
+    # a single device with a single port is an unambiguous answer.
+    if [[ $RDMA_GID_INDEX != auto && ${#where[@]} == 1 ]]; then
+      read -r -a all_ports <<<"$(dir_entries "$SYSFS_ROOT/class/infiniband/${where[0]}/ports")"
+      if ((${#all_ports[@]} == 1)); then
+        warn "no RoCE v2 GID of $iface ($addrs) found on ${where[0]}; using its only port ${all_ports[0]}"
+        pairs=("${where[0]}:${all_ports[0]}")
+      fi
+    fi
+    ((${#pairs[@]} == 1)) ||
+      die "no RoCE v2 IPv4 GID for $iface ($addrs) on ${where[*]} (checked $SYSFS_ROOT/class/infiniband/<dev>/ports/*/gids); is RoCE v2 enabled on the NIC and the address assigned?"
+  elif ((${#pairs[@]} > 1)); then
+    die "interface $iface ($addrs) has RoCE v2 GIDs on several devices/ports (${pairs[*]}); pin its device in rdma.nics[].hca"
   fi
-  port=${iface_ports[0]}
-
-  found=$(roce_v2_ipv4_indices "$hca" "$port" "$iface")
-  if [[ $RDMA_GID_INDEX == auto && -z $found ]]; then
-    die "no RoCE v2 IPv4 GID for $iface on $hca port $port (checked $SYSFS_ROOT/class/infiniband/$hca/ports/$port/gids); does $iface have an IPv4 address?"
-  fi
+  hca=${pairs[0]%:*}
+  port=${pairs[0]##*:}
+  found=""
+  while read -r _ _ idx; do
+    [[ -n ${idx:-} ]] && found+="${found:+ }$idx"
+  done <<<"$hits"
   if [[ $RDMA_GID_INDEX =~ ^[0-9]+$ && " $found " != *" $RDMA_GID_INDEX "* ]]; then
     warn "GID index $RDMA_GID_INDEX is not a RoCE v2 IPv4 GID of $iface on $hca:$port (found: ${found:-none}); using it as given"
   fi

@@ -49,6 +49,13 @@ require_rendezvous() {
   ((MASTER_PORT <= 65535)) || die "MASTER_PORT=$MASTER_PORT is not a valid port (1-65535)"
 }
 
+# Write this shell's PID where launch-stop.sh finds it; the caller then `exec`s the trainer,
+# which keeps the PID.
+record_launch_pid() {
+  LAUNCH_PID_FILE=${LAUNCH_PID_FILE:-/tmp/gpu-cluster-launch.pid}
+  echo $$ >"$LAUNCH_PID_FILE" || die "cannot write $LAUNCH_PID_FILE (set LAUNCH_PID_FILE)"
+}
+
 # Usage: run_preflight TRAINER
 # With PREFLIGHT=1, environment problems (GPUs, /dev/shm, memlock, RDMA links) fail here with a
 # clear list instead of as a hang or an NCCL error minutes into the job.
@@ -60,7 +67,7 @@ run_preflight() {
       preflight=${PREFLIGHT_BIN:-$(dirname "$0")/preflight.sh}
       [[ -x $preflight ]] || die "preflight $preflight not found or not executable (set PREFLIGHT_BIN)"
       # Its report goes to stderr: stdout belongs to the trainer.
-      "$preflight" >&2 || rc=$?
+      PREFLIGHT_LAUNCHER=$1 "$preflight" >&2 || rc=$?
       if ((rc != 0)); then
         echo "$PROG: error: preflight failed (exit $rc); not starting $1" >&2
         exit "$rc"

@@ -18,6 +18,7 @@
 #   NCCL_ENV_FILE       optional  default /var/run/gpu-cluster/nccl.env (sourced if present)
 #   DEEPSPEED_BIN       optional  default deepspeed
 #   PREFLIGHT           optional  1 = run preflight.sh first and stop if it fails; default 0
+#   LAUNCH_PID_FILE     optional  default /tmp/gpu-cluster-launch.pid (for launch-stop.sh)
 #   PREFLIGHT_BIN       optional  default preflight.sh beside this script
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
@@ -61,6 +62,7 @@ done <"$DEEPSPEED_HOSTFILE"
 
 run_preflight deepspeed
 
+record_launch_pid
 exec "$DEEPSPEED_BIN" \
   --no_ssh \
   --node_rank="$NODE_RANK" \

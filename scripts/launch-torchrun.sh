@@ -16,6 +16,7 @@
 #   NCCL_ENV_FILE          optional  default /var/run/gpu-cluster/nccl.env (sourced if present)
 #   TORCHRUN_BIN           optional  default torchrun
 #   PREFLIGHT              optional  1 = run preflight.sh first and stop if it fails; default 0
+#   LAUNCH_PID_FILE        optional  default /tmp/gpu-cluster-launch.pid (for launch-stop.sh)
 #   PREFLIGHT_BIN          optional  default preflight.sh beside this script
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
@@ -44,6 +45,7 @@ fi
 
 run_preflight torchrun
 
+record_launch_pid
 exec "$TORCHRUN_BIN" \
   --nnodes="$TORCHRUN_NNODES" \
   --nproc-per-node="$GPUS_PER_NODE" \

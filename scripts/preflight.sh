@@ -2,8 +2,8 @@
 # Usage: preflight.sh
 #
 # Checks, inside the training container and before training starts, what would otherwise fail
-# later and less clearly: GPU count, /dev/shm size, memlock / CAP_IPC_LOCK, RDMA links and verbs
-# devices, and the NCCL env file of the detect-rdma init container. Runs every check, prints one
+# later and less clearly: GPU count, /dev/shm size, DeepSpeed's version, memlock / CAP_IPC_LOCK,
+# RDMA links, MTUs and verbs devices, and the NCCL env file of the detect-rdma init container. Runs every check, prints one
 # line per problem on stderr (what is wrong and what to do), then exits 1 if any failed, or prints
 # `preflight: OK (<n> checks)` and exits 0. Passed checks are listed on stdout. Reads only.
 #
@@ -26,6 +26,12 @@
 #                              memlock unlimited (the usual RDMA advice).
 #                              With CAP_IPC_LOCK the kernel ignores the limit for verbs memory
 #                              registration, so the check passes whatever the limit
+#   MEMLOCK_STRATEGY optional  the stack's rdma.memlock (root-ipc-lock | machineconfig |
+#                              preconfigured): the memlock failure names its fix
+#   RDMA_MTU         optional  MTU every RDMA interface must have; unset/empty = skip
+#   PREFLIGHT_LAUNCHER optional  deepspeed = also check DeepSpeed >= 0.14.5 (--no_ssh) is installed
+#   PYTHON_BIN       optional  default python3 (asks it for DeepSpeed's version)
+#   IP_BIN           optional  default ip (iproute2): the RDMA interfaces' IPv4 addresses
 #   NCCL_ENV_FILE    optional  default /var/run/gpu-cluster/nccl.env
 #   SYSFS_ROOT       optional  default /sys  (tests point these three at fake trees)
 #   DEV_ROOT         optional  default /dev
@@ -47,6 +53,12 @@ RDMA_INTERFACES=${RDMA_INTERFACES:-}
 RDMA_HCAS=${RDMA_HCAS:-}
 RDMA_GID_INDEX=${RDMA_GID_INDEX:-auto}
 MEMLOCK_MIN_KB=${MEMLOCK_MIN_KB:-unlimited}
+MEMLOCK_STRATEGY=${MEMLOCK_STRATEGY:-}
+RDMA_MTU=${RDMA_MTU:-}
+PREFLIGHT_LAUNCHER=${PREFLIGHT_LAUNCHER:-}
+PYTHON_BIN=${PYTHON_BIN:-python3}
+# DeepSpeed's launcher got --no_ssh in v0.14.5 (deepspeedai/DeepSpeed PR #5728, acbaca3).
+readonly DEEPSPEED_MIN_VERSION=0.14.5
 NCCL_ENV_FILE=${NCCL_ENV_FILE:-/var/run/gpu-cluster/nccl.env}
 
 # CAP_IPC_LOCK is capability number 14 (linux/capability.h).
@@ -200,28 +212,26 @@ check_memlock() {
     no) cap="CAP_IPC_LOCK is not effective" ;;
     *) cap="CAP_IPC_LOCK is $cap" ;;
   esac
-  fail "memlock: ulimit -l is $limit KiB (needed: $want) and $cap; RDMA memory registration (ibv_reg_mr) will fail: add IPC_LOCK to the container's securityContext.capabilities.add (and the SCC's allowedCapabilities) or raise the memlock limit"
+  fail "memlock: ulimit -l is $limit KiB (needed: $want) and $cap; RDMA memory registration (ibv_reg_mr) will fail. $(memlock_fix)"
+}
+
+# What to change, for the stack's rdma.memlock strategy.
+memlock_fix() {
+  case $MEMLOCK_STRATEGY in
+    root-ipc-lock) echo "rdma.memlock is root-ipc-lock, so the training container should run as UID 0 with IPC_LOCK: check that the pod was admitted under the stack's SCC (annotation openshift.io/scc) and that securityContext.runAsUser is 0" ;;
+    machineconfig) echo "rdma.memlock is machineconfig: check that the GPU MachineConfigPool finished updating (oc get mcp) and that this node has /etc/crio/crio.conf.d/99-gpu-cluster-memlock, then restart the pod" ;;
+    preconfigured) echo "rdma.memlock is preconfigured, but this node's container runtime does not lift the limit: set rdma.memlock to root-ipc-lock (training container as root with IPC_LOCK) or machineconfig (CRI-O default_ulimits memlock=-1:-1, reboots the pool's nodes)" ;;
+    *) echo "give the container an effective CAP_IPC_LOCK (UID 0 with IPC_LOCK) or an unlimited memlock limit" ;;
+  esac
 }
 
 # --- RDMA -------------------------------------------------------------------------------------
-# Port number(s) of <hca> to use for <iface>: the one whose GID table names it, else the only port.
-port_of() {
-  local hca=$1 iface=$2 ports=() port
-  mapfile -t ports < <(ports_listing_iface "$hca" "$iface")
-  if ((${#ports[@]} == 0)); then
-    for port in "$SYSFS_ROOT/class/infiniband/$hca/ports"/*; do
-      [[ -e $port ]] && ports+=("${port##*/}")
-    done
-    ((${#ports[@]} == 1)) || return 1
-  fi
-  echo "${ports[0]}"
-}
-
 # HCAs found by check_iface, for the uverbs check: "<hca> <iface>" lines.
 declare -a found_hcas=()
 
 check_iface() {
-  local iface=$1 given=$2 net="$SYSFS_ROOT/class/net/$1" state hca hcas port pstate phys
+  local iface=$1 given=$2 net="$SYSFS_ROOT/class/net/$1" state mtu addrs hits found hca port
+  local pstate phys where=() pairs=()
   if [[ ! $iface =~ ^[A-Za-z0-9_.-]+$ ]]; then
     fail "RDMA_INTERFACES: invalid interface name '$iface' in '$RDMA_INTERFACES'"
     return
@@ -239,29 +249,42 @@ check_iface() {
     fail "$iface: link down (operstate=$state); check the NIC, its cable/switch port and the SR-IOV VF or macvlan parent"
   fi
 
-  # RDMA device and its port state.
-  if [[ -n $given ]]; then
-    hca=$given
-    if [[ ! -e $SYSFS_ROOT/class/infiniband/$hca ]]; then
-      fail "$iface: RDMA device $hca (from RDMA_HCAS) not found under $SYSFS_ROOT/class/infiniband"
-      return
+  # MTU: an SR-IOV VF's comes from the SriovNetworkNodePolicy (sriov-cni ignores a NAD's mtu), a
+  # macvlan's from its NAD; a mismatch with the peers' MTU drops jumbo frames.
+  if [[ -n $RDMA_MTU ]]; then
+    mtu=$(read_attr "$net/mtu" || echo "unreadable")
+    if [[ $mtu == "$RDMA_MTU" ]]; then
+      pass "$iface: MTU $mtu"
+    else
+      fail "$iface: MTU $mtu, expected $RDMA_MTU (rdma.mtu); for SR-IOV set mtu in the SriovNetworkNodePolicy of this NIC (the NAD's mtu has no effect), for macvlan in the NAD"
     fi
-  else
-    hcas=$(hcas_of_iface "$iface")
-    if [[ -z $hcas ]]; then
-      fail "$iface: no RDMA device (nothing in $net/device/infiniband and no RDMA device's GID table names it); is the NIC RDMA-capable (SR-IOV isRdma / RDMA device plugin)?"
-      return
-    elif [[ $hcas == *" "* ]]; then
-      fail "$iface: maps to several RDMA devices ($hcas); set RDMA_HCAS"
-      return
-    fi
-    hca=$hcas
   fi
-  found_hcas+=("$hca $iface")
-  if ! port=$(port_of "$hca" "$iface"); then
-    fail "$iface: no port of $hca lists $iface in its GID table, and $hca has several ports"
+
+  # RDMA device and port: the ones holding a RoCE v2 GID equal to the interface's IPv4 address.
+  addrs=$(iface_ipv4s "$iface")
+  if [[ -z $addrs ]]; then
+    fail "$iface: no IPv4 address ('$IP_BIN -4 -o addr show dev $iface'); the NAD's IPAM assigns it"
     return
   fi
+  if [[ -n $given ]]; then
+    where=("$given")
+  else
+    read -r -a where <<<"$(candidate_hcas "$iface")"
+  fi
+  hits=""
+  ((${#where[@]} == 0)) || hits=$(ipv4_gid_hits "$addrs" "${where[@]}")
+  found=$(hit_ports "$hits")
+  read -r -a pairs <<<"$found"
+  if ((${#pairs[@]} == 0)); then
+    fail "$iface: no RoCE v2 GID for its address ($addrs) on ${where[*]:-any RDMA device}; is the NIC RDMA-capable (SR-IOV isRdma / RDMA device plugin)${given:+ and is the device RDMA_HCAS pins, $given, right (rdma.nics[].hca; remove the pin to detect it)}?"
+    return
+  elif ((${#pairs[@]} > 1)); then
+    fail "$iface: RoCE v2 GIDs for $addrs on several devices/ports (${pairs[*]}); pin its device in rdma.nics[].hca"
+    return
+  fi
+  hca=${pairs[0]%:*}
+  port=${pairs[0]##*:}
+  found_hcas+=("$hca $iface")
   pstate=$(read_attr "$SYSFS_ROOT/class/infiniband/$hca/ports/$port/state" || echo "unreadable")
   if [[ ${pstate#*: } == ACTIVE ]]; then
     pass "$iface: RDMA device $hca port $port ACTIVE"
@@ -339,9 +362,39 @@ check_nccl_env() {
   fi
 }
 
+# --- DeepSpeed ----------------------------------------------------------------------------------
+# True when dotted version $1 >= $2 (major.minor.patch; what follows the numbers is ignored).
+version_at_least() {
+  local IFS=. i have=() want=()
+  read -r -a have <<<"${1%%[!0-9.]*}"
+  read -r -a want <<<"$2"
+  for i in 0 1 2; do
+    ((10#${have[i]:-0} > 10#${want[i]:-0})) && return 0
+    ((10#${have[i]:-0} < 10#${want[i]:-0})) && return 1
+  done
+  return 0
+}
+
+# launch-deepspeed.sh starts DeepSpeed with --no_ssh (pods cannot ssh to each other).
+check_deepspeed() {
+  local out rc=0 version
+  out=$("$PYTHON_BIN" -c 'import importlib.metadata as m; print(m.version("deepspeed"))' 2>&1) || rc=$?
+  version=${out##*$'\n'}
+  if ((rc != 0)); then
+    fail "DeepSpeed: not installed in this image ($PYTHON_BIN: ${version}); launcher.kind deepspeed needs DeepSpeed >= $DEEPSPEED_MIN_VERSION: use an image that has it, or pip install 'deepspeed>=$DEEPSPEED_MIN_VERSION'"
+  elif [[ ! $version =~ ^[0-9]+(\.[0-9]+)*([.+-].*)?$ ]]; then
+    fail "DeepSpeed: cannot read its version ('$version')"
+  elif ! version_at_least "$version" "$DEEPSPEED_MIN_VERSION"; then
+    fail "DeepSpeed: $version is older than $DEEPSPEED_MIN_VERSION, the first with --no_ssh (which the launcher needs: pods cannot ssh to each other); upgrade it in the image"
+  else
+    pass "DeepSpeed: $version (>= $DEEPSPEED_MIN_VERSION, has --no_ssh)"
+  fi
+}
+
 # --- run ----------------------------------------------------------------------------------------
 check_gpus
 check_shm
+[[ $PREFLIGHT_LAUNCHER != deepspeed ]] || check_deepspeed
 if [[ -n $RDMA_INTERFACES ]]; then
   check_memlock
   check_rdma

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Usage: . rdma-sysfs.sh   (sourced by detect-rdma.sh and preflight.sh, after they set SYSFS_ROOT)
 #
-# How an RDMA netdev maps to its device and port in sysfs, one rule for every script.
+# How an RDMA netdev maps to its device, port and GID, one rule for every script: by the
+# interface's own IPv4 address. The kernel's per-GID netdev attribute (gid_attrs/ndevs) prints only
+# a name and is not filtered by network namespace (torvalds/linux drivers/infiniband/core/sysfs.c),
+# so on a shared HCA (macvlan) another pod's net1 looks like ours; its IPv4-mapped GID
+# (::ffff:a.b.c.d) does not.
+#
+# Environment: SYSFS_ROOT (required), IP_BIN (optional, default ip: iproute2).
 set -euo pipefail
 : "${SYSFS_ROOT:?set SYSFS_ROOT before sourcing rdma-sysfs.sh}"
+IP_BIN=${IP_BIN:-ip}
 
 # Print the first line of a sysfs attribute, or fail quietly. In containers, reading GID entries
 # that are not mapped into the pod's network namespace fails with EINVAL; callers treat a failed
@@ -26,33 +33,73 @@ split_list() {
   done
 }
 
-# Ports of an RDMA device whose GID table names the interface (normally just port 1).
-ports_listing_iface() {
-  local hca=$1 iface=$2 port ndev
-  for port in "$SYSFS_ROOT/class/infiniband/$hca/ports"/*/; do
-    port=${port%/}
-    for ndev in "$port"/gid_attrs/ndevs/*; do
-      if [[ $(read_attr "$ndev" || true) == "$iface" ]]; then
-        echo "${port##*/}"
-        break
-      fi
+# IPv4 addresses of an interface, space-separated ("" if none or `ip` fails).
+iface_ipv4s() {
+  local out line list=()
+  out=$("$IP_BIN" -4 -o addr show dev "$1" 2>/dev/null) || true
+  while IFS= read -r line; do
+    [[ $line =~ inet\ ([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+)/ ]] && list+=("${BASH_REMATCH[1]}")
+  done <<<"$out"
+  echo "${list[*]}"
+}
+
+# The GID sysfs shows for an IPv4 address: ::ffff:a.b.c.d, fully expanded.
+ipv4_mapped_gid() {
+  local a b c d
+  IFS=. read -r a b c d <<<"$1"
+  printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
+}
+
+# RDMA devices that can back the interface, space-separated: the PCI-linked ones of an SR-IOV VF
+# or host-device NIC (class/net/<if>/device/infiniband/<hca>); for virtual netdevs such as a
+# macvlan on a shared HCA, which have no such link, every RDMA device.
+candidate_hcas() {
+  local dir="$SYSFS_ROOT/class/net/$1/device/infiniband" hca entries=()
+  [[ -d $dir ]] || dir="$SYSFS_ROOT/class/infiniband"
+  for hca in "$dir"/*; do
+    [[ -e $hca ]] && entries+=("${hca##*/}")
+  done
+  echo "${entries[*]}"
+}
+
+# "<hca> <port> <index>" lines, in ascending index order per port, for every RoCE v2 GID on the
+# given devices that equals the IPv4-mapped GID of one of the addresses.
+# Usage: ipv4_gid_hits "<addr> ..." <hca>...
+ipv4_gid_hits() {
+  local addresses=$1 addr hca port path idx gid type want=" "
+  local -a indices
+  for addr in $addresses; do
+    want+="$(ipv4_mapped_gid "$addr") "
+  done
+  shift
+  for hca in "$@"; do
+    for port in "$SYSFS_ROOT/class/infiniband/$hca/ports"/*; do
+      [[ -d $port/gids ]] || continue
+      indices=()
+      for path in "$port"/gids/*; do
+        idx=${path##*/}
+        [[ $idx =~ ^[0-9]+$ ]] || continue
+        gid=""
+        { IFS= read -r gid <"$path"; } 2>/dev/null || [[ -n $gid ]] || continue
+        [[ $want == *" $gid "* ]] || continue
+        type=""
+        { IFS= read -r type <"$port/gid_attrs/types/$idx"; } 2>/dev/null || [[ -n $type ]] || continue
+        [[ $type == "RoCE v2" ]] || continue
+        indices[10#$idx]=1 # a sparse array lists its keys in numeric order
+      done
+      for idx in "${!indices[@]}"; do
+        echo "$hca ${port##*/} $idx"
+      done
     done
   done
 }
 
-# RDMA devices of an interface, space-separated. SR-IOV VFs and host-device NICs link theirs via
-# the PCI device (class/net/<if>/device/infiniband/<hca>); virtual netdevs such as macvlan on a
-# shared HCA have no device link, and there it is the device whose GID table names the interface.
-hcas_of_iface() {
-  local iface=$1 dir="$SYSFS_ROOT/class/net/$1/device/infiniband" entries=() hca
-  if [[ -d $dir ]]; then
-    for hca in "$dir"/*; do
-      [[ -e $hca ]] && entries+=("${hca##*/}")
-    done
-  else
-    for hca in "$SYSFS_ROOT/class/infiniband"/*; do
-      [[ -e $hca && -n $(ports_listing_iface "${hca##*/}" "$iface") ]] && entries+=("${hca##*/}")
-    done
-  fi
-  echo "${entries[*]}"
+# "hca:port" list of the GID hits, e.g. "mlx5_2:1 mlx5_3:1" (each pair once).
+hit_ports() {
+  local hca port idx seen=" "
+  while read -r hca port idx; do
+    [[ -n $hca && $seen != *" $hca:$port "* ]] && seen+="$hca:$port "
+  done <<<"$1"
+  seen=${seen# }
+  echo "${seen% }"
 }

@@ -11,11 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 _STRING_LIST_OR_NULL = {"type": ["array", "null"], "items": {"type": "string"}}
-_METADATA = {
-    "type": "object",
-    "required": ["name"],
-    "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}},
-}
+_NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}
+_METADATA = {"type": "object", "required": ["name"], "properties": {"name": _NAME}}
 _STRATEGY = {"type": "object", "properties": {"type": {"type": "string"}}}
 
 SCC: dict[str, Any] = {
@@ -144,16 +141,87 @@ CNI_CONFIG: dict[str, Any] = {
     },
     "allOf": [
         {"if": {"properties": {"type": {"const": "macvlan"}}}, "then": {"required": ["master"]}},
+        # host-device takes the device Multus passes (deviceID); a `device` would override it
+        # (containernetworking/plugins plugins/main/host-device/host-device.go getLink).
         {
             "if": {"properties": {"type": {"const": "host-device"}}},
-            "then": {"required": ["device"]},
+            "then": {"not": {"required": ["device"]}},
         },
     ],
+}
+
+# machineconfiguration.openshift.io/v1 MachineConfig (openshift/api machineconfiguration/v1
+# types.go: spec.config is an Ignition config; MCO reads storage.files path/mode/contents.source).
+MACHINE_CONFIG: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "machineconfiguration.openshift.io/v1"},
+        "kind": {"const": "MachineConfig"},
+        "metadata": {
+            "type": "object",
+            "required": ["name", "labels"],
+            "properties": {
+                "name": _NAME,
+                "labels": {
+                    "type": "object",
+                    "required": ["machineconfiguration.openshift.io/role"],
+                },
+            },
+        },
+        "spec": {
+            "type": "object",
+            "required": ["config"],
+            "properties": {
+                "config": {
+                    "type": "object",
+                    "required": ["ignition"],
+                    "properties": {
+                        "ignition": {
+                            "type": "object",
+                            "required": ["version"],
+                            "properties": {"version": {"pattern": "^3\\.[0-9]+\\.[0-9]+$"}},
+                        },
+                        "storage": {
+                            "type": "object",
+                            "properties": {
+                                "files": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["path", "contents"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "path": {"type": "string", "pattern": "^/"},
+                                            "mode": {"type": "integer"},
+                                            "overwrite": {"type": "boolean"},
+                                            "contents": {
+                                                "type": "object",
+                                                "required": ["source"],
+                                                "properties": {
+                                                    "source": {
+                                                        "type": "string",
+                                                        "pattern": "^data:",
+                                                    }
+                                                },
+                                            },
+                                        },
+                                    },
+                                }
+                            },
+                        },
+                    },
+                }
+            },
+        },
+    },
 }
 
 BY_KIND = {
     "SecurityContextConstraints": SCC,
     "NetworkAttachmentDefinition": NAD,
+    "MachineConfig": MACHINE_CONFIG,
     "GKENetworkParamSet": GKE_NETWORK_PARAM_SET,
     "Network": GKE_NETWORK,
 }

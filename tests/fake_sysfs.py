@@ -11,9 +11,13 @@ Only the files the script reads exist:
 and, for scripts/preflight.sh (see `bring_up`, `set_port_state`, `add_verbs_link`):
 
     class/net/<if>/operstate                          "up", "down", ...
+    class/net/<if>/mtu                                e.g. "9000"
     class/infiniband/<hca>/ports/<p>/state            e.g. "4: ACTIVE", "1: DOWN"
     class/infiniband/<hca>/ports/<p>/phys_state       e.g. "5: LinkUp", "3: Disabled"
     class/infiniband/<hca>/device/infiniband_verbs/uverbs<n>/   the HCA's verbs device
+
+The interfaces' IPv4 addresses live outside sysfs; `fake_ip` writes a stand-in for iproute2's
+`ip -4 -o addr show dev <if>` that prints what `add_netdev(..., ips=...)` recorded.
 
 In containers, reading an unmapped GID entry fails with EINVAL. Tests may run as root, where
 chmod 000 does not block reads, so an unreadable entry is a directory (read fails with EISDIR) or a
@@ -91,12 +95,38 @@ def _write(path: Path, value: str | None, *, as_dir: bool) -> None:
         path.symlink_to(path.parent / f".missing-{path.name}")
 
 
-def add_netdev(root: Path, iface: str, hca: str | None = None) -> None:
-    """A netdev; with `hca`, also the PCI link to its RDMA device."""
+_ADDRS = ".ipv4"  # beside class/: <root>/.ipv4/<if> holds the interface's addresses
+
+
+def add_netdev(root: Path, iface: str, hca: str | None = None, ips: tuple[str, ...] = ()) -> None:
+    """A netdev with IPv4 addresses `ips`; with `hca`, also the PCI link to its RDMA device."""
     net = root / "class/net" / iface
     net.mkdir(parents=True, exist_ok=True)
     if hca is not None:
         (net / "device/infiniband" / hca).mkdir(parents=True, exist_ok=True)
+    if ips:
+        (root / _ADDRS).mkdir(exist_ok=True)
+        (root / _ADDRS / iface).write_text("".join(f"{ip}\n" for ip in ips))
+
+
+def fake_ip(root: Path) -> Path:
+    """An `ip` that answers `ip -4 -o addr show dev <if>` from the addresses add_netdev kept,
+    in iproute2's one-line format, and fails like iproute2 for an unknown device."""
+    script = root.parent / f"{root.name}-ip"
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        f'[[ "$*" == "-4 -o addr show dev "* ]] || exit 2\n'
+        "iface=${*: -1}\n"
+        f'[[ -e "{root}/class/net/$iface" ]] ||\n'
+        '  { echo "Device \\"$iface\\" does not exist." >&2; exit 1; }\n'
+        f'[[ -f "{root}/{_ADDRS}/$iface" ]] || exit 0\n'
+        "while read -r addr; do\n"
+        '  echo "7: $iface    inet $addr/24 brd 0.0.0.0 scope global $iface\\'
+        '       valid_lft forever preferred_lft forever"\n'
+        f'done <"{root}/{_ADDRS}/$iface"\n'
+    )
+    script.chmod(0o755)
+    return script
 
 
 def add_hca(root: Path, hca: str, table: dict[int, Gid], port: int = 1) -> None:
@@ -116,10 +146,10 @@ def sriov_node(root: Path, v2_index: dict[str, int] | None = None) -> Path:
     """net1..net4 -> mlx5_6..mlx5_9 (PCI-linked), RoCE v2 IPv4 GID at 3 unless overridden.
     Also a host-side mlx5_0 that belongs to no pod interface."""
     for n, (iface, hca) in enumerate(zip(IFACES, HCAS, strict=True), start=1):
-        add_netdev(root, iface, hca)
+        add_netdev(root, iface, hca, ips=(pod_ip(n),))
         idx = (v2_index or {}).get(iface, 3)
-        add_hca(root, hca, sriov_table(iface, f"192.168.{n}.10", v2_index=idx))
-    add_netdev(root, "eth0")
+        add_hca(root, hca, sriov_table(iface, pod_ip(n), v2_index=idx))
+    add_netdev(root, "eth0", ips=("10.128.0.7",))
     add_hca(root, "mlx5_0", sriov_table("ens1f0np0", "10.0.0.5"))
     return root
 
@@ -127,9 +157,26 @@ def sriov_node(root: Path, v2_index: dict[str, int] | None = None) -> Path:
 def macvlan_node(root: Path) -> Path:
     """net1..net4 are macvlans on shared HCAs: no PCI link, RoCE v2 IPv4 GID at index 5."""
     for n, (iface, hca) in enumerate(zip(IFACES, HCAS, strict=True), start=1):
-        add_netdev(root, iface)
-        add_hca(root, hca, macvlan_table(iface, f"192.168.{n}.10", host_ip=f"10.0.{n}.5"))
+        add_netdev(root, iface, ips=(pod_ip(n),))
+        add_hca(root, hca, macvlan_table(iface, pod_ip(n), host_ip=f"10.0.{n}.5"))
     return root
+
+
+def pod_ip(n: int, pod: int = 10) -> str:
+    """The address whereabouts gives pod `pod` on RDMA network `n` (1-based)."""
+    return f"192.168.{n}.{pod}"
+
+
+def add_other_pod(root: Path, pod: int, first_index: int) -> None:
+    """Another pod's macvlans on the same shared HCAs, also named net1..net4 (the kernel's
+    gid_attrs/ndevs shows names from every namespace), its GIDs at lower indices than ours."""
+    for n, (iface, hca) in enumerate(zip(IFACES, HCAS, strict=True), start=1):
+        base = root / "class/infiniband" / hca / "ports/1"
+        for offset, kind in enumerate((ROCE_V1, ROCE_V2)):
+            idx = str(first_index + offset)
+            (base / "gids" / idx).write_text(ipv4_gid(pod_ip(n, pod)) + "\n")
+            (base / "gid_attrs/types" / idx).write_text(kind + "\n")
+            (base / "gid_attrs/ndevs" / idx).write_text(iface + "\n")
 
 
 def set_operstate(root: Path, iface: str, state: str) -> None:
@@ -150,10 +197,15 @@ def add_verbs_link(root: Path, hca: str, uverbs: str) -> None:
     (root / "class/infiniband" / hca / "device/infiniband_verbs" / uverbs).mkdir(parents=True)
 
 
-def bring_up(root: Path) -> Path:
-    """Every netdev operstate up, every port of every RDMA device ACTIVE / LinkUp."""
+def set_mtu(root: Path, iface: str, mtu: int) -> None:
+    (root / "class/net" / iface / "mtu").write_text(f"{mtu}\n")
+
+
+def bring_up(root: Path, mtu: int = 9000) -> Path:
+    """Every netdev operstate up with `mtu`, every port of every RDMA device ACTIVE / LinkUp."""
     for net in (root / "class/net").iterdir():
         set_operstate(root, net.name, "up")
+        set_mtu(root, net.name, mtu)
     for ports in (root / "class/infiniband").glob("*/ports"):
         for port in ports.iterdir():
             set_port_state(root, ports.parent.name, "4: ACTIVE", port=int(port.name))

@@ -13,7 +13,32 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # wrong types
     ("barcelona", ("nodes=two",), ("gpu-cluster:nodes = 'two'", "valid integer")),
     ("barcelona", ("gpusPerNode=4.5",), ("gpu-cluster:gpusPerNode = '4.5'", "integer")),
-    ("barcelona", ("createNamespace=maybe",), ("gpu-cluster:createNamespace = 'maybe'", "boolean")),
+    (
+        "barcelona",
+        ("namespaceMode=maybe",),
+        ("gpu-cluster:namespaceMode = 'maybe'", "'create', 'adopt' or 'reference'"),
+    ),
+    # a renamed key says what replaced it
+    (
+        "nerc-production",
+        ("createNamespace=false",),
+        ("createNamespace was replaced by namespaceMode", "reference (was false)"),
+    ),
+    (
+        "barcelona",
+        ("rdma.memlock=ulimit",),
+        ("gpu-cluster:rdma.memlock = 'ulimit'", "'root-ipc-lock', 'machineconfig' or"),
+    ),
+    (
+        "barcelona",
+        ("rdma.machineConfigPool=gpu",),
+        ("rdma.machineConfigPool is only used with rdma.memlock 'machineconfig'",),
+    ),
+    (
+        "barcelona",
+        ("rdma.nics[0].master=eno5np0",),
+        ("gpu-cluster:rdma.nics[0]", "flavour 'sriov' takes its device from 'resource'"),
+    ),
     (
         "barcelona",
         ("storage.retainOnDelete=7",),

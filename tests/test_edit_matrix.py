@@ -52,10 +52,9 @@ def violations(edit: tuple[str, ...], steps: list[Step]) -> list[str]:
             if not s.protected:
                 out.append(f"{what}: {PRECIOUS[s.type]}, and nothing stops it")
         elif s.type == NAMESPACE:
-            # Deleting a namespace deletes its claims. On this branch the update stops at the
-            # protected claims (the engine deletes the old namespace last); namespace retention
-            # itself is issue #13's.
-            if not any(x.type == PVC for x in refused):
+            # Deleting a namespace deletes its claims: only a retained namespace (dropped from
+            # the state, left in the cluster) may go, or the update stops at protected claims.
+            if not s.retained and not any(x.type == PVC for x in refused):
                 out.append(f"{what}: its claims would go with it")
         elif s.type == NODE_POOL:
             if not (_edits_key(edit, POOL_KEYS) or cluster_refused):
@@ -87,10 +86,7 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("barcelona", ("storage.storageClass=fast",)): {"replace PersistentVolumeClaim!": 4},
     ("barcelona", ("storage.mode=rwx",)): {"delete PersistentVolumeClaim!": 4},
     ("barcelona", ("name=renamed",)): {"replace PersistentVolumeClaim!": 4},
-    ("barcelona", ("namespace=elsewhere",)): {
-        "replace Namespace": 1,
-        "replace PersistentVolumeClaim!": 4,
-    },
+    ("barcelona", ("namespace=elsewhere",)): {"replace PersistentVolumeClaim!": 4},
     ("barcelona", ("networkMode=tcp",)): {},
     ("barcelona", (IMAGE,)): {},
     ("barcelona", ("gpusPerNode=2",)): {},
@@ -173,6 +169,8 @@ def test_the_policy_catches_what_it_forbids() -> None:
     found = violations(("image=x:1",), [claim, cluster, pool, host, namespace])
     assert len(found) == 5, found
     assert violations(("gcp.provisioning=spot",), [pool]) == []
+    retained = Step(NAMESPACE, "ns", "replace", ("metadata.name",), retained=True)
+    assert violations(("namespace=elsewhere",), [retained]) == []
 
 
 def test_the_matrix_covers_every_shipped_stack_and_the_risky_edits() -> None:

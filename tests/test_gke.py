@@ -222,7 +222,10 @@ def test_stack_outputs_tell_the_user_what_to_run_next() -> None:
     )
     assert outputs["nodePoolName"] == "a3mega"
     assert outputs["clusterEndpoint"] == "203.0.113.10"
-    assert "kubectl exec -n training gpu-cluster-$i -c training" in str(outputs["launchCommand"])
+    assert str(outputs["launchCommand"]).endswith(
+        "launch-all kubectl training gpu-cluster 2 /opt/gpu-cluster/launch-torchrun.sh "
+        "/workspace/train.py"
+    )
 
 
 # --- system pool, versions, upgrades (issue #12) ---------------------------------------------

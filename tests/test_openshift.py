@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import json
+import shlex
+import tomllib
+import urllib.parse
 
-from tests.conftest import container, env_of, manifests, one, pod_spec, run_stack
+import pytest
+
+from components.offline import ProgramRun, RecordedResource, engine_config, run_program
+from tests.conftest import ROOT, container, env_of, manifests, one, pod_spec, run_stack
 
 
 def test_barcelona_builds_the_rdma_cluster() -> None:
+    # The namespace and the four NADs exist (the seed's workflow made them): referenced only.
     run = run_stack("barcelona")
     kinds = sorted(m["kind"] for m in run.manifests())
     assert kinds == sorted(
-        ["Namespace", "ServiceAccount", "SecurityContextConstraints", "Role", "RoleBinding"]
-        + ["NetworkAttachmentDefinition"] * 4
-        + ["ConfigMap", "Service", "NetworkPolicy", "StatefulSet"]
+        [
+            *("ServiceAccount", "SecurityContextConstraints", "Role", "RoleBinding"),
+            *("ConfigMap", "Service", "NetworkPolicy", "StatefulSet"),
+        ]
         + ["PersistentVolumeClaim"] * 4  # workspace and datasets for each of the 2 pods
     )
     sts = one(run, "StatefulSet")
@@ -22,15 +30,20 @@ def test_barcelona_builds_the_rdma_cluster() -> None:
     assert sts["spec"]["serviceName"] == "ml-dev-env-headless"
 
 
-def test_scc_is_restricted_v2_plus_ipc_lock_granted_only_to_the_training_account() -> None:
+def test_scc_is_restricted_v2_plus_ipc_lock_and_any_uid_granted_only_to_the_training_account() -> (
+    None
+):
+    # memlock root-ipc-lock: IPC_LOCK is effective only for UID 0, so this SCC lets the training
+    # container run as root (runAsUser RunAsAny) with IPC_LOCK and nothing else.
     run = run_stack("barcelona")
     scc = one(run, "SecurityContextConstraints")
     assert scc["allowedCapabilities"] == ["NET_BIND_SERVICE", "IPC_LOCK"]
     assert scc["requiredDropCapabilities"] == ["ALL"]
     for key in ("allowHostIPC", "allowHostNetwork", "allowHostPID", "allowHostPorts"):
         assert scc[key] is False
-    assert scc["allowPrivilegedContainer"] is False
-    assert scc["runAsUser"] == {"type": "MustRunAsRange"}
+    assert scc["allowPrivilegedContainer"] is False and scc["allowPrivilegeEscalation"] is False
+    assert scc["runAsUser"] == {"type": "RunAsAny"}
+    assert scc["fsGroup"] == {"type": "MustRunAs"}
     assert not set(scc["allowedCapabilities"]) & set(scc["requiredDropCapabilities"])
     role = one(run, "Role")
     assert role["rules"] == [
@@ -54,7 +67,7 @@ def test_scc_is_restricted_v2_plus_ipc_lock_granted_only_to_the_training_account
     assert annotations["openshift.io/required-scc"] == scc["metadata"]["name"]
 
 
-def test_only_the_training_container_gets_ipc_lock_and_nothing_is_privileged() -> None:
+def test_only_the_training_container_runs_as_root_with_ipc_lock_and_nothing_is_privileged() -> None:
     spec = pod_spec(run_stack("barcelona"))
     assert "hostNetwork" not in spec and "hostPID" not in spec and "hostIPC" not in spec
     for c in spec["containers"] + spec.get("initContainers", []):
@@ -63,11 +76,16 @@ def test_only_the_training_container_gets_ipc_lock_and_nothing_is_privileged() -
         assert sc["capabilities"]["drop"] == ["ALL"]
         expected = ["IPC_LOCK"] if c["name"] == "training" else None
         assert sc["capabilities"].get("add") == expected, c["name"]
+    training = container(run_stack("barcelona"))["securityContext"]
+    assert (training["runAsUser"], training["runAsNonRoot"]) == (0, False)
+    # The SCC assigns no UID under RunAsAny, so the detection step gets an unprivileged one.
+    detect = container(run_stack("barcelona"), "detect-rdma")["securityContext"]
+    assert detect["runAsUser"] == 65534 and "runAsNonRoot" not in detect
     assert spec["securityContext"]["runAsNonRoot"] is True
 
 
 def test_nads_are_sriov_with_one_subnet_each_attached_as_net1_to_net4() -> None:
-    run = run_stack("barcelona")
+    run = run_stack("barcelona", "rdma.networkAttachments=create")
     nads = manifests(run, "NetworkAttachmentDefinition")
     configs = {n["metadata"]["name"]: json.loads(n["spec"]["config"]) for n in nads}
     assert sorted(c["ipam"]["range"] for c in configs.values()) == [
@@ -78,7 +96,9 @@ def test_nads_are_sriov_with_one_subnet_each_attached_as_net1_to_net4() -> None:
     ]
     for nad in nads:
         cni = configs[nad["metadata"]["name"]]
-        assert cni["type"] == "sriov" and cni["cniVersion"] == "1.0.0" and cni["mtu"] == 9000
+        assert cni["type"] == "sriov" and cni["cniVersion"] == "1.0.0"
+        # sriov-cni ignores a NAD's mtu (the SriovNetworkNodePolicy sets it): none rendered.
+        assert "mtu" not in cni
         assert cni["ipam"]["type"] == "whereabouts"
         resource = nad["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"]
         assert resource == f"openshift.io/{nad['metadata']['name'].split('-')[0]}rdma"
@@ -119,13 +139,19 @@ def test_rendezvous_env_and_rdma_nccl_env() -> None:
     assert env["MASTER_ADDR"] == "ml-dev-env-0.ml-dev-env-headless.nccl-test.svc.cluster.local"
     assert env["MASTER_PORT"] == "29500"
     assert env["NCCL_NET"] == "IB"
-    assert env["NCCL_IB_HCA"] == "=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+    assert "NCCL_IB_HCA" not in env  # detected per pod (VF device names follow allocation)
     assert env["NCCL_NET_GDR_LEVEL"] == "SYS"
     assert env["NCCL_CROSS_NIC"] == "0"
-    assert "NCCL_IB_GID_INDEX" not in env  # auto: detected per pod
+    assert env["NCCL_MIN_NCHANNELS"] == "4"  # the seed's min_nchannels
+    # Exact interface name: a bare "eth0" is a prefix that also matches eth01.
+    assert env["NCCL_SOCKET_IFNAME"] == "=eth0"
+    # SR-IOV VFs have their own GID tables: NCCL (2.21+) picks the GID.
+    assert "NCCL_IB_GID_INDEX" not in env
+    assert (env["NCCL_IB_ROCE_VERSION_NUM"], env["NCCL_IB_ADDR_FAMILY"]) == ("2", "AF_INET")
     detect = container(run_stack("barcelona"), "detect-rdma")
     assert env_of(detect)["RDMA_INTERFACES"] == "net1,net2,net3,net4"
-    assert env_of(detect)["RDMA_GID_INDEX"] == "auto"
+    assert env_of(detect)["RDMA_HCAS"] == ",,,"
+    assert env_of(detect)["RDMA_GID_INDEX"] == "nccl"
 
 
 def test_dev_shm_is_a_memory_volume_sized_from_config() -> None:
@@ -227,13 +253,32 @@ def test_switching_barcelona_to_tcp_drops_rdma_pieces_and_keeps_storage() -> Non
     assert claims_of[0] == claims_of[1]
 
 
+PINNED = tuple(f"rdma.nics[{i}].hca=mlx5_{6 + i}" for i in range(4))
+
+
 def test_gid_index_modes_reach_nccl() -> None:
     fixed = env_of(container(run_stack("barcelona", "rdma.gidIndex=3")))
     assert fixed["NCCL_IB_GID_INDEX"] == "3"
     by_nccl = env_of(container(run_stack("barcelona", "rdma.gidIndex=nccl")))
     assert by_nccl["NCCL_IB_ROCE_VERSION_NUM"] == "2" and "NCCL_IB_GID_INDEX" not in by_nccl
-    # HCAs given and a fixed index: nothing left to detect, so no init container.
-    assert "initContainers" not in pod_spec(run_stack("barcelona", "rdma.gidIndex=3"))
+    detected = env_of(container(run_stack("barcelona", "rdma.gidIndex=auto"), "detect-rdma"))
+    assert detected["RDMA_GID_INDEX"] == "auto"
+    # HCAs pinned and a fixed index: nothing left to detect, so no init container.
+    pinned = run_stack("barcelona", "rdma.gidIndex=3", *PINNED)
+    assert "initContainers" not in pod_spec(pinned)
+    assert env_of(container(pinned))["NCCL_IB_HCA"] == "=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+
+
+def test_gid_index_is_detected_by_default_when_a_macvlan_shares_an_hca() -> None:
+    # NCCL's own pick (the lowest RoCE v2 IPv4 GID) can be the host's or another pod's there.
+    run = run_stack(
+        "barcelona",
+        "rdma.nics[0].flavour=macvlan",
+        "rdma.nics[0].master=eno5np0",
+        "rdma.nics[0].resource=rdma/rdma_shared_device_a",
+    )
+    assert env_of(container(run, "detect-rdma"))["RDMA_GID_INDEX"] == "auto"
+    assert "NCCL_IB_ROCE_VERSION_NUM" not in env_of(container(run))
 
 
 def test_code_sync_sidecar_keeps_the_repo_in_every_pod_with_credentials_from_a_secret() -> None:
@@ -266,3 +311,132 @@ def test_only_peer_pods_may_connect_to_training_pods() -> None:
     assert policy["podSelector"]["matchLabels"] == own_labels
     assert policy["policyTypes"] == ["Ingress"]
     assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": own_labels}}]}]
+
+
+# --- memlock strategies (rdma.memlock) ------------------------------------------------------
+
+
+def test_machineconfig_memlock_lifts_cri_o_default_ulimits_on_the_gpu_pool() -> None:
+    run = run_stack("barcelona", "rdma.memlock=machineconfig", "rdma.machineConfigPool=gpu")
+    config = one(run, "MachineConfig")
+    assert config["metadata"]["name"] == "99-gpu-gpu-cluster-memlock"
+    assert config["metadata"]["labels"] == {"machineconfiguration.openshift.io/role": "gpu"}
+    # What applying it does is visible in the preview.
+    assert (
+        "reboots every node of MachineConfigPool 'gpu'"
+        in (config["metadata"]["annotations"]["gpu-cluster/disruption"])
+    )
+    (file,) = config["spec"]["config"]["storage"]["files"]
+    # After MCO's 00-default, so it wins; the nofile entry 00-default sets is carried over.
+    assert file["path"] == "/etc/crio/crio.conf.d/99-gpu-cluster-memlock"
+    assert file["mode"] == 0o644 and file["overwrite"] is True
+    content = urllib.parse.unquote(file["contents"]["source"].removeprefix("data:,"))
+    assert tomllib.loads(content) == {
+        "crio": {"runtime": {"default_ulimits": ["memlock=-1:-1", "nofile=1048576"]}}
+    }
+    # The limit itself is lifted: the container stays non-root, with no capability and no SCC.
+    assert not manifests(run, "SecurityContextConstraints") and not manifests(run, "Role")
+    sc = container(run)["securityContext"]
+    assert "add" not in sc["capabilities"] and "runAsUser" not in sc
+    annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
+    assert "openshift.io/required-scc" not in annotations
+    assert env_of(container(run))["MEMLOCK_STRATEGY"] == "machineconfig"
+
+
+def test_machineconfig_memlock_warns_in_the_preview() -> None:
+    config, secret_keys = engine_config("barcelona", ("rdma.memlock=machineconfig",))
+    run = run_program(config, secret_keys, "barcelona")
+    assert any("reboots every node of MachineConfigPool 'worker'" in w for w in run.warnings)
+
+
+def test_preconfigured_memlock_renders_no_node_or_security_change() -> None:
+    run = run_stack("barcelona", "rdma.memlock=preconfigured")
+    kinds = {m["kind"] for m in run.manifests()}
+    assert not kinds & {"MachineConfig", "SecurityContextConstraints", "Role", "RoleBinding"}
+    assert "add" not in container(run)["securityContext"]["capabilities"]
+    # preflight (on by default in rdma mode) then stops training on a node that is not ready.
+    assert env_of(container(run))["PREFLIGHT"] == "1"
+    assert env_of(container(run))["MEMLOCK_STRATEGY"] == "preconfigured"
+
+
+# --- existing objects: namespace and NADs (namespaceMode, rdma.networkAttachments) ----------
+
+
+def resources_of(run: ProgramRun, kind: str) -> list[RecordedResource]:
+    return [r for r in run.resources if r.type.endswith(f":{kind}")]
+
+
+def test_created_namespace_survives_destroy_and_renames_unless_opted_out() -> None:
+    run = run_stack("barcelona", "namespaceMode=create")
+    (namespace,) = resources_of(run, "Namespace")
+    assert namespace.inputs["metadata"]["name"] == "nccl-test"
+    assert namespace.options["retainOnDelete"] is True and "import" not in namespace.options
+    # Everything namespaced waits for it.
+    account = resources_of(run, "ServiceAccount")[0]
+    assert namespace.urn in account.options["dependsOn"]
+    opted_out = run_stack("barcelona", "namespaceMode=create", "storage.retainOnDelete=false")
+    (namespace,) = resources_of(opted_out, "Namespace")
+    assert namespace.options["retainOnDelete"] is False
+    assert namespace.inputs["metadata"]["annotations"] == {"gpu-cluster/retain-on-delete": "false"}
+
+
+def test_existing_namespace_and_nads_can_be_adopted() -> None:
+    run = run_stack("barcelona", "namespaceMode=adopt", "rdma.networkAttachments=adopt")
+    (namespace,) = resources_of(run, "Namespace")
+    # Cluster-scoped: the import ID is the name. No labels of ours, so the import matches.
+    assert namespace.options["import"] == "nccl-test"
+    assert namespace.inputs["metadata"] == {"name": "nccl-test"}
+    nads = resources_of(run, "NetworkAttachmentDefinition")
+    assert sorted(r.options["import"] for r in nads) == [
+        f"nccl-test/eno{i}np0-network" for i in (5, 6, 7, 8)
+    ]
+    # They existed before the stack: destroy leaves them in place.
+    assert all(r.options["retainOnDelete"] for r in [namespace, *nads])
+
+
+def test_existing_namespace_and_nads_can_be_referenced() -> None:
+    run = run_stack("barcelona")
+    assert not resources_of(run, "Namespace")
+    assert not resources_of(run, "NetworkAttachmentDefinition")
+    # ...and the pods still attach them by name, in the stack's namespace.
+    annotation = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
+    attached = json.loads(annotation["k8s.v1.cni.cncf.io/networks"])
+    assert {(a["name"], a["namespace"]) for a in attached} == {
+        (f"eno{i}np0-network", "nccl-test") for i in (5, 6, 7, 8)
+    }
+    assert not any("import" in r.options for r in run.resources)
+
+
+def test_nerc_production_namespace_is_referenced() -> None:
+    assert not resources_of(run_stack("nerc-production"), "Namespace")
+
+
+# --- pods -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", ["barcelona", "nerc-production"])
+def test_volumes_are_reowned_only_when_their_root_does_not_match(stack: str) -> None:
+    assert pod_spec(run_stack(stack))["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+
+
+def test_launch_command_runs_launch_all_on_every_pod() -> None:
+    run = run_stack("barcelona")
+    argv = shlex.split(str(run.outputs["launchCommand"]))
+    # launch-all.sh runs locally, read from pod 0's copy of the scripts.
+    assert argv[:2] == ["bash", "-c"]
+    assert argv[2] == (
+        "$(oc exec -n nccl-test ml-dev-env-0 -c training -- cat /opt/gpu-cluster/launch-all.sh)"
+    )
+    assert argv[3:] == [
+        "launch-all",
+        "oc",
+        "nccl-test",
+        "ml-dev-env",
+        "2",
+        "/opt/gpu-cluster/launch-deepspeed.sh",
+        "/workspace/train.py",
+    ]
+    data = one(run, "ConfigMap")["data"]
+    assert data["launch-all.sh"] == (ROOT / "scripts/launch-all.sh").read_text()
+    # ...and the stop script it calls in each pod is there too.
+    assert data["launch-stop.sh"] == (ROOT / "scripts/launch-stop.sh").read_text()

@@ -49,6 +49,7 @@ from tests.conftest import ROOT, STACKS, run_stack
 EXPECTED_POLICIES = {
     "no-privileged-training-pods",
     "training-capabilities-least-privilege",
+    "root-only-for-a-needed-capability",
     "gpu-pods-memory-backed-dev-shm",
     "one-training-pod-per-node",
     "user-data-retained",
@@ -351,6 +352,50 @@ def test_rxdm_sidecar_keeps_googles_runtime_default_capabilities() -> None:
     daemon = container(sts.inputs, "tcpxo-daemon")["securityContext"]["capabilities"]
     assert "drop" not in daemon
     assert not run_pack(args_for(sts))
+
+
+# --- 2b. root only where a capability needs it -----------------------------------------------
+
+
+def test_root_training_container_with_ipc_lock_passes_and_is_in_a_shipped_stack() -> None:
+    sts = resource("barcelona", STATEFUL_SET)
+    assert container(sts.inputs, "training")["securityContext"]["runAsUser"] == 0
+    assert run_pack(args_for(sts)) == []
+
+
+def test_root_training_container_without_ipc_lock_is_refused() -> None:
+    # memlock machineconfig: nothing to make effective, so no reason to be root.
+    sts = resource("barcelona", STATEFUL_SET, "rdma.memlock=machineconfig")
+    inputs = mutated(sts, lambda i: container(i, "training")["securityContext"].update(runAsUser=0))
+    only(
+        run_pack(args_for(sts, inputs)),
+        "root-only-for-a-needed-capability",
+        "container 'training'",
+        "runs as UID 0",
+        "IPC_LOCK",
+    )
+
+
+def test_root_training_container_with_privilege_escalation_is_refused() -> None:
+    sts = resource("barcelona", STATEFUL_SET)
+    inputs = mutated(
+        sts,
+        lambda i: container(i, "training")["securityContext"].update(allowPrivilegeEscalation=True),
+    )
+    only(run_pack(args_for(sts, inputs)), "root-only-for-a-needed-capability", "'training'")
+
+
+def test_root_helper_container_is_refused() -> None:
+    sts = resource("barcelona", STATEFUL_SET)
+    inputs = mutated(
+        sts, lambda i: container(i, "detect-rdma")["securityContext"].update(runAsUser=0)
+    )
+    only(
+        run_pack(args_for(sts, inputs)),
+        "root-only-for-a-needed-capability",
+        "initContainer 'detect-rdma'",
+        "only the training container",
+    )
 
 
 # --- 3. GPU pods have a memory-backed /dev/shm -----------------------------------------------

@@ -24,7 +24,9 @@ from tests.fake_sysfs import (
     add_netdev,
     add_verbs_link,
     bring_up,
+    fake_ip,
     macvlan_node,
+    set_mtu,
     set_operstate,
     set_port_state,
     sriov_node,
@@ -81,6 +83,8 @@ class Node:
             "RDMA_GID_INDEX": "auto",
             "NCCL_ENV_FILE": str(self.env_file),
             "SYSFS_ROOT": str(self.sys),
+            "IP_BIN": str(fake_ip(self.sys)),
+            "RDMA_MTU": "9000",
             "DEV_ROOT": str(self.dev),
             "PROC_ROOT": str(self.proc),
         }
@@ -114,6 +118,17 @@ class Node:
             "exit 2; fi\n"
             f"printf '%s\\n' '  1B-blocks' '{size}'\n",
         )
+
+    def fake_deepspeed(self, version: str | None) -> None:
+        """A python3 that answers preflight's DeepSpeed version query (None: not installed)."""
+        answer = (
+            f"echo '{version}'"
+            if version
+            else "echo 'importlib.metadata.PackageNotFoundError: No package metadata was found "
+            "for deepspeed' >&2; exit 1"
+        )
+        ask = '[ "$1" = -c ] && case "$2" in *\'m.version("deepspeed")\'*) ;; *) exit 2 ;; esac'
+        self.fake("python3", f"{ask}\n{answer}\n")
 
     def fake_nvidia_smi(self, gpus: int, mig_per_gpu: int = 0) -> None:
         lines = []
@@ -214,8 +229,8 @@ def test_conventions() -> None:
 
 def test_healthy_rdma_node_passes(node: Node) -> None:
     out = passes(preflight(node.env()))
-    # GPUs, shm, memlock, 4 x (link, port), uverbs, env file.
-    assert out.splitlines()[-1] == "preflight: OK (13 checks)"
+    # GPUs, shm, memlock, 4 x (link, MTU, port), uverbs, env file.
+    assert out.splitlines()[-1] == "preflight: OK (17 checks)"
     assert "GPUs: 4 visible" in out
     assert "/dev/shm: 64 GiB >= 32 GiB" in out
     assert "CAP_IPC_LOCK is effective" in out
@@ -296,7 +311,7 @@ def test_shm_check_is_skipped_without_a_minimum(node: Node) -> None:
     node.fake_df(64 * MIB)
     env = {k: v for k, v in node.env().items() if k != "SHM_MIN_BYTES"}
     out = passes(preflight(env))
-    assert "/dev/shm" not in out and out.splitlines()[-1] == "preflight: OK (12 checks)"
+    assert "/dev/shm" not in out and out.splitlines()[-1] == "preflight: OK (16 checks)"
 
 
 def test_bad_shm_minimum(node: Node) -> None:
@@ -323,8 +338,24 @@ def test_low_memlock_without_ipc_lock_fails(node: Node) -> None:
         preflight(node.env(), memlock_kb=LOW_MEMLOCK_KB),
         f"memlock: ulimit -l is {LOW_MEMLOCK_KB} KiB (needed: unlimited)",
         "CAP_IPC_LOCK is not effective",
-        "IPC_LOCK to the container's securityContext",
+        "UID 0 with IPC_LOCK",
     )
+
+
+@pytest.mark.parametrize(
+    ("strategy", "fix"),
+    [
+        ("root-ipc-lock", "securityContext.runAsUser is 0"),
+        ("machineconfig", "/etc/crio/crio.conf.d/99-gpu-cluster-memlock"),
+        ("preconfigured", "set rdma.memlock to root-ipc-lock"),
+    ],
+)
+def test_low_memlock_names_the_fix_for_the_stacks_strategy(
+    node: Node, strategy: str, fix: str
+) -> None:
+    node.set_caps(CAPS_DEFAULT)
+    env = {**node.env(), "MEMLOCK_STRATEGY": strategy}
+    fails(preflight(env), "memlock", f"rdma.memlock is {strategy}", fix)
 
 
 def test_low_memlock_with_ipc_lock_passes(node: Node) -> None:
@@ -362,9 +393,25 @@ def test_interface_missing(node: Node) -> None:
 
 
 def test_interface_without_rdma_device(node: Node) -> None:
-    add_netdev(node.sys, "net5")
-    set_operstate(node.sys, "net5", "up")
-    fails(preflight({**node.env(), "RDMA_INTERFACES": "net5"}), "net5: no RDMA device")
+    add_netdev(node.sys, "net5", ips=("10.1.1.1",))
+    bring_up(node.sys)
+    fails(
+        preflight({**node.env(), "RDMA_INTERFACES": "net5"}),
+        "net5: no RoCE v2 GID for its address (10.1.1.1)",
+        "isRdma",
+    )
+
+
+def test_interface_without_ipv4_address(node: Node) -> None:
+    (node.sys / ".ipv4/net2").unlink()
+    fails(preflight(node.env()), "net2: no IPv4 address", "IPAM")
+
+
+def test_mtu_other_than_the_stacks(node: Node) -> None:
+    set_mtu(node.sys, "net3", 1500)
+    failed = fails(preflight(node.env()), "net3: MTU 1500, expected 9000", "SriovNetworkNodePolicy")
+    assert len(failed) == 1
+    assert "MTU" not in passes(preflight({**node.env(), "RDMA_MTU": ""}))
 
 
 def test_link_down(node: Node) -> None:
@@ -411,6 +458,30 @@ def test_given_hcas_are_used(node: Node) -> None:
 
 def test_bad_interface_list(node: Node) -> None:
     fails(preflight({**node.env(), "RDMA_INTERFACES": "net1,,net2"}), "empty entry")
+
+
+# --- DeepSpeed ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.14.5", "0.14.10", "0.16.4+cu124", "0.17.0rc1", "1.0.0"])
+def test_deepspeed_with_no_ssh_passes(node: Node, version: str) -> None:
+    node.fake_deepspeed(version)
+    out = passes(preflight({**node.env(), "PREFLIGHT_LAUNCHER": "deepspeed"}))
+    assert f"DeepSpeed: {version} (>= 0.14.5" in out
+
+
+@pytest.mark.parametrize("version", ["0.14.4", "0.9.5"])
+def test_deepspeed_older_than_no_ssh_fails(node: Node, version: str) -> None:
+    node.fake_deepspeed(version)
+    fails(preflight({**node.env(), "PREFLIGHT_LAUNCHER": "deepspeed"}), version, "--no_ssh")
+
+
+def test_deepspeed_missing_fails(node: Node) -> None:
+    node.fake_deepspeed(None)
+    env = {**node.env(), "PREFLIGHT_LAUNCHER": "deepspeed"}
+    fails(preflight(env), "DeepSpeed: not installed", "deepspeed>=0.14.5")
+    # Only checked for DeepSpeed's launcher.
+    assert "DeepSpeed" not in passes(preflight({**env, "PREFLIGHT_LAUNCHER": "torchrun"}))
 
 
 # --- NCCL env file --------------------------------------------------------------------------
@@ -464,7 +535,7 @@ def test_all_problems_are_reported(node: Node) -> None:
     assert len(failed) == len(expected), result.stderr
     for text, line in zip(expected, failed, strict=True):
         assert text in line, result.stderr
-    assert result.stderr.splitlines()[-1] == "preflight: 8 of 14 checks failed"
+    assert result.stderr.splitlines()[-1] == "preflight: 8 of 18 checks failed"
 
 
 # --- launchers ------------------------------------------------------------------------------
@@ -491,6 +562,7 @@ def launcher(request: pytest.FixtureRequest, node: Node, fake_trainer: Path) -> 
     env = {
         **node.env(),
         "PREFLIGHT": "1",
+        "LAUNCH_PID_FILE": str(node.root / "launch.pid"),
         "NNODES": "2",
         "MASTER_ADDR": "train-0.train-headless",
         "MASTER_PORT": "29500",
@@ -501,6 +573,7 @@ def launcher(request: pytest.FixtureRequest, node: Node, fake_trainer: Path) -> 
     hosts.write_text("train-0.train-headless slots=4\ntrain-1.train-headless slots=4\n")
     config = node.root / "ds_config.json"
     config.write_text("{}\n")
+    node.fake_deepspeed("0.16.4")
     ds_env = {
         **env,
         "NODE_RANK": "1",
@@ -526,7 +599,9 @@ def test_launcher_runs_the_trainer_after_a_passing_preflight(launcher: Launcher)
     lines = result.stdout.splitlines()
     assert lines[0] == "trainer ran" and "train.py" in lines
     assert "preflight: " not in result.stdout
-    assert "preflight: OK (13 checks)" in result.stderr.splitlines()
+    # DeepSpeed's launcher also has its version checked.
+    checks = 17 + (launcher.tool == "deepspeed")
+    assert f"preflight: OK ({checks} checks)" in result.stderr.splitlines()
 
 
 def test_launcher_stops_when_preflight_fails(launcher: Launcher, node: Node) -> None:

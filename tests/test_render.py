@@ -52,7 +52,8 @@ def test_cli_diff_prints_the_whole_diff_and_exits_1(
 
 
 def test_namespaces_and_prerequisites_come_first() -> None:
-    kinds = [d["kind"] for d in yaml.safe_load_all(render("barcelona")["kubernetes.yaml"])]
+    created = ("namespaceMode=create", "rdma.networkAttachments=create")
+    kinds = [d["kind"] for d in yaml.safe_load_all(render("barcelona", created)["kubernetes.yaml"])]
     assert kinds[0] == "Namespace"
     assert kinds.index("SecurityContextConstraints") < kinds.index("RoleBinding")
     assert kinds.index("NetworkAttachmentDefinition") < kinds.index("StatefulSet")
@@ -86,8 +87,11 @@ def test_unknown_stack_lists_the_known_ones() -> None:
 
 
 def test_set_accepts_pulumi_path_syntax() -> None:
-    files = render("barcelona", ("rdma.nics[2].hca=mlx5_10", "gpu-cluster:nodes=3"))
-    assert "=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_9:1" in files["kubernetes.yaml"]
+    files = render("barcelona", ("rdma.nics[2].network=eno9np0-network", "gpu-cluster:nodes=3"))
+    assert (
+        '{"name":"eno9np0-network","namespace":"nccl-test","interface":"net3"}'
+        in (files["kubernetes.yaml"])
+    )
     assert json.loads(files["outputs.json"])["worldSize"] == 12
 
 

@@ -20,7 +20,9 @@ from tests.crd_schemas import BY_KIND, CNI_CONFIG
 VARIANTS = [(stack, ()) for stack in STACKS] + [
     ("barcelona", ("networkMode=tcp",)),
     ("barcelona", ("storage.mode=rwx", "storage.storageClass=ocs-external-storagecluster-cephfs")),
-    ("barcelona", ("rdma.gidIndex=nccl",)),
+    ("barcelona", ("rdma.gidIndex=auto",)),
+    ("barcelona", ("rdma.memlock=machineconfig",)),
+    ("barcelona", ("namespaceMode=create", "rdma.networkAttachments=create")),
     ("gcp-a3", ("networkMode=tcp",)),
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),
 ]
@@ -61,10 +63,16 @@ def test_the_validators_are_strict() -> None:
     del scc["defaultAddCapabilities"]
     with pytest.raises(jsonschema.ValidationError):
         validate(scc, "1.31")
-    nad = copy.deepcopy(manifests(run_stack("barcelona"), "NetworkAttachmentDefinition")[0])
+    created = run_stack("barcelona", "rdma.networkAttachments=create")
+    nad = copy.deepcopy(manifests(created, "NetworkAttachmentDefinition")[0])
     nad["spec"]["config"] = json.dumps({"cniVersion": "1.0.0", "name": "x", "type": "sriov"})
     with pytest.raises(jsonschema.ValidationError):
         validate(nad, "1.31")
+    memlock = run_stack("barcelona", "rdma.memlock=machineconfig")
+    config = copy.deepcopy(manifests(memlock, "MachineConfig")[0])
+    del config["spec"]["config"]["ignition"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(config, "1.31")
 
 
 def test_macvlan_and_host_device_nads_are_valid_cni() -> None:
@@ -74,8 +82,8 @@ def test_macvlan_and_host_device_nads_are_valid_cni() -> None:
         "rdma.nics[0].master=eno5np0",
         "rdma.nics[0].resource=rdma/rdma_shared_device_a",
         "rdma.nics[1].flavour=host-device",
-        "rdma.nics[1].master=eno6np0",
         "rdma.nics[1].resource=nvidia.com/hostdev",
+        "rdma.networkAttachments=create",
     )
     configs = {n["metadata"]["name"]: n for n in manifests(run, "NetworkAttachmentDefinition")}
     for nad in configs.values():
@@ -83,5 +91,15 @@ def test_macvlan_and_host_device_nads_are_valid_cni() -> None:
     macvlan = json.loads(configs["eno5np0-network"]["spec"]["config"])
     assert (macvlan["type"], macvlan["master"]) == ("macvlan", "eno5np0")
     assert "annotations" not in configs["eno5np0-network"]["metadata"]
-    hostdev = json.loads(configs["eno6np0-network"]["spec"]["config"])
-    assert (hostdev["type"], hostdev["device"]) == ("host-device", "eno6np0")
+    # NVIDIA's HostDeviceNetwork template: the resourceName annotation (Multus hands the
+    # allocated device to the plugin) and no `device` field.
+    hostdev_nad = configs["eno6np0-network"]
+    assert hostdev_nad["metadata"]["annotations"] == {
+        "k8s.v1.cni.cncf.io/resourceName": "nvidia.com/hostdev"
+    }
+    hostdev = json.loads(hostdev_nad["spec"]["config"])
+    assert hostdev["type"] == "host-device" and "device" not in hostdev
+    with_device = copy.deepcopy(hostdev_nad)
+    with_device["spec"]["config"] = json.dumps({**hostdev, "device": "eno6np0"})
+    with pytest.raises(jsonschema.ValidationError):
+        validate(with_device, "1.31")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,8 @@ from tests.fake_sysfs import (
     Gid,
     add_hca,
     add_netdev,
+    add_other_pod,
+    fake_ip,
     ipv4_gid,
     macvlan_node,
     sriov_node,
@@ -31,7 +34,7 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 DETECT = SCRIPTS / "detect-rdma.sh"
 TORCHRUN = SCRIPTS / "launch-torchrun.sh"
 DEEPSPEED = SCRIPTS / "launch-deepspeed.sh"
-OURS = (DETECT, TORCHRUN, DEEPSPEED)
+OURS = (DETECT, TORCHRUN, DEEPSPEED, SCRIPTS / "launch-all.sh", SCRIPTS / "launch-stop.sh")
 
 ALL_HCAS = "=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
 
@@ -96,6 +99,7 @@ def detect(
             "RDMA_HCAS": hcas,
             "RDMA_GID_INDEX": gid,
             "SYSFS_ROOT": str(sysfs),
+            "IP_BIN": str(fake_ip(sysfs)),
             "NCCL_ENV_FILE": str(env_file),
         },
     )
@@ -172,9 +176,22 @@ def test_macvlan_layout_with_given_hcas(tmp_path: Path, env_file: Path) -> None:
     assert env_file.read_text() == f"export NCCL_IB_HCA={ALL_HCAS}\nexport NCCL_IB_GID_INDEX=5\n"
 
 
+def test_another_pods_interface_of_the_same_name_is_not_ours(
+    tmp_path: Path, env_file: Path
+) -> None:
+    # Two pods' macvlans on the same shared HCAs, both named net1..net4: the other pod's RoCE v2
+    # GIDs (indices 2/3) come before ours (4/5) and carry our netdev names in gid_attrs/ndevs.
+    # Only the IPv4 address tells them apart.
+    sysfs = macvlan_node(tmp_path / "sys")
+    add_other_pod(sysfs, pod=11, first_index=2)
+    result = ok(detect(sysfs, env_file))
+    assert env_file.read_text() == f"export NCCL_IB_HCA={ALL_HCAS}\nexport NCCL_IB_GID_INDEX=5\n"
+    assert "net1 -> mlx5_6:1 gid index 5" in result.stdout
+
+
 def test_port_is_the_one_listing_the_interface(tmp_path: Path, env_file: Path) -> None:
     sysfs = tmp_path / "sys"
-    add_netdev(sysfs, "net1", "mlx5_6")
+    add_netdev(sysfs, "net1", "mlx5_6", ips=("192.168.1.10",))
     add_hca(sysfs, "mlx5_6", sriov_table("other0", "10.9.9.9"), port=1)
     add_hca(sysfs, "mlx5_6", sriov_table("net1", "192.168.1.10"), port=2)
     ok(detect(sysfs, env_file, ifaces="net1"))
@@ -184,8 +201,8 @@ def test_port_is_the_one_listing_the_interface(tmp_path: Path, env_file: Path) -
 def test_lowest_index_shared_by_all_nics_wins(tmp_path: Path, env_file: Path) -> None:
     # net1 has a second IPv4 address (index 7); only 7 is common to both NICs.
     sysfs = tmp_path / "sys"
-    add_netdev(sysfs, "net1", "mlx5_6")
-    add_netdev(sysfs, "net2", "mlx5_7")
+    add_netdev(sysfs, "net1", "mlx5_6", ips=("192.168.1.10", "192.168.100.10"))
+    add_netdev(sysfs, "net2", "mlx5_7", ips=("192.168.2.10",))
     table1 = sriov_table("net1", "192.168.1.10", v2_index=3, size=10)
     table1[6] = Gid(ipv4_gid("192.168.100.10"), ROCE_V1, "net1")
     table1[7] = Gid(ipv4_gid("192.168.100.10"), "RoCE v2", "net1")
@@ -201,26 +218,45 @@ def test_absent_interface(tmp_path: Path, env_file: Path) -> None:
 
 def test_interface_without_rdma_device(tmp_path: Path, env_file: Path) -> None:
     sysfs = sriov_node(tmp_path / "sys")
-    add_netdev(sysfs, "net5")  # e.g. a plain macvlan on a non-RDMA NIC
-    err = fails(detect(sysfs, env_file, ifaces="net1,net5"), env_file, "net5")
-    assert "no RDMA device" in err
+    add_netdev(sysfs, "net5", ips=("10.1.1.1",))  # e.g. a plain macvlan on a non-RDMA NIC
+    err = fails(detect(sysfs, env_file, ifaces="net1,net5"), env_file, "net5", "10.1.1.1")
+    assert "no RoCE v2 IPv4 GID" in err
 
 
 def test_interface_whose_device_dir_is_empty(tmp_path: Path, env_file: Path) -> None:
     sysfs = sriov_node(tmp_path / "sys")
-    add_netdev(sysfs, "net5")
+    add_netdev(sysfs, "net5", ips=("10.1.1.1",))
     (sysfs / "class/net/net5/device/infiniband").mkdir(parents=True)
     fails(detect(sysfs, env_file, ifaces="net5"), env_file, "net5", "no RDMA device")
 
 
-def test_mismatched_given_hca(tmp_path: Path, env_file: Path) -> None:
+def test_mismatched_pin_says_what_it_found(tmp_path: Path, env_file: Path) -> None:
+    # Pinned as in the seed (mlx5_6..9), but the VFs came up in another order.
     hcas = "mlx5_7,mlx5_6,mlx5_8,mlx5_9"
-    fails(detect(sriov_node(tmp_path / "sys"), env_file, hcas=hcas), env_file, "net1", "mlx5_7")
+    err = fails(detect(sriov_node(tmp_path / "sys"), env_file, hcas=hcas), env_file)
+    assert "pins mlx5_7 for net1, but net1 (192.168.1.10) has its RoCE v2 GID on mlx5_6:1" in err
+    assert "remove the pin (rdma.nics[].hca)" in err
 
 
-def test_missing_given_hca(tmp_path: Path, env_file: Path) -> None:
+def test_mismatched_pin_on_a_shared_hca_names_the_gids_device(
+    tmp_path: Path, env_file: Path
+) -> None:
+    hcas = "mlx5_7,mlx5_6,mlx5_8,mlx5_9"
+    err = fails(detect(macvlan_node(tmp_path / "sys"), env_file, hcas=hcas), env_file)
+    assert "pins mlx5_7 for net1, but net1 (192.168.1.10) has its RoCE v2 GID on mlx5_6:1" in err
+
+
+def test_missing_pinned_hca_says_what_it_found(tmp_path: Path, env_file: Path) -> None:
     hcas = "mlx5_6,mlx5_7,mlx5_8,mlx5_99"
-    fails(detect(sriov_node(tmp_path / "sys"), env_file, hcas=hcas), env_file, "mlx5_99", "net4")
+    err = fails(detect(sriov_node(tmp_path / "sys"), env_file, hcas=hcas), env_file)
+    assert "pins mlx5_99 for net4, but there is no" in err
+    assert "net4 (192.168.4.10) has its RoCE v2 GID on: mlx5_9:1" in err
+
+
+def test_interface_without_ipv4_address(tmp_path: Path, env_file: Path) -> None:
+    sysfs = sriov_node(tmp_path / "sys")
+    (sysfs / ".ipv4/net3").unlink()
+    fails(detect(sysfs, env_file), env_file, "net3", "no IPv4 address", "whereabouts")
 
 
 def test_no_roce_v2_ipv4_gid(tmp_path: Path, env_file: Path) -> None:
@@ -255,7 +291,7 @@ def test_hca_list_length_must_match(tmp_path: Path, env_file: Path) -> None:
 def test_unreadable_gid_entries_are_skipped(tmp_path: Path, env_file: Path) -> None:
     # Every slot but the RoCE v2 IPv4 one fails to read (EINVAL in a container).
     sysfs = tmp_path / "sys"
-    add_netdev(sysfs, "net1", "mlx5_6")
+    add_netdev(sysfs, "net1", "mlx5_6", ips=("192.168.1.10",))
     table = {i: Gid(None, None, None) for i in range(12)}
     table[11] = Gid(ipv4_gid("192.168.1.10"), "RoCE v2", "net1")
     add_hca(sysfs, "mlx5_6", table)
@@ -297,6 +333,7 @@ def torch_env(tmp_path: Path, fake_bin: Path) -> dict[str, str]:
         "MASTER_PORT": "29500",
         "TORCHRUN_BIN": str(fake_bin),
         "NCCL_ENV_FILE": str(tmp_path / "absent.env"),
+        "LAUNCH_PID_FILE": str(tmp_path / "launch.pid"),
     }
 
 
@@ -396,6 +433,7 @@ def ds_env(tmp_path: Path, fake_bin: Path) -> dict[str, str]:
         "DEEPSPEED_CONFIG": str(config),
         "DEEPSPEED_BIN": str(fake_bin),
         "NCCL_ENV_FILE": str(tmp_path / "absent.env"),
+        "LAUNCH_PID_FILE": str(tmp_path / "launch.pid"),
     }
 
 
@@ -481,3 +519,125 @@ def test_deepspeed_rejects_bad_numbers(ds_env: dict[str, str], var: str, value: 
 def test_deepspeed_usage_without_script(ds_env: dict[str, str]) -> None:
     result = run(DEEPSPEED, ds_env)
     assert result.returncode != 0 and "usage:" in result.stderr and result.stdout == ""
+
+
+# --- launch-all.sh (launchCommand) and launch-stop.sh ---------------------------------------
+
+LAUNCH_ALL = SCRIPTS / "launch-all.sh"
+LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
+
+
+@pytest.fixture
+def fake_oc(tmp_path: Path) -> Path:
+    """`oc exec -n NS POD -c training -- CMD...` on pretend pods: each launch is logged and
+    touches started-<pod>, then exits with the code in rc-<pod> (0 if absent); "hang" waits
+    until launch-stop.sh is exec'd on that pod, then exits 143 as a SIGTERMed torchrun would."""
+    oc = tmp_path / "oc"
+    oc.write_text(
+        "#!/usr/bin/env bash\n"
+        f"state={tmp_path}\n"
+        "[[ $1 == exec && $2 == -n && $5 == -c && $6 == training && $7 == -- ]] || exit 99\n"
+        "pod=$4; shift 7\n"
+        "if [[ $1 == /opt/gpu-cluster/launch-stop.sh ]]; then\n"
+        '  echo "stop $pod" >>"$state/log"; touch "$state/stop-$pod"; exit 0\n'
+        "fi\n"
+        'echo "start $pod $*" >>"$state/log"; touch "$state/started-$pod"\n'
+        'rc=$(cat "$state/rc-$pod" 2>/dev/null || echo 0)\n'
+        "if [[ $rc == hang ]]; then\n"
+        "  until [[ -e $state/stop-$pod ]]; do sleep 0.05; done; exit 143\n"
+        "fi\n"
+        'exit "$rc"\n'
+    )
+    oc.chmod(0o755)
+    return oc
+
+
+def launch_all(oc: Path, nodes: int = 3) -> subprocess.Popen[str]:
+    argv = [str(oc), "ns", "train", str(nodes), "/opt/gpu-cluster/launch-torchrun.sh", "t.py"]
+    return subprocess.Popen(
+        ["bash", str(LAUNCH_ALL), *argv],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def log_lines(oc: Path) -> list[str]:
+    log = oc.parent / "log"
+    return sorted(log.read_text().splitlines()) if log.exists() else []
+
+
+def test_launch_all_starts_every_pod_and_succeeds(fake_oc: Path) -> None:
+    proc = launch_all(fake_oc)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert log_lines(fake_oc) == [
+        f"start train-{i} /opt/gpu-cluster/launch-torchrun.sh t.py" for i in range(3)
+    ]
+
+
+def test_launch_all_returns_the_failing_pods_code_and_stops_the_others(fake_oc: Path) -> None:
+    (fake_oc.parent / "rc-train-0").write_text("hang\n")
+    (fake_oc.parent / "rc-train-2").write_text("hang\n")
+    (fake_oc.parent / "rc-train-1").write_text("3\n")
+    proc = launch_all(fake_oc)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert "train-1 failed (exit 3); stopping the training on every pod" in err
+    assert "first failure: train-1, exit 3" in err
+    assert {f"stop train-{i}" for i in range(3)} <= set(log_lines(fake_oc))
+
+
+def test_launch_all_on_ctrl_c_stops_the_remote_training(fake_oc: Path) -> None:
+    for i in range(2):
+        (fake_oc.parent / f"rc-train-{i}").write_text("hang\n")
+    proc = launch_all(fake_oc, nodes=2)
+    started = [fake_oc.parent / f"started-train-{i}" for i in range(2)]
+    for _ in range(1200):  # readiness, not timing: wait until both pods have started
+        if all(p.exists() for p in started):
+            break
+        subprocess.run(["sleep", "0.05"], check=True)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted; stopping the training on every pod" in err
+    assert {"stop train-0", "stop train-1"} <= set(log_lines(fake_oc))
+
+
+def test_launch_all_usage(fake_oc: Path) -> None:
+    result = run(LAUNCH_ALL, {}, str(fake_oc), "ns", "train", "0", "/x.sh", "t.py")
+    assert result.returncode == 2 and "NODES='0'" in result.stderr
+    assert run(LAUNCH_ALL, {}, "oc").returncode == 2
+
+
+def test_launch_stop_terms_the_recorded_launcher(tmp_path: Path) -> None:
+    # A stand-in trainer that, like torchrun, exits on SIGTERM; the launcher recorded its PID.
+    trainer = subprocess.Popen(
+        ["bash", "-c", "trap 'exit 143' TERM; echo ready; while :; do sleep 0.05; done"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert trainer.stdout is not None and trainer.stdout.readline() == "ready\n"
+    pid_file = tmp_path / "launch.pid"
+    pid_file.write_text(f"{trainer.pid}\n")
+    result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(pid_file)})
+    assert result.returncode == 0, result.stderr
+    assert f"stopping training (pid {trainer.pid})" in result.stdout
+    assert trainer.wait(timeout=60) == 143
+
+
+def test_launch_stop_with_nothing_running(tmp_path: Path) -> None:
+    result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(tmp_path / "absent.pid")})
+    assert result.returncode == 0 and "no training running" in result.stdout
+
+
+def test_launchers_record_the_trainers_pid(tmp_path: Path, torch_env: dict[str, str]) -> None:
+    pid_file = tmp_path / "launch.pid"
+    fake = tmp_path / "pid-trainer"
+    fake.write_text('#!/bin/sh\necho "trainer pid $$"\n')
+    fake.chmod(0o755)
+    env = {**torch_env, "TORCHRUN_BIN": str(fake), "LAUNCH_PID_FILE": str(pid_file)}
+    result = ok(run(TORCHRUN, env, "train.py"))
+    # exec keeps the PID: the file names the trainer itself, which launch-stop.sh signals.
+    assert f"trainer pid {pid_file.read_text().strip()}" in result.stdout

@@ -58,12 +58,13 @@ def test_engine_strings_are_coerced_like_pulumi_config_values() -> None:
         {
             "platform": "openshift",
             "nodes": "4",
-            "createNamespace": "false",
-            "storage": '{"mode":"per-pod"}',
+            "namespaceMode": "reference",
+            "storage": '{"mode":"per-pod","retainOnDelete":"false"}',
         }
     )
     s = load_settings(raw)
-    assert (s.nodes, s.create_namespace, s.storage.mode) == (4, False, "per-pod")
+    assert (s.nodes, s.namespace_mode, s.storage.mode) == (4, "reference", "per-pod")
+    assert s.storage.retain_on_delete is False
 
 
 @pytest.mark.parametrize(
@@ -144,7 +145,12 @@ def test_bad_config_names_the_key_and_what_is_allowed(
         (rdma(nic(subnet="10.0.103.7/24")), "gpu-cluster:rdma.nics[0].subnet = '10.0.103.7/24'"),
         (rdma(nic(flavour="ipvlan")), "gpu-cluster:rdma.nics[0].flavour = 'ipvlan'"),
         (rdma(nic(flavour="macvlan")), "flavour 'macvlan' needs 'master'"),
-        (rdma(nic(master="eno5np0")), "flavour 'sriov' takes its VF from 'resource'"),
+        (rdma(nic(master="eno5np0")), "flavour 'sriov' takes its device from 'resource'"),
+        # Multus hands host-device the allocated device; a fixed one would override it.
+        (
+            rdma(nic(flavour="host-device", master="eno5np0")),
+            "flavour 'host-device' takes its device from 'resource'",
+        ),
         (rdma(nic(resource="eno5np0rdma")), "gpu-cluster:rdma.nics[0].resource"),
         (rdma(NIC, nic(interface="net2", network="b", subnet="10.0.103.128/25")), "overlaps"),
         (

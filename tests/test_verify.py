@@ -53,17 +53,23 @@ def test_overrides_and_opt_out() -> None:
 
 
 def test_preflight_is_shipped_and_wired_to_the_launchers_when_asked() -> None:
-    off = env_of(container(run_stack("barcelona")))
+    # On by default in rdma mode (a too-small memlock must stop training), off elsewhere.
+    assert env_of(container(run_stack("nerc-production")))["PREFLIGHT"] == "0"
+    asked = env_of(container(run_stack("nerc-production", "verify.preflight=true")))
+    assert asked["PREFLIGHT"] == "1"
+    off = env_of(container(run_stack("barcelona", "verify.preflight=false")))
     assert off["PREFLIGHT"] == "0"
-    run = run_stack("barcelona", "verify.preflight=true")
+    run = run_stack("barcelona")
     env = env_of(container(run))
     assert env["PREFLIGHT"] == "1"
     assert env["SHM_MIN_BYTES"] == str(32 * 2**30)  # pod.shmSize 32Gi
     assert env["GPUS_PER_NODE"] == "4"
     # preflight.sh checks the same NICs the detection init container resolves
     assert env["RDMA_INTERFACES"] == "net1,net2,net3,net4"
-    assert env["RDMA_HCAS"] == "mlx5_6,mlx5_7,mlx5_8,mlx5_9"
-    assert env["RDMA_GID_INDEX"] == "auto"
+    assert env["RDMA_HCAS"] == ",,,"  # every HCA detected
+    assert env["RDMA_GID_INDEX"] == "nccl"
+    assert env["RDMA_MTU"] == "9000"
+    assert env["MEMLOCK_STRATEGY"] == "root-ipc-lock"
     assert (
         one(run, "ConfigMap")["data"]["preflight.sh"]
         == (ROOT / "scripts" / "preflight.sh").read_text()

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Usage: launch-all.sh CLI NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...]
+#
+# Runs on your machine (the stack output launchCommand is this script inline): starts LAUNCHER
+# SCRIPT ARGS in the training container of pods STATEFULSET-0..NODES-1 with `CLI exec` (oc or
+# kubectl), waits for all, and exits with the exit code of the first pod that fails (0 if none).
+# When one pod fails, the others would wait for it in NCCL until they time out, so the training
+# on every other pod is stopped at once (launch-stop.sh in each pod). On Ctrl-C (or SIGTERM) the
+# same happens and it exits 130: `CLI exec` does not pass signals on, so without this the
+# remote processes would keep running. Written for bash 3.2 too (macOS).
+set -euo pipefail
+
+if (($# < 6)); then
+  echo "usage: launch-all.sh CLI NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...]" >&2
+  exit 2
+fi
+cli=$1 namespace=$2 sts=$3 nodes=$4
+shift 4
+[[ $nodes =~ ^[1-9][0-9]*$ ]] || {
+  echo "launch-all: NODES='$nodes' is not a positive integer" >&2
+  exit 2
+}
+readonly CONTAINER=training STOP=/opt/gpu-cluster/launch-stop.sh
+state=$(mktemp -d)
+# One line per failed pod, "<pod> <exit code>", in the order they failed.
+failed=$state/failed
+: >"$failed"
+
+on_pod() {
+  "$cli" exec -n "$namespace" "$sts-$1" -c "$CONTAINER" -- "${@:2}"
+}
+
+stop_all() {
+  local i pids=""
+  for ((i = 0; i < nodes; i++)); do
+    on_pod "$i" "$STOP" >&2 &
+    pids+=" $!"
+  done
+  for i in $pids; do
+    wait "$i" || true
+  done
+}
+
+interrupted=0
+stopped=0
+# The handler only takes note; the loop below looks once a second (bash 3.2 has no `wait -n`,
+# and checking then waiting would race with a signal arriving in between).
+trap 'interrupted=1' INT TERM
+pods=""
+for ((i = 0; i < nodes; i++)); do
+  (
+    trap - INT TERM
+    rc=0
+    on_pod "$i" "$@" || rc=$?
+    if ((rc != 0)); then
+      echo "$sts-$i $rc" >>"$failed"
+    fi
+  ) &
+  pods+=" $!"
+done
+
+running() {
+  local pid
+  for pid in $pods; do
+    kill -0 "$pid" 2>/dev/null && return 0
+  done
+  return 1
+}
+
+while running; do
+  sleep 1 &
+  wait $! || true
+  if ((stopped == 0)) && ((interrupted == 1)); then
+    stopped=1
+    echo "launch-all: interrupted; stopping the training on every pod" >&2
+    stop_all
+  elif ((stopped == 0)) && [[ -s $failed ]]; then
+    stopped=1
+    read -r pod rc <"$failed"
+    echo "launch-all: $pod failed (exit $rc); stopping the training on every pod" >&2
+    stop_all
+  fi
+done
+for pid in $pods; do
+  wait "$pid" || true
+done
+
+rc=0
+if ((interrupted == 1)); then
+  rc=130
+elif [[ -s $failed ]]; then
+  read -r pod rc <"$failed"
+  echo "launch-all: first failure: $pod, exit $rc" >&2
+fi
+rm -rf "$state"
+exit "$rc"

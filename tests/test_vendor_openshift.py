@@ -1,0 +1,192 @@
+"""The OpenShift objects that mirror a vendor's published setup, compared field by field.
+
+Vendor data (with its upstream source) lives in tests/vendor/ (the restricted-v2 SCC, verbatim)
+and below (the operators' NAD templates, verbatim, each filled in the one way the program uses
+it). Every difference between the render and the vendor's object is listed in a DEVIATIONS map
+with its reason; an unlisted difference, or a listed one that no longer exists, fails.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import manifests, one, run_stack
+
+VENDOR = Path(__file__).resolve().parent / "vendor"
+
+# --- restricted-v2 -----------------------------------------------------------------------------
+
+# tests/vendor/scc-restricted-v2.yaml (openshift/cluster-kube-apiserver-operator at 79795a6).
+SCC_DEVIATIONS = {
+    "metadata": "our own name and description; the release annotations belong to OpenShift's",
+    "allowedCapabilities": "rdma.memlock root-ipc-lock adds IPC_LOCK (only effective for UID 0)",
+    "runAsUser": "RunAsAny, so that the training container alone can run as UID 0 (IPC_LOCK is "
+    "inert for the non-root UID MustRunAsRange assigns: no ambient capabilities)",
+    "priority": "null upstream; Pulumi drops None inputs, and SCC admission orders null as 0",
+    "defaultAddCapabilities": "null upstream; [] (adds nothing either) for the same reason",
+}
+
+
+def differing_keys(ours: dict[str, Any], theirs: dict[str, Any]) -> set[str]:
+    return {k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k)}
+
+
+def test_scc_is_restricted_v2_but_for_the_listed_deviations() -> None:
+    restricted = yaml.safe_load((VENDOR / "scc-restricted-v2.yaml").read_text())
+    scc = one(run_stack("barcelona"), "SecurityContextConstraints")
+    assert differing_keys(scc, restricted) == set(SCC_DEVIATIONS)
+    assert scc["allowedCapabilities"] == [*restricted["allowedCapabilities"], "IPC_LOCK"]
+    assert (scc["priority"], scc["defaultAddCapabilities"]) == (0, [])
+    assert (restricted["priority"], restricted["defaultAddCapabilities"]) == (None, None)
+    # Every volume type restricted-v2 allows today (csi, ephemeral, image included).
+    assert scc["volumes"] == restricted["volumes"]
+
+
+# --- NetworkAttachmentDefinitions --------------------------------------------------------------
+
+
+def _filled(template: str, values: dict[str, str]) -> dict[str, Any]:
+    """A NAD template with its placeholders replaced; the CNI config parsed from spec.config."""
+    for placeholder, value in values.items():
+        template = template.replace(placeholder, value)
+    nad: dict[str, Any] = yaml.safe_load(template)
+    nad["spec"]["config"] = json.loads(nad["spec"]["config"])
+    return nad
+
+
+IPAM = {"type": "whereabouts", "range": "10.0.104.0/24", "routes": [{"dst": "192.168.78.0/24"}]}
+
+# NVIDIA network operator's HostDeviceNetwork NAD (Mellanox/network-operator
+# manifests/state-hostdevice-network/0010-hostdevice-net-cr.yml at 9df5609), verbatim.
+HOSTDEVICE_TEMPLATE = """\
+apiVersion: "k8s.cni.cncf.io/v1"
+kind: NetworkAttachmentDefinition
+metadata:
+  name: {{.HostDeviceNetworkName}}
+  namespace: {{.CrSpec.NetworkNamespace}}
+  annotations:
+    k8s.v1.cni.cncf.io/resourceName: {{.ResourceName}}
+spec:
+  config: '{
+  "cniVersion":"0.3.1",
+  "name":"{{.HostDeviceNetworkName}}",
+  "type":"host-device",
+  "ipam":{{or .CrSpec.IPAM "{}"}}
+}'
+"""
+HOSTDEVICE = _filled(
+    HOSTDEVICE_TEMPLATE,
+    {
+        "{{.HostDeviceNetworkName}}": "eno6np0-network",
+        "{{.CrSpec.NetworkNamespace}}": "nccl-test",
+        "{{.ResourceName}}": "nvidia.com/hostdev",
+        '{{or .CrSpec.IPAM "{}"}}': json.dumps(IPAM),
+    },
+)
+
+# NVIDIA network operator's MacvlanNetwork NAD (Mellanox/network-operator
+# manifests/state-macvlan-network/0010-macvlan-net-cr.yml at b06827e), filled with Master
+# eno5np0, Mode bridge, Mtu 9000, the IPAM below and no MetaPlugins. The template:
+#   "cniVersion":"0.3.1", "name":"{{.NetworkName}}", "type":"macvlan",
+#   {{- if .Master -}} "master": "{{.Master}}", {{- if .Mode -}} "mode" : "{{.Mode}}",
+#   {{- if .Mtu -}} "mtu" : {{.Mtu}}, {{.Ipam}}; metadata name/namespace, no annotations.
+MACVLAN = {
+    "apiVersion": "k8s.cni.cncf.io/v1",
+    "kind": "NetworkAttachmentDefinition",
+    "metadata": {"name": "eno5np0-network", "namespace": "nccl-test"},
+    "spec": {
+        "config": {
+            "cniVersion": "0.3.1",
+            "name": "eno5np0-network",
+            "type": "macvlan",
+            "master": "eno5np0",
+            "mode": "bridge",
+            "mtu": 9000,
+            "ipam": {**IPAM, "range": "10.0.103.0/24", "routes": [{"dst": "192.168.77.0/24"}]},
+        }
+    },
+}
+
+# SR-IOV network operator's NAD for a SriovNetwork (k8snetworkplumbingwg/sriov-network-operator
+# bindata/manifests/cni-config/sriov/sriov-cni-config.yaml at 565f6f7), filled for a SriovNetwork
+# with spoofChk off, trust on, linkState enable, vlan 0 and no meta plugins. The template:
+#   annotations k8s.v1.cni.cncf.io/resourceName: {{.SriovCniResourceName}},
+#   sriovnetwork.openshift.io/owner: {{.Owner}}; config "cniVersion":"1.0.0", "name", "type",
+#   "vlan":{{.SriovCniVlan}}, {{if .SpoofChkConfigured}}"spoofchk", {{if .TrustConfigured}}
+#   "trust", ..., {{if .StateConfigured}}"link_state", ..., {{.SriovCniIpam}}; no mtu (a
+#   SriovNetwork has none: the SriovNetworkNodePolicy sets the VF's MTU).
+SRIOV = {
+    "apiVersion": "k8s.cni.cncf.io/v1",
+    "kind": "NetworkAttachmentDefinition",
+    "metadata": {
+        "name": "eno7np0-network",
+        "namespace": "nccl-test",
+        "annotations": {
+            "k8s.v1.cni.cncf.io/resourceName": "openshift.io/eno7np0rdma",
+            "sriovnetwork.openshift.io/owner": "<the SriovNetwork>",
+        },
+    },
+    "spec": {
+        "config": {
+            "cniVersion": "1.0.0",
+            "name": "eno7np0-network",
+            "type": "sriov",
+            "vlan": 0,
+            "spoofchk": "off",
+            "trust": "on",
+            "link_state": "enable",
+            "ipam": {**IPAM, "range": "10.0.105.0/24", "routes": [{"dst": "192.168.79.0/24"}]},
+        }
+    },
+}
+
+# (vendor object, config keys that differ -> reason, metadata annotations that differ -> reason)
+NADS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, str]]] = {
+    "host-device": (
+        HOSTDEVICE,
+        {"cniVersion": "1.0.0: host-device supports it (containernetworking/plugins >= 1.0)"},
+        {},
+    ),
+    "macvlan": (
+        MACVLAN,
+        {"cniVersion": "1.0.0: macvlan supports it (containernetworking/plugins >= 1.0)"},
+        {},
+    ),
+    "sriov": (
+        SRIOV,
+        {"vlan": "omitted: sriov-cni's default is 0, no VLAN (as the seed's NADs: vlan 0)"},
+        {"sriovnetwork.openshift.io/owner": "the NAD is ours, not a SriovNetwork's"},
+    ),
+}
+
+FLAVOURED = (
+    "rdma.networkAttachments=create",
+    "rdma.nics[0].flavour=macvlan",
+    "rdma.nics[0].master=eno5np0",
+    "rdma.nics[0].resource=rdma/rdma_shared_device_a",
+    "rdma.nics[1].flavour=host-device",
+    "rdma.nics[1].resource=nvidia.com/hostdev",
+)
+
+
+@pytest.mark.parametrize("flavour", sorted(NADS))
+def test_nad_matches_the_operators_template_but_for_the_listed_deviations(flavour: str) -> None:
+    vendor, config_deviations, annotation_deviations = NADS[flavour]
+    name = vendor["metadata"]["name"]
+    ours = next(
+        n
+        for n in manifests(run_stack("barcelona", *FLAVOURED), "NetworkAttachmentDefinition")
+        if n["metadata"]["name"] == name
+    )
+    assert (ours["apiVersion"], ours["kind"]) == (vendor["apiVersion"], vendor["kind"])
+    assert ours["metadata"]["namespace"] == vendor["metadata"]["namespace"]
+    theirs_annotations = vendor["metadata"].get("annotations", {})
+    ours_annotations = ours["metadata"].get("annotations", {})
+    assert differing_keys(ours_annotations, theirs_annotations) == set(annotation_deviations)
+    config = json.loads(ours["spec"]["config"])
+    assert differing_keys(config, vendor["spec"]["config"]) == set(config_deviations)
