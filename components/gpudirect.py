@@ -144,6 +144,7 @@ _TCPXO_2026_01_09 = GpuDirectRelease(
             "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE",
             f"{POD_LIB_DIR}/a3plus_guest_config.textproto",
         ),
+        ("CUDA_VISIBLE_DEVICES", ",".join(str(gpu) for gpu in range(8))),  # the machine's 8 GPUs
         ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "131072"),  # enforced by the guest config checker
         ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
         ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
