@@ -228,7 +228,8 @@ def _tcpx_release(
 
 
 # GKE before 1.34: CEA gpudirect-tcpx/README.md (98c85a6) release "Feb 15, 2024" (plugin v3.1.9,
-# RxDM v2.0.12) with CEA gpudirect-tcpx/nccl-config.yaml at 09a75de (2026-03-02).
+# RxDM v2.0.12) with CEA gpudirect-tcpx/nccl-config.yaml at 09a75de (2026-03-02). The README's
+# list omits the four settings below; nccl-config.yaml, which Google ran with it, has them.
 _TCPX_V3_1_9 = _tcpx_release(
     "v3.1.9",
     "v2.0.12",
