@@ -35,6 +35,7 @@ from pulumi_gcp.container import (
     NodePoolNodeConfigGvnicArgs,
     NodePoolNodeConfigHostMaintenancePolicyArgs,
     NodePoolNodeConfigReservationAffinityArgs,
+    NodePoolNodeConfigShieldedInstanceConfigArgs,
     NodePoolNodeConfigTaintArgs,
     NodePoolPlacementPolicyArgs,
     NodePoolUpgradeSettingsArgs,
@@ -92,6 +93,12 @@ SYSTEM_POOL = "system"
 # reservation or a stockout rarely has (cluster-toolkit modules/compute/gke-node-pool and
 # modules/scheduler/gke-cluster variables.tf `upgrade_settings`, 1047080).
 UPGRADE_SETTINGS = NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0, max_unavailable=1)
+# Shielded nodes with secure boot: only signed kernel modules load (COS's and GKE's GPU driver
+# are signed). cluster-toolkit modules/compute/gke-node-pool and modules/scheduler/gke-cluster
+# main.tf `shielded_instance_config`, `enable_secure_boot` default true (1047080).
+SHIELDED_NODES = NodePoolNodeConfigShieldedInstanceConfigArgs(
+    enable_secure_boot=True, enable_integrity_monitoring=True
+)
 # Start of the minor-upgrade hold. Fixed (a moving start would show a diff on every run); it
 # lies in the past, as cluster-toolkit's gke-a3-highgpu blueprint's does (2026-04-01).
 HOLD_START = "2026-11-01T00:00:00Z"
@@ -189,6 +196,7 @@ def _system_pool_args(g: GcpSettings, cluster: pulumi.Input[str]) -> NodePoolArg
             image_type="COS_CONTAINERD",
             oauth_scopes=NODE_OAUTH_SCOPES,
             gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
+            shielded_instance_config=SHIELDED_NODES,
         ),
         management=NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
         upgrade_settings=UPGRADE_SETTINGS,
@@ -497,6 +505,7 @@ class GkePlatform(pulumi.ComponentResource):
                 )
             ],
             gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
+            shielded_instance_config=SHIELDED_NODES,
             taints=[
                 NodePoolNodeConfigTaintArgs(
                     key="nvidia.com/gpu", value="present", effect="NO_SCHEDULE"

@@ -49,8 +49,8 @@ TCPXO_MIN_GKE: dict[int, str] = {
 
 
 # End of standard support per GKE minor (GKE release schedule, as recorded by
-# endoflife-date/endoflife.date products/google-kubernetes-engine.md at 00fa52a, and 1.36 at
-# ca0c141 of 2026-08-21). After it GKE upgrades the cluster, whatever the maintenance exclusions.
+# endoflife-date/endoflife.date products/google-kubernetes-engine.md `eol` at ca0c141 of
+# 2026-08-21). After it GKE upgrades the cluster, whatever the maintenance exclusions.
 GKE_END_OF_STANDARD_SUPPORT: dict[int, date] = {
     28: date(2025, 2, 4),
     29: date(2025, 4, 12),
@@ -129,7 +129,7 @@ _TCPXO_2026_01_09 = GpuDirectRelease(
     rxdm_health_check=True,
     nic_count=8,
     # The README names no GKE versions since Feb 2025; GKE minors from 1.28 carry TCPXO
-    # (cluster-toolkit modules/scheduler/gke-cluster gpu_direct.tf, TCPXO_MIN_GKE below).
+    # (cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf, TCPXO_MIN_GKE above).
     gke_minors=(28, None),
     nccl_env=(
         ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
@@ -144,6 +144,7 @@ _TCPXO_2026_01_09 = GpuDirectRelease(
             "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE",
             f"{POD_LIB_DIR}/a3plus_guest_config.textproto",
         ),
+        ("CUDA_VISIBLE_DEVICES", ",".join(str(gpu) for gpu in range(8))),  # the machine's 8 GPUs
         ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "131072"),  # enforced by the guest config checker
         ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
         ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
@@ -227,7 +228,8 @@ def _tcpx_release(
 
 
 # GKE before 1.34: CEA gpudirect-tcpx/README.md (98c85a6) release "Feb 15, 2024" (plugin v3.1.9,
-# RxDM v2.0.12) with CEA gpudirect-tcpx/nccl-config.yaml at 09a75de (2026-03-02).
+# RxDM v2.0.12) with CEA gpudirect-tcpx/nccl-config.yaml at 09a75de (2026-03-02). The README's
+# list omits the four settings below; nccl-config.yaml, which Google ran with it, has them.
 _TCPX_V3_1_9 = _tcpx_release(
     "v3.1.9",
     "v2.0.12",
@@ -243,7 +245,9 @@ _TCPX_V3_1_9 = _tcpx_release(
 
 # GKE 1.34 and newer (COS 125, kernel devmem TCP): CEA gpudirect-tcpx/README.md (98c85a6) release
 # "Jun 22, 2026" (plugin v3.1.12, RxDM v2.0.15) with CEA gpudirect-tcpx/nccl-config.yaml at
-# 0e5609b (2026-06-01, "Finalize NCCL config for GKE 1.34+"; rationale in 21ed661).
+# 0e5609b (2026-06-01, "Finalize NCCL config for GKE 1.34+"). The README names no GKE version;
+# the 1.34 boundary is from the commit messages of 21ed661 and e3ae253 (RxDM v2.0.15 "used in
+# GKE 1.34").
 _TCPX_V3_1_12 = _tcpx_release("v3.1.12", "v2.0.15", (34, None), (("NCCL_ALGO", "Ring,Tree"),))
 
 RELEASES: dict[str, GpuDirectRelease] = {

@@ -70,7 +70,5 @@ def tcp_env(tcp: TcpSettings) -> dict[str, str]:
 
 
 def gpudirect_env(s: Settings) -> dict[str, str]:
-    """Google's published settings for the pinned TCPX(O) release, plus the GPU list."""
-    env = dict(gpudirect_release(s).nccl_env)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(s.gpus_per_node))
-    return env
+    """Google's published settings for the pinned TCPX(O) release."""
+    return dict(gpudirect_release(s).nccl_env)

@@ -57,6 +57,11 @@ def rendered(run: ProgramRun, render: dict[str, Any]) -> dict[str, Any]:
             elif key.startswith("devices.gke.io/container."):
                 out[key] = [line.removeprefix("- path: ") for line in value.splitlines()]
         return out
+    if select == "manifest":
+        (found,) = [
+            m for m in manifests(run, render["kind"]) if m["metadata"]["name"] == render["name"]
+        ]
+        return found
     if select == "daemonset":
         (ds,) = [
             d for d in manifests(run, "DaemonSet") if d["metadata"]["name"] == render["daemonset"]
