@@ -440,3 +440,23 @@ def test_launch_command_runs_launch_all_on_every_pod() -> None:
     assert data["launch-all.sh"] == (ROOT / "scripts/launch-all.sh").read_text()
     # ...and the stop script it calls in each pod is there too.
     assert data["launch-stop.sh"] == (ROOT / "scripts/launch-stop.sh").read_text()
+
+
+def test_migration_guide_keeps_the_seeds_claims_by_the_names_barcelona_registers() -> None:
+    readme = (ROOT / "README.md").read_text()
+    guide = readme.split("## Migrating from ml-dev-env", 1)[1].split("\n## ", 1)[0]
+    guide = " ".join(guide.split())  # the commands wrap across lines
+    run = run_stack("barcelona")
+    claims = run.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    assert claims
+    for claim in claims:
+        name, namespace = claim.inputs["metadata"]["name"], claim.inputs["metadata"]["namespace"]
+        # The guide's pattern for the claim's name, and its import ID, <namespace>/<name>.
+        assert f"`{name.rsplit('-', 1)[0]}-N`" in guide, name
+        assert f"`id` to `{namespace}/<claim name>`" in guide
+    # Plain create: an existing claim of that name must be imported, never "reused" silently.
+    assert "kubernetes:core/v1:PersistentVolumeClaim" in guide and "AlreadyExists" in guide
+    assert "pulumi preview --import-file" in guide and "pulumi import --file" in guide
+    # The seed's StatefulSet goes first: this stack's has the same name.
+    sts = one(run, "StatefulSet")["metadata"]
+    assert f"`oc delete statefulset {sts['name']} -n {sts['namespace']}`" in guide
