@@ -116,7 +116,8 @@ def launch_command(s: Settings, cli: str, script: str = f"{WORKSPACE_PATH}/train
     pod0 = [cli, "exec", "-n", s.namespace, f"{s.name}-0", "-c", TRAINING_CONTAINER, "--"]
     fetch = shlex.join([*pod0, "cat", f"{SCRIPTS_DIR}/{LAUNCH_ALL}"])
     args = shlex.join([cli, s.namespace, s.name, str(s.nodes), launcher, script])
-    return f'bash -c "$({fetch})" launch-all {args}'
+    # `&&`: if pod 0 cannot hand the script out, `bash -c ""` would exit 0 as if training ended.
+    return f'launch_all="$({fetch})" && bash -c "$launch_all" launch-all {args}'
 
 
 def shell_command(s: Settings, cli: str) -> str:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-import shlex
+import os
+import subprocess
 import tomllib
 import urllib.parse
+from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -419,23 +422,32 @@ def test_volumes_are_reowned_only_when_their_root_does_not_match(stack: str) -> 
     assert pod_spec(run_stack(stack))["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
 
 
-def test_launch_command_runs_launch_all_on_every_pod() -> None:
-    run = run_stack("barcelona")
-    argv = shlex.split(str(run.outputs["launchCommand"]))
-    # launch-all.sh runs locally, read from pod 0's copy of the scripts.
-    assert argv[:2] == ["bash", "-c"]
-    assert argv[2] == (
-        "$(oc exec -n nccl-test ml-dev-env-0 -c training -- cat /opt/gpu-cluster/launch-all.sh)"
+def run_launch_command(command: str, oc_body: str, tmp_path: Path) -> CompletedProcess[str]:
+    """The launchCommand in bash, with a stand-in `oc` that logs its argv and runs `oc_body`."""
+    oc = tmp_path / "oc"
+    oc.write_text(f'#!/usr/bin/env bash\necho "$*" >>"{tmp_path}/oc.log"\n{oc_body}\n')
+    oc.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    return subprocess.run(
+        ["bash", "-c", command], env=env, capture_output=True, text=True, check=False
     )
-    assert argv[3:] == [
-        "launch-all",
-        "oc",
-        "nccl-test",
-        "ml-dev-env",
-        "2",
-        "/opt/gpu-cluster/launch-deepspeed.sh",
-        "/workspace/train.py",
-    ]
+
+
+def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
+    run = run_stack("barcelona")
+    # launch-all.sh runs locally, read from pod 0's copy of the scripts; here pod 0 hands out
+    # a stand-in that prints the arguments it was started with.
+    result = run_launch_command(
+        str(run.outputs["launchCommand"]), """echo 'echo "args: $0 $*"'""", tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "oc.log").read_text() == (
+        "exec -n nccl-test ml-dev-env-0 -c training -- cat /opt/gpu-cluster/launch-all.sh\n"
+    )
+    assert result.stdout == (
+        "args: launch-all oc nccl-test ml-dev-env 2 /opt/gpu-cluster/launch-deepspeed.sh"
+        " /workspace/train.py\n"
+    )
     data = one(run, "ConfigMap")["data"]
     assert data["launch-all.sh"] == (ROOT / "scripts/launch-all.sh").read_text()
     # ...and the stop script it calls in each pod is there too.
@@ -460,3 +472,11 @@ def test_migration_guide_keeps_the_seeds_claims_by_the_names_barcelona_registers
     # The seed's StatefulSet goes first: this stack's has the same name.
     sts = one(run, "StatefulSet")["metadata"]
     assert f"`oc delete statefulset {sts['name']} -n {sts['namespace']}`" in guide
+
+
+def test_launch_command_fails_when_pod_0_cannot_hand_out_launch_all(tmp_path: Path) -> None:
+    # Pod 0 not running: `bash -c ""` would exit 0 and look like a finished training.
+    run = run_stack("barcelona")
+    not_found = """echo 'Error from server (NotFound): pods "ml-dev-env-0" not found' >&2; exit 1"""
+    result = run_launch_command(str(run.outputs["launchCommand"]), not_found, tmp_path)
+    assert result.returncode == 1 and "NotFound" in result.stderr
