@@ -466,6 +466,20 @@ def test_migration_guide_keeps_the_seeds_claims_by_the_names_barcelona_registers
         # The guide's pattern for the claim's name, and its import ID, <namespace>/<name>.
         assert f"`{name.rsplit('-', 1)[0]}-N`" in guide, name
         assert f"`id` to `{namespace}/<claim name>`" in guide
+    # The hand-written import file names the claim's parents and resource name as registered.
+    by_urn = {r.urn: r for r in run.resources}
+    first = next(c for c in claims if c.inputs["metadata"]["name"] == "workspace-ml-dev-env-0")
+    chain, resource = [], first
+    while resource.parent in by_urn:
+        resource = by_urn[resource.parent]
+        chain.append(resource)
+    workload, platform = chain[0], chain[1]
+    assert f'"name": "{first.name}", "parent": "{workload.name}"' in guide
+    assert (
+        f'{{"type": "{workload.type}", "name": "{workload.name}", "parent": "{platform.name}"'
+        in guide
+    )
+    assert f'{{"type": "{platform.type}", "name": "{platform.name}", "component": true}}' in guide
     # Plain create: an existing claim of that name must be imported, never "reused" silently.
     assert "kubernetes:core/v1:PersistentVolumeClaim" in guide and "AlreadyExists" in guide
     assert "pulumi preview --import-file" in guide and "pulumi import --file" in guide
