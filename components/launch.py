@@ -127,7 +127,8 @@ def shell_command(s: Settings, cli: str) -> str:
 def sync_command(s: Settings, cli: str, local_dir: str = "./") -> str:
     """Copy local code to every pod's workspace (per-pod storage has no shared volume)."""
     verb = "rsync" if cli == "oc" else "cp"  # kubectl has no rsync
+    # `|| exit` in a subshell: stop at the first failed pod with its code, not the last pod's.
     return (
-        f"for i in $(seq 0 {s.nodes - 1}); do {cli} {verb} -n {s.namespace} "
-        f"-c {TRAINING_CONTAINER} {local_dir} {s.name}-$i:{WORKSPACE_PATH}/; done"
+        f"(for i in $(seq 0 {s.nodes - 1}); do {cli} {verb} -n {s.namespace} "
+        f"-c {TRAINING_CONTAINER} {local_dir} {s.name}-$i:{WORKSPACE_PATH}/ || exit; done)"
     )

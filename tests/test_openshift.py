@@ -422,8 +422,9 @@ def test_volumes_are_reowned_only_when_their_root_does_not_match(stack: str) -> 
     assert pod_spec(run_stack(stack))["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
 
 
-def run_launch_command(command: str, oc_body: str, tmp_path: Path) -> CompletedProcess[str]:
-    """The launchCommand in bash, with a stand-in `oc` that logs its argv and runs `oc_body`."""
+def run_with_fake_oc(command: str, oc_body: str, tmp_path: Path) -> CompletedProcess[str]:
+    """An output command in bash, with a stand-in `oc` that logs its argv and runs `oc_body`."""
+    tmp_path.mkdir(exist_ok=True)
     oc = tmp_path / "oc"
     oc.write_text(f'#!/usr/bin/env bash\necho "$*" >>"{tmp_path}/oc.log"\n{oc_body}\n')
     oc.chmod(0o755)
@@ -437,7 +438,7 @@ def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
     run = run_stack("barcelona")
     # launch-all.sh runs locally, read from pod 0's copy of the scripts; here pod 0 hands out
     # a stand-in that prints the arguments it was started with.
-    result = run_launch_command(
+    result = run_with_fake_oc(
         str(run.outputs["launchCommand"]), """echo 'echo "args: $0 $*"'""", tmp_path
     )
     assert result.returncode == 0, result.stderr
@@ -492,5 +493,20 @@ def test_launch_command_fails_when_pod_0_cannot_hand_out_launch_all(tmp_path: Pa
     # Pod 0 not running: `bash -c ""` would exit 0 and look like a finished training.
     run = run_stack("barcelona")
     not_found = """echo 'Error from server (NotFound): pods "ml-dev-env-0" not found' >&2; exit 1"""
-    result = run_launch_command(str(run.outputs["launchCommand"]), not_found, tmp_path)
+    result = run_with_fake_oc(str(run.outputs["launchCommand"]), not_found, tmp_path)
     assert result.returncode == 1 and "NotFound" in result.stderr
+
+
+def test_sync_command_fails_when_a_pod_does_not_get_the_code(tmp_path: Path) -> None:
+    # Pod 0's copy fails, pod 1's works: the loop's status must not be only the last pod's.
+    run = run_stack("barcelona")
+    pod0_fails = (
+        '[[ " $* " == *" ml-dev-env-0:"* ]] && { echo "error: pod 0" >&2; exit 1; }; exit 0'
+    )
+    result = run_with_fake_oc(str(run.outputs["syncCommand"]), pod0_fails, tmp_path)
+    assert result.returncode == 1 and "error: pod 0" in result.stderr
+    ok = run_with_fake_oc(str(run.outputs["syncCommand"]), "exit 0", tmp_path / "ok")
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "ok/oc.log").read_text().splitlines() == [
+        f"rsync -n nccl-test -c training ./ ml-dev-env-{i}:/workspace/" for i in (0, 1)
+    ]
