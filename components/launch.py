@@ -116,7 +116,8 @@ def launch_command(s: Settings, cli: str, script: str = f"{WORKSPACE_PATH}/train
     pod0 = [cli, "exec", "-n", s.namespace, f"{s.name}-0", "-c", TRAINING_CONTAINER, "--"]
     fetch = shlex.join([*pod0, "cat", f"{SCRIPTS_DIR}/{LAUNCH_ALL}"])
     args = shlex.join([cli, s.namespace, s.name, str(s.nodes), launcher, script])
-    return f'bash -c "$({fetch})" launch-all {args}'
+    # `&&`: if pod 0 cannot hand the script out, `bash -c ""` would exit 0 as if training ended.
+    return f'launch_all="$({fetch})" && bash -c "$launch_all" launch-all {args}'
 
 
 def shell_command(s: Settings, cli: str) -> str:
@@ -126,7 +127,8 @@ def shell_command(s: Settings, cli: str) -> str:
 def sync_command(s: Settings, cli: str, local_dir: str = "./") -> str:
     """Copy local code to every pod's workspace (per-pod storage has no shared volume)."""
     verb = "rsync" if cli == "oc" else "cp"  # kubectl has no rsync
+    # `|| exit` in a subshell: stop at the first failed pod with its code, not the last pod's.
     return (
-        f"for i in $(seq 0 {s.nodes - 1}); do {cli} {verb} -n {s.namespace} "
-        f"-c {TRAINING_CONTAINER} {local_dir} {s.name}-$i:{WORKSPACE_PATH}/; done"
+        f"(for i in $(seq 0 {s.nodes - 1}); do {cli} {verb} -n {s.namespace} "
+        f"-c {TRAINING_CONTAINER} {local_dir} {s.name}-$i:{WORKSPACE_PATH}/ || exit; done)"
     )

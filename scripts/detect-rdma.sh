@@ -74,6 +74,8 @@ if [[ -n $RDMA_HCAS ]]; then
   ((${#given_hcas[@]} == ${#ifaces[@]})) ||
     die "RDMA_HCAS has ${#given_hcas[@]} entries (${RDMA_HCAS}) but RDMA_INTERFACES has ${#ifaces[@]} (${RDMA_INTERFACES}); they pair by position"
 fi
+problem=$(ip_bin_problem)
+[[ -z $problem ]] || die "$problem"
 case $RDMA_GID_INDEX in
   auto | nccl) ;;
   *) [[ $RDMA_GID_INDEX =~ ^[0-9]+$ ]] ||

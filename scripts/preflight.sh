@@ -263,6 +263,8 @@ check_iface() {
   # RDMA device and port: the ones holding a RoCE v2 GID equal to the interface's IPv4 address.
   addrs=$(iface_ipv4s "$iface")
   if [[ -z $addrs ]]; then
+    # A missing `ip` is reported once, by check_rdma.
+    [[ -n $ip_problem ]] && return
     fail "$iface: no IPv4 address ('$IP_BIN -4 -o addr show dev $iface'); the NAD's IPAM assigns it"
     return
   fi
@@ -325,6 +327,8 @@ check_uverbs() {
 check_rdma() {
   local ifaces=() given=() i
   split_list "$RDMA_INTERFACES" ifaces
+  ip_problem=$(ip_bin_problem)
+  [[ -z $ip_problem ]] || fail "RDMA: $ip_problem"
   if [[ -n $RDMA_HCAS ]]; then
     split_list "$RDMA_HCAS" given
     if ((${#given[@]} != ${#ifaces[@]})); then

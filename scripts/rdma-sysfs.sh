@@ -33,6 +33,13 @@ split_list() {
   done
 }
 
+# Why $IP_BIN cannot be run ("" if it can). Without it every interface would look address-less
+# and the error would wrongly point at IPAM; slim images lack iproute2.
+ip_bin_problem() {
+  command -v "$IP_BIN" >/dev/null 2>&1 ||
+    echo "$IP_BIN not found: the RDMA interfaces' IPv4 addresses are read with it; install iproute2 in the image or set IP_BIN to its path"
+}
+
 # IPv4 addresses of an interface, space-separated ("" if none or `ip` fails).
 iface_ipv4s() {
   local out line list=()

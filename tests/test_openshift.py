@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-import shlex
+import os
+import subprocess
 import tomllib
 import urllib.parse
+from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -419,24 +422,91 @@ def test_volumes_are_reowned_only_when_their_root_does_not_match(stack: str) -> 
     assert pod_spec(run_stack(stack))["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
 
 
-def test_launch_command_runs_launch_all_on_every_pod() -> None:
-    run = run_stack("barcelona")
-    argv = shlex.split(str(run.outputs["launchCommand"]))
-    # launch-all.sh runs locally, read from pod 0's copy of the scripts.
-    assert argv[:2] == ["bash", "-c"]
-    assert argv[2] == (
-        "$(oc exec -n nccl-test ml-dev-env-0 -c training -- cat /opt/gpu-cluster/launch-all.sh)"
+def run_with_fake_oc(command: str, oc_body: str, tmp_path: Path) -> CompletedProcess[str]:
+    """An output command in bash, with a stand-in `oc` that logs its argv and runs `oc_body`."""
+    tmp_path.mkdir(exist_ok=True)
+    oc = tmp_path / "oc"
+    oc.write_text(f'#!/usr/bin/env bash\necho "$*" >>"{tmp_path}/oc.log"\n{oc_body}\n')
+    oc.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    return subprocess.run(
+        ["bash", "-c", command], env=env, capture_output=True, text=True, check=False
     )
-    assert argv[3:] == [
-        "launch-all",
-        "oc",
-        "nccl-test",
-        "ml-dev-env",
-        "2",
-        "/opt/gpu-cluster/launch-deepspeed.sh",
-        "/workspace/train.py",
-    ]
+
+
+def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
+    run = run_stack("barcelona")
+    # launch-all.sh runs locally, read from pod 0's copy of the scripts; here pod 0 hands out
+    # a stand-in that prints the arguments it was started with.
+    result = run_with_fake_oc(
+        str(run.outputs["launchCommand"]), """echo 'echo "args: $0 $*"'""", tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "oc.log").read_text() == (
+        "exec -n nccl-test ml-dev-env-0 -c training -- cat /opt/gpu-cluster/launch-all.sh\n"
+    )
+    assert result.stdout == (
+        "args: launch-all oc nccl-test ml-dev-env 2 /opt/gpu-cluster/launch-deepspeed.sh"
+        " /workspace/train.py\n"
+    )
     data = one(run, "ConfigMap")["data"]
     assert data["launch-all.sh"] == (ROOT / "scripts/launch-all.sh").read_text()
     # ...and the stop script it calls in each pod is there too.
     assert data["launch-stop.sh"] == (ROOT / "scripts/launch-stop.sh").read_text()
+
+
+def test_migration_guide_keeps_the_seeds_claims_by_the_names_barcelona_registers() -> None:
+    readme = (ROOT / "README.md").read_text()
+    guide = readme.split("## Migrating from ml-dev-env", 1)[1].split("\n## ", 1)[0]
+    guide = " ".join(guide.split())  # the commands wrap across lines
+    run = run_stack("barcelona")
+    claims = run.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    assert claims
+    for claim in claims:
+        name, namespace = claim.inputs["metadata"]["name"], claim.inputs["metadata"]["namespace"]
+        # The guide's pattern for the claim's name, and its import ID, <namespace>/<name>.
+        assert f"`{name.rsplit('-', 1)[0]}-N`" in guide, name
+        assert f"`id` to `{namespace}/<claim name>`" in guide
+    # The hand-written import file names the claim's parents and resource name as registered.
+    by_urn = {r.urn: r for r in run.resources}
+    first = next(c for c in claims if c.inputs["metadata"]["name"] == "workspace-ml-dev-env-0")
+    chain, resource = [], first
+    while resource.parent in by_urn:
+        resource = by_urn[resource.parent]
+        chain.append(resource)
+    workload, platform = chain[0], chain[1]
+    assert f'"name": "{first.name}", "parent": "{workload.name}"' in guide
+    assert (
+        f'{{"type": "{workload.type}", "name": "{workload.name}", "parent": "{platform.name}"'
+        in guide
+    )
+    assert f'{{"type": "{platform.type}", "name": "{platform.name}", "component": true}}' in guide
+    # Plain create: an existing claim of that name must be imported, never "reused" silently.
+    assert "kubernetes:core/v1:PersistentVolumeClaim" in guide and "AlreadyExists" in guide
+    assert "pulumi preview --import-file" in guide and "pulumi import --file" in guide
+    # The seed's StatefulSet goes first: this stack's has the same name.
+    sts = one(run, "StatefulSet")["metadata"]
+    assert f"`oc delete statefulset {sts['name']} -n {sts['namespace']}`" in guide
+
+
+def test_launch_command_fails_when_pod_0_cannot_hand_out_launch_all(tmp_path: Path) -> None:
+    # Pod 0 not running: `bash -c ""` would exit 0 and look like a finished training.
+    run = run_stack("barcelona")
+    not_found = """echo 'Error from server (NotFound): pods "ml-dev-env-0" not found' >&2; exit 1"""
+    result = run_with_fake_oc(str(run.outputs["launchCommand"]), not_found, tmp_path)
+    assert result.returncode == 1 and "NotFound" in result.stderr
+
+
+def test_sync_command_fails_when_a_pod_does_not_get_the_code(tmp_path: Path) -> None:
+    # Pod 0's copy fails, pod 1's works: the loop's status must not be only the last pod's.
+    run = run_stack("barcelona")
+    pod0_fails = (
+        '[[ " $* " == *" ml-dev-env-0:"* ]] && { echo "error: pod 0" >&2; exit 1; }; exit 0'
+    )
+    result = run_with_fake_oc(str(run.outputs["syncCommand"]), pod0_fails, tmp_path)
+    assert result.returncode == 1 and "error: pod 0" in result.stderr
+    ok = run_with_fake_oc(str(run.outputs["syncCommand"]), "exit 0", tmp_path / "ok")
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "ok/oc.log").read_text().splitlines() == [
+        f"rsync -n nccl-test -c training ./ ml-dev-env-{i}:/workspace/" for i in (0, 1)
+    ]

@@ -407,6 +407,12 @@ def test_interface_without_ipv4_address(node: Node) -> None:
     fails(preflight(node.env()), "net2: no IPv4 address", "IPAM")
 
 
+def test_missing_ip_tool_is_one_problem_not_one_per_interface(node: Node) -> None:
+    env = {**node.env(), "IP_BIN": str(node.root / "no-such-ip")}
+    failed = fails(preflight(env), "no-such-ip", "iproute2", "IP_BIN")
+    assert len(failed) == 1 and "no IPv4 address" not in failed[0], failed
+
+
 def test_mtu_other_than_the_stacks(node: Node) -> None:
     set_mtu(node.sys, "net3", 1500)
     failed = fails(preflight(node.env()), "net3: MTU 1500, expected 9000", "SriovNetworkNodePolicy")

@@ -253,6 +253,19 @@ def test_missing_pinned_hca_says_what_it_found(tmp_path: Path, env_file: Path) -
     assert "net4 (192.168.4.10) has its RoCE v2 GID on: mlx5_9:1" in err
 
 
+def test_missing_ip_tool_is_named_not_blamed_on_ipam(tmp_path: Path, env_file: Path) -> None:
+    # An image without iproute2: every interface would look address-less, pointing at IPAM.
+    sysfs = sriov_node(tmp_path / "sys")
+    env = {
+        "RDMA_INTERFACES": ",".join(IFACES),
+        "SYSFS_ROOT": str(sysfs),
+        "IP_BIN": str(tmp_path / "no-such-ip"),
+        "NCCL_ENV_FILE": str(env_file),
+    }
+    message = fails(run(DETECT, env), env_file, "no-such-ip", "iproute2", "IP_BIN")
+    assert "no IPv4 address" not in message
+
+
 def test_interface_without_ipv4_address(tmp_path: Path, env_file: Path) -> None:
     sysfs = sriov_node(tmp_path / "sys")
     (sysfs / ".ipv4/net3").unlink()
