@@ -121,9 +121,12 @@ class OutputError(Exception):
 
 def read_render(old_dir: Path) -> dict[str, str]:
     """An earlier render's files, checked to be one (so a typo is not "everything added")."""
-    if not old_dir.is_dir():
-        what = "not a directory" if old_dir.exists() else "no such directory"
-        raise OutputError(f"--diff {old_dir}: {what}")
+    try:
+        if not old_dir.is_dir():
+            what = "not a directory" if old_dir.exists() else "no such directory"
+            raise OutputError(f"--diff {old_dir}: {what}")
+    except OSError as exc:  # a path it cannot look up (a name too long)
+        raise OutputError(f"--diff {old_dir}: {exc.strerror}") from None
     missing = [name for name in FILES if not (old_dir / name).is_file()]
     if missing:
         raise OutputError(
@@ -162,13 +165,14 @@ def write_render(out: Path, files: dict[str, str]) -> None:
     """Write `files` into directory `out`, all or nothing: checked first, rendered into a
     temporary directory beside it, then moved into place (a new directory in one rename; an
     existing one file by file, keeping anything else in it). Raises OutputError."""
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"--out {out}: exists and is not a directory")
-    blocked = [name for name in files if (out / name).exists() and not (out / name).is_file()]
-    if blocked:
-        raise OutputError(f"--out {out}: {', '.join(blocked)} exists and is not a file")
     created: list[Path] = []
     try:
+        # Inside the try: `exists()` raises for a path it cannot look up (a name too long).
+        if out.exists() and not out.is_dir():
+            raise OutputError(f"--out {out}: exists and is not a directory")
+        blocked = [name for name in files if (out / name).exists() and not (out / name).is_file()]
+        if blocked:
+            raise OutputError(f"--out {out}: {', '.join(blocked)} exists and is not a file")
         for parent in reversed([p for p in out.parents if not p.exists()]):
             parent.mkdir()
             created.append(parent)
@@ -196,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m components.render", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
-    parser.add_argument("--out", type=Path, help="directory to write the render to")
+    parser.add_argument("--out", help="directory to write the render to")
     parser.add_argument(
         "--set",
         action="append",
@@ -211,25 +215,29 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="like --set, as `pulumi config set --secret` (rendered as a redacted placeholder)",
     )
-    parser.add_argument(
-        "--diff", type=Path, metavar="OLD_DIR", help="diff against an earlier render"
-    )
+    parser.add_argument("--diff", metavar="OLD_DIR", help="diff against an earlier render")
     args = parser.parse_args(argv)
     if args.out is None and args.diff is None:
         parser.error("give --out DIR, --diff OLD_DIR, or both")
+    # Path("") is the current directory: an empty value (an unset shell variable) is a mistake.
+    for flag, value in (("--out", args.out), ("--diff", args.diff)):
+        if value == "":
+            print(f"error: {flag}: an empty path; give a directory", file=sys.stderr)
+            return 2
+    out = Path(args.out) if args.out is not None else None
     try:
         # Read before anything is written: `--diff D --out D` compares with D as it was.
-        old = read_render(args.diff) if args.diff is not None else None
+        old = read_render(Path(args.diff)) if args.diff is not None else None
         files = render(
             args.stack,
             tuple(args.set),
             tuple(args.set_secret),
             warn=lambda w: print(f"warning: {w}", file=sys.stderr),
         )
-        if args.out is not None:
-            write_render(args.out, files)
+        if out is not None:
+            write_render(out, files)
             print(
-                f"rendered stack {args.stack!r} to {args.out}/ ({', '.join(FILES)})",
+                f"rendered stack {args.stack!r} to {out}/ ({', '.join(FILES)})",
                 file=sys.stderr,
             )
     except (ConfigError, FileNotFoundError, OutputError) as exc:

@@ -196,9 +196,10 @@ def _node_name(value: str) -> str:
 
 
 def _label_key(value: str) -> str:
-    prefix, _, name = value.rpartition("/")
+    prefix, slash, name = value.rpartition("/")
     if (
-        (prefix and (len(prefix) > DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.match(prefix)))
+        # IsQualifiedName: a written '/' needs a non-empty prefix ("prefix part must be non-empty")
+        (slash and (len(prefix) > DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.match(prefix)))
         or len(name) > LABEL_VALUE_MAX
         or not _QUALIFIED_NAME.match(name)
     ):
@@ -839,7 +840,8 @@ def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
             f"gpu-cluster:rdma.machineConfigPool is only used with rdma.memlock 'machineconfig' "
             f"(it is {rdma.memlock!r}); remove it or set the strategy"
         )
-    taken = {POD_PRIMARY_INTERFACE: "the pod's primary interface"}
+    # Every pod network namespace has `lo` (containernetworking/plugins plugins/main/loopback).
+    taken = {POD_PRIMARY_INTERFACE: "the pod's primary interface", "lo": "the pod's loopback"}
     taken.setdefault(rdma.bootstrap_interface, "rdma.bootstrapInterface (NCCL's bootstrap)")
     for i, nic in enumerate(rdma.nics):
         if nic.interface in taken:

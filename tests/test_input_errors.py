@@ -13,7 +13,7 @@ import pulumi
 import pytest
 
 from components.offline import ProgramRun, run_program
-from tests.cli import ROOT, by_case, cli, one_error, refused_stack_file, tree
+from tests.cli import ROOT, by_case, cli, one_error, program_copy, refused_stack_file, tree
 
 GOOD = "config:\n  gpu-cluster:platform: openshift\n"
 HUGE = "9" * 5000  # beyond Python's int-from-text limit (4300 digits)
@@ -124,6 +124,9 @@ OUT_PATHS = [
         _dir_where_a_file_goes,
         "outputs.json exists and is not a file",
     ),
+    # A path component past the file system's NAME_MAX (255 on Linux): `Path.exists()` raises
+    # ENAMETOOLONG instead of answering False.
+    ("name-too-long", lambda tmp: tmp / ("x" * 300), "cannot write it (File name too long"),
 ]
 
 
@@ -185,3 +188,22 @@ def test_render_all_into_a_blocked_directory_says_so(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert f"{blocked}: cannot write it (Not a directory" in one_error(result.stderr)
+
+
+@pytest.mark.parametrize("flag", ["--out", "--diff"])
+def test_an_empty_path_is_refused_not_read_as_the_current_directory(
+    tmp_path: Path, flag: str
+) -> None:
+    # Path("") is Path("."): `--out ""` (an unset shell variable) would render into the program.
+    program = program_copy(tmp_path, {"barcelona": (ROOT / "Pulumi.barcelona.yaml").read_text()})
+    before = tree(program)
+    result = cli("--stack", "barcelona", flag, "", cwd=program)
+    assert result.returncode == 2
+    assert f"{flag}: an empty path" in one_error(result.stderr)
+    assert tree(program) == before
+
+
+def test_a_diff_path_it_cannot_look_up_is_answered(tmp_path: Path) -> None:
+    result = cli("--stack", "barcelona", "--diff", str(tmp_path / ("x" * 300)))
+    assert result.returncode == 2
+    assert "File name too long" in one_error(result.stderr)

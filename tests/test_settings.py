@@ -249,6 +249,8 @@ APPLY_TIME_LIMITS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("gke-cluster-name", {**gke(), "name": "a" * 41}, ["gpu-cluster:name", "at most 40"]),
     ("storage-class", openshift(storage={"storageClass": "Fast_SSD"}), ["storage.storageClass"]),
     ("label-key", openshift(openshift={"gpuNodeLabel": "-bad/key"}), ["openshift.gpuNodeLabel"]),
+    # IsQualifiedName: "prefix part must be non-empty" when a '/' is written
+    ("label-key-empty-prefix", openshift(openshift={"gpuNodeLabel": "/gpu"}), ["gpuNodeLabel"]),
     (
         "label-key-name-part",
         openshift(openshift={"gpuNodeLabel": "nvidia.com/" + "g" * 64}),
@@ -284,6 +286,7 @@ APPLY_TIME_LIMITS: list[tuple[str, dict[str, Any], list[str]]] = [
         ["rdma.nics: hca mlx5_0 used by more than one NIC"],
     ),
     ("nic-named-eth0", rdma(nic(interface="eth0")), ["rdma.nics[0].interface = 'eth0'"]),
+    ("nic-named-lo", rdma(nic(interface="lo")), ["rdma.nics[0].interface = 'lo'"]),
     (
         "nic-named-like-bootstrap",
         rdma(nic(interface="net1"), bootstrapInterface="net1"),
