@@ -144,6 +144,8 @@ class RecordedResource:
     custom: bool
     inputs: dict[str, Any]
     options: dict[str, Any]
+    # URNs this resource also answers to (its `aliases` option, each as a full URN).
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass
@@ -375,12 +377,50 @@ def _redact(value: Any) -> Any:
     return value
 
 
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+def resource_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
+    """The URN the engine gives a resource: its parent's whole type chain, then its own type
+    (pulumi/pulumi pkg/resource/deploy/deployment.go generateURN: "use the full qualified
+    type"; the SDK's mock monitor keeps only the parent's last type)."""
+    parent_type = parent.split("::")[2] if parent else ""
+    if parent_type and parent_type != ROOT_STACK_TYPE:
+        type_ = f"{parent_type}${type_}"
+    return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
+
+
 class _RecordingMonitor(mocks.MockMonitor):
-    """The SDK's mock monitor, also keeping each registration's options."""
+    """The SDK's mock monitor, also keeping each registration's options, and giving each
+    resource the URN the engine would."""
 
     def __init__(self, run: ProgramRun) -> None:
         super().__init__(_Mocks())
         self.run = run
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        return resource_urn(pulumi.get_stack(), pulumi.get_project(), parent, type_, name)
+
+    def _alias_urns(self, request: Any) -> tuple[str, ...]:
+        """Each alias as the full URN the engine resolves it to (an alias spec's unset parts
+        are the resource's own: pulumi/pulumi sdk/proto/alias.proto)."""
+        urns = []
+        for alias in request.aliases:
+            if alias.urn:
+                urns.append(alias.urn)
+                continue
+            spec = alias.spec
+            parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+            urns.append(
+                resource_urn(
+                    spec.stack or pulumi.get_stack(),
+                    spec.project or pulumi.get_project(),
+                    parent,
+                    spec.type or request.type,
+                    spec.name or request.name,
+                )
+            )
+        return tuple(sorted(urns))
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
@@ -407,6 +447,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                     custom=bool(request.custom),
                     inputs=_redact(_plain(inputs)),
                     options=options,
+                    aliases=self._alias_urns(request),
                 )
             )
         return response

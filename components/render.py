@@ -84,6 +84,8 @@ def resources_json(run: ProgramRun) -> str:
         {
             "type": r.type,
             "name": r.name,
+            "urn": r.urn,
+            "aliases": list(r.aliases),
             "parent": r.parent.split("::")[-1] if r.parent else "",
             "inputs": r.inputs,
             "options": r.options,
