@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from components.offline import resource_urn
-from components.render import render
+from gpu_cluster.offline.engine import resource_urn
+from gpu_cluster.offline.render import render
 from tests.conftest import STACKS, run_stack
 
 BEFORE = json.loads(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -56,10 +55,12 @@ from pulumi_kubernetes.networking.v1 import (
     NetworkPolicySpecArgs,
 )
 
-from components import launch
-from components.codesync import code_sync
-from components.netmodes import SCRIPTS_DIR, SCRIPTS_VOLUME
-from components.podspec import (
+from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.stack_config import code_sync_secret
+from gpu_cluster.plan import launch
+from gpu_cluster.plan.codesync import code_sync
+from gpu_cluster.plan.netmodes import SCRIPTS_DIR, SCRIPTS_VOLUME
+from gpu_cluster.plan.podspec import (
     ClaimVolume,
     ConfigMapVolume,
     Container,
@@ -72,13 +73,11 @@ from components.podspec import (
     PodPlacement,
     Volume,
 )
-from components.scan_exceptions import skip_annotations, training_exceptions
-from components.settings import Settings
-from components.stack_config import code_sync_secret
-from components.verify import CHECK_SCRIPT
+from gpu_cluster.plan.scan_exceptions import skip_annotations, training_exceptions
+from gpu_cluster.plan.shipped import SCRIPTS_PATH
+from gpu_cluster.plan.verify import CHECK_SCRIPT
 
-# Scripts that run inside the pods; real files under version control (scripts/).
-SCRIPTS_PATH = Path(__file__).resolve().parent.parent / "scripts"
+# Scripts that run inside the pods (scripts/).
 SHIPPED_SCRIPTS = (
     "detect-rdma.sh",
     "launch-common.sh",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from components.settings import Settings
-from components.stack_config import secret_env_values
+from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.stack_config import secret_env_values
 
 
 class Platform(Protocol):
@@ -16,9 +16,9 @@ def build_platform(settings: Settings) -> Platform:
     secret_env = secret_env_values(settings)
     # Imported here so a stack only loads the SDK modules its platform uses.
     if settings.platform == "openshift":
-        from components.openshift import OpenShiftPlatform
+        from gpu_cluster.components.openshift import OpenShiftPlatform
 
         return OpenShiftPlatform("gpu-cluster", settings, secret_env)
-    from components.gke import GkePlatform
+    from gpu_cluster.components.gke import GkePlatform
 
     return GkePlatform("gpu-cluster", settings, secret_env)

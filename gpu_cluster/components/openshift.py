@@ -9,19 +9,19 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
-from components.k8s_objects import ManifestResource
-from components.namespace import adopted, managed_namespace
-from components.netmodes import network_attachment, pod_networking
-from components.outputs import stack_outputs
-from components.podspec import NodeRequirement, PodPlacement
-from components.security import (
+from gpu_cluster.components.k8s_objects import ManifestResource
+from gpu_cluster.components.namespace import adopted, managed_namespace
+from gpu_cluster.components.workload import TrainingWorkload, labels
+from gpu_cluster.config.settings import Settings
+from gpu_cluster.plan.netmodes import network_attachment, pod_networking
+from gpu_cluster.plan.outputs import stack_outputs
+from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
+from gpu_cluster.plan.security import (
     REQUIRED_SCC_ANNOTATION,
     memlock_disruption,
     memlock_machine_config,
     scc_manifest,
 )
-from components.settings import Settings
-from components.workload import TrainingWorkload, labels
 
 
 def openshift_placement(s: Settings) -> PodPlacement:

@@ -58,21 +58,22 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
-from components.gcp_network import A3_VPC_MTU, plan_addresses
-from components.gpudirect import (
+from gpu_cluster.components.k8s_objects import ManifestResource
+from gpu_cluster.components.namespace import managed_namespace
+from gpu_cluster.components.workload import TrainingWorkload, labels, node_affinity
+from gpu_cluster.config.settings import GcpSettings, Settings, gpu_nic_count, gpudirect_release
+from gpu_cluster.plan.gcp_network import A3_VPC_MTU, plan_addresses
+from gpu_cluster.plan.gpudirect import (
     HOST_TOOLS_IMAGE,
     NRI_INJECTOR_IMAGE,
     PAUSE_IMAGE,
     GpuDirectRelease,
 )
-from components.k8s_objects import ManifestResource
-from components.namespace import managed_namespace
-from components.netmodes import gke_network_objects, pod_networking
-from components.outputs import stack_outputs
-from components.podspec import NodeRequirement, PodPlacement
-from components.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
-from components.settings import GcpSettings, Settings, gpu_nic_count, gpudirect_release
-from components.workload import SCRIPTS_PATH, TrainingWorkload, labels, node_affinity
+from gpu_cluster.plan.netmodes import gke_network_objects, pod_networking
+from gpu_cluster.plan.outputs import stack_outputs
+from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
+from gpu_cluster.plan.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
+from gpu_cluster.plan.shipped import SCRIPTS_PATH
 
 # GKE accelerator type per machine (cloud.google.com/kubernetes-engine/docs/how-to/gpus; the
 # cluster-toolkit gke-a3-megagpu and gke-a3-highgpu blueprints' accelerator_type).

@@ -9,8 +9,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
-from components.settings import Settings
-from components.workload import labels, retention_annotations
+from gpu_cluster.components.workload import labels, retention_annotations
+from gpu_cluster.config.settings import Settings
 
 
 def adopted(namespace: str | None, name: str) -> pulumi.ResourceOptions:

@@ -29,9 +29,9 @@ from pulumi.runtime import mocks, rpc
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.settings import MAX_EXACT_INT, PROJECT, ConfigError
+from gpu_cluster.config.settings import MAX_EXACT_INT, PROJECT, ConfigError
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_DIR = Path(__file__).resolve().parents[2]  # the repository: Pulumi.yaml, __main__.py
 SECRET_PLACEHOLDER = "[secret]"
 # Documentation-range address (RFC 5737) and placeholder CA for the mocked GKE endpoint.
 MOCK_ENDPOINT = "203.0.113.10"
