@@ -1,16 +1,17 @@
 """The stack's namespace and objects adopted from the cluster, on both platforms.
 
-namespaceMode create | adopt | reference; Pulumi's `import` option for adopted objects.
+namespaceMode create | adopt (reference creates nothing); Pulumi's `import` option for adopted
+objects.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Literal
+
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
-
-from gpu_cluster.components.workload import labels, retention_annotations
-from gpu_cluster.config.settings import Settings
 
 
 def adopted(namespace: str | None, name: str) -> pulumi.ResourceOptions:
@@ -23,29 +24,46 @@ def adopted(namespace: str | None, name: str) -> pulumi.ResourceOptions:
     )
 
 
-def managed_namespace(
-    resource_name: str, s: Settings, opts: pulumi.ResourceOptions
-) -> k8s.core.v1.Namespace | None:
-    """The stack's namespace unless it is only referenced (namespaceMode: reference).
+@dataclass(frozen=True)
+class TrainingNamespaceArgs:
+    """namespace: its name. mode: create it, or adopt one that exists (imported, untouched).
+    labels, annotations: of a created one. retain_on_delete: keep a created one (and every
+    claim in it) on `pulumi destroy` and on replacement."""
 
-    Deleting a namespace deletes every claim in it, so a created one is retained on
-    `pulumi destroy` and on replacement (a rename) unless storage.retainOnDelete is false;
-    an adopted one is always retained. An adopted one carries no labels of ours: an import
-    fails when the inputs differ from the live object."""
-    if s.namespace_mode == "reference":
-        return None
-    if s.namespace_mode == "adopt":
-        return k8s.core.v1.Namespace(
-            resource_name,
-            metadata=ObjectMetaArgs(name=s.namespace),
-            opts=pulumi.ResourceOptions.merge(opts, adopted(None, s.namespace)),
-        )
-    return k8s.core.v1.Namespace(
-        resource_name,
-        metadata=ObjectMetaArgs(
-            name=s.namespace, labels=labels(s), annotations=retention_annotations(s) or None
-        ),
-        opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(retain_on_delete=s.storage.retain_on_delete)
-        ),
-    )
+    namespace: str
+    mode: Literal["create", "adopt"] = "create"
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    retain_on_delete: bool = True
+
+
+class TrainingNamespace(pulumi.ComponentResource):
+    """The training namespace. Deleting a namespace deletes every claim in it, so a created one
+    is retained unless told otherwise and an adopted one always is. An adopted one carries no
+    labels of ours: an import fails when the inputs differ from the live object."""
+
+    namespace: k8s.core.v1.Namespace
+
+    def __init__(
+        self, name: str, args: TrainingNamespaceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:namespace:TrainingNamespace", name, None, opts)
+        a = args
+        child = pulumi.ResourceOptions(parent=self)
+        if a.mode == "adopt":
+            self.namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace",
+                metadata=ObjectMetaArgs(name=a.namespace),
+                opts=pulumi.ResourceOptions.merge(child, adopted(None, a.namespace)),
+            )
+        else:
+            self.namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace",
+                metadata=ObjectMetaArgs(
+                    name=a.namespace, labels=a.labels, annotations=a.annotations or None
+                ),
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(retain_on_delete=a.retain_on_delete)
+                ),
+            )
+        self.register_outputs({"namespace": self.namespace.metadata.name})

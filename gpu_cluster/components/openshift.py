@@ -1,27 +1,24 @@
-"""OpenShift platform: namespace, ServiceAccount, SCC + RBAC, Multus NADs and the workload."""
+"""OpenShift platform: namespace, training access (ServiceAccount, SCC + RBAC, memlock),
+Multus NADs and the workload, composed from the reusable components. The stack's settings
+become the components' arguments here and nowhere else."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import pulumi
-import pulumi_kubernetes as k8s
-from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
-from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
-from gpu_cluster.components.k8s_objects import ManifestResource
-from gpu_cluster.components.namespace import adopted, managed_namespace
+from gpu_cluster.components.moved import moved_from
+from gpu_cluster.components.namespace import TrainingNamespace
+from gpu_cluster.components.platforms import namespace_args
+from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
+from gpu_cluster.components.training_access import SccGrant, TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.workload import TrainingWorkload, labels
 from gpu_cluster.config.settings import Settings
-from gpu_cluster.plan.netmodes import network_attachment, pod_networking
+from gpu_cluster.plan.netmodes import pod_networking
 from gpu_cluster.plan.outputs import stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
-from gpu_cluster.plan.security import (
-    REQUIRED_SCC_ANNOTATION,
-    memlock_disruption,
-    memlock_machine_config,
-    scc_manifest,
-)
+from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION
 
 
 def openshift_placement(s: Settings) -> PodPlacement:
@@ -49,105 +46,60 @@ class OpenShiftPlatform(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-cluster:openshift:OpenShiftPlatform", name, None, opts)
         s = settings
-        meta_labels = labels(s)
+        # The pieces used to be this component's own children: they keep their URNs by alias.
+        moved = moved_from(self)
         depends: list[pulumi.Resource] = []
-        namespace = managed_namespace(f"{name}-namespace", s, pulumi.ResourceOptions(parent=self))
-        if namespace is not None:
-            depends.append(namespace)
-        child = pulumi.ResourceOptions(parent=self, depends_on=depends)
-        account = k8s.core.v1.ServiceAccount(
-            f"{name}-training",
-            metadata=ObjectMetaArgs(
-                name=f"{s.name}-training", namespace=s.namespace, labels=meta_labels
-            ),
-            automount_service_account_token=False,
-            opts=child,
-        )
+        ns_args = namespace_args(s)
+        if ns_args is not None:
+            depends.append(TrainingNamespace(name, ns_args, moved).namespace)
 
         networking = pod_networking(s, f"{s.name}-scripts")
-        if networking.capabilities:
-            # restricted-v2 allows adding only NET_BIND_SERVICE, so the mode's capabilities
-            # (and, for a root training container, runAsUser RunAsAny) get their own SCC,
-            # usable by the training ServiceAccount only.
-            scc_name = f"{s.namespace}-{s.name}-training"
-            scc = ManifestResource(
-                f"{name}-scc",
-                scc_manifest(
-                    scc_name, networking.capabilities, any_user=networking.training_runs_as_root
-                ),
-                child,
+        # restricted-v2 allows adding only NET_BIND_SERVICE, so the mode's capabilities (and,
+        # for a root training container, runAsUser RunAsAny) get their own SCC, usable by the
+        # training ServiceAccount only.
+        scc = (
+            SccGrant(
+                f"{s.namespace}-{s.name}-training",
+                networking.capabilities,
+                any_user=networking.training_runs_as_root,
             )
-            role = k8s.rbac.v1.Role(
-                f"{name}-use-scc",
-                metadata=ObjectMetaArgs(
-                    name=f"{s.name}-use-scc", namespace=s.namespace, labels=meta_labels
-                ),
-                rules=[
-                    PolicyRuleArgs(
-                        api_groups=["security.openshift.io"],
-                        resources=["securitycontextconstraints"],
-                        resource_names=[scc_name],
-                        verbs=["use"],
-                    )
-                ],
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[scc])),
-            )
-            binding = k8s.rbac.v1.RoleBinding(
-                f"{name}-use-scc",
-                metadata=ObjectMetaArgs(
-                    name=f"{s.name}-use-scc", namespace=s.namespace, labels=meta_labels
-                ),
-                role_ref=RoleRefArgs(
-                    api_group="rbac.authorization.k8s.io", kind="Role", name=role.metadata.name
-                ),
-                subjects=[
-                    SubjectArgs(
-                        kind="ServiceAccount", name=account.metadata.name, namespace=s.namespace
-                    )
-                ],
-                opts=child,
-            )
-            depends = [*depends, binding]
+            if networking.capabilities
+            else None
+        )
+        rdma = s.rdma if s.network_mode == "rdma" else None
+        access = TrainingAccess(
+            name,
+            TrainingAccessArgs(
+                prefix=s.name,
+                namespace=s.namespace,
+                labels=labels(s),
+                scc=scc,
+                memlock_pool=rdma.machine_config_pool
+                if rdma is not None and rdma.memlock == "machineconfig"
+                else None,
+                after=depends,
+            ),
+            moved,
+        )
+        if scc is not None:
             networking = dataclasses.replace(
                 networking,
-                annotations={**networking.annotations, REQUIRED_SCC_ANNOTATION: scc_name},
+                annotations={**networking.annotations, REQUIRED_SCC_ANNOTATION: scc.name},
             )
-
-        if s.network_mode == "rdma":
-            assert s.rdma is not None
-            if s.rdma.memlock == "machineconfig":
-                pulumi.log.warn(
-                    "rdma.memlock is 'machineconfig': the MachineConfig "
-                    f"{memlock_disruption(s.rdma.machine_config_pool)}"
-                )
-                depends.append(
-                    ManifestResource(
-                        f"{name}-memlock",
-                        memlock_machine_config(s.rdma.machine_config_pool),
-                        pulumi.ResourceOptions(parent=self),
-                    )
-                )
-            if s.rdma.network_attachments != "reference":
-                adopt = s.rdma.network_attachments == "adopt"
-                for nic in s.rdma.nics:
-                    depends.append(
-                        ManifestResource(
-                            f"{name}-nad-{nic.network}",
-                            network_attachment(nic, s.rdma, s.namespace),
-                            pulumi.ResourceOptions.merge(child, adopted(s.namespace, nic.network))
-                            if adopt
-                            else child,
-                        )
-                    )
+        ready = [*depends, *access.ready]
+        if rdma is not None and rdma.network_attachments != "reference":
+            adopt = rdma.network_attachments == "adopt"
+            nads = RdmaNetworks(name, RdmaNetworksArgs(s.namespace, rdma, adopt, depends), moved)
+            ready.extend(nads.attachments)
 
         self.workload = TrainingWorkload(
             f"{name}-workload",
             s,
             networking,
             openshift_placement(s),
-            account.metadata.name,
+            access.service_account_name,
             secret_env,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )
         self.outputs: dict[str, object] = stack_outputs(s, cli="oc")
         self.register_outputs({"namespace": s.namespace})

@@ -266,7 +266,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             opts=child,
         )
 
-        claims = self._claims(name, s, meta_labels, child)
+        claims = _claims(name, s, meta_labels, child)
         secret_refs: list[EnvVarArgs] = []
         secrets: list[k8s.core.v1.Secret] = []
         if s.secret_env and secret_env is not None:
@@ -350,95 +350,12 @@ class TrainingWorkload(pulumi.ComponentResource):
             *networking.mounts,
             *extra_mounts,
         ]
-        env = [
-            EnvVarArgs(
-                name="NODE_RANK",
-                value_from=EnvVarSourceArgs(
-                    field_ref=ObjectFieldSelectorArgs(
-                        field_path=f"metadata.labels['{POD_INDEX_LABEL}']"
-                    )
-                ),
-            ),
-            *(EnvVarArgs(name=k, value=v) for k, v in launch.rendezvous_env(s).items()),
-            *(EnvVarArgs(name=k, value=v) for k, v in sorted(networking.env.items())),
-            *secret_refs,
-        ]
-        limits = {
-            "cpu": s.pod.cpu_limit,
-            "memory": s.pod.memory_limit,
-            "nvidia.com/gpu": str(s.gpus_per_node),
-            **{k: str(v) for k, v in networking.resources.items()},
-        }
-        requests = {
-            "cpu": s.pod.cpu_request,
-            "memory": s.pod.memory_request,
-            "nvidia.com/gpu": str(s.gpus_per_node),
-            **{k: str(v) for k, v in networking.resources.items()},
-        }
-        training = ContainerArgs(
-            name=launch.TRAINING_CONTAINER,
-            image=s.image,
-            # Idle until a user starts the launcher on every pod; exits at once on SIGTERM.
-            command=["/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
-            env=env,
-            ports=[ContainerPortArgs(name="rendezvous", container_port=s.launcher.master_port)],
-            resources=ResourceRequirementsArgs(
-                limits={k: v for k, v in limits.items() if v is not None}, requests=requests
-            ),
-            # Training images install packages and write caches outside the volumes.
-            security_context=_security(
-                networking.capabilities,
-                read_only_root=False,
-                run_as_root=networking.training_runs_as_root,
-            ),
-            volume_mounts=_mounts(mounts),
-            working_dir=launch.WORKSPACE_PATH,
-        )
+        training = _training_container(s, networking, mounts, secret_refs)
         scripts_hash = hashlib.sha256(json.dumps(scripts, sort_keys=True).encode()).hexdigest()[:16]
-        pod_spec = PodSpecArgs(
-            service_account_name=service_account,
-            # No Kubernetes API token in training pods: they never talk to the API server.
-            automount_service_account_token=False,
-            security_context=PodSecurityContextArgs(
-                run_as_non_root=True,
-                run_as_user=placement.run_as_user,
-                fs_group=placement.run_as_user,
-                # Re-own volumes only when their root's group differs, not at every start
-                # (a full recursive chown of a large workspace delays every pod start).
-                fs_group_change_policy="OnRootMismatch",
-                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
-            ),
-            affinity=_affinity(meta_labels, placement),
-            tolerations=[
-                TolerationArgs(key=key, operator="Exists", effect=effect)
-                for key, effect in placement.tolerations
-            ],
-            init_containers=[_container(c) for c in init_containers] or None,
-            containers=[training],
-            volumes=[_volume(v) for v in volumes],
-            termination_grace_period_seconds=30,
+        pod_spec = _pod_spec(
+            service_account, placement, meta_labels, init_containers, training, volumes
         )
-        # Peers reach each other on any port (NCCL picks them); nothing else may connect in.
-        k8s.networking.v1.NetworkPolicy(
-            f"{name}-peers-only",
-            metadata=ObjectMetaArgs(
-                name=f"{s.name}-peers-only", namespace=s.namespace, labels=meta_labels
-            ),
-            spec=NetworkPolicySpecArgs(
-                pod_selector=LabelSelectorArgs(match_labels=meta_labels),
-                policy_types=["Ingress"],
-                ingress=[
-                    NetworkPolicyIngressRuleArgs(
-                        from_=[
-                            NetworkPolicyPeerArgs(
-                                pod_selector=LabelSelectorArgs(match_labels=meta_labels)
-                            )
-                        ]
-                    )
-                ],
-            ),
-            opts=child,
-        )
+        _peers_only(name, s, meta_labels, child)
         scan_exceptions = training_exceptions(
             s, networking, init_containers[len(networking.init_containers) :]
         )
@@ -467,7 +384,7 @@ class TrainingWorkload(pulumi.ComponentResource):
                     ),
                     spec=pod_spec,
                 ),
-                volume_claim_templates=self._claim_templates(s, meta_labels),
+                volume_claim_templates=_claim_templates(s, meta_labels),
                 persistent_volume_claim_retention_policy=(
                     k8s.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs(
                         # Always Retain on delete: a replaced StatefulSet (a volume added or
@@ -496,87 +413,198 @@ class TrainingWorkload(pulumi.ComponentResource):
             {"statefulSetName": self.stateful_set_name, "serviceName": self.service_name}
         )
 
-    @staticmethod
-    def _claim_spec(s: Settings, size: str, access_mode: str) -> PersistentVolumeClaimSpecArgs:
-        return PersistentVolumeClaimSpecArgs(
-            access_modes=[access_mode],
-            storage_class_name=s.storage.storage_class,
-            resources=VolumeResourceRequirementsArgs(requests={"storage": size}),
-        )
 
-    def _volume_sizes(self, s: Settings) -> list[tuple[str, str]]:
-        sizes = [("workspace", s.storage.workspace_size)]
-        if s.storage.datasets_size:
-            sizes.append(("datasets", s.storage.datasets_size))
-        return sizes
-
-    def _claims(
-        self,
-        name: str,
-        s: Settings,
-        meta_labels: dict[str, str],
-        child: pulumi.ResourceOptions,
-    ) -> list[tuple[str, str, k8s.core.v1.PersistentVolumeClaim]]:
-        """User-data claims as standalone resources, so `pulumi up` can grow them in place.
-
-        rwx: one ReadWriteMany claim per volume that every pod mounts. per-pod: one
-        ReadWriteOnce claim per volume and pod, named as the StatefulSet names its claims, so
-        the controller adopts them. Retained on destroy unless storage.retainOnDelete is false;
-        protected (any replacement or deletion stops at preview) unless storage.protect is false.
-        Returns (volume name, claim name, claim resource) per claim."""
-        keep = pulumi.ResourceOptions.merge(
-            child,
-            pulumi.ResourceOptions(
-                retain_on_delete=s.storage.retain_on_delete, protect=s.storage.protect
-            ),
-        )
-        if s.storage.mode == "rwx":
-            wanted = [
-                (f"{name}-{volume}", volume, f"{s.name}-{volume}", size, "ReadWriteMany")
-                for volume, size in self._volume_sizes(s)
-            ]
-        else:
-            wanted = [
-                (
-                    f"{name}-{volume}-{index}",
-                    volume,
-                    per_pod_claim_name(volume, s.name, index),
-                    size,
-                    "ReadWriteOnce",
+def _training_container(
+    s: Settings, networking: PodNetworking, mounts: list[Mount], secret_refs: list[EnvVarArgs]
+) -> ContainerArgs:
+    """The training container: idle until a user starts the launcher on every pod."""
+    env = [
+        EnvVarArgs(
+            name="NODE_RANK",
+            value_from=EnvVarSourceArgs(
+                field_ref=ObjectFieldSelectorArgs(
+                    field_path=f"metadata.labels['{POD_INDEX_LABEL}']"
                 )
-                for volume, size in self._volume_sizes(s)
-                for index in range(s.nodes)
-            ]
-        out = []
-        for resource_name, volume, claim_name, size, access_mode in wanted:
-            claim = k8s.core.v1.PersistentVolumeClaim(
-                resource_name,
-                metadata=ObjectMetaArgs(
-                    name=claim_name,
-                    namespace=s.namespace,
-                    labels=meta_labels,
-                    annotations={**SKIP_AWAIT, **retention_annotations(s)},
-                ),
-                spec=self._claim_spec(s, size, access_mode),
-                opts=keep,
-            )
-            out.append((volume, claim_name, claim))
-        return out
+            ),
+        ),
+        *(EnvVarArgs(name=k, value=v) for k, v in launch.rendezvous_env(s).items()),
+        *(EnvVarArgs(name=k, value=v) for k, v in sorted(networking.env.items())),
+        *secret_refs,
+    ]
+    limits = {
+        "cpu": s.pod.cpu_limit,
+        "memory": s.pod.memory_limit,
+        "nvidia.com/gpu": str(s.gpus_per_node),
+        **{k: str(v) for k, v in networking.resources.items()},
+    }
+    requests = {
+        "cpu": s.pod.cpu_request,
+        "memory": s.pod.memory_request,
+        "nvidia.com/gpu": str(s.gpus_per_node),
+        **{k: str(v) for k, v in networking.resources.items()},
+    }
+    return ContainerArgs(
+        name=launch.TRAINING_CONTAINER,
+        image=s.image,
+        # Idle until a user starts the launcher on every pod; exits at once on SIGTERM.
+        command=["/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
+        env=env,
+        ports=[ContainerPortArgs(name="rendezvous", container_port=s.launcher.master_port)],
+        resources=ResourceRequirementsArgs(
+            limits={k: v for k, v in limits.items() if v is not None}, requests=requests
+        ),
+        # Training images install packages and write caches outside the volumes.
+        security_context=_security(
+            networking.capabilities,
+            read_only_root=False,
+            run_as_root=networking.training_runs_as_root,
+        ),
+        volume_mounts=_mounts(mounts),
+        working_dir=launch.WORKSPACE_PATH,
+    )
 
-    def _claim_templates(
-        self, s: Settings, meta_labels: dict[str, str]
-    ) -> list[PersistentVolumeClaimArgs] | None:
-        """Per-pod claim templates (storage.mode per-pod): they give each pod its volumes; the
-        claims themselves are the standalone ones `_claims` registers under the same names."""
-        if s.storage.mode != "per-pod":
-            return None
-        return [
-            PersistentVolumeClaimArgs(
-                metadata=ObjectMetaArgs(name=volume, labels=meta_labels),
-                spec=self._claim_spec(s, size, "ReadWriteOnce"),
-            )
-            for volume, size in self._volume_sizes(s)
+
+def _pod_spec(
+    service_account: pulumi.Input[str],
+    placement: PodPlacement,
+    meta_labels: dict[str, str],
+    init_containers: list[Container],
+    training: ContainerArgs,
+    volumes: list[Volume],
+) -> PodSpecArgs:
+    return PodSpecArgs(
+        service_account_name=service_account,
+        # No Kubernetes API token in training pods: they never talk to the API server.
+        automount_service_account_token=False,
+        security_context=PodSecurityContextArgs(
+            run_as_non_root=True,
+            run_as_user=placement.run_as_user,
+            fs_group=placement.run_as_user,
+            # Re-own volumes only when their root's group differs, not at every start
+            # (a full recursive chown of a large workspace delays every pod start).
+            fs_group_change_policy="OnRootMismatch",
+            seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
+        ),
+        affinity=_affinity(meta_labels, placement),
+        tolerations=[
+            TolerationArgs(key=key, operator="Exists", effect=effect)
+            for key, effect in placement.tolerations
+        ],
+        init_containers=[_container(c) for c in init_containers] or None,
+        containers=[training],
+        volumes=[_volume(v) for v in volumes],
+        termination_grace_period_seconds=30,
+    )
+
+
+def _peers_only(
+    name: str, s: Settings, meta_labels: dict[str, str], opts: pulumi.ResourceOptions
+) -> None:
+    """Peers reach each other on any port (NCCL picks them); nothing else may connect in."""
+    k8s.networking.v1.NetworkPolicy(
+        f"{name}-peers-only",
+        metadata=ObjectMetaArgs(
+            name=f"{s.name}-peers-only", namespace=s.namespace, labels=meta_labels
+        ),
+        spec=NetworkPolicySpecArgs(
+            pod_selector=LabelSelectorArgs(match_labels=meta_labels),
+            policy_types=["Ingress"],
+            ingress=[
+                NetworkPolicyIngressRuleArgs(
+                    from_=[
+                        NetworkPolicyPeerArgs(
+                            pod_selector=LabelSelectorArgs(match_labels=meta_labels)
+                        )
+                    ]
+                )
+            ],
+        ),
+        opts=opts,
+    )
+
+
+def _claim_spec(s: Settings, size: str, access_mode: str) -> PersistentVolumeClaimSpecArgs:
+    return PersistentVolumeClaimSpecArgs(
+        access_modes=[access_mode],
+        storage_class_name=s.storage.storage_class,
+        resources=VolumeResourceRequirementsArgs(requests={"storage": size}),
+    )
+
+
+def _volume_sizes(s: Settings) -> list[tuple[str, str]]:
+    sizes = [("workspace", s.storage.workspace_size)]
+    if s.storage.datasets_size:
+        sizes.append(("datasets", s.storage.datasets_size))
+    return sizes
+
+
+def _claims(
+    name: str,
+    s: Settings,
+    meta_labels: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> list[tuple[str, str, k8s.core.v1.PersistentVolumeClaim]]:
+    """User-data claims as standalone resources, so `pulumi up` can grow them in place.
+
+    rwx: one ReadWriteMany claim per volume that every pod mounts. per-pod: one
+    ReadWriteOnce claim per volume and pod, named as the StatefulSet names its claims, so
+    the controller adopts them. Retained on destroy unless storage.retainOnDelete is false;
+    protected (any replacement or deletion stops at preview) unless storage.protect is false.
+    Returns (volume name, claim name, claim resource) per claim."""
+    keep = pulumi.ResourceOptions.merge(
+        child,
+        pulumi.ResourceOptions(
+            retain_on_delete=s.storage.retain_on_delete, protect=s.storage.protect
+        ),
+    )
+    if s.storage.mode == "rwx":
+        wanted = [
+            (f"{name}-{volume}", volume, f"{s.name}-{volume}", size, "ReadWriteMany")
+            for volume, size in _volume_sizes(s)
         ]
+    else:
+        wanted = [
+            (
+                f"{name}-{volume}-{index}",
+                volume,
+                per_pod_claim_name(volume, s.name, index),
+                size,
+                "ReadWriteOnce",
+            )
+            for volume, size in _volume_sizes(s)
+            for index in range(s.nodes)
+        ]
+    out = []
+    for resource_name, volume, claim_name, size, access_mode in wanted:
+        claim = k8s.core.v1.PersistentVolumeClaim(
+            resource_name,
+            metadata=ObjectMetaArgs(
+                name=claim_name,
+                namespace=s.namespace,
+                labels=meta_labels,
+                annotations={**SKIP_AWAIT, **retention_annotations(s)},
+            ),
+            spec=_claim_spec(s, size, access_mode),
+            opts=keep,
+        )
+        out.append((volume, claim_name, claim))
+    return out
+
+
+def _claim_templates(
+    s: Settings, meta_labels: dict[str, str]
+) -> list[PersistentVolumeClaimArgs] | None:
+    """Per-pod claim templates (storage.mode per-pod): they give each pod its volumes; the
+    claims themselves are the standalone ones `_claims` registers under the same names."""
+    if s.storage.mode != "per-pod":
+        return None
+    return [
+        PersistentVolumeClaimArgs(
+            metadata=ObjectMetaArgs(name=volume, labels=meta_labels),
+            spec=_claim_spec(s, size, "ReadWriteOnce"),
+        )
+        for volume, size in _volume_sizes(s)
+    ]
 
 
 def node_affinity(requirements: tuple[NodeRequirement, ...]) -> NodeAffinityArgs:
