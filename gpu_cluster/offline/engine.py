@@ -501,8 +501,10 @@ def run_program(
     stack: str = "offline",
     project_dir: Path = PROJECT_DIR,
     record_into: ProgramRun | None = None,
+    project: str = PROJECT,
 ) -> ProgramRun:
-    """Run `__main__.py` with `config` under mocks; return what it registered and exported.
+    """Run `project_dir`'s `__main__.py` (Pulumi project `project`) with `config` under mocks;
+    return what it registered and exported.
 
     `record_into` receives the registrations even when the program fails."""
     run = record_into if record_into is not None else ProgramRun()
@@ -511,7 +513,7 @@ def run_program(
     engine_log.addHandler(_WarningRecorder(run))
     pulumi.runtime.set_mocks(
         _Mocks(),
-        project=PROJECT,
+        project=project,
         stack=stack,
         preview=True,
         logger=engine_log,
