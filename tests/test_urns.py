@@ -61,3 +61,47 @@ def test_urns_carry_the_whole_parent_type_chain() -> None:
         "urn:pulumi:barcelona::gpu-cluster::gpu-cluster:openshift:OpenShiftPlatform"
         "$gpu-cluster:workload:TrainingWorkload$kubernetes:apps/v1:StatefulSet::gpu-cluster-workload"
     }
+
+
+# Components cut out of the platforms: their children used to be the platform's own.
+CUT_FROM_PLATFORM = {
+    "gpu-cluster:gcp_vpc:GpuVpcs",
+    "gpu-cluster:gke_cluster:GkeCluster",
+    "gpu-cluster:gpu_pool:GpuNodePool",
+    "gpu-cluster:gpudirect_nodes:GpuDirectNodes",
+    "gpu-cluster:namespace:TrainingNamespace",
+    "gpu-cluster:training_access:TrainingAccess",
+    "gpu-cluster:rdma_networks:RdmaNetworks",
+}
+# Every piece in use: a created namespace, created NADs and the memlock MachineConfig.
+OPENSHIFT_ALL_PIECES = (
+    "namespaceMode=create",
+    "rdma.networkAttachments=create",
+    "rdma.memlock=machineconfig",
+)
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides"),
+    [*((s, ()) for s in STACKS), ("barcelona", OPENSHIFT_ALL_PIECES)],
+)
+def test_children_of_cut_components_answer_to_their_urn_under_the_platform(
+    stack: str, overrides: tuple[str, ...]
+) -> None:
+    # Beyond the recorded stacks: any stack's resource in a cut component is aliased to the URN
+    # the platform gave it before the cut (same type and name, the platform as parent).
+    run = run_stack(stack, *overrides)
+    by_urn = {r.urn: r for r in run.resources}
+    moved = [
+        r
+        for r in run.resources
+        if r.parent in by_urn and by_urn[r.parent].type in CUT_FROM_PLATFORM
+    ]
+    assert moved
+    for r in moved:
+        platform = by_urn[r.parent].parent
+        old = resource_urn(stack, "gpu-cluster", platform, r.type, r.name)
+        assert old in r.aliases, r.urn
+    if overrides:
+        kinds = {r.type.rsplit(":", 1)[-1] for r in moved}
+        assert {"Namespace", "NetworkAttachmentDefinition", "MachineConfig"} <= kinds

@@ -12,8 +12,9 @@ from gpu_cluster.components.gke import gke_placement
 from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNodesArgs, GpuNicNetwork
 from gpu_cluster.components.namespace import TrainingNamespace, TrainingNamespaceArgs
+from gpu_cluster.components.platforms import labels, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
-from gpu_cluster.components.workload import TrainingWorkload, labels
+from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.settings import Settings, gpudirect_release
 from gpu_cluster.plan.netmodes import pod_networking
 
@@ -81,10 +82,12 @@ access = TrainingAccess(
 )
 workload = TrainingWorkload(
     f"{POOL}-workload",
-    settings,
-    pod_networking(settings, f"{POOL}-scripts"),
-    gke_placement(POOL),
-    access.service_account_name,
+    workload_args(
+        settings,
+        pod_networking(settings, f"{POOL}-scripts"),
+        gke_placement(POOL),
+        access.service_account_name,
+    ),
     opts=pulumi.ResourceOptions(
         providers=[provider], depends_on=[namespace.namespace, *access.ready, *gpudirect.ready]
     ),

@@ -14,9 +14,9 @@ from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNodesArgs, GpuNicNetwork
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
-from gpu_cluster.components.platforms import namespace_args
+from gpu_cluster.components.platforms import labels, namespace_args, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
-from gpu_cluster.components.workload import TrainingWorkload, labels
+from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.settings import GcpSettings, Settings, gpu_nic_count, gpudirect_release
 from gpu_cluster.plan.gcp_network import plan_addresses
 from gpu_cluster.plan.netmodes import pod_networking
@@ -128,13 +128,12 @@ class GkePlatform(pulumi.ComponentResource):
             TrainingAccessArgs(s.name, s.namespace, labels(s), after=depends[:1]),
             in_cluster,
         )
+        networking = pod_networking(s, f"{s.name}-scripts")
         self.workload = TrainingWorkload(
             f"{name}-workload",
-            s,
-            pod_networking(s, f"{s.name}-scripts"),
-            gke_placement(pool),
-            access.service_account_name,
-            secret_env,
+            workload_args(
+                s, networking, gke_placement(pool), access.service_account_name, secret_env
+            ),
             opts=pulumi.ResourceOptions(
                 parent=self, providers=[provider], depends_on=[*depends, *gpudirect.ready]
             ),

@@ -10,10 +10,10 @@ import pulumi
 
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
-from gpu_cluster.components.platforms import namespace_args
+from gpu_cluster.components.platforms import labels, namespace_args, workload_args
 from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
 from gpu_cluster.components.training_access import SccGrant, TrainingAccess, TrainingAccessArgs
-from gpu_cluster.components.workload import TrainingWorkload, labels
+from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.settings import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 from gpu_cluster.plan.outputs import stack_outputs
@@ -94,11 +94,9 @@ class OpenShiftPlatform(pulumi.ComponentResource):
 
         self.workload = TrainingWorkload(
             f"{name}-workload",
-            s,
-            networking,
-            openshift_placement(s),
-            access.service_account_name,
-            secret_env,
+            workload_args(
+                s, networking, openshift_placement(s), access.service_account_name, secret_env
+            ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )
         self.outputs: dict[str, object] = stack_outputs(s, cli="oc")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -55,10 +56,8 @@ from pulumi_kubernetes.networking.v1 import (
     NetworkPolicySpecArgs,
 )
 
-from gpu_cluster.config.settings import Settings
-from gpu_cluster.config.stack_config import code_sync_secret
+from gpu_cluster.config.settings import PodSettings, StorageSettings
 from gpu_cluster.plan import launch
-from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR, SCRIPTS_VOLUME
 from gpu_cluster.plan.podspec import (
     ClaimVolume,
@@ -73,21 +72,8 @@ from gpu_cluster.plan.podspec import (
     PodPlacement,
     Volume,
 )
-from gpu_cluster.plan.scan_exceptions import skip_annotations, training_exceptions
-from gpu_cluster.plan.shipped import SCRIPTS_PATH
-from gpu_cluster.plan.verify import CHECK_SCRIPT
+from gpu_cluster.plan.scan_exceptions import skip_annotations
 
-# Scripts that run inside the pods (scripts/).
-SHIPPED_SCRIPTS = (
-    "detect-rdma.sh",
-    "launch-common.sh",
-    "launch-torchrun.sh",
-    "launch-deepspeed.sh",
-    "preflight.sh",
-    "rdma-sysfs.sh",
-    "launch-stop.sh",
-    launch.LAUNCH_ALL,
-)
 # Label the StatefulSet controller sets on every pod (beta in 1.28, GA in 1.32).
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 # Tells the Kubernetes provider not to wait for a claim to bind: with WaitForFirstConsumer
@@ -109,8 +95,8 @@ CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS = (
 )
 
 
-def retention_annotations(s: Settings) -> dict[str, str]:
-    return {} if s.storage.retain_on_delete else {RETAIN_OPT_OUT: "false"}
+def retention_annotations(retain_on_delete: bool) -> dict[str, str]:
+    return {} if retain_on_delete else {RETAIN_OPT_OUT: "false"}
 
 
 def per_pod_claim_name(volume: str, stateful_set: str, index: int) -> str:
@@ -118,23 +104,6 @@ def per_pod_claim_name(volume: str, stateful_set: str, index: int) -> str:
     (kubernetes/kubernetes pkg/controller/statefulset/stateful_set_utils.go,
     getPersistentVolumeClaimName); it adopts an existing claim of that name, creating none."""
     return f"{volume}-{stateful_set}-{index}"
-
-
-def labels(s: Settings) -> dict[str, str]:
-    return {
-        "app.kubernetes.io/name": "gpu-cluster",
-        "app.kubernetes.io/instance": s.name,
-        "app.kubernetes.io/component": "training",
-    }
-
-
-def scripts_data(s: Settings) -> dict[str, str]:
-    """ConfigMap content: the in-pod scripts plus the files rendered from config."""
-    names = [*SHIPPED_SCRIPTS, *([CHECK_SCRIPT] if s.verify.enabled else [])]
-    data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
-    data[launch.HOSTFILE] = launch.hostfile(s)
-    data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
-    return data
 
 
 def _volume(v: Volume) -> VolumeArgs:
@@ -235,6 +204,48 @@ def _container(c: Container) -> ContainerArgs:
     )
 
 
+@dataclass(frozen=True)
+class TrainingWorkloadArgs:
+    """What the training workload is made of (gpu_cluster.components.platforms.workload_args
+    decides it from stack config).
+
+    name: the StatefulSet's name, and the prefix of its objects' (<name>-scripts, -env,
+    -code-sync, -peers-only). namespace, labels: of every object. replicas: pods, one per GPU
+    node. image: the training image. gpus_per_node: GPUs each pod requests. pod: the training
+    container's requests, limits and /dev/shm size. storage: the workspace and datasets claims.
+    master_port: the rendezvous port. service_name: the headless Service's. scripts: the scripts
+    ConfigMap's files. env: the training container's plain env (rendezvous). networking: the
+    network mode's contribution to the pod. placement: where pods run, as which UID.
+    service_account: the pods' ServiceAccount. sidecars, sidecar_volumes, sidecar_mounts: extra
+    init containers (code sync) with their volumes and the training container's mounts of them.
+    secret_env_keys, secret_env: env variables from a Secret (<name>-env) and its data.
+    code_sync_source: the code-sync Secret's data (<name>-code-sync) when its source is secret.
+    scan_exceptions: checks the security scanners skip on the StatefulSet, with their reasons."""
+
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    replicas: int
+    image: str
+    gpus_per_node: int
+    pod: PodSettings
+    storage: StorageSettings
+    master_port: int
+    service_name: str
+    scripts: dict[str, str]
+    env: dict[str, str]
+    networking: PodNetworking
+    placement: PodPlacement
+    service_account: pulumi.Input[str]
+    sidecars: tuple[Container, ...] = ()
+    sidecar_volumes: tuple[Volume, ...] = ()
+    sidecar_mounts: tuple[Mount, ...] = ()
+    secret_env_keys: tuple[str, ...] = ()
+    secret_env: pulumi.Output[dict[str, str]] | None = None
+    code_sync_source: pulumi.Output[dict[str, str]] | None = None
+    scan_exceptions: dict[str, str] = field(default_factory=dict)
+
+
 class TrainingWorkload(pulumi.ComponentResource):
     """StatefulSet + headless Service + scripts ConfigMap + storage for one training cluster."""
 
@@ -242,42 +253,35 @@ class TrainingWorkload(pulumi.ComponentResource):
     service_name: pulumi.Output[str]
 
     def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        networking: PodNetworking,
-        placement: PodPlacement,
-        service_account: pulumi.Input[str],
-        secret_env: pulumi.Output[dict[str, str]] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: TrainingWorkloadArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpu-cluster:workload:TrainingWorkload", name, None, opts)
-        s = settings
+        a = args
+        networking, placement = a.networking, a.placement
         child = pulumi.ResourceOptions(parent=self)
-        meta_labels = labels(s)
-
-        scripts = scripts_data(s)
+        meta_labels = a.labels
+        scripts = a.scripts
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-scripts",
             metadata=ObjectMetaArgs(
-                name=f"{s.name}-scripts", namespace=s.namespace, labels=meta_labels
+                name=f"{a.name}-scripts", namespace=a.namespace, labels=meta_labels
             ),
             data=scripts,
             opts=child,
         )
 
-        claims = _claims(name, s, meta_labels, child)
+        claims = _claims(name, a, meta_labels, child)
         secret_refs: list[EnvVarArgs] = []
         secrets: list[k8s.core.v1.Secret] = []
-        if s.secret_env and secret_env is not None:
+        if a.secret_env_keys and a.secret_env is not None:
             # Tokens go into a Secret and reach the pod by reference, never as literal env.
             secret = k8s.core.v1.Secret(
                 f"{name}-env",
                 metadata=ObjectMetaArgs(
-                    name=f"{s.name}-env", namespace=s.namespace, labels=meta_labels
+                    name=f"{a.name}-env", namespace=a.namespace, labels=meta_labels
                 ),
                 type="Opaque",
-                string_data=secret_env.apply(lambda v: {k: v[k] for k in s.secret_env}),
+                string_data=a.secret_env,
                 opts=child,
             )
             secrets.append(secret)
@@ -288,87 +292,73 @@ class TrainingWorkload(pulumi.ComponentResource):
                         secret_key_ref=SecretKeySelectorArgs(name=secret.metadata.name, key=key)
                     ),
                 )
-                for key in s.secret_env
+                for key in a.secret_env_keys
             ]
         service = k8s.core.v1.Service(
             f"{name}-headless",
-            metadata=ObjectMetaArgs(
-                name=launch.service_name(s), namespace=s.namespace, labels=meta_labels
-            ),
+            metadata=ObjectMetaArgs(name=a.service_name, namespace=a.namespace, labels=meta_labels),
             spec=ServiceSpecArgs(
                 cluster_ip="None",
                 # Rendezvous must resolve peers before they are Ready.
                 publish_not_ready_addresses=True,
                 selector=meta_labels,
-                ports=[
-                    ServicePortArgs(name="rendezvous", port=s.launcher.master_port, protocol="TCP")
-                ],
+                ports=[ServicePortArgs(name="rendezvous", port=a.master_port, protocol="TCP")],
             ),
             opts=child,
         )
 
-        init_containers = list(networking.init_containers)
-        extra_volumes: list[Volume] = []
-        extra_mounts: list[Mount] = []
-        code_sync_source = code_sync_secret(s)
-        if s.code_sync is not None:
-            source_secret = None
-            if code_sync_source is not None:
-                # A secret codeSync (its URL may hold a token) reaches git-sync by reference.
-                source_secret = k8s.core.v1.Secret(
+        init_containers = [*networking.init_containers, *a.sidecars]
+        if a.code_sync_source is not None:
+            # A secret codeSync (its URL may hold a token) reaches git-sync by reference.
+            secrets.append(
+                k8s.core.v1.Secret(
                     f"{name}-code-sync",
                     metadata=ObjectMetaArgs(
-                        name=f"{s.name}-code-sync", namespace=s.namespace, labels=meta_labels
+                        name=f"{a.name}-code-sync", namespace=a.namespace, labels=meta_labels
                     ),
                     type="Opaque",
-                    string_data=code_sync_source,
+                    string_data=a.code_sync_source,
                     opts=child,
                 )
-                secrets.append(source_secret)
-            sidecar, code_volume, code_mount = code_sync(
-                s.code_sync, f"{s.name}-code-sync" if source_secret else None
             )
-            init_containers.append(sidecar)
-            extra_volumes.append(code_volume)
-            extra_mounts.append(code_mount)
         volumes: list[Volume] = [
-            EmptyDir("dshm", memory=True, size_limit=s.pod.shm_size),
-            ConfigMapVolume(SCRIPTS_VOLUME, f"{s.name}-scripts"),
+            EmptyDir("dshm", memory=True, size_limit=a.pod.shm_size),
+            ConfigMapVolume(SCRIPTS_VOLUME, f"{a.name}-scripts"),
             *(
                 ClaimVolume(volume, claim_name)
                 for volume, claim_name, _ in claims
-                if s.storage.mode == "rwx"
+                if a.storage.mode == "rwx"
             ),
             *networking.volumes,
-            *extra_volumes,
+            *a.sidecar_volumes,
         ]
         mounts = [
             Mount("dshm", "/dev/shm"),
             Mount(SCRIPTS_VOLUME, SCRIPTS_DIR, read_only=True),
             Mount("workspace", launch.WORKSPACE_PATH),
-            *([Mount("datasets", launch.DATASETS_PATH)] if s.storage.datasets_size else []),
+            *([Mount("datasets", launch.DATASETS_PATH)] if a.storage.datasets_size else []),
             *networking.mounts,
-            *extra_mounts,
+            *a.sidecar_mounts,
         ]
-        training = _training_container(s, networking, mounts, secret_refs)
+        training = _training_container(a, networking, mounts, secret_refs)
         scripts_hash = hashlib.sha256(json.dumps(scripts, sort_keys=True).encode()).hexdigest()[:16]
         pod_spec = _pod_spec(
-            service_account, placement, meta_labels, init_containers, training, volumes
+            a.service_account, placement, meta_labels, init_containers, training, volumes
         )
-        _peers_only(name, s, meta_labels, child)
-        scan_exceptions = training_exceptions(
-            s, networking, init_containers[len(networking.init_containers) :]
-        )
+        _peers_only(name, a, meta_labels, child)
         stateful_set = k8s.apps.v1.StatefulSet(
             name,
             metadata=ObjectMetaArgs(
-                name=s.name,
-                namespace=s.namespace,
+                name=a.name,
+                namespace=a.namespace,
                 labels=meta_labels,
-                annotations={**skip_annotations(scan_exceptions), **retention_annotations(s)},
+                annotations={
+                    **skip_annotations(a.scan_exceptions),
+                    **retention_annotations(a.storage.retain_on_delete),
+                },
             ),
             spec=k8s.apps.v1.StatefulSetSpecArgs(
-                replicas=s.nodes,
+                replicas=a.replicas,
                 service_name=service.metadata.name,
                 # All pods start together: rendezvous needs every rank, not one after another.
                 pod_management_policy="Parallel",
@@ -384,16 +374,16 @@ class TrainingWorkload(pulumi.ComponentResource):
                     ),
                     spec=pod_spec,
                 ),
-                volume_claim_templates=_claim_templates(s, meta_labels),
+                volume_claim_templates=_claim_templates(a, meta_labels),
                 persistent_volume_claim_retention_policy=(
                     k8s.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs(
                         # Always Retain on delete: a replaced StatefulSet (a volume added or
                         # removed) must not take the claims with it. `pulumi destroy` deletes
                         # them itself when storage.retainOnDelete is false.
                         when_deleted="Retain",
-                        when_scaled="Retain" if s.storage.retain_on_delete else "Delete",
+                        when_scaled="Retain" if a.storage.retain_on_delete else "Delete",
                     )
-                    if s.storage.mode == "per-pod"
+                    if a.storage.mode == "per-pod"
                     else None
                 ),
             ),
@@ -402,7 +392,7 @@ class TrainingWorkload(pulumi.ComponentResource):
                 # The claims exist before any pod asks for them.
                 depends_on=[config_map, *secrets, *(claim for _, _, claim in claims)],
                 ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS)
-                if s.storage.mode == "per-pod"
+                if a.storage.mode == "per-pod"
                 else None,
             ),
         )
@@ -415,7 +405,10 @@ class TrainingWorkload(pulumi.ComponentResource):
 
 
 def _training_container(
-    s: Settings, networking: PodNetworking, mounts: list[Mount], secret_refs: list[EnvVarArgs]
+    a: TrainingWorkloadArgs,
+    networking: PodNetworking,
+    mounts: list[Mount],
+    secret_refs: list[EnvVarArgs],
 ) -> ContainerArgs:
     """The training container: idle until a user starts the launcher on every pod."""
     env = [
@@ -427,29 +420,29 @@ def _training_container(
                 )
             ),
         ),
-        *(EnvVarArgs(name=k, value=v) for k, v in launch.rendezvous_env(s).items()),
+        *(EnvVarArgs(name=k, value=v) for k, v in a.env.items()),
         *(EnvVarArgs(name=k, value=v) for k, v in sorted(networking.env.items())),
         *secret_refs,
     ]
     limits = {
-        "cpu": s.pod.cpu_limit,
-        "memory": s.pod.memory_limit,
-        "nvidia.com/gpu": str(s.gpus_per_node),
+        "cpu": a.pod.cpu_limit,
+        "memory": a.pod.memory_limit,
+        "nvidia.com/gpu": str(a.gpus_per_node),
         **{k: str(v) for k, v in networking.resources.items()},
     }
     requests = {
-        "cpu": s.pod.cpu_request,
-        "memory": s.pod.memory_request,
-        "nvidia.com/gpu": str(s.gpus_per_node),
+        "cpu": a.pod.cpu_request,
+        "memory": a.pod.memory_request,
+        "nvidia.com/gpu": str(a.gpus_per_node),
         **{k: str(v) for k, v in networking.resources.items()},
     }
     return ContainerArgs(
         name=launch.TRAINING_CONTAINER,
-        image=s.image,
+        image=a.image,
         # Idle until a user starts the launcher on every pod; exits at once on SIGTERM.
         command=["/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
         env=env,
-        ports=[ContainerPortArgs(name="rendezvous", container_port=s.launcher.master_port)],
+        ports=[ContainerPortArgs(name="rendezvous", container_port=a.master_port)],
         resources=ResourceRequirementsArgs(
             limits={k: v for k, v in limits.items() if v is not None}, requests=requests
         ),
@@ -498,13 +491,13 @@ def _pod_spec(
 
 
 def _peers_only(
-    name: str, s: Settings, meta_labels: dict[str, str], opts: pulumi.ResourceOptions
+    name: str, a: TrainingWorkloadArgs, meta_labels: dict[str, str], opts: pulumi.ResourceOptions
 ) -> None:
     """Peers reach each other on any port (NCCL picks them); nothing else may connect in."""
     k8s.networking.v1.NetworkPolicy(
         f"{name}-peers-only",
         metadata=ObjectMetaArgs(
-            name=f"{s.name}-peers-only", namespace=s.namespace, labels=meta_labels
+            name=f"{a.name}-peers-only", namespace=a.namespace, labels=meta_labels
         ),
         spec=NetworkPolicySpecArgs(
             pod_selector=LabelSelectorArgs(match_labels=meta_labels),
@@ -523,24 +516,26 @@ def _peers_only(
     )
 
 
-def _claim_spec(s: Settings, size: str, access_mode: str) -> PersistentVolumeClaimSpecArgs:
+def _claim_spec(
+    a: TrainingWorkloadArgs, size: str, access_mode: str
+) -> PersistentVolumeClaimSpecArgs:
     return PersistentVolumeClaimSpecArgs(
         access_modes=[access_mode],
-        storage_class_name=s.storage.storage_class,
+        storage_class_name=a.storage.storage_class,
         resources=VolumeResourceRequirementsArgs(requests={"storage": size}),
     )
 
 
-def _volume_sizes(s: Settings) -> list[tuple[str, str]]:
-    sizes = [("workspace", s.storage.workspace_size)]
-    if s.storage.datasets_size:
-        sizes.append(("datasets", s.storage.datasets_size))
+def _volume_sizes(a: TrainingWorkloadArgs) -> list[tuple[str, str]]:
+    sizes = [("workspace", a.storage.workspace_size)]
+    if a.storage.datasets_size:
+        sizes.append(("datasets", a.storage.datasets_size))
     return sizes
 
 
 def _claims(
     name: str,
-    s: Settings,
+    a: TrainingWorkloadArgs,
     meta_labels: dict[str, str],
     child: pulumi.ResourceOptions,
 ) -> list[tuple[str, str, k8s.core.v1.PersistentVolumeClaim]]:
@@ -554,25 +549,25 @@ def _claims(
     keep = pulumi.ResourceOptions.merge(
         child,
         pulumi.ResourceOptions(
-            retain_on_delete=s.storage.retain_on_delete, protect=s.storage.protect
+            retain_on_delete=a.storage.retain_on_delete, protect=a.storage.protect
         ),
     )
-    if s.storage.mode == "rwx":
+    if a.storage.mode == "rwx":
         wanted = [
-            (f"{name}-{volume}", volume, f"{s.name}-{volume}", size, "ReadWriteMany")
-            for volume, size in _volume_sizes(s)
+            (f"{name}-{volume}", volume, f"{a.name}-{volume}", size, "ReadWriteMany")
+            for volume, size in _volume_sizes(a)
         ]
     else:
         wanted = [
             (
                 f"{name}-{volume}-{index}",
                 volume,
-                per_pod_claim_name(volume, s.name, index),
+                per_pod_claim_name(volume, a.name, index),
                 size,
                 "ReadWriteOnce",
             )
-            for volume, size in _volume_sizes(s)
-            for index in range(s.nodes)
+            for volume, size in _volume_sizes(a)
+            for index in range(a.replicas)
         ]
     out = []
     for resource_name, volume, claim_name, size, access_mode in wanted:
@@ -580,11 +575,11 @@ def _claims(
             resource_name,
             metadata=ObjectMetaArgs(
                 name=claim_name,
-                namespace=s.namespace,
+                namespace=a.namespace,
                 labels=meta_labels,
-                annotations={**SKIP_AWAIT, **retention_annotations(s)},
+                annotations={**SKIP_AWAIT, **retention_annotations(a.storage.retain_on_delete)},
             ),
-            spec=_claim_spec(s, size, access_mode),
+            spec=_claim_spec(a, size, access_mode),
             opts=keep,
         )
         out.append((volume, claim_name, claim))
@@ -592,18 +587,18 @@ def _claims(
 
 
 def _claim_templates(
-    s: Settings, meta_labels: dict[str, str]
+    a: TrainingWorkloadArgs, meta_labels: dict[str, str]
 ) -> list[PersistentVolumeClaimArgs] | None:
     """Per-pod claim templates (storage.mode per-pod): they give each pod its volumes; the
     claims themselves are the standalone ones `_claims` registers under the same names."""
-    if s.storage.mode != "per-pod":
+    if a.storage.mode != "per-pod":
         return None
     return [
         PersistentVolumeClaimArgs(
             metadata=ObjectMetaArgs(name=volume, labels=meta_labels),
-            spec=_claim_spec(s, size, "ReadWriteOnce"),
+            spec=_claim_spec(a, size, "ReadWriteOnce"),
         )
-        for volume, size in _volume_sizes(s)
+        for volume, size in _volume_sizes(a)
     ]
 
 
