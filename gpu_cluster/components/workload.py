@@ -275,15 +275,7 @@ class TrainingWorkload(pulumi.ComponentResource):
         secrets: list[k8s.core.v1.Secret] = []
         if a.secret_env_keys and a.secret_env is not None:
             # Tokens go into a Secret and reach the pod by reference, never as literal env.
-            secret = k8s.core.v1.Secret(
-                f"{name}-env",
-                metadata=ObjectMetaArgs(
-                    name=f"{a.name}-env", namespace=a.namespace, labels=meta_labels
-                ),
-                type="Opaque",
-                string_data=a.secret_env,
-                opts=child,
-            )
+            secret = self._secret(name, a, "env", a.secret_env)
             secrets.append(secret)
             secret_refs = [
                 EnvVarArgs(
@@ -310,17 +302,7 @@ class TrainingWorkload(pulumi.ComponentResource):
         init_containers = [*networking.init_containers, *a.sidecars]
         if a.code_sync_source is not None:
             # A secret codeSync (its URL may hold a token) reaches git-sync by reference.
-            secrets.append(
-                k8s.core.v1.Secret(
-                    f"{name}-code-sync",
-                    metadata=ObjectMetaArgs(
-                        name=f"{a.name}-code-sync", namespace=a.namespace, labels=meta_labels
-                    ),
-                    type="Opaque",
-                    string_data=a.code_sync_source,
-                    opts=child,
-                )
-            )
+            secrets.append(self._secret(name, a, "code-sync", a.code_sync_source))
         volumes: list[Volume] = [
             EmptyDir("dshm", memory=True, size_limit=a.pod.shm_size),
             ConfigMapVolume(SCRIPTS_VOLUME, f"{a.name}-scripts"),
@@ -401,6 +383,24 @@ class TrainingWorkload(pulumi.ComponentResource):
         self.service_name = service.metadata.name
         self.register_outputs(
             {"statefulSetName": self.stateful_set_name, "serviceName": self.service_name}
+        )
+
+    def _secret(
+        self,
+        name: str,
+        a: TrainingWorkloadArgs,
+        suffix: str,
+        data: pulumi.Output[dict[str, str]],
+    ) -> k8s.core.v1.Secret:
+        """An Opaque Secret <name>-<suffix> holding `data` (a Pulumi secret)."""
+        return k8s.core.v1.Secret(
+            f"{name}-{suffix}",
+            metadata=ObjectMetaArgs(
+                name=f"{a.name}-{suffix}", namespace=a.namespace, labels=a.labels
+            ),
+            type="Opaque",
+            string_data=data,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
 
