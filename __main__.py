@@ -2,9 +2,9 @@
 
 import pulumi
 
-from components.platforms import build_platform
-from components.settings import ConfigError
-from components.stack_config import read_settings
+from gpu_cluster.components.platforms import build_platform
+from gpu_cluster.config.settings import ConfigError
+from gpu_cluster.config.stack_config import read_settings
 
 try:
     settings = read_settings()

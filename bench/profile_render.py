@@ -7,7 +7,7 @@ Four parts, each in fresh `python -c` subprocesses (same environment as render_b
 1. Import cost of the SDK modules the program uses, and of narrower alternatives (median
    wall time inside the child, peak RSS).
 2. Phases of one render with the SDK modules imported beforehand, so what is left is the
-   program's own share: its imports (pydantic, yaml, components), config, validation, the
+   program's own share: its imports (pydantic, yaml, gpu_cluster), config, validation, the
    program run under the mock engine, and writing the three files.
 3. cProfile of that render (SDK already imported): self time by owner and the slowest
    functions of the program itself.
@@ -73,9 +73,10 @@ t = clock()
 import pydantic, yaml
 marks["import pydantic+yaml"] = clock() - t
 t = clock()
-import components.render, components.offline, components.platforms, components.stack_config
+import gpu_cluster.offline.render, gpu_cluster.offline.engine
+import gpu_cluster.components.platforms, gpu_cluster.config.stack_config
 importlib.import_module(platform_module)
-marks["import components"] = clock() - t
+marks["import gpu_cluster"] = clock() - t
 spent, calls = {}, {}
 gc_time, gc_start = [0.0, 0], [0.0]
 
@@ -99,12 +100,12 @@ def wrap(module, attr, label):
             calls[label] = calls.get(label, 0) + 1
     setattr(module, attr, timed)
 
-r, o = components.render, components.offline
+r, o = gpu_cluster.offline.render, gpu_cluster.offline.engine
 for attr in ("engine_config", "settings_from", "run_program", "kubernetes_yaml",
              "resources_json"):
     wrap(r, attr, attr)
-wrap(components.stack_config, "read_settings", "run_program > read_settings (again)")
-wrap(components.platforms, "build_platform", "run_program > build_platform")
+wrap(gpu_cluster.config.stack_config, "read_settings", "run_program > read_settings (again)")
+wrap(gpu_cluster.components.platforms, "build_platform", "run_program > build_platform")
 wrap(o._RecordingMonitor, "RegisterResource", "run_program > RegisterResource (mock)")
 gc.callbacks.append(on_gc)
 t = clock()
@@ -121,11 +122,11 @@ stack, overrides, sdk, platform_module = sys.argv[1], json.loads(sys.argv[2]), \
     json.loads(sys.argv[3]), sys.argv[4]
 for name in sdk:
     hasattr(importlib.import_module(name), "_bench_force_load_")
-import components.render
+import gpu_cluster.offline.render
 importlib.import_module(platform_module)
 profile = cProfile.Profile()
 profile.enable()
-components.render.render(stack, tuple(overrides))
+gpu_cluster.offline.render.render(stack, tuple(overrides))
 profile.disable()
 stats = pstats.Stats(profile).stats
 rows = []
@@ -134,7 +135,7 @@ for (path, line, func), (cc, nc, tt, ct, callers) in stats.items():
 print(json.dumps({"rows": rows}))
 """
 
-# One render as `python -m components.render` does it, with the garbage collector and the
+# One render as `python -m gpu_cluster.offline` does it, with the garbage collector and the
 # interpreter exit as they are, or changed: gc.disable() first, os._exit() last.
 EXIT_CHILD = """
 import gc, json, os, resource, sys, time
@@ -150,7 +151,7 @@ gc.callbacks.append(on_gc)
 if "gc.disable" in mode:
     gc.disable()
 t = clock()
-from components.render import render
+from gpu_cluster.offline.render import render
 render(stack, ())
 print(json.dumps({
     "seconds": clock() - t,
@@ -228,7 +229,9 @@ def import_costs(repeat: int) -> list[dict[str, Any]]:
 def phases(stack: str, nodes: int, repeat: int) -> dict[str, Any]:
     platform = stack_platform(stack)
     sdk, _ = sdk_modules(platform)
-    module = "components.gke" if platform == "gke" else "components.openshift"
+    module = (
+        "gpu_cluster.components.gke" if platform == "gke" else "gpu_cluster.components.openshift"
+    )
     args = (stack, json.dumps(overrides_for(stack, nodes)), json.dumps(sdk), module)
     runs = [run_child(PHASES_CHILD, *args, wait_idle=WAIT_IDLE_SECONDS) for _ in range(repeat)]
 
@@ -251,8 +254,10 @@ def phases(stack: str, nodes: int, repeat: int) -> dict[str, Any]:
 
 
 def _owner(path: str) -> str:
-    if path.startswith(str(PROJECT_DIR / "components")) or path == str(PROJECT_DIR / "__main__.py"):
-        return "program (components/, __main__.py)"
+    if path.startswith(str(PROJECT_DIR / "gpu_cluster")) or path == str(
+        PROJECT_DIR / "__main__.py"
+    ):
+        return "program (gpu_cluster/, __main__.py)"
     for pkg in ("pulumi_kubernetes", "pulumi_gcp", "pydantic_core", "pydantic", "yaml", "grpc"):
         if f"/{pkg}/" in path:
             return pkg
@@ -266,7 +271,9 @@ def _owner(path: str) -> str:
 def profile(stack: str, nodes: int, top: int) -> dict[str, Any]:
     platform = stack_platform(stack)
     sdk, _ = sdk_modules(platform)
-    module = "components.gke" if platform == "gke" else "components.openshift"
+    module = (
+        "gpu_cluster.components.gke" if platform == "gke" else "gpu_cluster.components.openshift"
+    )
     result = run_child(
         PROFILE_CHILD,
         stack,

@@ -3,9 +3,9 @@
     python bench/render_bench.py [--repeat 3] [--nodes 2,16,128,512] [--stacks a,b] [--out FILE]
 
 Every measurement runs in a fresh `python -c` subprocess, so each one pays the SDK's imports as
-`python -m components.render` does. Per stack and node count it measures the offline render
-(`components.render.render()`, same stack config except `nodes`) and, as the baseline, a bare
-interpreter that only imports the SDK modules the program imports (found by reading the
+`python -m gpu_cluster.offline` does. Per stack and node count it measures the offline render
+(`gpu_cluster.offline.render.render()`, same stack config except `nodes`) and, as the baseline,
+a bare interpreter that only imports the SDK modules the program imports (found by reading the
 program's import statements, see `sdk_modules`). Each render child imports those modules
 first, timed apart, so the render is also compared with an SDK import of the same process,
 which the machine's drifting speed cannot skew. Prints a markdown table, writes JSON
@@ -42,7 +42,10 @@ STACKS = ("barcelona", "nerc-production", "gcp-a3", "a3-high")
 NODE_COUNTS = (2, 16, 128, 512)
 SDK_PACKAGES = ("pulumi", "pulumi_kubernetes", "pulumi_gcp")
 # Module of each platform's component; the other platform's is never loaded (platforms.py).
-PLATFORM_MODULES = {"openshift": "components.openshift", "gke": "components.gke"}
+PLATFORM_MODULES = {
+    "openshift": "gpu_cluster.components.openshift",
+    "gke": "gpu_cluster.components.gke",
+}
 # Reported, never asserted.
 TARGET_RENDER_OVER_BASELINE = 1.5
 TARGET_SCALING = 1.2  # render(512) / render(2)
@@ -82,13 +85,13 @@ print(json.dumps({{
 
 # One render: the same SDK imports first (timed apart, so the ratio to them is taken within
 # one process, a second apart, where the machine's speed cannot drift between the two), then
-# `import components.render` and render(). The SDK imports the program makes are then no-ops;
-# `seconds` covers the whole (what `python -m components.render` pays; interpreter start and
-# exit are not included).
+# `import gpu_cluster.offline.render` and render(). The SDK imports the program makes are then
+# no-ops; `seconds` covers the whole (what `python -m gpu_cluster.offline` pays; interpreter
+# start and exit are not included).
 RENDER_CHILD = (
     _IMPORT_SDK
     + f"""
-from components.render import render
+from gpu_cluster.offline.render import render
 t1 = time.perf_counter()
 files = render(sys.argv[2], tuple(json.loads(sys.argv[3])))
 t2, c2 = time.perf_counter(), time.process_time()
@@ -118,7 +121,7 @@ print(json.dumps({{
 def _module_file(name: str) -> Path | None:
     """Source file of a module, found on disk without importing (and so running) anything."""
     top, *rest = name.split(".")
-    if top == "components" or top == "__main__":
+    if top == "gpu_cluster" or top == "__main__":
         base = PROJECT_DIR
         candidates = [PROJECT_DIR / "__main__.py"] if top == "__main__" else []
         rest = [top, *rest]
@@ -169,11 +172,12 @@ def _attribute_chain(node: ast.Attribute) -> tuple[str, list[str]] | None:
 def sdk_modules(platform_name: str) -> tuple[list[str], list[str]]:
     """(SDK modules, program files read) for a stack of `platform_name`.
 
-    Follows the program's own imports from `components.render` and `__main__.py` (module-level
-    and function-level, minus the other platform's component) and collects every SDK module
-    an import statement names, plus the subpackages reached by attribute (`k8s.apps.v1.X`)."""
+    Follows the program's own imports from `gpu_cluster.offline.render` and `__main__.py`
+    (module-level and function-level, minus the other platform's component) and collects every
+    SDK module an import statement names, plus the subpackages reached by attribute
+    (`k8s.apps.v1.X`)."""
     skip = {m for p, m in PLATFORM_MODULES.items() if p != platform_name}
-    todo = ["components.render", "__main__"]
+    todo = ["gpu_cluster.offline.render", "__main__"]
     seen: set[str] = set()
     files: list[str] = []
     found: set[str] = set()
@@ -195,7 +199,7 @@ def sdk_modules(platform_name: str) -> tuple[list[str], list[str]]:
                         found.add(a.name)
                         bound = a.asname or a.name.split(".")[0]
                         aliases[bound] = a.name if a.asname else bound
-                    elif a.name.split(".")[0] == "components":
+                    elif a.name.split(".")[0] == "gpu_cluster":
                         todo.append(a.name)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 if _is_sdk(node.module):
@@ -205,7 +209,7 @@ def sdk_modules(platform_name: str) -> tuple[list[str], list[str]]:
                         if _module_file(sub) is not None:
                             found.add(sub)
                             aliases[a.asname or a.name] = sub
-                elif node.module.split(".")[0] == "components":
+                elif node.module.split(".")[0] == "gpu_cluster":
                     todo.append(node.module)
                     todo.extend(f"{node.module}.{a.name}" for a in node.names)
         for node in ast.walk(tree):
@@ -495,7 +499,7 @@ def measure(
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty_program_files": _git(
-            "status", "--porcelain", "--", "components", "__main__.py", "Pulumi.*.yaml"
+            "status", "--porcelain", "--", "gpu_cluster", "__main__.py", "Pulumi.*.yaml"
         ).splitlines(),
         "python": sys.version.split()[0],
         "sdk_versions": _sdk_versions(),
@@ -516,7 +520,7 @@ def measure(
             "render_over_sdk_import": "median over repeats of render_seconds / the same "
             "child's own import of the baseline's SDK modules, done first and timed apart "
             "(sdk_seconds); import_seconds and run_seconds are the rest: `import "
-            "components.render` and render()",
+            "gpu_cluster.offline.render` and render()",
             "baseline_seconds": "median; fresh child importing and touching the SDK modules "
             "listed under baselines.<platform>.modules; one run right before every render run",
             "render_over_baseline": "median over repeats of render / the baseline run just "

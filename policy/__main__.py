@@ -1,7 +1,7 @@
 """Policy pack entry point: `pulumi preview --policy-pack policy` runs this file.
 
 The CLI runs it with this directory first on sys.path; the project root goes on it too, for
-`policy.gpu_cluster_policies` and the `components` package it reads the pinned releases from.
+`policy.gpu_cluster_policies` and the `gpu_cluster` package it reads the pinned releases from.
 """
 
 from __future__ import annotations

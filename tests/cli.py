@@ -1,5 +1,5 @@
-"""Run the real render CLI (`python -m components.render`) as a user would, in this checkout
-or in a copy of the program with stack files a test writes."""
+"""Run the real render CLI (`python -m gpu_cluster.offline`) as a user would, in this
+checkout or in a copy of the program with stack files a test writes."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the program needs to run: its code, the pod scripts it ships and the project file.
-PROGRAM = ("components", "scripts", "__main__.py", "Pulumi.yaml")
+PROGRAM = ("gpu_cluster", "scripts", "__main__.py", "Pulumi.yaml")
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "components.render", *args],
+        [sys.executable, "-m", "gpu_cluster.offline", *args],
         cwd=cwd,
         capture_output=True,
         text=True,

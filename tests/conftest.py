@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.offline import ProgramRun, engine_config, run_program
-from components.replacements import Key, Row, Step, index, plan
+from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.replacements import Key, Row, Step, index, plan
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
@@ -64,7 +64,8 @@ def plan_of(stack: str, *overrides: str) -> list[Step]:
 
 
 def rows(run: ProgramRun) -> dict[Key, Row]:
-    """A run's registrations as `resources.json` rows, keyed as components.replacements keys."""
+    """A run's registrations as `resources.json` rows, keyed as
+    gpu_cluster.offline.replacements keys them."""
     return index(
         {"type": r.type, "name": r.name, "inputs": r.inputs, "options": r.options}
         for r in run.resources

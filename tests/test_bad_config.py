@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components.offline import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
 
 # (stack, --set overrides, fragments the message must contain)
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.render import render
+from gpu_cluster.offline.render import render
 from tools.change_summary import compare, summary
 from tools.render_all import write
 

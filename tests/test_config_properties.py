@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from components.offline import ProgramRun, engine_config, run_program
-from components.settings import Settings, decode_config, load_settings
+from gpu_cluster.config.settings import Settings, decode_config, load_settings
+from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
 from tests.conftest import STACKS
 from tests.test_schemas import validate
 

@@ -2,7 +2,7 @@
 place, edits that would strand or delete data stop at preview unless the stack opts in, and
 `pulumi destroy` keeps user data unless the stack opts out.
 
-What the engine would do is read from two real renders with components.replacements (the
+What the engine would do is read from two real renders with gpu_cluster.offline.replacements (the
 providers' replacement rules); `protect` on the previous render is what makes the engine refuse.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.replacements import Step, plan
+from gpu_cluster.offline.replacements import Step, plan
 from tests.conftest import STACKS, manifests, one, plan_of, rows, run_stack
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"

@@ -1,6 +1,6 @@
 """The edit matrix: for each plausible edit of each shipped stack, which resources the engine
-would replace or delete (read from two real renders with components.replacements), held to a
-written policy of what may be replaced or deleted and what never may without an opt-in.
+would replace or delete (read from two real renders with gpu_cluster.offline.replacements),
+held to a written policy of what may be replaced or deleted and what never may without an opt-in.
 
 `MATRIX` is the reviewed table (edit -> the replacements and deletions of precious resources it
 causes, "!" marking the ones the engine refuses because they are protected); `violations` is the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.replacements import PRECIOUS, Step, destructive
+from gpu_cluster.offline.replacements import PRECIOUS, Step, destructive
 from tests.conftest import plan_of
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"

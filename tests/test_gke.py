@@ -8,15 +8,20 @@ from typing import Any
 
 import pytest
 
-from components import settings as settings_module
-from components.gpudirect import GKE_END_OF_STANDARD_SUPPORT, RELEASES, gke_minor, releases_for
-from components.offline import ProgramRun, engine_config
-from components.settings import (
+from gpu_cluster.config import settings as settings_module
+from gpu_cluster.config.settings import (
     ConfigError,
     Settings,
     decode_config,
     gpudirect_release,
     load_settings,
+)
+from gpu_cluster.offline.engine import ProgramRun, engine_config
+from gpu_cluster.plan.gpudirect import (
+    GKE_END_OF_STANDARD_SUPPORT,
+    RELEASES,
+    gke_minor,
+    releases_for,
 )
 from tests.conftest import container, env_of, manifests, one, pod_spec, run_stack
 

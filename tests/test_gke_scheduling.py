@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from components.offline import ProgramRun
+from gpu_cluster.offline.engine import ProgramRun
 from tests.conftest import manifests, pod_spec, run_stack
 
 GKE_STACKS = ["gcp-a3", "a3-high"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from components.offline import ProgramRun, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
 from tests.cli import ROOT, by_case, cli, program_copy, refused_stack_file
 
 # Typos of the project's and the Kubernetes provider's namespaces.

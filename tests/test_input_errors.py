@@ -12,7 +12,7 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from components.offline import ProgramRun, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
 from tests.cli import ROOT, by_case, cli, one_error, program_copy, refused_stack_file, tree
 
 GOOD = "config:\n  gpu-cluster:platform: openshift\n"

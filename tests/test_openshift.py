@@ -12,7 +12,7 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from components.offline import ProgramRun, RecordedResource, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, RecordedResource, engine_config, run_program
 from tests.conftest import ROOT, container, env_of, manifests, one, pod_spec, run_stack
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from components.settings import Settings
+from gpu_cluster.config.settings import Settings
 from tests.conftest import ROOT
 
 PULUMI_TYPES = {int: "integer", bool: "boolean", str: "string"}

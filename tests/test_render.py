@@ -11,8 +11,8 @@ import pulumi
 import pytest
 import yaml
 
-from components.offline import engine_config, run_program
-from components.render import FILES, diff, main, read_render, render
+from gpu_cluster.offline.engine import engine_config, run_program
+from gpu_cluster.offline.render import FILES, diff, main, read_render, render
 from tests.cli import by_case, cli, one_error
 from tests.conftest import STACKS
 

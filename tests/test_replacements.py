@@ -1,11 +1,11 @@
-"""components.replacements reads the providers' replacement rules the way the engine applies
-them: force-new fields, ignoreChanges, replaceOnChanges, conditional rules and protect."""
+"""gpu_cluster.offline.replacements reads the providers' replacement rules the way the engine
+applies them: force-new fields, ignoreChanges, replaceOnChanges, conditional rules and protect."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from components.replacements import Step, index, plan
+from gpu_cluster.offline.replacements import Step, index, plan
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 STS = "kubernetes:apps/v1:StatefulSet"

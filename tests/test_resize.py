@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.offline import ProgramRun
+from gpu_cluster.offline.engine import ProgramRun
 from tests.conftest import manifests, one, run_stack
 
 

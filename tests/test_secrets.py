@@ -10,9 +10,9 @@ import pulumi
 import pytest
 from pydantic import BaseModel
 
-from components.offline import ProgramRun, engine_config, run_program
-from components.render import FILES, main, render
-from components.settings import ConfigError, Settings
+from gpu_cluster.config.settings import ConfigError, Settings
+from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.render import FILES, main, render
 from tests.conftest import container
 
 TOKEN = "hf_DoNotLeakThis123"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.render import render
+from gpu_cluster.offline.render import render
 from tests.conftest import ROOT, STACKS
 
 TOOLS_CHECKOV = ROOT / ".tools" / "checkov" / "bin" / "checkov"

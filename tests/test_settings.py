@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from components.settings import ConfigError, decode_config, load_settings, parse_quantity
+from gpu_cluster.config.settings import ConfigError, decode_config, load_settings, parse_quantity
 
 GCP = {"project": "my-gpu-project", "region": "us-central1", "zone": "us-central1-a"}
 NIC = {

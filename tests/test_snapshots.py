@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.render import FILES, render
+from gpu_cluster.offline.render import FILES, render
 from tests.conftest import STACKS
 from tools.change_summary import clip_line, compare, stack_markdown, summary
 from tools.render_all import stacks, write

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.offline import ProgramRun
+from gpu_cluster.offline.engine import ProgramRun
 from tests.conftest import ROOT, manifests, pod_spec, run_stack
 
 DATA = yaml.safe_load((Path(__file__).parent / "vendor" / "gke_gpudirect.yaml").read_text())
@@ -132,7 +132,7 @@ OUTSIDE_CITATION = re.compile(
 def test_no_source_comment_cites_files_outside_the_repository() -> None:
     offenders = [
         f"{path.relative_to(ROOT)}:{n}"
-        for pattern in ("components/*.py", "policy/*.py", "tests/*.py", "scripts/*", "*.md")
+        for pattern in ("gpu_cluster/**/*.py", "policy/*.py", "tests/*.py", "scripts/*", "*.md")
         for path in ROOT.glob(pattern)
         if path.is_file() and path.name != Path(__file__).name
         for n, line in enumerate(path.read_text().splitlines(), start=1)

@@ -6,8 +6,8 @@ import shlex
 
 import pytest
 
-from components.launch import quantity_bytes
-from components.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW, TCPX_BUSBW, TCPXO_BUSBW
+from gpu_cluster.plan.launch import quantity_bytes
+from gpu_cluster.plan.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW, TCPX_BUSBW, TCPXO_BUSBW
 from tests.conftest import ROOT, container, env_of, one, run_stack
 
 

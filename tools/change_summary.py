@@ -4,13 +4,13 @@
     python -m tools.render_all HEAD_DIR      # on the change
     python -m tools.change_summary BASE_DIR HEAD_DIR
 
-Each directory holds one subdirectory per stack, as `components.render --out` writes it. Per
-stack the summary lists first the replacements and deletions of data-holding or slow resources
-(claims, namespace, cluster, node pool, VPCs) with the field that forces each replacement and
-whether `protect` makes the engine refuse it (components.replacements), then the resources
-added, removed and changed, grouped by type (from `resources.json`, keyed by type and name), the
-stack outputs that changed, then the unified diff of `kubernetes.yaml` in a ```diff block. Exit
-code 0 (also when something changed), 2 on usage errors.
+Each directory holds one subdirectory per stack, as `python -m gpu_cluster.offline --out`
+writes it. Per stack the summary lists first the replacements and deletions of data-holding or
+slow resources (claims, namespace, cluster, node pool, VPCs) with the field that forces each
+replacement and whether `protect` makes the engine refuse it (gpu_cluster.offline.replacements),
+then the resources added, removed and changed, grouped by type (from `resources.json`, keyed by
+type and name), the stack outputs that changed, then the unified diff of `kubernetes.yaml` in a
+```diff block. Exit code 0 (also when something changed), 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.replacements import PRECIOUS, Row, Step, destructive, index, plan
+from gpu_cluster.offline.replacements import PRECIOUS, Row, Step, destructive, index, plan
 
 # Per stack: enough to review a resize or a setting change in place, small enough that four
 # stacks stay far below GitHub's limits (65,536 characters per comment, 1 MiB per job summary).
@@ -46,7 +46,7 @@ class StackChange:
     removed: dict[str, list[str]] = field(default_factory=dict)
     changed: dict[str, list[str]] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)  # names of outputs added/removed/changed
-    # Replacements and deletions of precious resources (components.replacements.PRECIOUS).
+    # Replacements and deletions of precious resources (gpu_cluster.offline.replacements.PRECIOUS).
     destructive: list[Step] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)  # kubernetes.yaml unified diff lines
 
@@ -172,7 +172,7 @@ def stack_markdown(change: StackChange, max_diff_lines: int = MAX_DIFF_LINES) ->
             lines += [
                 "",
                 f"... {len(change.diff) - max_diff_lines} more diff lines; the whole diff: "
-                f"`python -m components.render --stack {change.stack} "
+                f"`python -m gpu_cluster.offline --stack {change.stack} "
                 f"--diff BASE_DIR/{change.stack}`",
             ]
         lines += ["", "</details>", ""]

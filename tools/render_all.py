@@ -1,4 +1,5 @@
-"""Render every shipped stack offline into OUT/<stack>/ (the files `components.render` writes).
+"""Render every shipped stack offline into OUT/<stack>/ (the files `python -m gpu_cluster.offline`
+writes).
 
     python -m tools.render_all OUT
 
@@ -14,8 +15,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from components.offline import PROJECT_DIR
-from components.render import render
+try:
+    from gpu_cluster.offline.engine import PROJECT_DIR
+    from gpu_cluster.offline.render import render
+except ModuleNotFoundError:  # a base checkout from before the gpu_cluster package (issue 15)
+    from components.offline import PROJECT_DIR  # type: ignore[import-not-found,no-redef]
+    from components.render import render  # type: ignore[import-not-found,no-redef]
 
 
 def stacks(project_dir: Path = PROJECT_DIR) -> list[str]:
@@ -29,8 +34,8 @@ def render_stacks() -> dict[str, dict[str, str]]:
 
 
 def write(target: Path, files: dict[str, str]) -> None:
-    # Not taken from components.render (which writes --out the same way): this file also runs
-    # against a base checkout whose components may predate any shared helper.
+    # Not taken from gpu_cluster.offline.render (which writes --out the same way): this file
+    # also runs against a base checkout whose components may predate any shared helper.
     target.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         (target / name).write_text(content)

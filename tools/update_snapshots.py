@@ -13,8 +13,8 @@ from __future__ import annotations
 import shutil
 import sys
 
-from components.offline import PROJECT_DIR
-from components.settings import ConfigError
+from gpu_cluster.config.settings import ConfigError
+from gpu_cluster.offline.engine import PROJECT_DIR
 from tools.render_all import render_stacks, write
 
 SNAPSHOTS = PROJECT_DIR / "tests" / "snapshots"

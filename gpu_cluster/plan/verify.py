@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import shlex
 
-from components.launch import TRAINING_CONTAINER
-from components.netmodes import SCRIPTS_DIR
-from components.settings import Settings, gpudirect_release
+from gpu_cluster.config.settings import Settings, gpudirect_release
+from gpu_cluster.plan.launch import TRAINING_CONTAINER
+from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
 CHECK_SCRIPT = "allreduce_check.py"
 

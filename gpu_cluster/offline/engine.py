@@ -29,9 +29,9 @@ from pulumi.runtime import mocks, rpc
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.settings import MAX_EXACT_INT, PROJECT, ConfigError
+from gpu_cluster.config.settings import MAX_EXACT_INT, PROJECT, ConfigError
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_DIR = Path(__file__).resolve().parents[2]  # the repository: Pulumi.yaml, __main__.py
 SECRET_PLACEHOLDER = "[secret]"
 # Documentation-range address (RFC 5737) and placeholder CA for the mocked GKE endpoint.
 MOCK_ENDPOINT = "203.0.113.10"
@@ -144,6 +144,8 @@ class RecordedResource:
     custom: bool
     inputs: dict[str, Any]
     options: dict[str, Any]
+    # URNs this resource also answers to (its `aliases` option, each as a full URN).
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass
@@ -375,12 +377,50 @@ def _redact(value: Any) -> Any:
     return value
 
 
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+def resource_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
+    """The URN the engine gives a resource: its parent's whole type chain, then its own type
+    (pulumi/pulumi pkg/resource/deploy/deployment.go generateURN: "use the full qualified
+    type"; the SDK's mock monitor keeps only the parent's last type)."""
+    parent_type = parent.split("::")[2] if parent else ""
+    if parent_type and parent_type != ROOT_STACK_TYPE:
+        type_ = f"{parent_type}${type_}"
+    return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
+
+
 class _RecordingMonitor(mocks.MockMonitor):
-    """The SDK's mock monitor, also keeping each registration's options."""
+    """The SDK's mock monitor, also keeping each registration's options, and giving each
+    resource the URN the engine would."""
 
     def __init__(self, run: ProgramRun) -> None:
         super().__init__(_Mocks())
         self.run = run
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        return resource_urn(pulumi.get_stack(), pulumi.get_project(), parent, type_, name)
+
+    def _alias_urns(self, request: Any) -> tuple[str, ...]:
+        """Each alias as the full URN the engine resolves it to (an alias spec's unset parts
+        are the resource's own: pulumi/pulumi sdk/proto/alias.proto)."""
+        urns = []
+        for alias in request.aliases:
+            if alias.urn:
+                urns.append(alias.urn)
+                continue
+            spec = alias.spec
+            parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+            urns.append(
+                resource_urn(
+                    spec.stack or pulumi.get_stack(),
+                    spec.project or pulumi.get_project(),
+                    parent,
+                    spec.type or request.type,
+                    spec.name or request.name,
+                )
+            )
+        return tuple(sorted(urns))
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
@@ -407,6 +447,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                     custom=bool(request.custom),
                     inputs=_redact(_plain(inputs)),
                     options=options,
+                    aliases=self._alias_urns(request),
                 )
             )
         return response
@@ -460,8 +501,10 @@ def run_program(
     stack: str = "offline",
     project_dir: Path = PROJECT_DIR,
     record_into: ProgramRun | None = None,
+    project: str = PROJECT,
 ) -> ProgramRun:
-    """Run `__main__.py` with `config` under mocks; return what it registered and exported.
+    """Run `project_dir`'s `__main__.py` (Pulumi project `project`) with `config` under mocks;
+    return what it registered and exported.
 
     `record_into` receives the registrations even when the program fails."""
     run = record_into if record_into is not None else ProgramRun()
@@ -470,7 +513,7 @@ def run_program(
     engine_log.addHandler(_WarningRecorder(run))
     pulumi.runtime.set_mocks(
         _Mocks(),
-        project=PROJECT,
+        project=project,
         stack=stack,
         preview=True,
         logger=engine_log,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components.settings import RdmaSettings, Settings, TcpSettings, gpudirect_release
+from gpu_cluster.config.settings import RdmaSettings, Settings, TcpSettings, gpudirect_release
 
 # Where the RDMA detection init container writes the NCCL settings it works out per pod.
 NCCL_ENV_FILE = "/var/run/gpu-cluster/nccl.env"

@@ -1,6 +1,6 @@
 """Offline render: the desired state of a stack, with no CLI, cloud or cluster.
 
-    python -m components.render --stack barcelona --out out/barcelona [--set nodes=4] [--diff OLD]
+    python -m gpu_cluster.offline --stack barcelona --out out/barcelona [--set nodes=4] [--diff OLD]
 
 Runs `__main__.py` in-process under the Pulumi SDK's mock engine with the stack's config and
 writes `kubernetes.yaml` (every Kubernetes object, in apply order), `resources.json` (every
@@ -21,13 +21,13 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
-from components.offline import ProgramRun, YamlLoader, engine_config, run_program
-from components.settings import ConfigError
-from components.stack_config import settings_from
+from gpu_cluster.config.settings import ConfigError
+from gpu_cluster.config.stack_config import settings_from
+from gpu_cluster.offline.engine import ProgramRun, YamlLoader, engine_config, run_program
 
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
 KIND_ORDER = (
@@ -84,6 +84,8 @@ def resources_json(run: ProgramRun) -> str:
         {
             "type": r.type,
             "name": r.name,
+            "urn": r.urn,
+            "aliases": list(r.aliases),
             "parent": r.parent.split("::")[-1] if r.parent else "",
             "inputs": r.inputs,
             "options": r.options,
@@ -197,7 +199,7 @@ def write_render(out: Path, files: dict[str, str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m components.render", description=__doc__.split("\n")[0]
+        prog="python -m gpu_cluster.offline", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
     parser.add_argument("--out", help="directory to write the render to")
@@ -250,10 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run_cli() -> NoReturn:
     exit_code = main()
     # Everything is written: skip the interpreter's teardown of the SDK's modules, a third of
     # the command's time (bench/profile_render.py, section 4).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(exit_code)
+
+
+if __name__ == "__main__":
+    run_cli()

@@ -1,9 +1,9 @@
 """Which input changes replace or delete which resource (pure: no Pulumi imports).
 
 Given two renders of a stack (each resource's type, name, inputs and options, as
-`components.offline` records them and `resources.json` stores them), `plan` tells what the engine
-would do to each resource: create, delete, replace (and which input forces it) or update. The
-rules are the providers' own:
+`gpu_cluster.offline.engine` records them and `resources.json` stores them), `plan` tells what
+the engine would do to each resource: create, delete, replace (and which input forces it) or
+update. The rules are the providers' own:
 
 - A resource whose Pulumi name (URN) disappears is deleted, a new one is created.
 - Kubernetes (pulumi/pulumi-kubernetes provider/pkg/provider/diff.go at 94977969, `forceNew`):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from components import launch
-from components.settings import Settings
-from components.verify import verify_command
+from gpu_cluster.config.settings import Settings
+from gpu_cluster.plan import launch
+from gpu_cluster.plan.verify import verify_command
 
 
 def stack_outputs(s: Settings, cli: str) -> dict[str, object]:

@@ -8,8 +8,7 @@ import pulumi
 import pulumi.runtime
 import pulumi.runtime.config
 
-from components.codesync import SECRET_SOURCE_KEYS
-from components.settings import (
+from gpu_cluster.config.settings import (
     CODE_SYNC_KEY,
     PROJECT,
     SECRET_ENV_KEY,
@@ -18,6 +17,7 @@ from components.settings import (
     decode_config,
     load_settings,
 )
+from gpu_cluster.plan.codesync import SECRET_SOURCE_KEYS
 
 
 def engine_config_map() -> tuple[dict[str, str], list[str]]:

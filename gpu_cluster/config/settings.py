@@ -30,8 +30,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from components.gcp_network import plan_addresses
-from components.gpudirect import (
+from gpu_cluster.plan.gcp_network import plan_addresses
+from gpu_cluster.plan.gpudirect import (
     GKE_END_OF_STANDARD_SUPPORT,
     GPUDIRECT_MODES,
     RELEASES,
@@ -711,7 +711,7 @@ def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:
         out.append(
             f"{key}: GKE 1.{minor} is not in this program's support table (known: 1.{supported[0]}"
             f"-1.{supported[-1]}); add its end of support to GKE_END_OF_STANDARD_SUPPORT in "
-            "components/gpudirect.py from Google's release schedule first"
+            "gpu_cluster/plan/gpudirect.py from Google's release schedule first"
         )
     elif end < today:
         out.append(

@@ -6,8 +6,8 @@ and only when the stack's config actually needs it; everything else must pass th
 
 from __future__ import annotations
 
-from components.podspec import Container, PodNetworking
-from components.settings import Settings
+from gpu_cluster.config.settings import Settings
+from gpu_cluster.plan.podspec import Container, PodNetworking
 
 
 def skip_annotations(reasons: dict[str, str]) -> dict[str, str]:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.gpudirect import (
+from gpu_cluster.config.settings import NicSettings, RdmaSettings, Settings, gpudirect_release
+from gpu_cluster.plan.gpudirect import (
     HOST_LIB_DIR,
     POD_LIB_DIR,
     RXDM_HEALTH_FILE,
     TCPX_SOCKET_DIR,
     GpuDirectRelease,
 )
-from components.nccl import NCCL_ENV_FILE, nccl_env
-from components.podspec import (
+from gpu_cluster.plan.nccl import NCCL_ENV_FILE, nccl_env
+from gpu_cluster.plan.podspec import (
     ConfigMapVolume,
     Container,
     EmptyDir,
@@ -28,7 +29,6 @@ from components.podspec import (
     Mount,
     PodNetworking,
 )
-from components.settings import NicSettings, RdmaSettings, Settings, gpudirect_release
 
 # Pod annotation Multus reads to attach extra networks (k8s.cni.cncf.io network-attachment spec).
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"

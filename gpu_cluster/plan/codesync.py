@@ -6,8 +6,8 @@ git-sync v4 reads its flags from GITSYNC_* variables (kubernetes/git-sync README
 
 from __future__ import annotations
 
-from components.podspec import Container, EmptyDir, Mount
-from components.settings import CodeSyncSettings
+from gpu_cluster.config.settings import CodeSyncSettings
+from gpu_cluster.plan.podspec import Container, EmptyDir, Mount
 
 CODE_VOLUME = "code"
 CODE_PATH = "/code"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from components.nccl import NCCL_ENV_FILE
-from components.netmodes import SCRIPTS_DIR
-from components.settings import Settings
+from gpu_cluster.config.settings import Settings
+from gpu_cluster.plan.nccl import NCCL_ENV_FILE
+from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
 # Kubernetes' default cluster DNS domain (kubelet --cluster-domain).
 CLUSTER_DOMAIN = "cluster.local"

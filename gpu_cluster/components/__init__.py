@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources: reusable pieces and the two platforms composed from them."""

@@ -1,0 +1,216 @@
+"""A VPC-native GKE cluster with multi-networking and its untainted system pool."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+from pulumi_gcp.container import (
+    ClusterArgs,
+    ClusterIpAllocationPolicyArgs,
+    ClusterMaintenancePolicyArgs,
+    ClusterMaintenancePolicyDailyMaintenanceWindowArgs,
+    ClusterMaintenancePolicyMaintenanceExclusionArgs,
+    ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs,
+    ClusterPrivateClusterConfigArgs,
+    ClusterReleaseChannelArgs,
+    NodePoolArgs,
+    NodePoolAutoscalingArgs,
+    NodePoolManagementArgs,
+    NodePoolNodeConfigArgs,
+    NodePoolNodeConfigGvnicArgs,
+    NodePoolNodeConfigShieldedInstanceConfigArgs,
+    NodePoolUpgradeSettingsArgs,
+)
+
+from gpu_cluster.config.settings import SystemPoolSettings
+
+# Nodes pull the plugin and sidecar images from Artifact Registry and reach Google APIs.
+NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# GKE's own workloads run on this pool (GoogleCloudPlatform/cluster-toolkit
+# modules/scheduler/gke-cluster main.tf `system_node_pools`, name "system").
+SYSTEM_POOL = "system"
+# Upgrade one node at a time and never create a spare: an A3 surge node needs capacity that a
+# reservation or a stockout rarely has (cluster-toolkit modules/compute/gke-node-pool and
+# modules/scheduler/gke-cluster variables.tf `upgrade_settings`, 1047080).
+UPGRADE_SETTINGS = NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0, max_unavailable=1)
+# Shielded nodes with secure boot: only signed kernel modules load (COS's and GKE's GPU driver
+# are signed). cluster-toolkit modules/compute/gke-node-pool and modules/scheduler/gke-cluster
+# main.tf `shielded_instance_config`, `enable_secure_boot` default true (1047080).
+SHIELDED_NODES = NodePoolNodeConfigShieldedInstanceConfigArgs(
+    enable_secure_boot=True, enable_integrity_monitoring=True
+)
+# Start of the minor-upgrade hold. Fixed (a moving start would show a diff on every run); it
+# lies in the past, as cluster-toolkit's gke-a3-highgpu blueprint's does (2026-04-01).
+HOLD_START = "2026-11-01T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class GkeClusterArgs:
+    """cluster_name, project, zone: the cluster (zonal: compact placement is single-zone).
+    network, subnetwork: the host VPC and its subnet, with secondary ranges "pods" and
+    "services". control_plane_cidr: the private control plane's /28, or None for public nodes.
+    release_channel, min_master_version: GKE's. hold_minor_upgrades: hold minor and node
+    upgrades until the minor's end of support. deletion_protection: GKE's flag and Pulumi's
+    protect. system_pool: the CPU pool for GKE's own workloads."""
+
+    cluster_name: str
+    project: str
+    zone: str
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
+    control_plane_cidr: str | None
+    release_channel: str
+    min_master_version: str
+    hold_minor_upgrades: bool = True
+    deletion_protection: bool = True
+    system_pool: SystemPoolSettings = field(default_factory=SystemPoolSettings)
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
+    """In-memory kubeconfig that authenticates with gcloud's GKE auth plugin (no file on disk)."""
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "gke-gcloud-auth-plugin",
+            "provideClusterInfo": True,
+            "installHint": "gcloud components install gke-gcloud-auth-plugin",
+        }
+    }
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": cluster_name,
+                    "cluster": {
+                        "server": f"https://{endpoint}",
+                        "certificate-authority-data": ca_certificate,
+                    },
+                }
+            ],
+            "users": [{"name": cluster_name, "user": user}],
+            "contexts": [
+                {"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}
+            ],
+            "current-context": cluster_name,
+        }
+    )
+
+
+def _maintenance_policy(a: GkeClusterArgs) -> ClusterMaintenancePolicyArgs | None:
+    """Holds minor and node upgrades until the minor's end of support, so the cluster stays on
+    the GKE minor its GPUDirect release is published for (cluster-toolkit
+    examples/gke-a3-highgpu/gke-a3-highgpu.yaml `maintenance_exclusions`, 1047080); patch
+    upgrades of the control plane still apply."""
+    if not a.hold_minor_upgrades:
+        return None
+    return ClusterMaintenancePolicyArgs(
+        # cluster-toolkit modules/scheduler/gke-cluster `maintenance_start_time` default 09:00.
+        daily_maintenance_window=ClusterMaintenancePolicyDailyMaintenanceWindowArgs(
+            start_time="09:00"
+        ),
+        maintenance_exclusions=[
+            ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                exclusion_name="no-minor-or-node-upgrades-indefinite",
+                start_time=HOLD_START,
+                exclusion_options=(
+                    ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                        scope="NO_MINOR_OR_NODE_UPGRADES",
+                        end_time_behavior="UNTIL_END_OF_SUPPORT",
+                    )
+                ),
+            )
+        ],
+    )
+
+
+def _system_pool_args(a: GkeClusterArgs, cluster: pulumi.Input[str]) -> NodePoolArgs:
+    """An untainted CPU pool: GKE's system workloads (kube-dns, metrics-server, konnectivity
+    agents) tolerate neither the GPU pool's taint nor, provably for every one of them on every
+    GKE version, cluster-toolkit's `components.gke.io/gke-managed-components` taint; untainted,
+    they and any CPU helper a user adds always schedule (a deviation from cluster-toolkit,
+    listed in tests/vendor/gke_cluster.yaml)."""
+    sp = a.system_pool
+    return NodePoolArgs(
+        name=SYSTEM_POOL,
+        project=a.project,
+        location=a.zone,
+        cluster=cluster,
+        initial_node_count=sp.min_nodes,
+        autoscaling=NodePoolAutoscalingArgs(
+            total_min_node_count=sp.min_nodes, total_max_node_count=sp.max_nodes
+        ),
+        node_config=NodePoolNodeConfigArgs(
+            machine_type=sp.machine_type,
+            disk_size_gb=sp.disk_size_gb,
+            image_type="COS_CONTAINERD",
+            oauth_scopes=NODE_OAUTH_SCOPES,
+            gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
+            shielded_instance_config=SHIELDED_NODES,
+        ),
+        management=NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+        upgrade_settings=UPGRADE_SETTINGS,
+    )
+
+
+class GkeCluster(pulumi.ComponentResource):
+    """The cluster (no default pool) and its system pool; `kubeconfig` reaches it."""
+
+    cluster: gcp.container.Cluster
+    system_pool: gcp.container.NodePool
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:gke_cluster:GkeCluster", name, None, opts)
+        a = args
+        self.cluster = gcp.container.Cluster(
+            f"{name}-cluster",
+            ClusterArgs(
+                name=a.cluster_name,
+                project=a.project,
+                location=a.zone,
+                network=a.network,
+                subnetwork=a.subnetwork,
+                networking_mode="VPC_NATIVE",
+                ip_allocation_policy=ClusterIpAllocationPolicyArgs(
+                    cluster_secondary_range_name="pods", services_secondary_range_name="services"
+                ),
+                # Multi-networking (one pod interface per GPU VPC) needs Dataplane V2.
+                datapath_provider="ADVANCED_DATAPATH",
+                enable_multi_networking=True,
+                remove_default_node_pool=True,
+                initial_node_count=1,
+                release_channel=ClusterReleaseChannelArgs(channel=a.release_channel),
+                min_master_version=a.min_master_version,
+                maintenance_policy=_maintenance_policy(a),
+                deletion_protection=a.deletion_protection,
+                private_cluster_config=(
+                    ClusterPrivateClusterConfigArgs(
+                        enable_private_nodes=True,
+                        enable_private_endpoint=False,
+                        master_ipv4_cidr_block=a.control_plane_cidr,
+                    )
+                    if a.control_plane_cidr
+                    else None
+                ),
+            ),
+            # Pulumi's protect stops a replacement (any force-new field) or a destroy at preview;
+            # gcp.deletionProtection: false lifts it together with GKE's own flag.
+            opts=pulumi.ResourceOptions(parent=self, protect=a.deletion_protection),
+        )
+        self.system_pool = gcp.container.NodePool(
+            f"{name}-{SYSTEM_POOL}",
+            _system_pool_args(a, self.cluster.name),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        cluster = self.cluster
+        self.kubeconfig = pulumi.Output.all(
+            cluster.name, cluster.endpoint, cluster.master_auth
+        ).apply(lambda v: kubeconfig(v[0], v[1], v[2]["cluster_ca_certificate"]))
+        self.register_outputs({"clusterName": cluster.name, "endpoint": cluster.endpoint})

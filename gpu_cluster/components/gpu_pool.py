@@ -1,0 +1,149 @@
+"""An A3 GPU node pool: the GPU NICs' networks, compact placement, spot or reservation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pulumi
+import pulumi_gcp as gcp
+from pulumi_gcp.compute import ResourcePolicyGroupPlacementPolicyArgs
+from pulumi_gcp.container import (
+    NodePoolArgs,
+    NodePoolManagementArgs,
+    NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs,
+    NodePoolNetworkConfigArgs,
+    NodePoolNodeConfigArgs,
+    NodePoolNodeConfigGuestAcceleratorArgs,
+    NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs,
+    NodePoolNodeConfigGvnicArgs,
+    NodePoolNodeConfigHostMaintenancePolicyArgs,
+    NodePoolNodeConfigReservationAffinityArgs,
+    NodePoolNodeConfigTaintArgs,
+    NodePoolPlacementPolicyArgs,
+)
+
+from gpu_cluster.components.gke_cluster import NODE_OAUTH_SCOPES, SHIELDED_NODES, UPGRADE_SETTINGS
+
+# GKE accelerator type per machine (cloud.google.com/kubernetes-engine/docs/how-to/gpus; the
+# cluster-toolkit gke-a3-megagpu and gke-a3-highgpu blueprints' accelerator_type).
+ACCELERATOR = {"a3-megagpu-8g": "nvidia-h100-mega-80gb", "a3-highgpu-8g": "nvidia-h100-80gb"}
+
+
+@dataclass(frozen=True)
+class GpuNodePoolArgs:
+    """cluster: the GKE cluster's name; project, zone, region: where the pool lives.
+    pool_name: the node pool's (and its nodes' cloud.google.com/gke-nodepool label).
+    machine_type: an A3 machine (ACCELERATOR). node_count: fixed size.
+    gpu_nics: (VPC name, subnet name) per GPU NIC, in NIC order.
+    provisioning: on-demand, spot, or a specific reservation (named by `reservation`).
+    maintenance_interval: GCE host maintenance interval, or None for the default.
+    placement_policy_name, placement_max_distance: a named compact ResourcePolicy when a max
+    distance is set; otherwise GKE's own compact placement (none with a reservation)."""
+
+    cluster: pulumi.Input[str]
+    project: str
+    zone: str
+    region: str
+    pool_name: str
+    machine_type: str
+    node_count: int
+    gpu_nics: Sequence[tuple[pulumi.Input[str], pulumi.Input[str]]] = field(default_factory=list)
+    provisioning: Literal["on-demand", "spot", "reservation"] = "on-demand"
+    reservation: str | None = None
+    maintenance_interval: str | None = None
+    placement_policy_name: str = ""
+    placement_max_distance: int | None = None
+
+
+def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
+    return NodePoolNodeConfigArgs(
+        machine_type=a.machine_type,
+        image_type="COS_CONTAINERD",
+        oauth_scopes=NODE_OAUTH_SCOPES,
+        guest_accelerators=[
+            NodePoolNodeConfigGuestAcceleratorArgs(
+                type=ACCELERATOR[a.machine_type],
+                count=8,  # the machine's GPUs; pods request gpusPerNode of them
+                gpu_driver_installation_config=(
+                    NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                        gpu_driver_version="LATEST"
+                    )
+                ),
+            )
+        ],
+        gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
+        shielded_instance_config=SHIELDED_NODES,
+        taints=[
+            NodePoolNodeConfigTaintArgs(key="nvidia.com/gpu", value="present", effect="NO_SCHEDULE")
+        ],
+        spot=True if a.provisioning == "spot" else None,
+        reservation_affinity=(
+            NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type="SPECIFIC_RESERVATION",
+                key="compute.googleapis.com/reservation-name",
+                values=[a.reservation or ""],
+            )
+            if a.provisioning == "reservation"
+            else None
+        ),
+        host_maintenance_policy=(
+            NodePoolNodeConfigHostMaintenancePolicyArgs(maintenance_interval=a.maintenance_interval)
+            if a.maintenance_interval
+            else None
+        ),
+    )
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    """The GPU node pool, with its compact placement policy when one is asked for."""
+
+    node_pool: gcp.container.NodePool
+
+    def __init__(
+        self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:gpu_pool:GpuNodePool", name, None, opts)
+        a = args
+        policy_name: pulumi.Output[str] | None = None
+        if a.placement_max_distance is not None:
+            policy_name = gcp.compute.ResourcePolicy(
+                f"{name}-placement",
+                name=a.placement_policy_name,
+                project=a.project,
+                region=a.region,
+                group_placement_policy=ResourcePolicyGroupPlacementPolicyArgs(
+                    collocation="COLLOCATED", max_distance=a.placement_max_distance
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            ).name
+        self.node_pool = gcp.container.NodePool(
+            f"{name}-{a.pool_name}",
+            NodePoolArgs(
+                name=a.pool_name,
+                project=a.project,
+                location=a.zone,
+                cluster=a.cluster,
+                node_count=a.node_count,
+                node_config=_node_config(a),
+                network_config=NodePoolNetworkConfigArgs(
+                    additional_node_network_configs=[
+                        NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
+                            network=network, subnetwork=subnet
+                        )
+                        for network, subnet in a.gpu_nics
+                    ]
+                )
+                if a.gpu_nics
+                else None,
+                # A reservation brings its own placement; adding one fails pool creation.
+                placement_policy=None
+                if a.provisioning == "reservation"
+                else NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=policy_name),
+                management=NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+                upgrade_settings=UPGRADE_SETTINGS,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"nodePoolName": self.node_pool.name})

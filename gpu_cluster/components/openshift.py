@@ -1,0 +1,103 @@
+"""OpenShift platform: namespace, training access (ServiceAccount, SCC + RBAC, memlock),
+Multus NADs and the workload, composed from the reusable components. The stack's settings
+become the components' arguments here and nowhere else."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pulumi
+
+from gpu_cluster.components.moved import moved_from
+from gpu_cluster.components.namespace import TrainingNamespace
+from gpu_cluster.components.platforms import labels, namespace_args, workload_args
+from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
+from gpu_cluster.components.training_access import SccGrant, TrainingAccess, TrainingAccessArgs
+from gpu_cluster.components.workload import TrainingWorkload
+from gpu_cluster.config.settings import Settings
+from gpu_cluster.plan.netmodes import pod_networking
+from gpu_cluster.plan.outputs import stack_outputs
+from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
+from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION
+
+
+def openshift_placement(s: Settings) -> PodPlacement:
+    """GPU nodes (by the GPU operator's label); only the listed ones when the stack names any."""
+    requirements = [NodeRequirement(s.openshift.gpu_node_label, "In", ("true",))]
+    if s.openshift.node_names:
+        requirements.append(
+            NodeRequirement("kubernetes.io/hostname", "In", tuple(s.openshift.node_names))
+        )
+    return PodPlacement(node_requirements=tuple(requirements))
+
+
+class OpenShiftPlatform(pulumi.ComponentResource):
+    """Everything one OpenShift training cluster needs, in the stack's namespace."""
+
+    workload: TrainingWorkload
+    outputs: dict[str, object]
+
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        secret_env: pulumi.Output[dict[str, str]] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-cluster:openshift:OpenShiftPlatform", name, None, opts)
+        s = settings
+        # The pieces used to be this component's own children: they keep their URNs by alias.
+        moved = moved_from(self)
+        depends: list[pulumi.Resource] = []
+        ns_args = namespace_args(s)
+        if ns_args is not None:
+            depends.append(TrainingNamespace(name, ns_args, moved).namespace)
+
+        networking = pod_networking(s, f"{s.name}-scripts")
+        # restricted-v2 allows adding only NET_BIND_SERVICE, so the mode's capabilities (and,
+        # for a root training container, runAsUser RunAsAny) get their own SCC, usable by the
+        # training ServiceAccount only.
+        scc = (
+            SccGrant(
+                f"{s.namespace}-{s.name}-training",
+                networking.capabilities,
+                any_user=networking.training_runs_as_root,
+            )
+            if networking.capabilities
+            else None
+        )
+        rdma = s.rdma if s.network_mode == "rdma" else None
+        access = TrainingAccess(
+            name,
+            TrainingAccessArgs(
+                prefix=s.name,
+                namespace=s.namespace,
+                labels=labels(s),
+                scc=scc,
+                memlock_pool=rdma.machine_config_pool
+                if rdma is not None and rdma.memlock == "machineconfig"
+                else None,
+                after=depends,
+            ),
+            moved,
+        )
+        if scc is not None:
+            networking = dataclasses.replace(
+                networking,
+                annotations={**networking.annotations, REQUIRED_SCC_ANNOTATION: scc.name},
+            )
+        ready = [*depends, *access.ready]
+        if rdma is not None and rdma.network_attachments != "reference":
+            adopt = rdma.network_attachments == "adopt"
+            nads = RdmaNetworks(name, RdmaNetworksArgs(s.namespace, rdma, adopt, depends), moved)
+            ready.extend(nads.attachments)
+
+        self.workload = TrainingWorkload(
+            f"{name}-workload",
+            workload_args(
+                s, networking, openshift_placement(s), access.service_account_name, secret_env
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
+        )
+        self.outputs: dict[str, object] = stack_outputs(s, cli="oc")
+        self.register_outputs({"namespace": s.namespace})

@@ -1,0 +1,121 @@
+"""Pick the platform component the stack asks for; the stack settings -> arguments of the
+components both platforms share (namespace, workload)."""
+
+from __future__ import annotations
+
+import json
+from typing import Protocol
+
+import pulumi
+
+from gpu_cluster.components.namespace import TrainingNamespaceArgs
+from gpu_cluster.components.workload import TrainingWorkloadArgs, retention_annotations
+from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.stack_config import code_sync_secret, secret_env_values
+from gpu_cluster.plan import launch
+from gpu_cluster.plan.codesync import code_sync
+from gpu_cluster.plan.podspec import PodNetworking, PodPlacement
+from gpu_cluster.plan.scan_exceptions import training_exceptions
+from gpu_cluster.plan.shipped import SCRIPTS_PATH
+from gpu_cluster.plan.verify import CHECK_SCRIPT
+
+# Scripts that run inside the pods (scripts/).
+SHIPPED_SCRIPTS = (
+    "detect-rdma.sh",
+    "launch-common.sh",
+    "launch-torchrun.sh",
+    "launch-deepspeed.sh",
+    "preflight.sh",
+    "rdma-sysfs.sh",
+    "launch-stop.sh",
+    launch.LAUNCH_ALL,
+)
+
+
+def labels(s: Settings) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "gpu-cluster",
+        "app.kubernetes.io/instance": s.name,
+        "app.kubernetes.io/component": "training",
+    }
+
+
+def scripts_data(s: Settings) -> dict[str, str]:
+    """ConfigMap content: the in-pod scripts plus the files rendered from config."""
+    names = [*SHIPPED_SCRIPTS, *([CHECK_SCRIPT] if s.verify.enabled else [])]
+    data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
+    data[launch.HOSTFILE] = launch.hostfile(s)
+    data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
+    return data
+
+
+class Platform(Protocol):
+    outputs: dict[str, object]
+
+
+def namespace_args(s: Settings) -> TrainingNamespaceArgs | None:
+    """The stack's namespace, unless it is only referenced (namespaceMode: reference)."""
+    if s.namespace_mode == "reference":
+        return None
+    return TrainingNamespaceArgs(
+        namespace=s.namespace,
+        mode="adopt" if s.namespace_mode == "adopt" else "create",
+        labels=labels(s),
+        annotations=retention_annotations(s.storage.retain_on_delete),
+        retain_on_delete=s.storage.retain_on_delete,
+    )
+
+
+def workload_args(
+    s: Settings,
+    networking: PodNetworking,
+    placement: PodPlacement,
+    service_account: pulumi.Input[str],
+    secret_env: pulumi.Output[dict[str, str]] | None = None,
+) -> TrainingWorkloadArgs:
+    """The training workload of stack `s`, with the platform's networking and placement."""
+    code_sync_source = code_sync_secret(s)
+    sidecars = (
+        code_sync(s.code_sync, f"{s.name}-code-sync" if code_sync_source is not None else None)
+        if s.code_sync is not None
+        else None
+    )
+    keys = tuple(s.secret_env)
+    return TrainingWorkloadArgs(
+        name=s.name,
+        namespace=s.namespace,
+        labels=labels(s),
+        replicas=s.nodes,
+        image=s.image,
+        gpus_per_node=s.gpus_per_node,
+        pod=s.pod,
+        storage=s.storage,
+        master_port=s.launcher.master_port,
+        service_name=launch.service_name(s),
+        scripts=scripts_data(s),
+        env=launch.rendezvous_env(s),
+        networking=networking,
+        placement=placement,
+        service_account=service_account,
+        sidecars=(sidecars[0],) if sidecars else (),
+        sidecar_volumes=(sidecars[1],) if sidecars else (),
+        sidecar_mounts=(sidecars[2],) if sidecars else (),
+        secret_env_keys=keys if secret_env is not None else (),
+        secret_env=secret_env.apply(lambda v: {k: v[k] for k in keys})
+        if keys and secret_env is not None
+        else None,
+        code_sync_source=code_sync_source if s.code_sync is not None else None,
+        scan_exceptions=training_exceptions(s, networking, [sidecars[0]] if sidecars else []),
+    )
+
+
+def build_platform(settings: Settings) -> Platform:
+    secret_env = secret_env_values(settings)
+    # Imported here so a stack only loads the SDK modules its platform uses.
+    if settings.platform == "openshift":
+        from gpu_cluster.components.openshift import OpenShiftPlatform
+
+        return OpenShiftPlatform("gpu-cluster", settings, secret_env)
+    from gpu_cluster.components.gke import GkePlatform
+
+    return GkePlatform("gpu-cluster", settings, secret_env)

@@ -1,0 +1,49 @@
+"""The RDMA NICs' Multus NetworkAttachmentDefinitions (SR-IOV, macvlan or host-device)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+
+from gpu_cluster.components.k8s_objects import ManifestResource
+from gpu_cluster.components.namespace import adopted
+from gpu_cluster.config.settings import RdmaSettings
+from gpu_cluster.plan.netmodes import network_attachment
+
+
+@dataclass(frozen=True)
+class RdmaNetworksArgs:
+    """namespace: where the attachments live. rdma: the NICs and how to attach them
+    (gpu_cluster.plan.netmodes.network_attachment). adopt: import attachments that exist
+    instead of creating them. after: what they wait for (the namespace)."""
+
+    namespace: str
+    rdma: RdmaSettings
+    adopt: bool = False
+    after: Sequence[pulumi.Resource] = ()
+
+
+class RdmaNetworks(pulumi.ComponentResource):
+    """One NetworkAttachmentDefinition per RDMA NIC, named as the NIC's network."""
+
+    attachments: list[pulumi.Resource]
+
+    def __init__(
+        self, name: str, args: RdmaNetworksArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:rdma_networks:RdmaNetworks", name, None, opts)
+        a = args
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(a.after))
+        self.attachments = [
+            ManifestResource(
+                f"{name}-nad-{nic.network}",
+                network_attachment(nic, a.rdma, a.namespace),
+                pulumi.ResourceOptions.merge(child, adopted(a.namespace, nic.network))
+                if a.adopt
+                else child,
+            )
+            for nic in a.rdma.nics
+        ]
+        self.register_outputs({"networks": [nic.network for nic in a.rdma.nics]})

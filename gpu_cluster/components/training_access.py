@@ -1,0 +1,124 @@
+"""Who the training pods run as: their ServiceAccount and, when the network mode needs
+capabilities beyond restricted-v2, an SCC of their own with the RBAC that grants it to that
+account only (OpenShift), plus the memlock MachineConfig where the stack picks that strategy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
+from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
+
+from gpu_cluster.components.k8s_objects import ManifestResource
+from gpu_cluster.plan.security import memlock_disruption, memlock_machine_config, scc_manifest
+
+
+@dataclass(frozen=True)
+class SccGrant:
+    """An SCC named `name`: restricted-v2 plus `capabilities` and, with `any_user`, runAsUser
+    RunAsAny (gpu_cluster.plan.security.scc_manifest)."""
+
+    name: str
+    capabilities: tuple[str, ...]
+    any_user: bool = False
+
+
+@dataclass(frozen=True)
+class TrainingAccessArgs:
+    """prefix: Kubernetes names <prefix>-training (the ServiceAccount) and <prefix>-use-scc
+    (Role, RoleBinding). namespace, labels: of those objects. scc: the SCC to create and grant,
+    or None (restricted-v2 or the platform's default suffices). memlock_pool: create the
+    memlock MachineConfig for this MachineConfigPool (reboots its nodes), or None. after: what
+    the namespaced objects wait for (the namespace)."""
+
+    prefix: str
+    namespace: str
+    labels: dict[str, str] = field(default_factory=dict)
+    scc: SccGrant | None = None
+    memlock_pool: str | None = None
+    after: Sequence[pulumi.Resource] = ()
+
+
+class TrainingAccess(pulumi.ComponentResource):
+    """The training ServiceAccount and what it may use; `ready` lists what pods wait for."""
+
+    service_account_name: pulumi.Output[str]
+    ready: list[pulumi.Resource]
+
+    def __init__(
+        self, name: str, args: TrainingAccessArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:training_access:TrainingAccess", name, None, opts)
+        a = args
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(a.after))
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-training",
+            metadata=ObjectMetaArgs(
+                name=f"{a.prefix}-training", namespace=a.namespace, labels=a.labels
+            ),
+            automount_service_account_token=False,
+            opts=child,
+        )
+        self.service_account_name = account.metadata.name
+        self.ready = []
+        if a.scc is not None:
+            self.ready.append(self._grant(name, a, a.scc, account, child))
+        if a.memlock_pool is not None:
+            pulumi.log.warn(
+                "rdma.memlock is 'machineconfig': the MachineConfig "
+                f"{memlock_disruption(a.memlock_pool)}"
+            )
+            self.ready.append(
+                ManifestResource(
+                    f"{name}-memlock",
+                    memlock_machine_config(a.memlock_pool),
+                    pulumi.ResourceOptions(parent=self),
+                )
+            )
+        self.register_outputs({"serviceAccountName": self.service_account_name})
+
+    @staticmethod
+    def _grant(
+        name: str,
+        a: TrainingAccessArgs,
+        scc: SccGrant,
+        account: k8s.core.v1.ServiceAccount,
+        child: pulumi.ResourceOptions,
+    ) -> k8s.rbac.v1.RoleBinding:
+        """The SCC, and a Role + RoleBinding letting only the training account use it."""
+        created = ManifestResource(
+            f"{name}-scc", scc_manifest(scc.name, scc.capabilities, any_user=scc.any_user), child
+        )
+        role = k8s.rbac.v1.Role(
+            f"{name}-use-scc",
+            metadata=ObjectMetaArgs(
+                name=f"{a.prefix}-use-scc", namespace=a.namespace, labels=a.labels
+            ),
+            rules=[
+                PolicyRuleArgs(
+                    api_groups=["security.openshift.io"],
+                    resources=["securitycontextconstraints"],
+                    resource_names=[scc.name],
+                    verbs=["use"],
+                )
+            ],
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[created])),
+        )
+        return k8s.rbac.v1.RoleBinding(
+            f"{name}-use-scc",
+            metadata=ObjectMetaArgs(
+                name=f"{a.prefix}-use-scc", namespace=a.namespace, labels=a.labels
+            ),
+            role_ref=RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="Role", name=role.metadata.name
+            ),
+            subjects=[
+                SubjectArgs(
+                    kind="ServiceAccount", name=account.metadata.name, namespace=a.namespace
+                )
+            ],
+            opts=child,
+        )

@@ -1,0 +1,1 @@
+"""Pure decisions: what to build from validated settings. No Pulumi imports here."""

@@ -1,0 +1,122 @@
+"""The package as others use it: the reusable components composed without the platforms
+(examples/a3-mega-pool), and the wheel, installed into a fresh virtualenv, bringing the
+components and the in-pod scripts they ship."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from tests.conftest import ROOT, STACKS, one, run_stack
+
+EXAMPLE = ROOT / "examples" / "a3-mega-pool"
+COMPONENT_TYPE = "gpu-cluster:"
+PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+
+
+def render_example(project_dir: Path = EXAMPLE) -> ProgramRun:
+    config, secret_keys = engine_config("dev", project_dir=project_dir)
+    return run_program(config, secret_keys, "dev", project_dir=project_dir, project="a3-mega-pool")
+
+
+def test_the_example_adds_a_gpudirect_pool_and_workload_to_an_existing_cluster() -> None:
+    run = render_example()
+    # The cluster and its VPCs exist already: nothing of them is created.
+    assert run.of_type("gcp:container/cluster:Cluster") == []
+    assert run.of_type("gcp:compute/network:Network") == []
+    [pool] = run.of_type("gcp:container/nodePool:NodePool")
+    assert pool.inputs["cluster"] == "research"
+    assert pool.inputs["nodeConfig"]["machineType"] == "a3-megagpu-8g"
+    nics = pool.inputs["networkConfig"]["additionalNodeNetworkConfigs"]
+    assert [n["network"] for n in nics] == [f"research-gpu{i}" for i in range(1, 9)]
+    kinds = sorted(m["kind"] for m in run.manifests())
+    assert kinds.count("GKENetworkParamSet") == kinds.count("Network") == 8
+    agents = {m["metadata"]["name"] for m in run.manifests() if m["kind"] == "DaemonSet"}
+    assert agents == {"nccl-tcpxo-installer", "device-injector"}
+    stateful_set = one(run, "StatefulSet")
+    assert stateful_set["spec"]["replicas"] == 2
+    assert stateful_set["metadata"]["namespace"] == "training"
+    spec = stateful_set["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "a3mega-training"
+    assert "tcpxo-daemon" in {c["name"] for c in spec.get("initContainers", [])}
+    assert run.outputs == {"nodePoolName": "a3mega", "statefulSetName": "a3mega"}
+
+
+def _components_and_children(run: ProgramRun) -> list[tuple[str, str]]:
+    """(component name, child name) for every child of one of our components."""
+    components = {r.urn: r.name for r in run.resources if r.type.startswith(COMPONENT_TYPE)}
+    return [(components[r.parent], r.name) for r in run.resources if r.parent in components]
+
+
+@pytest.mark.parametrize("stack", [*STACKS, "example"])
+def test_children_are_named_after_their_component(stack: str) -> None:
+    run = render_example() if stack == "example" else run_stack(stack)
+    pairs = _components_and_children(run)
+    assert pairs, "no component with children"
+    assert [(c, n) for c, n in pairs if not n.startswith(c)] == []
+
+
+def _program_copy(into: Path) -> Path:
+    into.mkdir()
+    for name in ("pyproject.toml", "gpu_cluster", "scripts"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, into / name)
+    return into
+
+
+def test_the_wheel_installs_into_a_fresh_virtualenv_and_runs_the_example(tmp_path: Path) -> None:
+    # Built from a copy, so the build leaves nothing in the checkout.
+    source = _program_copy(tmp_path / "source")
+    dist = tmp_path / "dist"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(*args: str, python: str = sys.executable) -> str:
+        done = subprocess.run(
+            [python, *args], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    run("-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source))
+    [wheel] = dist.glob("gpu_cluster-*.whl")
+    venv = tmp_path / "venv"
+    run("-m", "venv", "--system-site-packages", str(venv))
+    python = str(venv / "bin" / "python")
+    # On top of this interpreter's packages (Pulumi's SDKs, pydantic; when it runs in a
+    # virtualenv, --system-site-packages reaches only the base interpreter's), never the source
+    # tree: a .pth file appends them after the new environment's own site-packages.
+    new_site = run("-c", PURELIB, python=python).strip()
+    (Path(new_site) / "outer-environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    run("-m", "pip", "install", "--no-deps", "-q", str(wheel), python=python)
+    example = shutil.copytree(EXAMPLE, tmp_path / "a3-mega-pool")
+    probe = f"""
+import json, gpu_cluster
+from gpu_cluster.offline.engine import engine_config, run_program
+from gpu_cluster.plan.shipped import SCRIPTS_PATH
+from pathlib import Path
+example = Path({str(example)!r})
+config, secret_keys = engine_config("dev", project_dir=example)
+program = run_program(config, secret_keys, "dev", project_dir=example, project="a3-mega-pool")
+scripts = [m["data"] for m in program.manifests() if m["kind"] == "ConfigMap"]
+print(json.dumps({{"package": gpu_cluster.__file__, "scripts_path": str(SCRIPTS_PATH),
+    "types": sorted({{r.type for r in program.resources}}), "scripts": scripts}}))
+"""
+    found = json.loads(run("-c", probe, python=python))
+    installed = str(venv / "lib")
+    assert found["package"].startswith(installed)
+    assert found["scripts_path"].startswith(installed)
+    assert set(found["types"]) == {r.type for r in render_example().resources}
+    [shipped] = found["scripts"]
+    for name in ("launch-torchrun.sh", "preflight.sh", "launch-all.sh"):
+        assert shipped[name] == (ROOT / "scripts" / name).read_text()
