@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_cluster.offline.engine import resource_urn
+from gpu_cluster.offline.engine import resource_urn, run_program
 from gpu_cluster.offline.render import render
 from tests.conftest import STACKS, run_stack
 
@@ -105,3 +105,35 @@ def test_children_of_cut_components_answer_to_their_urn_under_the_platform(
     if overrides:
         kinds = {r.type.rsplit(":", 1)[-1] for r in moved}
         assert {"Namespace", "NetworkAttachmentDefinition", "MachineConfig"} <= kinds
+
+
+NESTED_MOVE = """
+import pulumi
+from gpu_cluster.components.moved import moved_from
+
+class Box(pulumi.ComponentResource):
+    def __init__(self, type_: str, name: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(type_, name, None, opts)
+
+platform = Box("t:m:Platform", "p")
+cut = Box("t:m:Cut", "p-cut", moved_from(platform))
+inner = Box("t:m:Inner", "p-inner", pulumi.ResourceOptions(parent=cut))
+Box("t:m:Leaf", "p-inner-leaf", pulumi.ResourceOptions(parent=inner))
+"""
+
+
+def test_a_component_moved_with_its_children_aliases_them_under_its_old_urn(
+    tmp_path: Path,
+) -> None:
+    # `inner` (with its leaf) used to sit under the platform. Only the cut component's own
+    # children get an alias to the platform; the leaf's old URN is its parent's alias
+    # inherited (pulumi/pulumi pkg/resource/deploy/step_generator.go, generateAliases:
+    # "multiply out any aliases our parent had"), not the platform's type chain plus its own.
+    (tmp_path / "__main__.py").write_text(NESTED_MOVE)
+    run = run_program({}, stack="s", project_dir=tmp_path, project="p")
+    aliases = {r.name: r.aliases for r in run.resources}
+    assert aliases["p-cut"] == ()
+    assert aliases["p-inner"] == ("urn:pulumi:s::p::t:m:Platform$t:m:Inner::p-inner",)
+    assert aliases["p-inner-leaf"] == (
+        "urn:pulumi:s::p::t:m:Platform$t:m:Inner$t:m:Leaf::p-inner-leaf",
+    )

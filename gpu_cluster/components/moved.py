@@ -13,13 +13,21 @@ import pulumi
 
 def moved_from(old_parent: pulumi.Resource) -> pulumi.ResourceOptions:
     """Options for a component created under `old_parent` whose children used to be
-    `old_parent`'s own: each child answers to its URN there too."""
+    `old_parent`'s own: each child answers to its URN there too.
+
+    Transformations reach every descendant, but only the component's own children moved: a
+    grandchild's old URN follows from its parent's alias, which the engine multiplies out
+    itself (pulumi/pulumi pkg/resource/deploy/step_generator.go, generateAliases)."""
+    cut: list[pulumi.Resource] = []  # the components created with these options
 
     def alias_old_urn(
         args: pulumi.ResourceTransformationArgs,
     ) -> pulumi.ResourceTransformationResult | None:
-        if args.opts.parent is None or args.opts.parent is old_parent:
-            return None  # the component itself is new
+        if args.opts.parent is old_parent:
+            cut.append(args.resource)  # the component itself is new
+            return None
+        if not any(args.opts.parent is component for component in cut):
+            return None
         alias = pulumi.Alias(parent=old_parent)
         return pulumi.ResourceTransformationResult(
             args.props,

@@ -390,6 +390,17 @@ def resource_urn(stack: str, project: str, parent: str, type_: str, name: str) -
     return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
 
 
+def _inherited_child_alias(child: str, parent: str, parent_alias: str) -> str:
+    """`child` (a URN) under its parent's alias instead of its parent; a name that starts with
+    the parent's name starts with the alias's name instead (step_generator.go
+    inheritedChildAlias)."""
+    stack, project = child.split("::")[0].split(":")[2], child.split("::")[1]
+    name, parent_name = child.split("::")[-1], parent.split("::")[-1]
+    if name.startswith(parent_name):
+        name = parent_alias.split("::")[-1] + name[len(parent_name) :]
+    return resource_urn(stack, project, parent_alias, child.split("::")[2].split("$")[-1], name)
+
+
 class _RecordingMonitor(mocks.MockMonitor):
     """The SDK's mock monitor, also keeping each registration's options, and giving each
     resource the URN the engine would."""
@@ -397,13 +408,17 @@ class _RecordingMonitor(mocks.MockMonitor):
     def __init__(self, run: ProgramRun) -> None:
         super().__init__(_Mocks())
         self.run = run
+        self.aliases_of: dict[str, tuple[str, ...]] = {}  # each registered URN's aliases
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         return resource_urn(pulumi.get_stack(), pulumi.get_project(), parent, type_, name)
 
-    def _alias_urns(self, request: Any) -> tuple[str, ...]:
+    def _alias_urns(self, request: Any, urn: str) -> tuple[str, ...]:
         """Each alias as the full URN the engine resolves it to (an alias spec's unset parts
-        are the resource's own: pulumi/pulumi sdk/proto/alias.proto)."""
+        are the resource's own: pulumi/pulumi sdk/proto/alias.proto), and, under each alias
+        of its parent, the resource and each of its aliases again (the engine's inherited
+        child aliases: pulumi/pulumi pkg/resource/deploy/step_generator.go generateAliases,
+        which uses the one parent alias that matched an old resource)."""
         urns = []
         for alias in request.aliases:
             if alias.urn:
@@ -420,11 +435,16 @@ class _RecordingMonitor(mocks.MockMonitor):
                     spec.name or request.name,
                 )
             )
-        return tuple(sorted(urns))
+        own = [urn, *urns]
+        for parent_alias in self.aliases_of.get(request.parent, ()):
+            urns += [_inherited_child_alias(u, request.parent, parent_alias) for u in own]
+        return tuple(sorted(set(urns)))
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type != "pulumi:pulumi:Stack":
+            aliases = self._alias_urns(request, response.urn)
+            self.aliases_of[response.urn] = aliases
             inputs = rpc.deserialize_properties(request.object)
             options = {
                 "protect": bool(request.protect),
@@ -447,7 +467,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                     custom=bool(request.custom),
                     inputs=_redact(_plain(inputs)),
                     options=options,
-                    aliases=self._alias_urns(request),
+                    aliases=aliases,
                 )
             )
         return response
