@@ -31,6 +31,22 @@ def test_every_earlier_urn_still_resolves(stack: str) -> None:
     assert not lost, f"{stack}: these URNs are neither kept nor aliased:\n" + "\n".join(lost)
 
 
+# The same, for stacks with every optional piece (created namespace, NADs, the memlock
+# MachineConfig, an adopted namespace, shared storage), recorded from ef30eb1 with these --sets.
+VARIANTS = json.loads(
+    (Path(__file__).resolve().parent / "fixtures" / "urns_before_issue15_variants.json").read_text()
+)
+
+
+@pytest.mark.parametrize("stack", sorted(VARIANTS))
+def test_every_earlier_urn_of_the_optional_pieces_still_resolves(stack: str) -> None:
+    run = run_stack(stack, *VARIANTS[stack]["overrides"])
+    resolves = {r.urn for r in run.resources} | {a for r in run.resources for a in r.aliases}
+    lost = [urn for urn in VARIANTS[stack]["urns"] if urn not in resolves]
+    assert not lost, f"{stack}: these URNs are neither kept nor aliased:\n" + "\n".join(lost)
+    assert set(VARIANTS[stack]["urns"]) - set(BEFORE[stack])  # the pieces were recorded
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_no_urn_or_alias_is_claimed_twice(stack: str) -> None:
     # Two resources answering to one URN would make the engine adopt the wrong one.
