@@ -119,7 +119,30 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "gcp-a3",
         ("networkMode=rdma",),
-        ("networkMode = 'rdma' is not available on platform 'gke'", "'tcpxo', 'tcpx', 'tcp'"),
+        ("networkMode = 'rdma' needs gcp.machineType 'a3-ultragpu-8g' or 'a4-highgpu-8g'",),
+    ),
+    (
+        "gcp-a4",
+        ("networkMode=tcpxo",),
+        ("networkMode = 'tcpxo' needs gcp.machineType 'a3-megagpu-8g', not 'a4-highgpu-8g'",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.gpudirectRelease=tcpx-v3.1.12",),
+        ("gcp.gpudirectRelease = 'tcpx-v3.1.12' is not a known gIB (rdma) release", "gib-v1.1.0"),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.minMasterVersion=1.32.1-gke.1729000", "kubernetesVersion=1.32"),
+        ("older than GPUDirect RDMA's minimum on a4-highgpu-8g: use 1.32.2-gke.1475000",),
+    ),
+    (
+        "gcp-a4",
+        (
+            'rdma={"nics": [{"interface": "net1", "network": "n1", "resource": "a/b", '
+            '"subnet": "10.9.0.0/24", "flavour": "sriov"}]}',
+        ),
+        ("gpu-cluster:rdma is only used on platform 'openshift'",),
     ),
     ("nerc-production", ("networkMode=rdma",), ("gpu-cluster:rdma is required",)),
     (

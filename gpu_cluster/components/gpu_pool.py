@@ -25,18 +25,27 @@ from pulumi_gcp.container import (
 )
 
 from gpu_cluster.components.gke_cluster import NODE_OAUTH_SCOPES, SHIELDED_NODES, UPGRADE_SETTINGS
+from gpu_cluster.plan.gpudirect import RDMA_MACHINES
 
 # GKE accelerator type per machine (cloud.google.com/kubernetes-engine/docs/how-to/gpus; the
 # cluster-toolkit gke-a3-megagpu and gke-a3-highgpu blueprints' accelerator_type).
-ACCELERATOR = {"a3-megagpu-8g": "nvidia-h100-mega-80gb", "a3-highgpu-8g": "nvidia-h100-80gb"}
+ACCELERATOR = {
+    "a3-megagpu-8g": "nvidia-h100-mega-80gb",
+    "a3-highgpu-8g": "nvidia-h100-80gb",
+    **{machine: m.accelerator for machine, m in RDMA_MACHINES.items()},
+}
+# A3 Ultra node pools must boot from hyperdisk-balanced (docs.cloud.google.com/ai-hypercomputer/
+# docs/create/gke-ai-hypercompute); AI-Hypercomputer/xpk sets it for A4 too.
+BOOT_DISK_TYPE = {machine: "hyperdisk-balanced" for machine in RDMA_MACHINES}
 
 
 @dataclass(frozen=True)
 class GpuNodePoolArgs:
     """cluster: the GKE cluster's name; project, zone, region: where the pool lives.
     pool_name: the node pool's (and its nodes' cloud.google.com/gke-nodepool label).
-    machine_type: an A3 machine (ACCELERATOR). node_count: fixed size.
-    gpu_nics: (VPC name, subnet name) per GPU NIC, in NIC order.
+    machine_type: an A3 or A4 machine (ACCELERATOR). node_count: fixed size.
+    gpu_nics: (VPC name, subnet name) per additional NIC, in the node's NIC order (A3 Ultra /
+    A4: the second gVNIC, then the 8 RDMA subnets).
     provisioning: on-demand, spot, or a specific reservation (named by `reservation`).
     maintenance_interval: GCE host maintenance interval, or None for the default.
     placement_policy_name, placement_max_distance: a named compact ResourcePolicy when a max
@@ -61,6 +70,7 @@ def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
     return NodePoolNodeConfigArgs(
         machine_type=a.machine_type,
         image_type="COS_CONTAINERD",
+        disk_type=BOOT_DISK_TYPE.get(a.machine_type),
         oauth_scopes=NODE_OAUTH_SCOPES,
         guest_accelerators=[
             NodePoolNodeConfigGuestAcceleratorArgs(
