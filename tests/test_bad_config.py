@@ -171,6 +171,36 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("brings its own placement",),
     ),
     (
+        "gcp-a4",
+        ("gcp.maxRunDurationSeconds=3600",),
+        ("maxRunDurationSeconds is only used with provisioning 'flex-start' (it is 'on-demand')",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=flex-start", "gcp.maxRunDurationSeconds=700000"),
+        ("gcp.maxRunDurationSeconds = 700000", "604800"),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=flex-start", "gcp.placementMaxDistance=2"),
+        ("placementMaxDistance: flex-start nodes get best-effort compact placement",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=flex-start", "gcp.minMasterVersion=1.32.2-gke.1475000"),
+        ("older than flex-start's minimum: use 1.32.2-gke.1652000 or newer",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=reservation", "gcp.reservation=res/blocks/b1"),
+        ("gcp.reservation = 'res/blocks/b1'",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=flex-start", "gcp.reservation=res"),
+        ("'reservation' is only used with provisioning 'reservation'",),
+    ),
+    (
         "gcp-a3",
         ("gcp.gpudirectRelease=tcpx-v3.1.12",),
         ("not a known tcpxo release", "'tcpxo-2026-01-09'"),

@@ -29,6 +29,7 @@ POOL_KEYS = (
     "gcp.machineType",
     "gcp.provisioning",
     "gcp.reservation",
+    "gcp.maxRunDurationSeconds",
     "gcp.maintenanceInterval",
     "gcp.gpudirectRelease",
     "gcp.placementMaxDistance",
@@ -143,6 +144,7 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
         "replace NodePool": 1,
     },
     ("gcp-a4", ("gcp.provisioning=spot",)): {"replace NodePool": 1},
+    ("gcp-a4", ("gcp.provisioning=flex-start",)): {"replace NodePool": 1},
     # a3-high: GKE, A3 High, TCPX (4 GPU VPCs)
     ("a3-high", ("nodes=8",)): {},
     ("a3-high", ("networkMode=tcp",)): {

@@ -149,3 +149,46 @@ def test_fabric_check_requires_gib_and_the_sourced_floor() -> None:
     command = run_stack("gcp-a4").outputs["verifyCommand"]
     assert "--expected-transport gib" in command
     assert "--expected-busbw-gbps 100 " in command
+
+
+def test_flex_start_pool_scales_from_zero_without_reservation_placement_or_repair() -> None:
+    run = run_stack("gcp-a4", "gcp.provisioning=flex-start", "gcp.maxRunDurationSeconds=86400")
+    pool = gpu_pool(run)
+    config = pool["nodeConfig"]
+    assert config["flexStart"] is True and config["maxRunDuration"] == "86400s"
+    assert config["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert "spot" not in config
+    assert "nodeCount" not in pool
+    assert pool["autoscaling"] == {
+        "totalMinNodeCount": 0,
+        "totalMaxNodeCount": 2,  # the stack's nodes
+        "locationPolicy": "ANY",
+    }
+    assert pool["management"] == {"autoRepair": False, "autoUpgrade": True}
+    assert "placementPolicy" not in pool
+
+
+@pytest.mark.parametrize(
+    "reservation",
+    [
+        "a4-res/reservationBlocks/block-1",
+        "projects/my-gpu-project/reservations/a4-res/reservationBlocks/b1/reservationSubBlocks/s2",
+    ],
+)
+def test_reservation_block_or_sub_block_is_consumed_in_the_pools_zone(reservation: str) -> None:
+    pool = gpu_pool(
+        run_stack("gcp-a4", "gcp.provisioning=reservation", f"gcp.reservation={reservation}")
+    )
+    assert pool["nodeConfig"]["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": [reservation],
+    }
+    assert pool["nodeLocations"] == ["us-central1-b"]
+    assert "placementPolicy" not in pool and pool["nodeCount"] == 2
+
+
+def test_a_whole_reservation_leaves_the_pool_in_the_clusters_zone() -> None:
+    pool = gpu_pool(run_stack("gcp-a4", "gcp.provisioning=reservation", "gcp.reservation=a4-res"))
+    assert pool["nodeConfig"]["reservationAffinity"]["values"] == ["a4-res"]
+    assert "nodeLocations" not in pool

@@ -149,6 +149,7 @@ class GkePlatform(pulumi.ComponentResource):
                 ],
                 provisioning=g.provisioning,
                 reservation=g.reservation,
+                max_run_duration_seconds=g.max_run_duration_seconds,
                 maintenance_interval=g.maintenance_interval,
                 placement_policy_name=f"{s.name}-compact",
                 placement_max_distance=g.placement_max_distance,

@@ -487,6 +487,19 @@ class SystemPoolSettings(_Model):
         return self
 
 
+# A reservation, optionally a block or sub-block of it (see GcpSettings.reservation).
+_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+RESERVATION_PATTERN = (
+    rf"^(projects/[a-z][-a-z0-9]{{4,28}}[a-z0-9]/reservations/)?{_NAME}"
+    rf"(/reservationBlocks/{_NAME}(/reservationSubBlocks/{_NAME})?)?$"
+)
+# Longest a flex-start VM runs: 7 days (cloud.google.com/kubernetes-engine/docs/concepts/dws).
+FLEX_START_MAX_SECONDS = 7 * 24 * 3600
+# Oldest GKE version with flex-start for GPU node pools (docs.cloud.google.com/ai-hypercomputer/
+# docs/create/gke-ai-hypercompute; cloud.google.com/kubernetes-engine/docs/concepts/dws).
+FLEX_START_MIN_GKE = "1.32.2-gke.1652000"
+
+
 class GcpSettings(_Model):
     project: str = Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
     region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]$")
@@ -494,8 +507,18 @@ class GcpSettings(_Model):
     machine_type: Literal["a3-megagpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"] = (
         "a3-megagpu-8g"
     )
-    provisioning: Literal["on-demand", "spot", "reservation"] = "on-demand"
-    reservation: str | None = None
+    # flex-start: Dynamic Workload Scheduler's flex-start VMs (cloud.google.com/kubernetes-engine/
+    # docs/concepts/dws); queued provisioning is not offered: its nodes come only through
+    # ProvisioningRequests, which the StatefulSet never makes.
+    provisioning: Literal["on-demand", "spot", "reservation", "flex-start"] = "on-demand"
+    # A specific reservation: its name (same project) or projects/<p>/reservations/<name>,
+    # optionally narrowed to a block or sub-block: <name>/reservationBlocks/<block>[/
+    # reservationSubBlocks/<sub-block>] (GoogleCloudPlatform/cluster-toolkit modules/compute/
+    # gke-node-pool reservation_definitions.tf; AI-Hypercomputer/xpk src/xpk/core/reservation.py).
+    reservation: str | None = Field(default=None, pattern=RESERVATION_PATTERN)
+    # flex-start only: how long each node may run, in seconds (at most 7 days per flex-start VM,
+    # cloud.google.com/kubernetes-engine/docs/concepts/dws); None = GKE's default.
+    max_run_duration_seconds: int | None = Field(default=None, ge=1, le=FLEX_START_MAX_SECONDS)
     maintenance_interval: Literal["AS_NEEDED", "PERIODIC"] | None = None
     # REGULAR as cluster-toolkit's gke-a3-highgpu blueprint; a channel is what lets the
     # maintenance exclusion below hold minor upgrades.
@@ -533,6 +556,17 @@ class GcpSettings(_Model):
             )
         if self.provisioning == "spot" and self.maintenance_interval is not None:
             raise ValueError("maintenanceInterval applies to reserved or on-demand capacity")
+        if self.max_run_duration_seconds is not None and self.provisioning != "flex-start":
+            raise ValueError(
+                "maxRunDurationSeconds is only used with provisioning 'flex-start' "
+                f"(it is {self.provisioning!r})"
+            )
+        if self.provisioning == "flex-start" and self.placement_max_distance is not None:
+            raise ValueError(
+                "placementMaxDistance: flex-start nodes get best-effort compact placement from "
+                "GKE itself (docs.cloud.google.com/ai-hypercomputer/docs/create/"
+                "gke-ai-hypercompute); remove it or use another provisioning"
+            )
         return self
 
 
@@ -755,15 +789,17 @@ def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:
     if s.network_mode == "rdma":
         out.extend(_gib_release_problems(gcp, minor))
     rdma_machine = RDMA_MACHINES.get(gcp.machine_type)
-    if s.network_mode == "rdma" and rdma_machine is not None:
-        rdma_floor = rdma_machine.min_gke
-        # "1.N" stands for the newest patch of 1.N.
-        exact = version if "-gke." in version else f"{version}.999-gke.999999999"
-        if gke_version_key(exact) < gke_version_key(rdma_floor):
-            out.append(
-                f"{key} is older than GPUDirect RDMA's minimum on {gcp.machine_type}: use "
-                f"{rdma_floor} or newer"
-            )
+    if (
+        s.network_mode == "rdma"
+        and rdma_machine is not None
+        and _older_than(version, rdma_machine.min_gke)
+    ):
+        out.append(
+            f"{key} is older than GPUDirect RDMA's minimum on {gcp.machine_type}: use "
+            f"{rdma_machine.min_gke} or newer"
+        )
+    if gcp.provisioning == "flex-start" and _older_than(version, FLEX_START_MIN_GKE):
+        out.append(f"{key} is older than flex-start's minimum: use {FLEX_START_MIN_GKE} or newer")
     floor = TCPXO_MIN_GKE.get(max(minor, min(TCPXO_MIN_GKE)))
     if (
         s.network_mode == "tcpxo"
@@ -802,6 +838,13 @@ def _gpudirect_release_problems(mode: str, gcp: GcpSettings, minor: int) -> list
             + ", ".join(f"{n} (GKE {RELEASES[n].gke_minors_text()})" for n in allowed)
         ]
     return []
+
+
+def _older_than(version: str, floor: str) -> bool:
+    """Whether a minMasterVersion is older than an exact GKE version; "1.N" stands for the
+    newest patch of 1.N, so only a minor below the floor's is older."""
+    exact = version if "-gke." in version else f"{version}.999-gke.999999999"
+    return gke_version_key(exact) < gke_version_key(floor)
 
 
 def _gib_release_problems(gcp: GcpSettings, minor: int) -> list[str]:

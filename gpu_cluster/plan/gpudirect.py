@@ -74,8 +74,22 @@ def gke_minor(version: str) -> int:
     return int(version.split(".")[1])
 
 
+class _PublishedForGkeMinors:
+    """A release Google publishes for GKE minors (first, last or None)."""
+
+    gke_minors: tuple[int, int | None]
+
+    def serves_gke_minor(self, minor: int) -> bool:
+        first, last = self.gke_minors
+        return first <= minor and (last is None or minor <= last)
+
+    def gke_minors_text(self) -> str:
+        first, last = self.gke_minors
+        return f"1.{first}-1.{last}" if last is not None else f"1.{first} or newer"
+
+
 @dataclass(frozen=True)
-class GpuDirectRelease:
+class GpuDirectRelease(_PublishedForGkeMinors):
     mode: str  # network mode it serves: tcpxo or tcpx
     accelerator: str  # GKE accelerator type of the machine
     installer_image: str
@@ -92,14 +106,6 @@ class GpuDirectRelease:
     # GKE minor versions Google publishes this release's settings for: (first, last or None).
     gke_minors: tuple[int, int | None]
     nccl_env: tuple[tuple[str, str], ...]
-
-    def serves_gke_minor(self, minor: int) -> bool:
-        first, last = self.gke_minors
-        return first <= minor and (last is None or minor <= last)
-
-    def gke_minors_text(self) -> str:
-        first, last = self.gke_minors
-        return f"1.{first}-1.{last}" if last is not None else f"1.{first} or newer"
 
 
 # GPU device nodes of an 8-GPU machine, injected into the RxDM sidecar.
@@ -301,7 +307,7 @@ NVIDIA_POD_DIR = "/usr/local/nvidia"
 
 
 @dataclass(frozen=True)
-class GibRelease:
+class GibRelease(_PublishedForGkeMinors):
     """One gIB NCCL plugin release: its installer and the NCCL settings published with it."""
 
     installer_image: str
@@ -310,14 +316,6 @@ class GibRelease:
     gke_minors: tuple[int, int | None]
     # Settings common to both machines; NCCL_TUNER_CONFIG_PATH is added per machine.
     nccl_env: tuple[tuple[str, str], ...]
-
-    def serves_gke_minor(self, minor: int) -> bool:
-        first, last = self.gke_minors
-        return first <= minor and (last is None or minor <= last)
-
-    def gke_minors_text(self) -> str:
-        first, last = self.gke_minors
-        return f"1.{first}-1.{last}" if last is not None else f"1.{first} or newer"
 
     def env_for(self, machine_type: str) -> dict[str, str]:
         """NCCL environment for pods on `machine_type` (pure, versioned with the release)."""
