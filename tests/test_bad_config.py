@@ -172,6 +172,11 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "gcp-a4",
+        ("verify.expectedBusbwGbps=450",),
+        ("verify.expectedBusbwGbps = 450: above the 400 GB/s",),
+    ),
+    (
+        "gcp-a4",
         ("gcp.maxRunDurationSeconds=3600",),
         ("maxRunDurationSeconds is only used with provisioning 'flex-start' (it is 'on-demand')",),
     ),

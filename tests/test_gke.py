@@ -96,6 +96,7 @@ def test_named_compact_policy_when_a_max_distance_is_asked() -> None:
 def test_spot_pool() -> None:
     pool = gpu_pool(run_stack("gcp-a3", "gcp.provisioning=spot"))
     assert pool["nodeConfig"]["spot"] is True
+    assert pool["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
 
 
 def test_networks_mtu_ranges_firewalls_and_nat() -> None:

@@ -137,9 +137,12 @@ def test_every_daemonset_runs_on_the_a3_pool(stack: str) -> None:
         ]
 
 
-@pytest.mark.parametrize("stack", GKE_STACKS)
-def test_training_pods_fit_the_a3_pool_one_per_node(stack: str) -> None:
-    run = run_stack(stack)
+@pytest.mark.parametrize(
+    ("stack", "overrides"),
+    [*((stack, ()) for stack in GKE_STACKS), ("gcp-a4", ("gcp.provisioning=flex-start",))],
+)
+def test_training_pods_fit_the_a3_pool_one_per_node(stack: str, overrides: tuple[str, ...]) -> None:
+    run = run_stack(stack, *overrides)
     spec = pod_spec(run)
     (pool,) = admitting_pools(run, spec)
     (a3,) = [p for p in pools(run) if p.name == pool]

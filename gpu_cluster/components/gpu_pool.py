@@ -77,9 +77,9 @@ def _reservation_affinity(a: GpuNodePoolArgs) -> NodePoolNodeConfigReservationAf
             key="compute.googleapis.com/reservation-name",
             values=[a.reservation or ""],
         )
-    if a.provisioning == "flex-start":
-        # Flex-start capacity never comes from a reservation (GoogleCloudPlatform/cluster-toolkit
-        # modules/compute/gke-node-pool main.tf preconditions, 1047080).
+    if a.provisioning in ("flex-start", "spot"):
+        # Spot and flex-start capacity never comes from a reservation (GoogleCloudPlatform/
+        # cluster-toolkit modules/compute/gke-node-pool main.tf preconditions, 1047080).
         return NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
     return None
 

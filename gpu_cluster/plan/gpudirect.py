@@ -284,18 +284,19 @@ class RdmaMachine:
     RoCE NICs, one per GPU (cloud.google.com/compute/docs/gpus/gpu-network-bandwidth)."""
 
     accelerator: str  # GKE accelerator type
-    # Oldest GKE version with GPUDirect RDMA on this machine, and the driver branch it needs
-    # (docs.cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute, 2026-04-06).
+    # Oldest GKE version with GPUDirect RDMA on this machine (docs.cloud.google.com/
+    # ai-hypercomputer/docs/create/gke-ai-hypercompute, 2026-04-06). The driver branch each needs
+    # (R550 A3 Ultra, R570 A4, same page) is GKE's default from 1.31.5-gke.1169000 and
+    # 1.32.1-gke.1729000, older than any minor in standard support; the pool asks for LATEST.
     min_gke: str
-    min_driver_branch: str
     tuner_config: str  # gIB tuner file under GIB_POD_DIR/configs
 
 
 RDMA_MACHINES: dict[str, RdmaMachine] = {
     # Tuner files: cluster-toolkit examples/machine-learning/a3-ultragpu-8g/nemo-framework/
     # Dockerfile (1047080) and AI-Hypercomputer/gpu-recipes src/helm-charts/a4/jobset (2e1fd5e).
-    "a3-ultragpu-8g": RdmaMachine("nvidia-h200-141gb", "1.31.4-gke.1183000", "R550", "a3u"),
-    "a4-highgpu-8g": RdmaMachine("nvidia-b200", "1.32.2-gke.1475000", "R570", "a4"),
+    "a3-ultragpu-8g": RdmaMachine("nvidia-h200-141gb", "1.31.4-gke.1183000", "a3u"),
+    "a4-highgpu-8g": RdmaMachine("nvidia-b200", "1.32.2-gke.1475000", "a4"),
 }
 RDMA_NIC_COUNT = 8
 # Where the gIB installer puts the plugin, its scripts and tuner configs on the node, and where
