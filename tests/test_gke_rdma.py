@@ -192,3 +192,17 @@ def test_a_whole_reservation_leaves_the_pool_in_the_clusters_zone() -> None:
     pool = gpu_pool(run_stack("gcp-a4", "gcp.provisioning=reservation", "gcp.reservation=a4-res"))
     assert pool["nodeConfig"]["reservationAffinity"]["values"] == ["a4-res"]
     assert "nodeLocations" not in pool
+
+
+def test_the_gib_release_is_chosen_by_the_gke_minor_or_pinned_and_versions_the_env() -> None:
+    default = run_stack("gcp-a4")
+    pinned = run_stack("gcp-a4", "gcp.gpudirectRelease=gib-v1.1.0")
+    assert env_of(container(default)) == env_of(container(pinned))
+    (installer,) = manifests(pinned, "DaemonSet")
+    (init,) = installer["spec"]["template"]["spec"]["initContainers"]
+    assert init["image"] == GIB_RELEASES["gib-v1.1.0"].installer_image
+    # The env is the release's, plus the machine's tuner file and the bootstrap interfaces.
+    env = env_of(container(default))
+    assert {k: env[k] for k in dict(GIB_RELEASES["gib-v1.1.0"].nccl_env)} == dict(
+        GIB_RELEASES["gib-v1.1.0"].nccl_env
+    )
