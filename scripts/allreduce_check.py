@@ -51,12 +51,13 @@ _CODE_NAMES = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_SETUP: "ERROR"}
 ELEMENT_SIZE = 4  # float32
 GB = 1e9  # nccl-tests reports GB/s of 1e9 bytes
 
-TRANSPORTS = ("ib", "socket", "tcpxo", "tcpx", "any")
+TRANSPORTS = ("ib", "socket", "tcpxo", "tcpx", "gib", "any")
 TRANSPORT_LABELS = {
     "ib": "NET/IB (InfiniBand or RoCE verbs)",
     "socket": "NET/Socket (TCP)",
     "tcpxo": "FasTrak (GPUDirect-TCPXO)",
     "tcpx": "GPUDirectTCPX",
+    "gib": "gIB (GPUDirect RDMA over RoCE, Google's NCCL plugin)",
 }
 
 # NCCL's debug levels in increasing verbosity (src/debug.cc, ncclDebugLogLevel).
@@ -173,8 +174,11 @@ _GDR_SUMMARY_RE = re.compile(r"Connected all rings.*\bGDR (?P<gdr>[01])\b")
 
 
 def classify_network(name: str) -> str:
-    """Map an NCCL network name to ib | socket | tcpxo | tcpx | other."""
+    """Map an NCCL network name to ib | socket | tcpxo | tcpx | gib | other."""
     lowered = name.strip().lower()
+    # Google's gIB plugin registers the network "gIB" (NCCL_NET=gIB selects it by that name).
+    if lowered.startswith("gib"):
+        return "gib"
     if lowered.startswith("fastrak"):
         return "tcpxo"
     if lowered.startswith("gpudirecttcpx"):

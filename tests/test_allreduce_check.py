@@ -674,3 +674,22 @@ def test_e2e_roce_gdr_log_passes_ib_expectation() -> None:
     assert report0["gdr"] is True
     assert report0["link_layers"] == ["RoCE"]
     assert "GDRDMA on every rank's NET connections" in doc["notes"]
+
+
+def test_gib_is_its_own_transport_and_a_fallback_fails() -> None:
+    # No recorded gIB capture: lines built from NCCL's format strings ("Using network %s",
+    # "via NET/%s/%d%s") with the name gIB registers (NCCL_NET=gIB selects it by that name).
+    gib_log = (
+        "host-0:1:1 [0] NCCL INFO Using network gIB\n"
+        "host-0:1:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/gIB/0/GDRDMA\n"
+    )
+    rep = ac.detect_transport(gib_log)
+    assert (rep.transport, rep.network, rep.gdr) == ("gib", "gIB", True)
+    rows = rows_with_busbw(120.0)
+    assert ac.evaluate(rows, expected_transport="gib", require_gdr=True, reports=[rep]).passed
+    assert not ac.evaluate(rows, expected_transport="ib", reports=[rep]).passed
+    # NCCL's own IB transport or sockets on an A3 Ultra / A4 cluster: gIB did not load.
+    for fallback in ("roce_gdrdma.log", "socket_fallback.log"):
+        verdict = ac.evaluate(rows, expected_transport="gib", reports=[report(fallback)])
+        assert not verdict.passed
+        assert "expected gib" in verdict.line()

@@ -119,7 +119,30 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "gcp-a3",
         ("networkMode=rdma",),
-        ("networkMode = 'rdma' is not available on platform 'gke'", "'tcpxo', 'tcpx', 'tcp'"),
+        ("networkMode = 'rdma' needs gcp.machineType 'a3-ultragpu-8g' or 'a4-highgpu-8g'",),
+    ),
+    (
+        "gcp-a4",
+        ("networkMode=tcpxo",),
+        ("networkMode = 'tcpxo' needs gcp.machineType 'a3-megagpu-8g', not 'a4-highgpu-8g'",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.gpudirectRelease=tcpx-v3.1.12",),
+        ("gcp.gpudirectRelease = 'tcpx-v3.1.12' is not a known gIB (rdma) release", "gib-v1.1.0"),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.minMasterVersion=1.32.1-gke.1729000", "kubernetesVersion=1.32"),
+        ("older than GPUDirect RDMA's minimum on a4-highgpu-8g: use 1.32.2-gke.1475000",),
+    ),
+    (
+        "gcp-a4",
+        (
+            'rdma={"nics": [{"interface": "net1", "network": "n1", "resource": "a/b", '
+            '"subnet": "10.9.0.0/24", "flavour": "sriov"}]}',
+        ),
+        ("gpu-cluster:rdma is only used on platform 'openshift'",),
     ),
     ("nerc-production", ("networkMode=rdma",), ("gpu-cluster:rdma is required",)),
     (
@@ -146,6 +169,41 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         "gcp-a3",
         ("gcp.provisioning=reservation", "gcp.reservation=r", "gcp.placementMaxDistance=2"),
         ("brings its own placement",),
+    ),
+    (
+        "gcp-a4",
+        ("verify.expectedBusbwGbps=450",),
+        ("verify.expectedBusbwGbps = 450: above the 400 GB/s",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.maxRunDurationSeconds=3600",),
+        ("maxRunDurationSeconds is only used with provisioning 'flex-start' (it is 'on-demand')",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=flex-start", "gcp.maxRunDurationSeconds=700000"),
+        ("gcp.maxRunDurationSeconds = 700000", "604800"),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=flex-start", "gcp.placementMaxDistance=2"),
+        ("placementMaxDistance: flex-start nodes get best-effort compact placement",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=flex-start", "gcp.minMasterVersion=1.32.2-gke.1475000"),
+        ("older than flex-start's minimum: use 1.32.2-gke.1652000 or newer",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=reservation", "gcp.reservation=res/blocks/b1"),
+        ("gcp.reservation = 'res/blocks/b1'",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=flex-start", "gcp.reservation=res"),
+        ("'reservation' is only used with provisioning 'reservation'",),
     ),
     (
         "gcp-a3",

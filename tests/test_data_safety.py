@@ -16,7 +16,7 @@ from tests.conftest import STACKS, manifests, one, plan_of, rows, run_stack
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 CLUSTER = "gcp:container/cluster:Cluster"
-PER_POD = ["barcelona", "gcp-a3", "a3-high"]  # storage.mode per-pod
+PER_POD = ["barcelona", "gcp-a3", "a3-high", "gcp-a4"]  # storage.mode per-pod
 SHARED = ["nerc-production"]  # storage.mode rwx
 
 
@@ -133,7 +133,7 @@ def test_destroy_deletes_user_data_only_when_the_stack_opts_out(stack: str) -> N
     assert claims and not any(c.options["retainOnDelete"] for c in claims)
 
 
-@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high"])
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
 def test_gke_cluster_is_protected_against_replacement_and_deletion(stack: str) -> None:
     (cluster,) = run_stack(stack).of_type(CLUSTER)
     assert cluster.options["protect"] and cluster.inputs["deletionProtection"] is True

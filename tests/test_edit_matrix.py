@@ -29,6 +29,7 @@ POOL_KEYS = (
     "gcp.machineType",
     "gcp.provisioning",
     "gcp.reservation",
+    "gcp.maxRunDurationSeconds",
     "gcp.maintenanceInterval",
     "gcp.gpudirectRelease",
     "gcp.placementMaxDistance",
@@ -134,6 +135,16 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
         "replace PersistentVolumeClaim!": 4,
     },
     ("gcp-a3", (IMAGE,)): {},
+    # gcp-a4: GKE, A4, GPUDirect RDMA (second gVNIC VPC, one RoCE VPC with 8 subnets)
+    ("gcp-a4", ("nodes=4",)): {},
+    ("gcp-a4", ("gcp.machineType=a3-ultragpu-8g",)): {"delete NodePool": 1},
+    ("gcp-a4", ("networkMode=tcp",)): {
+        "delete Network": 2,
+        "delete Subnetwork": 9,
+        "replace NodePool": 1,
+    },
+    ("gcp-a4", ("gcp.provisioning=spot",)): {"replace NodePool": 1},
+    ("gcp-a4", ("gcp.provisioning=flex-start",)): {"replace NodePool": 1},
     # a3-high: GKE, A3 High, TCPX (4 GPU VPCs)
     ("a3-high", ("nodes=8",)): {},
     ("a3-high", ("networkMode=tcp",)): {

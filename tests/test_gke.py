@@ -96,6 +96,7 @@ def test_named_compact_policy_when_a_max_distance_is_asked() -> None:
 def test_spot_pool() -> None:
     pool = gpu_pool(run_stack("gcp-a3", "gcp.provisioning=spot"))
     assert pool["nodeConfig"]["spot"] is True
+    assert pool["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
 
 
 def test_networks_mtu_ranges_firewalls_and_nat() -> None:
@@ -262,13 +263,13 @@ def test_kubernetes_provider_waits_for_both_pools() -> None:
     assert pool_urns <= set(provider.options["dependsOn"])
 
 
-@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high"])
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
 def test_gpu_pool_upgrades_without_a_spare_a3_machine(stack: str) -> None:
     for pool in pools(run_stack(stack)).values():
         assert pool["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
 
 
-@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high"])
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
 def test_cluster_is_held_on_its_minor_until_end_of_support(stack: str) -> None:
     (cluster,) = gcp_inputs(run_stack(stack), "gcp:container/cluster:Cluster")
     (exclusion,) = cluster["maintenancePolicy"]["maintenanceExclusions"]
@@ -284,7 +285,7 @@ def test_cluster_is_held_on_its_minor_until_end_of_support(stack: str) -> None:
     assert "maintenancePolicy" not in free
 
 
-@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high"])
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
 def test_shipped_stacks_pin_a_gke_minor_in_standard_support_today(stack: str) -> None:
     s = settings_of(stack)
     assert s.gcp is not None

@@ -15,7 +15,7 @@ import pytest
 from gpu_cluster.offline.engine import ProgramRun
 from tests.conftest import manifests, pod_spec, run_stack
 
-GKE_STACKS = ["gcp-a3", "a3-high"]
+GKE_STACKS = ["gcp-a3", "a3-high", "gcp-a4"]
 # GKE labels every node with its pool and, on GPU nodes, the accelerator type; GPU nodes also get
 # this taint (cloud.google.com/kubernetes-engine/docs/how-to/gpus), whatever the pool declares.
 POOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -127,7 +127,9 @@ def test_gke_system_pods_have_an_untainted_pool(stack: str) -> None:
 def test_every_daemonset_runs_on_the_a3_pool(stack: str) -> None:
     run = run_stack(stack)
     daemonsets = manifests(run, "DaemonSet")
-    assert {d["metadata"]["name"] for d in daemonsets} >= {"device-injector"}
+    # The node agents of the stack's mode: TCPX(O)'s device injector, or the gIB installer.
+    agent = "nccl-rdma-installer" if stack == "gcp-a4" else "device-injector"
+    assert agent in {d["metadata"]["name"] for d in daemonsets}
     gpu_pools = [p.name for p in pools(run) if ACCELERATOR_LABEL in p.labels]
     for ds in daemonsets:
         assert admitting_pools(run, ds["spec"]["template"]["spec"]) == gpu_pools, ds["metadata"][
@@ -135,9 +137,12 @@ def test_every_daemonset_runs_on_the_a3_pool(stack: str) -> None:
         ]
 
 
-@pytest.mark.parametrize("stack", GKE_STACKS)
-def test_training_pods_fit_the_a3_pool_one_per_node(stack: str) -> None:
-    run = run_stack(stack)
+@pytest.mark.parametrize(
+    ("stack", "overrides"),
+    [*((stack, ()) for stack in GKE_STACKS), ("gcp-a4", ("gcp.provisioning=flex-start",))],
+)
+def test_training_pods_fit_the_a3_pool_one_per_node(stack: str, overrides: tuple[str, ...]) -> None:
+    run = run_stack(stack, *overrides)
     spec = pod_spec(run)
     (pool,) = admitting_pools(run, spec)
     (a3,) = [p for p in pools(run) if p.name == pool]

@@ -167,7 +167,7 @@ def test_bad_config_names_the_key_and_what_is_allowed(
         (rdma(NIC, qpsPerConnection=129), "gpu-cluster:rdma.qpsPerConnection = 129"),
         (
             {**rdma(), "platform": "gke", "gcp": GCP},
-            "networkMode = 'rdma' is not available on platform 'gke'",
+            "gpu-cluster:rdma is only used on platform 'openshift'",
         ),
     ],
 )
@@ -189,7 +189,11 @@ def test_rdma_gid_index_accepts_auto_nccl_or_a_number() -> None:
             "networkMode = 'tcpxo' needs gcp.machineType 'a3-megagpu-8g'",
         ),
         (gke("tcpx"), "networkMode = 'tcpx' needs gcp.machineType 'a3-highgpu-8g'"),
-        (gke(machineType="a3-ultragpu-8g"), "gpu-cluster:gcp.machineType = 'a3-ultragpu-8g'"),
+        (gke(machineType="a3-edgegpu-8g"), "gpu-cluster:gcp.machineType = 'a3-edgegpu-8g'"),
+        (
+            gke(machineType="a3-ultragpu-8g"),
+            "networkMode = 'tcpxo' needs gcp.machineType 'a3-megagpu-8g', not 'a3-ultragpu-8g'",
+        ),
         ({**gke(), "gpusPerNode": 16}, "gpusPerNode = 16: a3-megagpu-8g has 8 GPUs"),
         ({**gke(), "gpusPerNode": 4}, "serves whole machines; set it to 8"),
         (gke(zone="us-east1-b"), "zone 'us-east1-b' is not in region 'us-central1'"),

@@ -19,11 +19,15 @@ BEFORE = json.loads(
 )
 
 
+# Stacks first shipped after the cut: they had no earlier URNs to keep.
+ADDED_AFTER_CUT = {"gcp-a4"}
+
+
 def test_every_shipped_stack_was_recorded() -> None:
-    assert sorted(BEFORE) == STACKS
+    assert sorted(BEFORE) == sorted(set(STACKS) - ADDED_AFTER_CUT)
 
 
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", sorted(BEFORE))
 def test_every_earlier_urn_still_resolves(stack: str) -> None:
     run = run_stack(stack)
     resolves = {r.urn for r in run.resources} | {a for r in run.resources for a in r.aliases}

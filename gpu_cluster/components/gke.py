@@ -17,9 +17,17 @@ from gpu_cluster.components.namespace import TrainingNamespace
 from gpu_cluster.components.platforms import labels, namespace_args, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.workload import TrainingWorkload
-from gpu_cluster.config.settings import GcpSettings, Settings, gpu_nic_count, gpudirect_release
-from gpu_cluster.plan.gcp_network import plan_addresses
-from gpu_cluster.plan.netmodes import pod_networking
+from gpu_cluster.config.settings import (
+    GcpSettings,
+    Settings,
+    gib_release,
+    gpu_nic_count,
+    gpudirect_release,
+    rdma_nic_count,
+)
+from gpu_cluster.plan.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, plan_addresses
+from gpu_cluster.plan.gpudirect import RDMA_MACHINES, GibRelease, GpuDirectRelease
+from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
 from gpu_cluster.plan.outputs import stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
 
@@ -36,8 +44,16 @@ def gke_placement(pool_name: str) -> PodPlacement:
     )
 
 
+POOL_NAMES = {
+    "a3-megagpu-8g": "a3mega",
+    "a3-highgpu-8g": "a3high",
+    "a3-ultragpu-8g": "a3ultra",
+    "a4-highgpu-8g": "a4",
+}
+
+
 def pool_name(gcp_settings: GcpSettings) -> str:
-    return "a3mega" if gcp_settings.machine_type == "a3-megagpu-8g" else "a3high"
+    return POOL_NAMES[gcp_settings.machine_type]
 
 
 class GkePlatform(pulumi.ComponentResource):
@@ -61,8 +77,40 @@ class GkePlatform(pulumi.ComponentResource):
         g = s.gcp
         # The pieces used to be this component's own children: they keep their URNs by alias.
         moved = moved_from(self)
-        plan = plan_addresses(g.base_cidr, gpu_nic_count(s))
-        vpcs = GpuVpcs(name, GpuVpcsArgs(g.project, g.region, s.name, plan, g.private_nodes), moved)
+        plan = plan_addresses(g.base_cidr, gpu_nic_count(s), rdma_nic_count(s))
+        rdma_machine = g.machine_type in RDMA_MACHINES
+        vpcs = GpuVpcs(
+            name,
+            GpuVpcsArgs(
+                g.project,
+                g.region,
+                s.name,
+                plan,
+                g.private_nodes,
+                mtu=RDMA_VPC_MTU if rdma_machine else A3_VPC_MTU,
+                rdma_zone=g.zone if plan.rdma_nics else None,
+            ),
+            moved,
+        )
+        # Additional NICs in the node's order: GPU (or second gVNIC) VPCs, then RDMA subnets.
+        nics = [
+            GpuNicNetwork(
+                f"{s.name}-gpu{index}",
+                f"{s.name}-gpu{index}",
+                subnet,
+                network_name=GVNIC_NETWORK if plan.rdma_nics else None,
+            )
+            for index, (_, subnet) in enumerate(vpcs.gpu_nics, start=1)
+        ] + [
+            GpuNicNetwork(
+                f"{s.name}-rdma",
+                f"{s.name}-rdma-{index}",
+                subnet,
+                network_name=rdma_network_name(index),
+                device_mode="RDMA",
+            )
+            for index, subnet in enumerate(vpcs.rdma_subnets)
+        ]
         cluster = GkeCluster(
             name,
             GkeClusterArgs(
@@ -91,9 +139,17 @@ class GkePlatform(pulumi.ComponentResource):
                 pool_name=pool,
                 machine_type=g.machine_type,
                 node_count=s.nodes,
-                gpu_nics=[(vpc.name, subnet.name) for vpc, subnet in vpcs.gpu_nics],
+                gpu_nics=[
+                    *((vpc.name, subnet.name) for vpc, subnet in vpcs.gpu_nics),
+                    *(
+                        (vpcs.rdma_network.name, subnet.name)
+                        for subnet in vpcs.rdma_subnets
+                        if vpcs.rdma_network is not None
+                    ),
+                ],
                 provisioning=g.provisioning,
                 reservation=g.reservation,
+                max_run_duration_seconds=g.max_run_duration_seconds,
                 maintenance_interval=g.maintenance_interval,
                 placement_policy_name=f"{s.name}-compact",
                 placement_max_distance=g.placement_max_distance,
@@ -117,11 +173,11 @@ class GkePlatform(pulumi.ComponentResource):
         ns_args = namespace_args(s)
         if ns_args is not None:
             depends.append(TrainingNamespace(name, ns_args, in_cluster).namespace)
-        release = gpudirect_release(s) if plan.gpu_nics else None
-        nics = [
-            GpuNicNetwork(f"{s.name}-gpu{index}", f"{s.name}-gpu{index}", subnet)
-            for index, (_, subnet) in enumerate(vpcs.gpu_nics, start=1)
-        ]
+        release: GpuDirectRelease | GibRelease | None = None
+        if plan.rdma_nics:
+            release = gib_release(s)
+        elif plan.gpu_nics:
+            release = gpudirect_release(s)
         gpudirect = GpuDirectNodes(name, GpuDirectNodesArgs(nics, release), in_cluster)
         access = TrainingAccess(
             name,

@@ -11,6 +11,7 @@ import pulumi_gcp as gcp
 from pulumi_gcp.compute import ResourcePolicyGroupPlacementPolicyArgs
 from pulumi_gcp.container import (
     NodePoolArgs,
+    NodePoolAutoscalingArgs,
     NodePoolManagementArgs,
     NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs,
     NodePoolNetworkConfigArgs,
@@ -25,19 +26,30 @@ from pulumi_gcp.container import (
 )
 
 from gpu_cluster.components.gke_cluster import NODE_OAUTH_SCOPES, SHIELDED_NODES, UPGRADE_SETTINGS
+from gpu_cluster.plan.gpudirect import RDMA_MACHINES
 
 # GKE accelerator type per machine (cloud.google.com/kubernetes-engine/docs/how-to/gpus; the
 # cluster-toolkit gke-a3-megagpu and gke-a3-highgpu blueprints' accelerator_type).
-ACCELERATOR = {"a3-megagpu-8g": "nvidia-h100-mega-80gb", "a3-highgpu-8g": "nvidia-h100-80gb"}
+ACCELERATOR = {
+    "a3-megagpu-8g": "nvidia-h100-mega-80gb",
+    "a3-highgpu-8g": "nvidia-h100-80gb",
+    **{machine: m.accelerator for machine, m in RDMA_MACHINES.items()},
+}
+# A3 Ultra node pools must boot from hyperdisk-balanced (docs.cloud.google.com/ai-hypercomputer/
+# docs/create/gke-ai-hypercompute); AI-Hypercomputer/xpk sets it for A4 too.
+BOOT_DISK_TYPE = {machine: "hyperdisk-balanced" for machine in RDMA_MACHINES}
 
 
 @dataclass(frozen=True)
 class GpuNodePoolArgs:
     """cluster: the GKE cluster's name; project, zone, region: where the pool lives.
     pool_name: the node pool's (and its nodes' cloud.google.com/gke-nodepool label).
-    machine_type: an A3 machine (ACCELERATOR). node_count: fixed size.
-    gpu_nics: (VPC name, subnet name) per GPU NIC, in NIC order.
-    provisioning: on-demand, spot, or a specific reservation (named by `reservation`).
+    machine_type: an A3 or A4 machine (ACCELERATOR). node_count: fixed size.
+    gpu_nics: (VPC name, subnet name) per additional NIC, in the node's NIC order (A3 Ultra /
+    A4: the second gVNIC, then the 8 RDMA subnets).
+    provisioning: on-demand, spot, a specific reservation (named by `reservation`, optionally
+    <name>/reservationBlocks/<block>[/reservationSubBlocks/<sub-block>]), or flex-start (the
+    pool scales from 0 to node_count as pods ask; max_run_duration_seconds caps each node).
     maintenance_interval: GCE host maintenance interval, or None for the default.
     placement_policy_name, placement_max_distance: a named compact ResourcePolicy when a max
     distance is set; otherwise GKE's own compact placement (none with a reservation)."""
@@ -50,17 +62,34 @@ class GpuNodePoolArgs:
     machine_type: str
     node_count: int
     gpu_nics: Sequence[tuple[pulumi.Input[str], pulumi.Input[str]]] = field(default_factory=list)
-    provisioning: Literal["on-demand", "spot", "reservation"] = "on-demand"
+    provisioning: Literal["on-demand", "spot", "reservation", "flex-start"] = "on-demand"
     reservation: str | None = None
+    max_run_duration_seconds: int | None = None
     maintenance_interval: str | None = None
     placement_policy_name: str = ""
     placement_max_distance: int | None = None
 
 
+def _reservation_affinity(a: GpuNodePoolArgs) -> NodePoolNodeConfigReservationAffinityArgs | None:
+    if a.provisioning == "reservation":
+        return NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="SPECIFIC_RESERVATION",
+            key="compute.googleapis.com/reservation-name",
+            values=[a.reservation or ""],
+        )
+    if a.provisioning in ("flex-start", "spot"):
+        # Spot and flex-start capacity never comes from a reservation (GoogleCloudPlatform/
+        # cluster-toolkit modules/compute/gke-node-pool main.tf preconditions, 1047080).
+        return NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
+    return None
+
+
 def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
+    flex = a.provisioning == "flex-start"
     return NodePoolNodeConfigArgs(
         machine_type=a.machine_type,
         image_type="COS_CONTAINERD",
+        disk_type=BOOT_DISK_TYPE.get(a.machine_type),
         oauth_scopes=NODE_OAUTH_SCOPES,
         guest_accelerators=[
             NodePoolNodeConfigGuestAcceleratorArgs(
@@ -79,15 +108,11 @@ def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
             NodePoolNodeConfigTaintArgs(key="nvidia.com/gpu", value="present", effect="NO_SCHEDULE")
         ],
         spot=True if a.provisioning == "spot" else None,
-        reservation_affinity=(
-            NodePoolNodeConfigReservationAffinityArgs(
-                consume_reservation_type="SPECIFIC_RESERVATION",
-                key="compute.googleapis.com/reservation-name",
-                values=[a.reservation or ""],
-            )
-            if a.provisioning == "reservation"
-            else None
+        flex_start=True if flex else None,
+        max_run_duration=(
+            f"{a.max_run_duration_seconds}s" if a.max_run_duration_seconds is not None else None
         ),
+        reservation_affinity=_reservation_affinity(a),
         host_maintenance_policy=(
             NodePoolNodeConfigHostMaintenancePolicyArgs(maintenance_interval=a.maintenance_interval)
             if a.maintenance_interval
@@ -106,6 +131,7 @@ class GpuNodePool(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-cluster:gpu_pool:GpuNodePool", name, None, opts)
         a = args
+        flex = a.provisioning == "flex-start"
         policy_name: pulumi.Output[str] | None = None
         if a.placement_max_distance is not None:
             policy_name = gcp.compute.ResourcePolicy(
@@ -125,7 +151,18 @@ class GpuNodePool(pulumi.ComponentResource):
                 project=a.project,
                 location=a.zone,
                 cluster=a.cluster,
-                node_count=a.node_count,
+                # Flex-start: no static size; GKE obtains the nodes when the pods ask for them,
+                # as cluster-toolkit's and xpk's flex-start pools do (autoscaling, location
+                # policy ANY, no auto-repair: GKE would re-request capacity for a repair).
+                node_count=None if flex else a.node_count,
+                autoscaling=NodePoolAutoscalingArgs(
+                    total_min_node_count=0, total_max_node_count=a.node_count, location_policy="ANY"
+                )
+                if flex
+                else None,
+                # A block or sub-block is zonal: GKE needs the pool's zone spelled out
+                # (cluster-toolkit gke-node-pool main.tf precondition).
+                node_locations=[a.zone] if "/reservationBlocks/" in (a.reservation or "") else None,
                 node_config=_node_config(a),
                 network_config=NodePoolNetworkConfigArgs(
                     additional_node_network_configs=[
@@ -138,10 +175,12 @@ class GpuNodePool(pulumi.ComponentResource):
                 if a.gpu_nics
                 else None,
                 # A reservation brings its own placement; adding one fails pool creation.
+                # Flex-start gets best-effort compact placement from GKE (AI-Hypercomputer/xpk
+                # sets none for flex-start).
                 placement_policy=None
-                if a.provisioning == "reservation"
+                if a.provisioning in ("reservation", "flex-start")
                 else NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=policy_name),
-                management=NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+                management=NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=True),
                 upgrade_settings=UPGRADE_SETTINGS,
             ),
             opts=pulumi.ResourceOptions(parent=self),

@@ -30,12 +30,16 @@ from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.components.workload import node_affinity
 from gpu_cluster.plan.gpudirect import (
+    GIB_HOST_DIR,
+    HOST_LIB_DIR,
     HOST_TOOLS_IMAGE,
     NRI_INJECTOR_IMAGE,
     PAUSE_IMAGE,
+    RDMA_MACHINES,
+    GibRelease,
     GpuDirectRelease,
 )
-from gpu_cluster.plan.netmodes import gke_network_objects
+from gpu_cluster.plan.netmodes import gke_network_objects, gpu_network_name
 from gpu_cluster.plan.podspec import NodeRequirement
 from gpu_cluster.plan.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
@@ -48,21 +52,25 @@ TCPXO_PREINSTALL = SCRIPTS_PATH / "tcpxo-preinstall.sh"
 
 @dataclass(frozen=True)
 class GpuNicNetwork:
-    """One GPU NIC's VPC and subnet by GCP name; `subnet`, when given, is created first."""
+    """One GPU NIC's VPC and subnet by GCP name; `subnet`, when given, is created first.
+    network_name: its Network object's name (default vpc<N>); device_mode: RDMA for an RDMA
+    NIC, NetDevice otherwise."""
 
     vpc_name: str
     subnet_name: str
     subnet: pulumi.Resource | None = None
+    network_name: str | None = None
+    device_mode: str = "NetDevice"
 
 
 @dataclass(frozen=True)
 class GpuDirectNodesArgs:
     """gpu_nics: the GPU NICs in NIC order (GKENetworkParamSet and Network gpu<N>... per NIC).
-    release: the pinned GPUDirect release whose node agents run on the GPU nodes, or None for
-    the network objects only."""
+    release: the pinned GPUDirect (TCPX/TCPXO) or gIB release whose node agents run on the GPU
+    nodes, or None for the network objects only."""
 
     gpu_nics: Sequence[GpuNicNetwork]
-    release: GpuDirectRelease | None
+    release: GpuDirectRelease | GibRelease | None
 
 
 class GpuDirectNodes(pulumi.ComponentResource):
@@ -76,17 +84,23 @@ class GpuDirectNodes(pulumi.ComponentResource):
         super().__init__("gpu-cluster:gpudirect_nodes:GpuDirectNodes", name, None, opts)
         self.ready = []
         for index, nic in enumerate(args.gpu_nics, start=1):
-            for manifest in gke_network_objects(index, nic.vpc_name, nic.subnet_name):
+            network = nic.network_name or gpu_network_name(index)
+            suffix = nic.network_name or str(index)
+            for manifest in gke_network_objects(
+                network, nic.vpc_name, nic.subnet_name, nic.device_mode
+            ):
                 self.ready.append(
                     ManifestResource(
-                        f"{name}-{manifest['kind'].lower()}-{index}",
+                        f"{name}-{manifest['kind'].lower()}-{suffix}",
                         manifest,
                         pulumi.ResourceOptions(
                             parent=self, depends_on=[nic.subnet] if nic.subnet else None
                         ),
                     )
                 )
-        if args.release is not None:
+        if isinstance(args.release, GibRelease):
+            self.ready.append(self._gib_installer(name, args.release))
+        elif args.release is not None:
             self.ready.extend(self._node_agents(name, args.release))
         self.register_outputs({})
 
@@ -142,21 +156,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
                 ],
             )
         )
-        # The installer's work is done by its init containers; pause keeps the pod alive.
-        pause = ContainerArgs(
-            name="pause",
-            image=PAUSE_IMAGE,
-            resources=ResourceRequirementsArgs(
-                requests={"cpu": "10m", "memory": "16Mi"}, limits={"cpu": "10m", "memory": "16Mi"}
-            ),
-            security_context=SecurityContextArgs(
-                allow_privilege_escalation=False,
-                read_only_root_filesystem=True,
-                run_as_non_root=True,
-                run_as_user=65535,  # the pause image's nobody user
-                capabilities=CapabilitiesArgs(drop=["ALL"]),
-            ),
-        )
+        pause = _pause()
         installer = self._node_agent(
             f"{name}-nccl-{release.mode}-installer",
             f"nccl-{release.mode}-installer",
@@ -188,6 +188,34 @@ class GpuDirectNodes(pulumi.ComponentResource):
             volumes=[_host_path("dev", "/dev"), _host_path("nri", "/var/run/nri")],
         )
         return [installer, injector]
+
+    def _gib_installer(self, name: str, release: GibRelease) -> k8s.apps.v1.DaemonSet:
+        """Google's gIB installer (CEA gpudirect-rdma/nccl-rdma-installer.yaml as of the
+        release, see gpu_cluster/plan/gpudirect.py): copies the plugin, its NCCL, tuner
+        configs and set_nccl_env.sh to the node. No device injector: the RDMA NICs reach pods
+        as networks."""
+        on_rdma_nodes = AffinityArgs(
+            node_affinity=node_affinity(
+                (
+                    NodeRequirement(
+                        ACCELERATOR_LABEL,
+                        "In",
+                        tuple(m.accelerator for m in RDMA_MACHINES.values()),
+                    ),
+                )
+            )
+        )
+        return self._node_agent(
+            f"{name}-nccl-rdma-installer",
+            "nccl-rdma-installer",
+            on_rdma_nodes,
+            init_containers=[_gib_installer_container(release)],
+            containers=[_pause()],
+            volumes=[
+                _host_path("library-dir-host", HOST_LIB_DIR, "DirectoryOrCreate"),
+                _host_path("gib", GIB_HOST_DIR),
+            ],
+        )
 
     def _node_agent(
         self,
@@ -231,5 +259,49 @@ class GpuDirectNodes(pulumi.ComponentResource):
         )
 
 
-def _host_path(name: str, path: str) -> VolumeArgs:
-    return VolumeArgs(name=name, host_path=HostPathVolumeSourceArgs(path=path))
+def _gib_installer_container(release: GibRelease) -> ContainerArgs:
+    """Privileged because it writes into the host's driver directory (Google's manifest)."""
+    host_lib = "/usr/local" + HOST_LIB_DIR
+    host_gib = "/usr/local" + GIB_HOST_DIR
+    install = " ".join(("/scripts/container_entry.sh", "install", *release.install_flags))
+    return ContainerArgs(
+        name="nccl-rdma-installer",
+        image=release.installer_image,
+        security_context=SecurityContextArgs(privileged=True),
+        # Google's 150m CPU request; the memory request is ours (see _node_agents).
+        resources=ResourceRequirementsArgs(requests={"cpu": "150m", "memory": "128Mi"}),
+        volume_mounts=[
+            VolumeMountArgs(name="library-dir-host", mount_path=host_lib),
+            VolumeMountArgs(name="gib", mount_path=host_gib),
+        ],
+        command=["/bin/sh", "-c"],
+        args=[
+            "set -ex\n"
+            f"{install}\n"
+            f"cp -r /var/lib/gib/lib64/. {host_lib}\n"
+            f"cp -r /var/lib/gib/. {host_gib}\n"
+            'echo "installation finishes"\n'
+        ],
+    )
+
+
+def _pause() -> ContainerArgs:
+    """The installers' work is done by their init containers; pause keeps the pod alive."""
+    return ContainerArgs(
+        name="pause",
+        image=PAUSE_IMAGE,
+        resources=ResourceRequirementsArgs(
+            requests={"cpu": "10m", "memory": "16Mi"}, limits={"cpu": "10m", "memory": "16Mi"}
+        ),
+        security_context=SecurityContextArgs(
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=True,
+            run_as_non_root=True,
+            run_as_user=65535,  # the pause image's nobody user
+            capabilities=CapabilitiesArgs(drop=["ALL"]),
+        ),
+    )
+
+
+def _host_path(name: str, path: str, kind: str | None = None) -> VolumeArgs:
+    return VolumeArgs(name=name, host_path=HostPathVolumeSourceArgs(path=path, type=kind))

@@ -32,11 +32,16 @@ from pydantic.alias_generators import to_camel
 
 from gpu_cluster.plan.gcp_network import plan_addresses
 from gpu_cluster.plan.gpudirect import (
+    GIB_RELEASES,
     GKE_END_OF_STANDARD_SUPPORT,
     GPUDIRECT_MODES,
+    RDMA_MACHINES,
+    RDMA_NIC_COUNT,
     RELEASES,
     TCPXO_MIN_GKE,
+    GibRelease,
     GpuDirectRelease,
+    gib_releases_for,
     gke_minor,
     gke_version_key,
     release_for,
@@ -68,14 +73,16 @@ POD_PRIMARY_INTERFACE = "eth0"
 # datasheet); A3 Mega 8 x 200 Gb/s, A3 High 4 x 200 Gb/s GPU NICs
 # (cloud.google.com/compute/docs/gpus/gpudirect). Bus bandwidth cannot exceed the fabric's.
 NIC_LINE_RATE_GBPS = 50.0
-GKE_FABRIC_GBPS = {"tcpxo": 200.0, "tcpx": 100.0}
+# A3 Ultra / A4: 8 x 400 Gb/s CX-7 RoCE NICs, 3,200 Gb/s per VM (cloud.google.com/compute/docs/
+# gpus/gpu-network-bandwidth).
+GKE_FABRIC_GBPS = {"tcpxo": 200.0, "tcpx": 100.0, "rdma": 400.0}
 # Smallest all-reduce of the fabric check's sweep (scripts/allreduce_check.py --min-bytes).
 CHECK_MIN_BYTES = 8
 
 # Which network modes each platform offers.
 MODES_BY_PLATFORM: dict[str, tuple[str, ...]] = {
     "openshift": ("tcp", "rdma"),
-    "gke": ("tcpxo", "tcpx", "tcp"),
+    "gke": ("tcpxo", "tcpx", "rdma", "tcp"),
 }
 
 
@@ -457,6 +464,8 @@ MACHINE_GPUS: dict[str, int] = {
     # GPUs per machine (cloud.google.com/compute/docs/accelerator-optimized-machines, A3 series).
     "a3-megagpu-8g": 8,
     "a3-highgpu-8g": 8,
+    "a3-ultragpu-8g": 8,  # A3 Ultra, 8 x H200
+    "a4-highgpu-8g": 8,  # A4, 8 x B200
 }
 
 
@@ -478,13 +487,38 @@ class SystemPoolSettings(_Model):
         return self
 
 
+# A reservation, optionally a block or sub-block of it (see GcpSettings.reservation).
+_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+RESERVATION_PATTERN = (
+    rf"^(projects/[a-z][-a-z0-9]{{4,28}}[a-z0-9]/reservations/)?{_NAME}"
+    rf"(/reservationBlocks/{_NAME}(/reservationSubBlocks/{_NAME})?)?$"
+)
+# Longest a flex-start VM runs: 7 days (cloud.google.com/kubernetes-engine/docs/concepts/dws).
+FLEX_START_MAX_SECONDS = 7 * 24 * 3600
+# Oldest GKE version with flex-start for GPU node pools (docs.cloud.google.com/ai-hypercomputer/
+# docs/create/gke-ai-hypercompute; cloud.google.com/kubernetes-engine/docs/concepts/dws).
+FLEX_START_MIN_GKE = "1.32.2-gke.1652000"
+
+
 class GcpSettings(_Model):
     project: str = Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
     region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]$")
     zone: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]-[a-z]$")
-    machine_type: Literal["a3-megagpu-8g", "a3-highgpu-8g"] = "a3-megagpu-8g"
-    provisioning: Literal["on-demand", "spot", "reservation"] = "on-demand"
-    reservation: str | None = None
+    machine_type: Literal["a3-megagpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"] = (
+        "a3-megagpu-8g"
+    )
+    # flex-start: Dynamic Workload Scheduler's flex-start VMs (cloud.google.com/kubernetes-engine/
+    # docs/concepts/dws); queued provisioning is not offered: its nodes come only through
+    # ProvisioningRequests, which the StatefulSet never makes.
+    provisioning: Literal["on-demand", "spot", "reservation", "flex-start"] = "on-demand"
+    # A specific reservation: its name (same project) or projects/<p>/reservations/<name>,
+    # optionally narrowed to a block or sub-block: <name>/reservationBlocks/<block>[/
+    # reservationSubBlocks/<sub-block>] (GoogleCloudPlatform/cluster-toolkit modules/compute/
+    # gke-node-pool reservation_definitions.tf; AI-Hypercomputer/xpk src/xpk/core/reservation.py).
+    reservation: str | None = Field(default=None, pattern=RESERVATION_PATTERN)
+    # flex-start only: how long each node may run, in seconds (at most 7 days per flex-start VM,
+    # cloud.google.com/kubernetes-engine/docs/concepts/dws); None = GKE's default.
+    max_run_duration_seconds: int | None = Field(default=None, ge=1, le=FLEX_START_MAX_SECONDS)
     maintenance_interval: Literal["AS_NEEDED", "PERIODIC"] | None = None
     # REGULAR as cluster-toolkit's gke-a3-highgpu blueprint; a channel is what lets the
     # maintenance exclusion below hold minor upgrades.
@@ -502,8 +536,8 @@ class GcpSettings(_Model):
     private_nodes: bool = True
     # Own compact ResourcePolicy with this max distance; None = pool's built-in COMPACT placement.
     placement_max_distance: int | None = Field(default=None, ge=1, le=3)
-    # Pinned GPUDirect release (installer, RxDM sidecar, NCCL settings); None = the newest one
-    # published for the GKE minor of minMasterVersion.
+    # Pinned GPUDirect release (installer, RxDM sidecar or gIB plugin, NCCL settings); None =
+    # the newest one published for the GKE minor of minMasterVersion.
     gpudirect_release: str | None = None
     system_pool: SystemPoolSettings = SystemPoolSettings()
 
@@ -522,6 +556,17 @@ class GcpSettings(_Model):
             )
         if self.provisioning == "spot" and self.maintenance_interval is not None:
             raise ValueError("maintenanceInterval applies to reserved or on-demand capacity")
+        if self.max_run_duration_seconds is not None and self.provisioning != "flex-start":
+            raise ValueError(
+                "maxRunDurationSeconds is only used with provisioning 'flex-start' "
+                f"(it is {self.provisioning!r})"
+            )
+        if self.provisioning == "flex-start" and self.placement_max_distance is not None:
+            raise ValueError(
+                "placementMaxDistance: flex-start nodes get best-effort compact placement from "
+                "GKE itself (docs.cloud.google.com/ai-hypercomputer/docs/create/"
+                "gke-ai-hypercompute); remove it or use another provisioning"
+            )
         return self
 
 
@@ -585,7 +630,7 @@ class Settings(_Model):
     def preflight(self) -> bool:
         if self.verify.preflight is not None:
             return self.verify.preflight
-        return self.network_mode == "rdma"
+        return self.network_mode == "rdma" and self.rdma is not None
 
     @property
     def elastic_range(self) -> tuple[int, int]:
@@ -602,8 +647,13 @@ def _cross_field_problems(s: Settings) -> list[str]:
             f"gpu-cluster:networkMode = {s.network_mode!r} is not available on platform "
             f"{s.platform!r}; allowed: {', '.join(map(repr, allowed_modes))}"
         )
-    if s.network_mode == "rdma" and s.rdma is None:
+    if s.network_mode == "rdma" and s.rdma is None and s.platform == "openshift":
         out.append("gpu-cluster:rdma is required when networkMode is 'rdma' (the NIC list)")
+    if s.rdma is not None and s.platform == "gke":
+        out.append(
+            "gpu-cluster:rdma is only used on platform 'openshift'; on GKE the RDMA NICs come "
+            "with gcp.machineType; remove it"
+        )
     if s.platform == "gke":
         if s.gcp is None:
             out.append("gpu-cluster:gcp is required when platform is 'gke' (project, region, zone)")
@@ -658,9 +708,14 @@ def _cross_field_problems(s: Settings) -> list[str]:
     return out
 
 
-# Network mode -> machine type it needs on GKE (cloud.google.com/kubernetes-engine/docs/how-to/
-# gpu-bandwidth-gpudirect-tcpx: TCPXO on A3 Mega, TCPX on A3 High).
-_GKE_MODE_MACHINE = {"tcpxo": "a3-megagpu-8g", "tcpx": "a3-highgpu-8g"}
+# Network mode -> machine types it needs on GKE (cloud.google.com/kubernetes-engine/docs/how-to/
+# gpu-bandwidth-gpudirect-tcpx: TCPXO on A3 Mega, TCPX on A3 High; docs.cloud.google.com/
+# ai-hypercomputer/docs/create/gke-ai-hypercompute: GPUDirect RDMA on A3 Ultra and A4).
+_GKE_MODE_MACHINES: dict[str, tuple[str, ...]] = {
+    "tcpxo": ("a3-megagpu-8g",),
+    "tcpx": ("a3-highgpu-8g",),
+    "rdma": tuple(RDMA_MACHINES),
+}
 
 
 def _today() -> date:
@@ -669,11 +724,11 @@ def _today() -> date:
 
 def _gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
     out: list[str] = []
-    needed = _GKE_MODE_MACHINE.get(s.network_mode)
-    if needed and gcp.machine_type != needed:
+    needed = _GKE_MODE_MACHINES.get(s.network_mode)
+    if needed and gcp.machine_type not in needed:
         out.append(
-            f"gpu-cluster:networkMode = {s.network_mode!r} needs gcp.machineType {needed!r}, "
-            f"not {gcp.machine_type!r}"
+            f"gpu-cluster:networkMode = {s.network_mode!r} needs gcp.machineType "
+            f"{' or '.join(map(repr, needed))}, not {gcp.machine_type!r}"
         )
     have = MACHINE_GPUS[gcp.machine_type]
     if s.gpus_per_node > have:
@@ -690,7 +745,7 @@ def _gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
     if s.network_mode in GPUDIRECT_MODES and version_problems:
         return out  # the GPU NIC count comes from the release, which is in question
     try:
-        plan_addresses(gcp.base_cidr, gpu_nic_count(s))
+        plan_addresses(gcp.base_cidr, gpu_nic_count(s), rdma_nic_count(s))
     except ValueError as exc:
         out.append(f"gpu-cluster:gcp.baseCidr = {gcp.base_cidr!r}: {exc}")
     return out
@@ -731,6 +786,20 @@ def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:
         )
     if s.network_mode in GPUDIRECT_MODES:
         out.extend(_gpudirect_release_problems(s.network_mode, gcp, minor))
+    if s.network_mode == "rdma":
+        out.extend(_gib_release_problems(gcp, minor))
+    rdma_machine = RDMA_MACHINES.get(gcp.machine_type)
+    if (
+        s.network_mode == "rdma"
+        and rdma_machine is not None
+        and _older_than(version, rdma_machine.min_gke)
+    ):
+        out.append(
+            f"{key} is older than GPUDirect RDMA's minimum on {gcp.machine_type}: use "
+            f"{rdma_machine.min_gke} or newer"
+        )
+    if gcp.provisioning == "flex-start" and _older_than(version, FLEX_START_MIN_GKE):
+        out.append(f"{key} is older than flex-start's minimum: use {FLEX_START_MIN_GKE} or newer")
     floor = TCPXO_MIN_GKE.get(max(minor, min(TCPXO_MIN_GKE)))
     if (
         s.network_mode == "tcpxo"
@@ -771,6 +840,37 @@ def _gpudirect_release_problems(mode: str, gcp: GcpSettings, minor: int) -> list
     return []
 
 
+def _older_than(version: str, floor: str) -> bool:
+    """Whether a minMasterVersion is older than an exact GKE version; "1.N" stands for the
+    newest patch of 1.N, so only a minor below the floor's is older."""
+    exact = version if "-gke." in version else f"{version}.999-gke.999999999"
+    return gke_version_key(exact) < gke_version_key(floor)
+
+
+def _gib_release_problems(gcp: GcpSettings, minor: int) -> list[str]:
+    name = gcp.gpudirect_release
+    if name is not None:
+        release = GIB_RELEASES.get(name)
+        if release is None:
+            return [
+                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is not a known gIB (rdma) release; "
+                f"allowed: {', '.join(map(repr, GIB_RELEASES))}"
+            ]
+        if not release.serves_gke_minor(minor):
+            return [
+                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is published for GKE "
+                f"{release.gke_minors_text()}, not for gcp.minMasterVersion "
+                f"{gcp.min_master_version!r}"
+            ]
+    elif not gib_releases_for(minor):
+        return [
+            f"gpu-cluster:gcp.minMasterVersion = {gcp.min_master_version!r}: no gIB release is "
+            f"published for GKE 1.{minor}; releases: "
+            + ", ".join(f"{n} (GKE {r.gke_minors_text()})" for n, r in GIB_RELEASES.items())
+        ]
+    return []
+
+
 def _name_problems(s: Settings) -> list[str]:
     """`name` becomes the StatefulSet, Service and (GKE) cluster and VPC names."""
     out: list[str] = []
@@ -798,6 +898,7 @@ _GCP_NAME_SUFFIXES = (
     "-host-internal",
     "-compact",
     *(f"-gpu{i}-internal" for i in range(1, max(r.nic_count for r in RELEASES.values()) + 1)),
+    f"-rdma-{RDMA_NIC_COUNT - 1}",
 )
 
 
@@ -884,11 +985,28 @@ def gpudirect_release(s: Settings) -> GpuDirectRelease:
     return release_for(s.network_mode, s.gcp.gpudirect_release, gke_minor(s.gcp.min_master_version))
 
 
+def gib_release(s: Settings) -> GibRelease:
+    """The gIB release an rdma stack on GKE runs (validated by the schema)."""
+    assert s.gcp is not None and s.network_mode == "rdma"
+    name = s.gcp.gpudirect_release
+    return GIB_RELEASES[name or gib_releases_for(gke_minor(s.gcp.min_master_version))[-1]]
+
+
 def gpu_nic_count(s: Settings) -> int:
-    """GPU NICs wired into the pods: the GPUDirect release's count, none for plain tcp."""
-    if s.network_mode not in GPUDIRECT_MODES or s.gcp is None:
+    """GPU NICs with a VPC each: the GPUDirect release's count, the second gVNIC of an RDMA
+    machine, none for plain tcp."""
+    if s.gcp is None:
+        return 0
+    if s.network_mode == "rdma":
+        return 1
+    if s.network_mode not in GPUDIRECT_MODES:
         return 0
     return gpudirect_release(s).nic_count
+
+
+def rdma_nic_count(s: Settings) -> int:
+    """RDMA NICs, each with a subnet of the one RoCE VPC (GKE rdma only)."""
+    return RDMA_NIC_COUNT if s.gcp is not None and s.network_mode == "rdma" else 0
 
 
 # --- loading and error reporting -------------------------------------------------------------

@@ -81,12 +81,16 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "networkConfig.additionalNodeNetworkConfigs",
         "nodeConfig.guestAccelerators",
         "nodeConfig.spot",
+        # ForceNew in hashicorp/terraform-provider-google node_config.go schemaNodeConfig.
+        "nodeConfig.flexStart",
+        "nodeConfig.maxRunDuration",
         "nodeConfig.reservationAffinity",
         "nodeConfig.hostMaintenancePolicy",
         "nodeConfig.oauthScopes",
         "nodeConfig.serviceAccount",
     ),
-    "gcp:compute/network:Network": ("name", "project", "autoCreateSubnetworks"),
+    # networkProfile: "can be set only at resource creation time" (pulumi_gcp compute.Network).
+    "gcp:compute/network:Network": ("name", "project", "autoCreateSubnetworks", "networkProfile"),
     # ipCidrRange: only a range that does not contain the old one (ForceNewIfChange
     # IsShrinkageIpCidr); see _CONDITIONAL.
     "gcp:compute/subnetwork:Subnetwork": ("name", "project", "region", "network"),

@@ -22,6 +22,11 @@ GPU_NIC_PREFIX = 20
 # (1047080, 2026-06-25) set 8244 on `network1` and `gpunets`. Updatable in place since
 # GoogleCloudPlatform/magic-modules#13995 (2025-05), so adopting it does not replace a VPC.
 A3_VPC_MTU = 8244
+# MTU of every VPC of an A3 Ultra / A4 cluster: the host, the second gVNIC and the RoCE VPC
+# (GoogleCloudPlatform/cluster-toolkit examples/gke-a4/gke-a4.yaml and modules/network/
+# gpu-rdma-vpc variables.tf, 1047080; the RoCE profile's default, docs.cloud.google.com/vpc/docs/
+# rdma-network-profiles).
+RDMA_VPC_MTU = 8896
 
 
 @dataclass(frozen=True)
@@ -31,12 +36,21 @@ class AddressPlan:
     services: str
     control_plane: str
     gpu_nics: tuple[str, ...]
+    # One subnet per RDMA NIC, all in the one RoCE VPC (A3 Ultra / A4).
+    rdma_nics: tuple[str, ...] = ()
 
     def all_ranges(self) -> list[str]:
-        return [self.nodes, self.pods, self.services, self.control_plane, *self.gpu_nics]
+        return [
+            self.nodes,
+            self.pods,
+            self.services,
+            self.control_plane,
+            *self.gpu_nics,
+            *self.rdma_nics,
+        ]
 
 
-def plan_addresses(base_cidr: str, gpu_nic_count: int) -> AddressPlan:
+def plan_addresses(base_cidr: str, gpu_nic_count: int, rdma_nic_count: int = 0) -> AddressPlan:
     """Allocate every range inside `base_cidr`, aligned and non-overlapping.
 
     Raises ValueError when the base range is too small for them all.
@@ -52,7 +66,8 @@ def plan_addresses(base_cidr: str, gpu_nic_count: int) -> AddressPlan:
         if not block.subnet_of(base):
             raise ValueError(
                 f"{base_cidr} is too small for the node, pod, service, control-plane and "
-                f"{gpu_nic_count} GPU NIC ranges; use a /12 or larger (e.g. 10.0.0.0/8)"
+                f"{gpu_nic_count + rdma_nic_count} GPU NIC ranges; use a /12 or larger "
+                "(e.g. 10.0.0.0/8)"
             )
         cursor += size
         return str(block)
@@ -64,4 +79,5 @@ def plan_addresses(base_cidr: str, gpu_nic_count: int) -> AddressPlan:
     services = take(SERVICES_PREFIX)
     control_plane = take(CONTROL_PLANE_PREFIX)
     gpu_nics = tuple(take(GPU_NIC_PREFIX) for _ in range(gpu_nic_count))
-    return AddressPlan(nodes, pods, services, control_plane, gpu_nics)
+    rdma_nics = tuple(take(GPU_NIC_PREFIX) for _ in range(rdma_nic_count))
+    return AddressPlan(nodes, pods, services, control_plane, gpu_nics, rdma_nics)

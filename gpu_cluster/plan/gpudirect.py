@@ -74,8 +74,22 @@ def gke_minor(version: str) -> int:
     return int(version.split(".")[1])
 
 
+class _PublishedForGkeMinors:
+    """A release Google publishes for GKE minors (first, last or None)."""
+
+    gke_minors: tuple[int, int | None]
+
+    def serves_gke_minor(self, minor: int) -> bool:
+        first, last = self.gke_minors
+        return first <= minor and (last is None or minor <= last)
+
+    def gke_minors_text(self) -> str:
+        first, last = self.gke_minors
+        return f"1.{first}-1.{last}" if last is not None else f"1.{first} or newer"
+
+
 @dataclass(frozen=True)
-class GpuDirectRelease:
+class GpuDirectRelease(_PublishedForGkeMinors):
     mode: str  # network mode it serves: tcpxo or tcpx
     accelerator: str  # GKE accelerator type of the machine
     installer_image: str
@@ -92,14 +106,6 @@ class GpuDirectRelease:
     # GKE minor versions Google publishes this release's settings for: (first, last or None).
     gke_minors: tuple[int, int | None]
     nccl_env: tuple[tuple[str, str], ...]
-
-    def serves_gke_minor(self, minor: int) -> bool:
-        first, last = self.gke_minors
-        return first <= minor and (last is None or minor <= last)
-
-    def gke_minors_text(self) -> str:
-        first, last = self.gke_minors
-        return f"1.{first}-1.{last}" if last is not None else f"1.{first} or newer"
 
 
 # GPU device nodes of an 8-GPU machine, injected into the RxDM sidecar.
@@ -267,3 +273,87 @@ def release_for(mode: str, name: str | None, gke_minor: int) -> GpuDirectRelease
     """The pinned release, or the newest one published for the GKE minor (the settings schema
     guarantees that one exists)."""
     return RELEASES[name or releases_for(mode, gke_minor)[-1]]
+
+
+# --- GPUDirect RDMA with Google's gIB NCCL plugin (A3 Ultra, A4) --------------------------------
+
+
+@dataclass(frozen=True)
+class RdmaMachine:
+    """A GKE machine with GPUDirect RDMA: 2 gVNICs (host and a second VPC) and 8 ConnectX-7
+    RoCE NICs, one per GPU (cloud.google.com/compute/docs/gpus/gpu-network-bandwidth)."""
+
+    accelerator: str  # GKE accelerator type
+    # Oldest GKE version with GPUDirect RDMA on this machine (docs.cloud.google.com/
+    # ai-hypercomputer/docs/create/gke-ai-hypercompute, 2026-04-06). The driver branch each needs
+    # (R550 A3 Ultra, R570 A4, same page) is GKE's default from 1.31.5-gke.1169000 and
+    # 1.32.1-gke.1729000, older than any minor in standard support; the pool asks for LATEST.
+    min_gke: str
+    tuner_config: str  # gIB tuner file under GIB_POD_DIR/configs
+
+
+RDMA_MACHINES: dict[str, RdmaMachine] = {
+    # Tuner files: cluster-toolkit examples/machine-learning/a3-ultragpu-8g/nemo-framework/
+    # Dockerfile (1047080) and AI-Hypercomputer/gpu-recipes src/helm-charts/a4/jobset (2e1fd5e).
+    "a3-ultragpu-8g": RdmaMachine("nvidia-h200-141gb", "1.31.4-gke.1183000", "a3u"),
+    "a4-highgpu-8g": RdmaMachine("nvidia-b200", "1.32.2-gke.1475000", "a4"),
+}
+RDMA_NIC_COUNT = 8
+# Where the gIB installer puts the plugin, its scripts and tuner configs on the node, and where
+# pods mount it; pods mount the whole driver directory (CEA gpudirect-rdma/nccl-test.yaml).
+GIB_HOST_DIR = "/home/kubernetes/bin/gib"
+GIB_POD_DIR = "/usr/local/gib"
+NVIDIA_HOST_DIR = "/home/kubernetes/bin/nvidia"
+NVIDIA_POD_DIR = "/usr/local/nvidia"
+
+
+@dataclass(frozen=True)
+class GibRelease(_PublishedForGkeMinors):
+    """One gIB NCCL plugin release: its installer and the NCCL settings published with it."""
+
+    installer_image: str
+    # The installer's `container_entry.sh install` flags (Google's manifest for this release).
+    install_flags: tuple[str, ...]
+    gke_minors: tuple[int, int | None]
+    # Settings common to both machines; NCCL_TUNER_CONFIG_PATH is added per machine.
+    nccl_env: tuple[tuple[str, str], ...]
+
+    def env_for(self, machine_type: str) -> dict[str, str]:
+        """NCCL environment for pods on `machine_type` (pure, versioned with the release)."""
+        tuner = RDMA_MACHINES[machine_type].tuner_config
+        return {
+            **dict(self.nccl_env),
+            "NCCL_TUNER_CONFIG_PATH": f"{GIB_POD_DIR}/configs/tuner_config_{tuner}.txtpb",
+        }
+
+
+# gIB v1.1.0: installer as CEA gpudirect-rdma/nccl-rdma-installer.yaml at 209d1af0 (2025-09-10,
+# "upgrade nccl plugin to 1.1.0": `install --install-nccl`); the version cluster-toolkit pins and
+# the newest it accepts on x86 (modules/management/kubectl-apply gib_supported_versions,
+# 1047080). NCCL settings: the list cluster-toolkit states mirrors gIB's set_nccl_env.sh
+# (examples/machine-learning/a3-ultragpu-8g/nemo-framework/Dockerfile, 1047080).
+_GIB_V1_1_0 = GibRelease(
+    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.0",
+    install_flags=("--install-nccl",),
+    # The oldest GKE minor with RDMA on either machine (RDMA_MACHINES min_gke); newer ones too.
+    gke_minors=(31, None),
+    nccl_env=(
+        # gIB's network by name: NCCL fails instead of falling back to another transport.
+        ("NCCL_NET", "gIB"),
+        ("NCCL_CROSS_NIC", "0"),
+        ("NCCL_NET_GDR_LEVEL", "PIX"),
+        ("NCCL_P2P_NET_CHUNKSIZE", "131072"),
+        ("NCCL_NVLS_CHUNKSIZE", "524288"),
+        ("NCCL_IB_ADAPTIVE_ROUTING", "1"),
+        ("NCCL_IB_QPS_PER_CONNECTION", "4"),
+        ("NCCL_IB_TC", "52"),
+        ("NCCL_IB_FIFO_TC", "84"),
+    ),
+)
+
+GIB_RELEASES: dict[str, GibRelease] = {"gib-v1.1.0": _GIB_V1_1_0}
+
+
+def gib_releases_for(gke_minor: int) -> list[str]:
+    """Names of the gIB releases published for GKE 1.<gke_minor>, newest last."""
+    return [n for n, r in GIB_RELEASES.items() if r.serves_gke_minor(gke_minor)]

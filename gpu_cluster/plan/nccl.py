@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from gpu_cluster.config.settings import RdmaSettings, Settings, TcpSettings, gpudirect_release
+from gpu_cluster.config.settings import (
+    RdmaSettings,
+    Settings,
+    TcpSettings,
+    gib_release,
+    gpudirect_release,
+)
 
 # Where the RDMA detection init container writes the NCCL settings it works out per pod.
 NCCL_ENV_FILE = "/var/run/gpu-cluster/nccl.env"
@@ -11,7 +17,9 @@ NCCL_ENV_FILE = "/var/run/gpu-cluster/nccl.env"
 def nccl_env(s: Settings) -> dict[str, str]:
     """Every NCCL variable the training container gets, for the stack's network mode."""
     env: dict[str, str] = {"NCCL_DEBUG": s.nccl.debug}
-    if s.network_mode == "rdma":
+    if s.network_mode == "rdma" and s.platform == "gke":
+        env.update(gib_env(s))
+    elif s.network_mode == "rdma":
         assert s.rdma is not None  # guaranteed by the schema
         env.update(rdma_env(s.rdma))
     elif s.network_mode == "tcp":
@@ -72,3 +80,17 @@ def tcp_env(tcp: TcpSettings) -> dict[str, str]:
 def gpudirect_env(s: Settings) -> dict[str, str]:
     """Google's published settings for the pinned TCPX(O) release."""
     return dict(gpudirect_release(s).nccl_env)
+
+
+# Bootstrap and out-of-band sockets over the two gVNICs, as AI-Hypercomputer/gpu-recipes
+# src/helm-charts/a4/jobset/templates/workload-jobset.yaml sets after gIB's set_nccl_env.sh.
+GIB_SOCKET_IFNAME = "eth0,eth1"
+
+
+def gib_env(s: Settings) -> dict[str, str]:
+    """Google's published settings for the pinned gIB release on the stack's machine."""
+    assert s.gcp is not None
+    return {
+        **gib_release(s).env_for(s.gcp.machine_type),
+        "NCCL_SOCKET_IFNAME": GIB_SOCKET_IFNAME,
+    }

@@ -11,10 +11,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpu_cluster.config.settings import NicSettings, RdmaSettings, Settings, gpudirect_release
+from gpu_cluster.config.settings import (
+    NicSettings,
+    RdmaSettings,
+    Settings,
+    gpudirect_release,
+)
 from gpu_cluster.plan.gpudirect import (
+    GIB_HOST_DIR,
+    GIB_POD_DIR,
     HOST_LIB_DIR,
+    NVIDIA_HOST_DIR,
+    NVIDIA_POD_DIR,
     POD_LIB_DIR,
+    RDMA_NIC_COUNT,
     RXDM_HEALTH_FILE,
     TCPX_SOCKET_DIR,
     GpuDirectRelease,
@@ -46,6 +56,8 @@ NCCL_ENV_VOLUME = "nccl-env"
 
 
 def pod_networking(s: Settings, scripts_config_map: str) -> PodNetworking:
+    if s.network_mode == "rdma" and s.platform == "gke":
+        return _gib_pod(s)
     if s.network_mode == "rdma":
         assert s.rdma is not None
         return _rdma_pod(s, s.rdma, scripts_config_map)
@@ -249,15 +261,17 @@ def _gpudirect_pod(s: Settings, release: GpuDirectRelease) -> PodNetworking:
     )
 
 
-def gke_network_objects(index: int, vpc: str, subnet: str) -> list[dict[str, Any]]:
-    """GKENetworkParamSet + Network (networking.gke.io/v1) for one GPU NIC's VPC."""
-    name = gpu_network_name(index)
+def gke_network_objects(
+    name: str, vpc: str, subnet: str, device_mode: str = "NetDevice"
+) -> list[dict[str, Any]]:
+    """GKENetworkParamSet + Network (networking.gke.io/v1) for one GPU NIC's VPC and subnet;
+    device_mode RDMA for an RDMA NIC, NetDevice for a gVNIC or a TCPX(O) NIC."""
     return [
         {
             "apiVersion": "networking.gke.io/v1",
             "kind": "GKENetworkParamSet",
             "metadata": {"name": name},
-            "spec": {"vpc": vpc, "vpcSubnet": subnet, "deviceMode": "NetDevice"},
+            "spec": {"vpc": vpc, "vpcSubnet": subnet, "deviceMode": device_mode},
         },
         {
             "apiVersion": "networking.gke.io/v1",
@@ -273,3 +287,51 @@ def gke_network_objects(index: int, vpc: str, subnet: str) -> list[dict[str, Any
             },
         },
     ]
+
+
+# --- GPUDirect RDMA with gIB (GKE, A3 Ultra / A4) ---------------------------------------------
+
+# Network objects of an RDMA machine's NICs: the second gVNIC, then one per RDMA NIC, named as
+# GoogleCloudPlatform/cluster-toolkit modules/scheduler/gke-cluster `k8s_network_names`
+# defaults (1047080) and as CEA gpudirect-rdma/nccl-test.yaml's pods name them (992db81).
+GVNIC_NETWORK = "gvnic-1"
+
+
+def rdma_network_name(index: int) -> str:
+    """Network / GKENetworkParamSet name of RDMA NIC `index` (0-based)."""
+    return f"rdma-{index}"
+
+
+def gib_interfaces() -> list[dict[str, str]]:
+    """The pod's interfaces in the node's NIC order: eth0 the cluster network, eth1 the second
+    gVNIC, eth2..eth9 the RDMA NICs (CEA gpudirect-rdma/nccl-test.yaml; the gvnic-1 entry as
+    cluster-toolkit examples/gke-consumption-options/dws-flex-start-queued-provisioning/
+    nccl-jobset-example.yaml and AI-Hypercomputer/gpu-recipes a4 jobset attach it)."""
+    return [
+        {"interfaceName": "eth0", "network": "default"},
+        {"interfaceName": "eth1", "network": GVNIC_NETWORK},
+        *(
+            {"interfaceName": f"eth{i + 2}", "network": rdma_network_name(i)}
+            for i in range(RDMA_NIC_COUNT)
+        ),
+    ]
+
+
+def _gib_pod(s: Settings) -> PodNetworking:
+    """No sidecar and no added capability: the gIB plugin and the driver's libraries come from
+    the node through read-only host paths (CEA gpudirect-rdma/nccl-test.yaml runs the test pod
+    unprivileged, without host network)."""
+    env = nccl_env(s)
+    env["LD_LIBRARY_PATH"] = f"{NVIDIA_POD_DIR}/lib64"
+    return PodNetworking(
+        annotations={
+            GKE_DEFAULT_INTERFACE_ANNOTATION: "eth0",
+            GKE_INTERFACES_ANNOTATION: json.dumps(gib_interfaces(), separators=(",", ":")),
+        },
+        env=env,
+        volumes=(HostPath("nvidia-install", NVIDIA_HOST_DIR), HostPath("gib", GIB_HOST_DIR)),
+        mounts=(
+            Mount("nvidia-install", NVIDIA_POD_DIR, read_only=True),
+            Mount("gib", GIB_POD_DIR, read_only=True),
+        ),
+    )

@@ -1,0 +1,208 @@
+"""GKE GPUDirect RDMA (A3 Ultra, A4) through the real program: the RoCE VPC, the node pool's NIC
+order, the network objects, the gIB installer, the pod pieces and the NCCL settings."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+import pytest
+
+from gpu_cluster.offline.engine import ProgramRun
+from gpu_cluster.plan.gpudirect import GIB_RELEASES, RDMA_MACHINES
+from tests.conftest import container, env_of, manifests, one, pod_spec, run_stack
+
+NETWORK = "gcp:compute/network:Network"
+SUBNET = "gcp:compute/subnetwork:Subnetwork"
+FIREWALL = "gcp:compute/firewall:Firewall"
+# Both machines, through the shipped A4 stack and the same stack switched to A3 Ultra.
+MACHINES = [
+    ("a4-highgpu-8g", ()),
+    ("a3-ultragpu-8g", ("gcp.machineType=a3-ultragpu-8g",)),
+]
+
+
+def inputs(run: ProgramRun, type_: str) -> list[dict[str, Any]]:
+    return [r.inputs for r in run.of_type(type_)]
+
+
+def gpu_pool(run: ProgramRun) -> dict[str, Any]:
+    (pool,) = [p for p in inputs(run, "gcp:container/nodePool:NodePool") if p["name"] != "system"]
+    return pool
+
+
+@pytest.mark.parametrize(("machine", "overrides"), MACHINES)
+def test_every_rdma_nic_is_wired_end_to_end(machine: str, overrides: tuple[str, ...]) -> None:
+    """subnet -> node network -> Network object -> pod interface -> NCCL."""
+    run = run_stack("gcp-a4", *overrides)
+    subnets = {s["name"]: s for s in inputs(run, SUBNET)}
+    pool = gpu_pool(run)
+    assert pool["nodeConfig"]["machineType"] == machine
+    (accelerator,) = pool["nodeConfig"]["guestAccelerators"]
+    assert accelerator["type"] == RDMA_MACHINES[machine].accelerator
+    node_nics = pool["networkConfig"]["additionalNodeNetworkConfigs"]
+    # Google's order: the second gVNIC, then the RDMA subnets 0..7 (node NICs eth1..eth9).
+    assert node_nics == [
+        {"network": "gpu-cluster-gpu1", "subnetwork": "gpu-cluster-gpu1"},
+        *({"network": "gpu-cluster-rdma", "subnetwork": f"gpu-cluster-rdma-{i}"} for i in range(8)),
+    ]
+    assert all(nic["subnetwork"] in subnets for nic in node_nics)
+    params = {p["metadata"]["name"]: p["spec"] for p in manifests(run, "GKENetworkParamSet")}
+    networks = {n["metadata"]["name"]: n["spec"] for n in manifests(run, "Network")}
+    annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["networking.gke.io/default-interface"] == "eth0"
+    interfaces = json.loads(annotations["networking.gke.io/interfaces"])
+    assert interfaces[0] == {"interfaceName": "eth0", "network": "default"}
+    assert [i["interfaceName"] for i in interfaces] == [f"eth{n}" for n in range(10)]
+    for iface, node_nic in zip(interfaces[1:], node_nics, strict=True):
+        network = networks[iface["network"]]
+        assert network["type"] == "Device"
+        param = params[network["parametersRef"]["name"]]
+        assert (param["vpc"], param["vpcSubnet"]) == (node_nic["network"], node_nic["subnetwork"])
+        rdma = node_nic["network"] == "gpu-cluster-rdma"
+        assert param["deviceMode"] == ("RDMA" if rdma else "NetDevice")
+    env = env_of(container(run))
+    assert env["NCCL_NET"] == "gIB"  # no silent fallback to NCCL's own IB or sockets
+    # Bootstrap over the two gVNICs: the pod's eth0 and the interface of the gvnic network.
+    gvnic = [i["interfaceName"] for i in interfaces if i["network"] in ("default", "gvnic-1")]
+    assert env["NCCL_SOCKET_IFNAME"].split(",") == gvnic
+    tuner = RDMA_MACHINES[machine].tuner_config
+    assert env["NCCL_TUNER_CONFIG_PATH"] == f"/usr/local/gib/configs/tuner_config_{tuner}.txtpb"
+
+
+def test_roce_vpc_has_the_zone_profile_google_mtu_a_subnet_per_nic_and_no_firewall() -> None:
+    run = run_stack("gcp-a4")
+    vpcs = {n["name"]: n for n in inputs(run, NETWORK)}
+    rdma = vpcs["gpu-cluster-rdma"]
+    assert rdma["networkProfile"] == (
+        "projects/my-gpu-project/global/networkProfiles/us-central1-b-vpc-roce"
+    )
+    assert rdma["mtu"] == 8896 and rdma["routingMode"] == "REGIONAL"
+    assert rdma["autoCreateSubnetworks"] is False
+    # The host and second gVNIC VPCs carry the same MTU on A3 Ultra / A4.
+    assert {v["mtu"] for v in vpcs.values()} == {8896}
+    assert sorted(vpcs) == ["gpu-cluster-gpu1", "gpu-cluster-host", "gpu-cluster-rdma"]
+    rdma_subnets = [s for s in inputs(run, SUBNET) if s["name"].startswith("gpu-cluster-rdma-")]
+    assert len(rdma_subnets) == 8
+    assert {s["region"] for s in rdma_subnets} == {"us-central1"}
+    ranges = [ipaddress.ip_network(s["ipCidrRange"]) for s in inputs(run, SUBNET)]
+    assert all(not a.overlaps(b) for i, a in enumerate(ranges) for b in ranges[i + 1 :])
+    # RoCE VPCs take no VPC firewall rules: only the host and gVNIC VPCs have one.
+    assert sorted(f["name"] for f in inputs(run, FIREWALL)) == [
+        "gpu-cluster-gpu1-internal",
+        "gpu-cluster-host-internal",
+    ]
+
+
+@pytest.mark.parametrize(("machine", "overrides"), MACHINES)
+def test_rdma_pool_boots_cos_on_hyperdisk_with_gvnic(
+    machine: str, overrides: tuple[str, ...]
+) -> None:
+    config = gpu_pool(run_stack("gcp-a4", *overrides))["nodeConfig"]
+    assert config["imageType"] == "COS_CONTAINERD"  # RDMA needs COS (Ubuntu unsupported)
+    assert config["diskType"] == "hyperdisk-balanced"
+    assert config["gvnic"] == {"enabled": True}
+
+
+def test_gib_installer_daemonset_runs_the_pinned_release_on_a3_ultra_and_a4_nodes() -> None:
+    run = run_stack("gcp-a4")
+    release = GIB_RELEASES["gib-v1.1.0"]
+    daemons = {d["metadata"]["name"]: d for d in manifests(run, "DaemonSet")}
+    # Only the gIB installer: no TCPX(O) installer and no device injector.
+    assert sorted(daemons) == ["nccl-rdma-installer"]
+    installer = daemons["nccl-rdma-installer"]
+    assert installer["metadata"]["namespace"] == "kube-system"
+    spec = installer["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    assert init["image"] == release.installer_image
+    assert "/scripts/container_entry.sh install --install-nccl\n" in init["args"][0]
+    expr = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ][0]["matchExpressions"][0]
+    assert expr["values"] == ["nvidia-h200-141gb", "nvidia-b200"]
+
+
+def test_training_pod_mounts_gib_read_only_with_no_sidecar_and_no_capability() -> None:
+    run = run_stack("gcp-a4")
+    spec = pod_spec(run)
+    assert "initContainers" not in spec
+    assert "hostNetwork" not in spec
+    training = container(run)
+    assert training["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert "add" not in training["securityContext"]["capabilities"]
+    mounts = {m["mountPath"]: m for m in training["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for pod_dir, host_dir in (
+        ("/usr/local/gib", "/home/kubernetes/bin/gib"),
+        ("/usr/local/nvidia", "/home/kubernetes/bin/nvidia"),
+    ):
+        assert mounts[pod_dir]["readOnly"] is True
+        assert volumes[mounts[pod_dir]["name"]]["hostPath"]["path"] == host_dir
+    env = env_of(training)
+    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+    for key, value in GIB_RELEASES["gib-v1.1.0"].nccl_env:
+        assert env[key] == value, key
+
+
+def test_fabric_check_requires_gib_and_the_sourced_floor() -> None:
+    command = run_stack("gcp-a4").outputs["verifyCommand"]
+    assert "--expected-transport gib" in command
+    assert "--expected-busbw-gbps 100 " in command
+
+
+def test_flex_start_pool_scales_from_zero_without_reservation_placement_or_repair() -> None:
+    run = run_stack("gcp-a4", "gcp.provisioning=flex-start", "gcp.maxRunDurationSeconds=86400")
+    pool = gpu_pool(run)
+    config = pool["nodeConfig"]
+    assert config["flexStart"] is True and config["maxRunDuration"] == "86400s"
+    assert config["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert "spot" not in config
+    assert "nodeCount" not in pool
+    assert pool["autoscaling"] == {
+        "totalMinNodeCount": 0,
+        "totalMaxNodeCount": 2,  # the stack's nodes
+        "locationPolicy": "ANY",
+    }
+    assert pool["management"] == {"autoRepair": False, "autoUpgrade": True}
+    assert "placementPolicy" not in pool
+
+
+@pytest.mark.parametrize(
+    "reservation",
+    [
+        "a4-res/reservationBlocks/block-1",
+        "projects/my-gpu-project/reservations/a4-res/reservationBlocks/b1/reservationSubBlocks/s2",
+    ],
+)
+def test_reservation_block_or_sub_block_is_consumed_in_the_pools_zone(reservation: str) -> None:
+    pool = gpu_pool(
+        run_stack("gcp-a4", "gcp.provisioning=reservation", f"gcp.reservation={reservation}")
+    )
+    assert pool["nodeConfig"]["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": [reservation],
+    }
+    assert pool["nodeLocations"] == ["us-central1-b"]
+    assert "placementPolicy" not in pool and pool["nodeCount"] == 2
+
+
+def test_a_whole_reservation_leaves_the_pool_in_the_clusters_zone() -> None:
+    pool = gpu_pool(run_stack("gcp-a4", "gcp.provisioning=reservation", "gcp.reservation=a4-res"))
+    assert pool["nodeConfig"]["reservationAffinity"]["values"] == ["a4-res"]
+    assert "nodeLocations" not in pool
+
+
+def test_the_gib_release_is_chosen_by_the_gke_minor_or_pinned_and_versions_the_env() -> None:
+    default = run_stack("gcp-a4")
+    pinned = run_stack("gcp-a4", "gcp.gpudirectRelease=gib-v1.1.0")
+    assert env_of(container(default)) == env_of(container(pinned))
+    (installer,) = manifests(pinned, "DaemonSet")
+    (init,) = installer["spec"]["template"]["spec"]["initContainers"]
+    assert init["image"] == GIB_RELEASES["gib-v1.1.0"].installer_image
+    # The env is the release's, plus the machine's tuner file and the bootstrap interfaces.
+    env = env_of(container(default))
+    assert {k: env[k] for k in dict(GIB_RELEASES["gib-v1.1.0"].nccl_env)} == dict(
+        GIB_RELEASES["gib-v1.1.0"].nccl_env
+    )
