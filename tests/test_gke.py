@@ -79,7 +79,7 @@ def test_reservation_consumes_it_and_adds_no_placement_policy() -> None:
     assert pool["nodeConfig"]["reservationAffinity"] == {
         "consumeReservationType": "SPECIFIC_RESERVATION",
         "key": "compute.googleapis.com/reservation-name",
-        "values": ["a3-res"],
+        "values": ["projects/my-gpu-project/reservations/a3-res"],
     }
     assert pool["nodeConfig"]["hostMaintenancePolicy"] == {"maintenanceInterval": "PERIODIC"}
     assert not run.of_type("gcp:compute/resourcePolicy:ResourcePolicy")

@@ -179,10 +179,16 @@ def test_reservation_block_or_sub_block_is_consumed_in_the_pools_zone(reservatio
     pool = gpu_pool(
         run_stack("gcp-a4", "gcp.provisioning=reservation", f"gcp.reservation={reservation}")
     )
+    # Always the full path, as cluster-toolkit builds it (modules/compute/gke-node-pool
+    # reservation_definitions.tf, 1047080): projects/<p>/reservations/<r>[/reservationBlocks/...].
     assert pool["nodeConfig"]["reservationAffinity"] == {
         "consumeReservationType": "SPECIFIC_RESERVATION",
         "key": "compute.googleapis.com/reservation-name",
-        "values": [reservation],
+        "values": [
+            reservation
+            if reservation.startswith("projects/")
+            else f"projects/my-gpu-project/reservations/{reservation}"
+        ],
     }
     assert pool["nodeLocations"] == ["us-central1-b"]
     assert "placementPolicy" not in pool and pool["nodeCount"] == 2
@@ -190,7 +196,9 @@ def test_reservation_block_or_sub_block_is_consumed_in_the_pools_zone(reservatio
 
 def test_a_whole_reservation_leaves_the_pool_in_the_clusters_zone() -> None:
     pool = gpu_pool(run_stack("gcp-a4", "gcp.provisioning=reservation", "gcp.reservation=a4-res"))
-    assert pool["nodeConfig"]["reservationAffinity"]["values"] == ["a4-res"]
+    assert pool["nodeConfig"]["reservationAffinity"]["values"] == [
+        "projects/my-gpu-project/reservations/a4-res"
+    ]
     assert "nodeLocations" not in pool
 
 

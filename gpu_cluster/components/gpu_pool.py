@@ -70,12 +70,21 @@ class GpuNodePoolArgs:
     placement_max_distance: int | None = None
 
 
+def reservation_path(project: str, reservation: str) -> str:
+    """The reservation (optionally /reservationBlocks/<b>[/reservationSubBlocks/<s>]) as a full
+    projects/<p>/reservations/... path, the form cluster-toolkit always passes (modules/compute/
+    gke-node-pool reservation_definitions.tf, 1047080); a bare name is in the pool's project."""
+    if reservation.startswith("projects/"):
+        return reservation
+    return f"projects/{project}/reservations/{reservation}"
+
+
 def _reservation_affinity(a: GpuNodePoolArgs) -> NodePoolNodeConfigReservationAffinityArgs | None:
     if a.provisioning == "reservation":
         return NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type="SPECIFIC_RESERVATION",
             key="compute.googleapis.com/reservation-name",
-            values=[a.reservation or ""],
+            values=[reservation_path(a.project, a.reservation or "")],
         )
     if a.provisioning in ("flex-start", "spot"):
         # Spot and flex-start capacity never comes from a reservation (GoogleCloudPlatform/
