@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -11,10 +14,15 @@ from gpu_cluster.plan.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW, TCPX_BUSBW, T
 from tests.conftest import ROOT, container, env_of, one, run_stack
 
 
-def verify_args(stack: str, *overrides: str) -> list[str]:
+def verify_argv(stack: str, *overrides: str) -> list[str]:
+    """What launch-all.sh is started with: CLI NAMESPACE STATEFULSET NODES COMMAND..."""
     command = str(run_stack(stack, *overrides).outputs["verifyCommand"])
-    pod0 = command.split("i=0; ", 1)[1].split("; rc=$?", 1)[0]
-    return shlex.split(pod0.split("allreduce_check.py", 1)[1])
+    return shlex.split(command.split('bash -c "$launch_all" launch-all ', 1)[1])
+
+
+def verify_args(stack: str, *overrides: str) -> list[str]:
+    argv = verify_argv(stack, *overrides)
+    return argv[argv.index("/opt/gpu-cluster/allreduce_check.py") + 1 :]
 
 
 @pytest.mark.parametrize(
@@ -37,10 +45,47 @@ def test_each_stack_checks_its_own_transport_and_bandwidth(
 
 
 def test_the_command_runs_on_every_pod_with_a_fixed_world() -> None:
-    command = str(run_stack("barcelona", "nodes=4").outputs["verifyCommand"])
-    assert "$(seq 1 3)" in command and "TORCHRUN_NNODES=4" in command
-    assert "/opt/gpu-cluster/launch-torchrun.sh /opt/gpu-cluster/allreduce_check.py" in command
-    assert command.endswith("exit $rc)")
+    assert verify_argv("barcelona", "nodes=4")[:10] == [
+        *("oc", "nccl-test", "ml-dev-env", "4"),
+        *("env", "TORCHRUN_NNODES=4", "RDZV_ID=verify-ml-dev-env"),
+        "/opt/gpu-cluster/launch-torchrun.sh",
+        "/opt/gpu-cluster/allreduce_check.py",
+        "--backend",
+    ]
+
+
+# A stand-in `oc`: pod 0 hands out the real launch-all.sh; pod 1's check fails at once; pod 0's
+# waits (as a rank waits in the rendezvous for a peer that died) until launch-stop.sh runs.
+FAKE_OC = """#!/usr/bin/env bash
+echo "$*" >>"$STATE/oc.log"
+case "$*" in
+  *"cat /opt/gpu-cluster/launch-all.sh") cat "$LAUNCH_ALL" ;;
+  *launch-stop.sh) touch "$STATE/stopped" ;;
+  *ml-dev-env-1*) exit 1 ;;
+  *) for _ in $(seq 300); do [[ -e $STATE/stopped ]] && exit 143; sleep 0.1; done ;;
+esac
+"""
+
+
+def test_a_pod_that_fails_stops_the_check_everywhere_and_sets_the_exit_code(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "oc").write_text(FAKE_OC)
+    (tmp_path / "oc").chmod(0o755)
+    env = {
+        "PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "STATE": str(tmp_path),
+        "LAUNCH_ALL": str(ROOT / "scripts" / "launch-all.sh"),
+    }
+    command = str(run_stack("barcelona").outputs["verifyCommand"])
+    result = subprocess.run(
+        ["bash", "-c", command], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1, result.stderr
+    assert "ml-dev-env-1 failed (exit 1)" in result.stderr
+    log = (tmp_path / "oc.log").read_text().splitlines()
+    stops = [line for line in log if line.endswith("/opt/gpu-cluster/launch-stop.sh")]
+    assert sorted(line.split()[3] for line in stops) == ["ml-dev-env-0", "ml-dev-env-1"]
 
 
 def test_overrides_and_opt_out() -> None:

@@ -112,10 +112,15 @@ LAUNCH_ALL = "launch-all.sh"
 def launch_command(s: Settings, cli: str, script: str = f"{WORKSPACE_PATH}/train.py") -> str:
     """One command that starts the configured launcher on every pod, exits with the first
     failing pod's code and stops every pod's training on a failure or Ctrl-C."""
-    launcher = f"{SCRIPTS_DIR}/launch-{s.launcher.kind}.sh"
+    return on_every_pod(s, cli, [f"{SCRIPTS_DIR}/launch-{s.launcher.kind}.sh", script])
+
+
+def on_every_pod(s: Settings, cli: str, command: list[str]) -> str:
+    """`command` in every pod's training container through launch-all.sh (fetched from pod 0):
+    exits with the first failing pod's code, stops the others on that failure or on Ctrl-C."""
     pod0 = [cli, "exec", "-n", s.namespace, f"{s.name}-0", "-c", TRAINING_CONTAINER, "--"]
     fetch = shlex.join([*pod0, "cat", f"{SCRIPTS_DIR}/{LAUNCH_ALL}"])
-    args = shlex.join([cli, s.namespace, s.name, str(s.nodes), launcher, script])
+    args = shlex.join([cli, s.namespace, s.name, str(s.nodes), *command])
     # `&&`: if pod 0 cannot hand the script out, `bash -c ""` would exit 0 as if training ended.
     return f'launch_all="$({fetch})" && bash -c "$launch_all" launch-all {args}'
 

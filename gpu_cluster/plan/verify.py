@@ -3,10 +3,8 @@ it on every pod after `pulumi up` (pure)."""
 
 from __future__ import annotations
 
-import shlex
-
 from gpu_cluster.config.settings import Settings, gpudirect_release
-from gpu_cluster.plan.launch import TRAINING_CONTAINER
+from gpu_cluster.plan.launch import on_every_pod
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
 CHECK_SCRIPT = "allreduce_check.py"
@@ -75,18 +73,20 @@ def check_args(s: Settings) -> list[str]:
 
 
 def verify_command(s: Settings, cli: str) -> str:
-    """Runs the all-reduce check across every pod; pod 0 prints the report and the verdict,
-    and the command exits with its code (0 PASS, 1 FAIL)."""
-    run = " ".join(
+    """Runs the all-reduce check on every pod; pod 0 prints the report and the verdict, and the
+    command exits with the first failing pod's code (0 PASS, 1 FAIL). Through launch-all.sh, as
+    training is: a pod that fails early or Ctrl-C stops the check on every pod instead of
+    leaving the other ranks waiting in the rendezvous."""
+    return on_every_pod(
+        s,
+        cli,
         [
-            f"{cli} exec -n {s.namespace} {s.name}-$i -c {TRAINING_CONTAINER} --",
             # A fixed world and its own rendezvous id: never joins a running training job.
-            f"env TORCHRUN_NNODES={s.nodes} RDZV_ID=verify-{s.name}",
-            f"{SCRIPTS_DIR}/launch-torchrun.sh {SCRIPTS_DIR}/{CHECK_SCRIPT}",
-            shlex.join(check_args(s)),
-        ]
-    )
-    return (
-        f"(for i in $(seq 1 {s.nodes - 1}); do {run} >/dev/null 2>&1 & done; "
-        f"i=0; {run}; rc=$?; wait; exit $rc)"
+            "env",
+            f"TORCHRUN_NNODES={s.nodes}",
+            f"RDZV_ID=verify-{s.name}",
+            f"{SCRIPTS_DIR}/launch-torchrun.sh",
+            f"{SCRIPTS_DIR}/{CHECK_SCRIPT}",
+            *check_args(s),
+        ],
     )
