@@ -49,11 +49,23 @@ require_rendezvous() {
   ((MASTER_PORT <= 65535)) || die "MASTER_PORT=$MASTER_PORT is not a valid port (1-65535)"
 }
 
-# Write this shell's PID where launch-stop.sh finds it; the caller then `exec`s the trainer,
-# which keeps the PID.
+# Usage: proc_start_time PID
+# When process PID started (field 22 of /proc/PID/stat, clock ticks since boot): with the PID
+# it names one process, so a PID the kernel has since reused is not taken for it (proc(5)).
+proc_start_time() {
+  local stat fields
+  read -r stat <"${PROC_ROOT:-/proc}/$1/stat" || return 1
+  stat=${stat##*) } # fields from the third on; the command name before may hold spaces
+  read -r -a fields <<<"$stat"
+  echo "${fields[19]}"
+}
+
+# Write this shell's PID and start time where launch-stop.sh finds them; the caller then
+# `exec`s the trainer, which keeps both.
 record_launch_pid() {
   LAUNCH_PID_FILE=${LAUNCH_PID_FILE:-/tmp/gpu-cluster-launch.pid}
-  echo $$ >"$LAUNCH_PID_FILE" || die "cannot write $LAUNCH_PID_FILE (set LAUNCH_PID_FILE)"
+  echo "$$ $(proc_start_time $$)" >"$LAUNCH_PID_FILE" ||
+    die "cannot write $LAUNCH_PID_FILE (set LAUNCH_PID_FILE)"
 }
 
 # Usage: run_preflight TRAINER

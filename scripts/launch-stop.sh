@@ -10,11 +10,14 @@
 #   LAUNCH_PID_FILE    optional  default /tmp/gpu-cluster-launch.pid (written by the launchers)
 #   LAUNCH_STOP_GRACE  optional  seconds between SIGTERM and SIGKILL; default 30
 #   PROC_ROOT          optional  default /proc
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 readonly PROG=launch-stop
 LAUNCH_PID_FILE=${LAUNCH_PID_FILE:-/tmp/gpu-cluster-launch.pid}
 LAUNCH_STOP_GRACE=${LAUNCH_STOP_GRACE:-30}
 PROC_ROOT=${PROC_ROOT:-/proc}
+# shellcheck source=launch-common.sh
+. "$(dirname "$0")/launch-common.sh" # proc_start_time, shared with the launchers
 
 [[ $LAUNCH_STOP_GRACE =~ ^[0-9]+$ ]] || {
   echo "$PROG: error: LAUNCH_STOP_GRACE='$LAUNCH_STOP_GRACE' is not a number of seconds" >&2
@@ -29,10 +32,15 @@ alive() {
   [[ ${stat%% *} != Z ]]
 }
 
-pid=""
-[[ -f $LAUNCH_PID_FILE ]] && read -r pid <"$LAUNCH_PID_FILE" || true
+pid="" started=""
+[[ -f $LAUNCH_PID_FILE ]] && read -r pid started <"$LAUNCH_PID_FILE" || true
 if [[ ! $pid =~ ^[1-9][0-9]*$ ]] || ! alive "$pid"; then
   echo "$PROG: no training running"
+  exit 0
+fi
+# The launcher finished long ago and the kernel gave its PID to another process: leave that be.
+if [[ -n $started && $(proc_start_time "$pid" || true) != "$started" ]]; then
+  echo "$PROG: no training running (pid $pid is another process now)"
   exit 0
 fi
 

@@ -633,11 +633,33 @@ def test_launch_stop_terms_the_recorded_launcher(tmp_path: Path) -> None:
     )
     assert trainer.stdout is not None and trainer.stdout.readline() == "ready\n"
     pid_file = tmp_path / "launch.pid"
-    pid_file.write_text(f"{trainer.pid}\n")
+    pid_file.write_text(f"{trainer.pid} {_start_time(trainer.pid)}\n")
     result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(pid_file)})
     assert result.returncode == 0, result.stderr
     assert f"stopping training (pid {trainer.pid})" in result.stdout
     assert trainer.wait(timeout=60) == 143
+
+
+def _start_time(pid: int) -> str:
+    """Field 22 of /proc/<pid>/stat (proc(5)), as the launchers record it."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+
+
+def test_launch_stop_leaves_a_process_that_reuses_the_recorded_pid(tmp_path: Path) -> None:
+    # The file names a live process, but one that started at another time than the launcher
+    # that wrote it: the kernel reused the PID, and that process is not ours to stop.
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        started = int(_start_time(bystander.pid))
+        pid_file = tmp_path / "launch.pid"
+        pid_file.write_text(f"{bystander.pid} {started + 1}\n")
+        result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(pid_file)})
+        assert result.returncode == 0, result.stderr
+        assert f"pid {bystander.pid} is another process now" in result.stdout
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
 def test_launch_stop_with_nothing_running(tmp_path: Path) -> None:
@@ -652,5 +674,8 @@ def test_launchers_record_the_trainers_pid(tmp_path: Path, torch_env: dict[str, 
     fake.chmod(0o755)
     env = {**torch_env, "TORCHRUN_BIN": str(fake), "LAUNCH_PID_FILE": str(pid_file)}
     result = ok(run(TORCHRUN, env, "train.py"))
-    # exec keeps the PID: the file names the trainer itself, which launch-stop.sh signals.
-    assert f"trainer pid {pid_file.read_text().strip()}" in result.stdout
+    # exec keeps the PID: the file names the trainer itself, which launch-stop.sh signals,
+    # and when it started (so a reused PID is not taken for it).
+    pid, started = pid_file.read_text().split()
+    assert f"trainer pid {pid}" in result.stdout
+    assert started.isdigit()
