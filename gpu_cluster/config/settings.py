@@ -430,8 +430,10 @@ class CodeSyncSettings(_Model):
     period: str = Field(default="60s", pattern=r"^[0-9]+(s|m|h)$")
     # Existing Secret with keys `username` and `password` (an HTTPS token); None = public repo.
     credentials_secret: Subdomain | None = None
-    # kubernetes/git-sync release (registry.k8s.io/git-sync/git-sync).
-    image: Image = "registry.k8s.io/git-sync/git-sync:v4.5.0"
+    # kubernetes/git-sync release (registry.k8s.io/git-sync/git-sync): v4.7.1, newest v4 release
+    # as of 2026-09 (kubernetes/git-sync releases; v4.6.0 was mostly CVE fixes, kubernetes/k8s.io
+    # #9118). Same GITSYNC_* flags since v4.0.
+    image: Image = "registry.k8s.io/git-sync/git-sync:v4.7.1"
 
 
 class VerifySettings(_Model):
