@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
+from gpu_cluster.config.settings import Settings, nested_model
 from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
 from gpu_cluster.offline.replacements import Key, Row, Step, index, plan
 
@@ -51,6 +53,23 @@ def container(run: ProgramRun, name: str = "training") -> dict[str, Any]:
 
 def env_of(c: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env", [])}
+
+
+def schema_key_paths(
+    list_item: str, model: type[BaseModel] = Settings, prefix: str = ""
+) -> list[str]:
+    """Every leaf key of the stack-config schema as a user writes it, a list of sections
+    spelled with `list_item` (`[0]` for a --set path, `[]` as README writes it)."""
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        key = prefix + (field.alias or name)
+        nested = nested_model(field.annotation)
+        if nested is None:
+            keys.append(key)
+        else:
+            item = list_item if "tuple" in str(field.annotation) else ""
+            keys.extend(schema_key_paths(list_item, nested, f"{key}{item}."))
+    return keys
 
 
 @pytest.fixture(params=STACKS)

@@ -23,11 +23,10 @@ import kubernetes_validate
 import pulumi
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
 
-from gpu_cluster.config.settings import Settings, decode_config, load_settings
+from gpu_cluster.config.settings import decode_config, load_settings
 from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
-from tests.conftest import STACKS
+from tests.conftest import STACKS, schema_key_paths
 from tests.test_schemas import validate
 
 PROJECT = "gpu-cluster"
@@ -158,32 +157,8 @@ JUNK = st.recursive(
 SECTIONS = sorted({key.split(".")[0] for key in KEYS if "." in key})
 
 
-def schema_keys(model: type[BaseModel] = Settings, prefix: str = "") -> set[str]:
-    """Every leaf key of the schema, as a stack file spells it (lists: their first item)."""
-    out: set[str] = set()
-    for field in model.model_fields.values():
-        key = f"{prefix}{field.alias}"
-        nested = _model_in(field.annotation)
-        if nested is None:
-            out.add(key)
-        else:
-            item = "[0]" if "tuple" in str(field.annotation) else ""
-            out |= schema_keys(nested, f"{key}{item}.")
-    return out
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def test_the_generator_covers_every_key_of_the_schema() -> None:
-    assert schema_keys() - NOT_GENERATED == set(KEYS)
+    assert set(schema_key_paths("[0]")) - NOT_GENERATED == set(KEYS)
 
 
 # --- applying edits to the engine's config map ---------------------------------------------

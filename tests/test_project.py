@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from pydantic import BaseModel
 
 from gpu_cluster.config.settings import Settings
-from tests.conftest import ROOT
+from tests.conftest import ROOT, schema_key_paths
 
 PULUMI_TYPES = {int: "integer", bool: "boolean", str: "string"}
 
@@ -43,31 +42,7 @@ def test_every_scalar_key_is_declared_with_its_schema_default_and_type() -> None
         assert decl["type"] == PULUMI_TYPES[type(default)], key
 
 
-def schema_keys(model: type[BaseModel] = Settings, prefix: str = "") -> list[str]:
-    """Every stack-config key path, as a user writes it (lists as `[]`)."""
-    keys = []
-    for name, field in model.model_fields.items():
-        key = prefix + (field.alias or name)
-        nested = _nested_model(field.annotation)
-        if nested is None:
-            keys.append(key)
-        else:
-            is_list = "tuple" in str(field.annotation)
-            keys.extend(schema_keys(nested, key + ("[]." if is_list else ".")))
-    return keys
-
-
-def _nested_model(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _nested_model(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def test_readme_documents_every_key() -> None:
     readme = (ROOT / "README.md").read_text()
-    missing = [key for key in schema_keys() if f"`{key}`" not in readme]
+    missing = [key for key in schema_key_paths("[]") if f"`{key}`" not in readme]
     assert not missing, f"README.md's config reference lacks {missing}"

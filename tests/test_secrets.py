@@ -10,7 +10,7 @@ import pulumi
 import pytest
 from pydantic import BaseModel
 
-from gpu_cluster.config.settings import ConfigError, Settings
+from gpu_cluster.config.settings import ConfigError, Settings, nested_model
 from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
 from gpu_cluster.offline.render import FILES, main, render
 from tests.conftest import container
@@ -71,12 +71,6 @@ SECRET_VALUES = {
 }
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return next(filter(None, map(_model_in, typing.get_args(annotation))), None)
-
-
 def _is_list(annotation: Any) -> bool:
     return typing.get_origin(annotation) is tuple or any(
         _is_list(a) for a in typing.get_args(annotation)
@@ -88,7 +82,7 @@ def settable_scalar_keys(model: type[BaseModel] = Settings, prefix: str = "") ->
     keys: list[str] = []
     for name, field in model.model_fields.items():
         path = prefix + (field.alias or name) + ("[0]" if _is_list(field.annotation) else "")
-        sub = _model_in(field.annotation)
+        sub = nested_model(field.annotation)
         keys += settable_scalar_keys(sub, path + ".") if sub else [path]
     return keys
 

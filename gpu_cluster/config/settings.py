@@ -1222,17 +1222,18 @@ def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
         if model is None or isinstance(part, int):
             continue
         field = next((f for f in model.model_fields.values() if f.alias == part), None)
-        model = _model_of(field.annotation) if field else None
+        model = nested_model(field.annotation) if field else None
     if model is None:
         return []
     return [f.alias or name for name, f in model.model_fields.items()]
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
+def nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The settings section a field's annotation holds (through Optional, tuple, unions)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
+        found = nested_model(arg)
         if found:
             return found
     return None
