@@ -51,7 +51,7 @@ KIND_ORDER = (
 FILES = ("kubernetes.yaml", "resources.json", "outputs.json")
 
 
-def _kind_rank(manifest: dict[str, Any]) -> tuple[int, str, str, str]:
+def kind_rank(manifest: dict[str, Any]) -> tuple[int, str, str, str]:
     kind = manifest.get("kind", "")
     rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
     meta = manifest.get("metadata", {})
@@ -75,7 +75,7 @@ _Dumper.add_representer(str, _str)
 
 
 def kubernetes_yaml(run: ProgramRun) -> str:
-    docs = sorted(run.manifests(), key=_kind_rank)
+    docs = sorted(run.manifests(), key=kind_rank)
     return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=100)
 
 

@@ -1,0 +1,90 @@
+"""What the real-tier tests put on a cluster and read back: the platform's prior objects, a
+stack's objects, and the settled state the stack must reach."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tools.realtier.kube import Kube, wait_for
+from tools.realtier.stacks import StackRender, volumes_for
+
+Object = dict[str, Any]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def barcelona_before() -> list[Object]:
+    """The seed system's objects on Barcelona (fixtures/barcelona_before.yaml)."""
+    text = (FIXTURES / "barcelona_before.yaml").read_text(encoding="utf-8")
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def referenced_objects(render: StackRender) -> list[Object]:
+    """What a stack uses but does not create: its namespace (reference/adopt) and, in rdma mode,
+    its NADs (reference/adopt), as the cluster already has them."""
+    settings = render.settings
+    before = barcelona_before() if render.stack == "barcelona" else []
+    prior: list[Object] = []
+    if settings.namespace_mode != "create":
+        known = [o for o in before if o["kind"] == "Namespace"]
+        prior += known or [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": settings.namespace}}
+        ]
+    rdma = settings.rdma
+    uses_nads = settings.platform == "openshift" and settings.network_mode == "rdma"
+    if uses_nads and rdma is not None and rdma.network_attachments != "create":
+        prior += [o for o in before if o["kind"] == "NetworkAttachmentDefinition"]
+    return prior
+
+
+def provision(kube: Kube, render: StackRender) -> None:
+    """The nodes the stack runs on, Ready, and a volume for each of its claims."""
+    nodes = render.nodes()
+    kube.create_all(n.manifest() for n in nodes)
+    for node in nodes:
+        wait_for(f"node {node.name} Ready", functools.partial(node_ready, kube, node.name))
+    kube.create_all(volumes_for(render.of_kind("PersistentVolumeClaim")))
+
+
+def node_ready(kube: Kube, name: str) -> bool:
+    conditions = kube.get("v1", "Node", name).get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def statefulset_settled(kube: Kube, sts: Object) -> Object | None:
+    """The StatefulSet once every replica is Ready at the current revision (what
+    pulumi-kubernetes awaits for a StatefulSet), else None."""
+    meta = sts["metadata"]
+    live = kube.get("apps/v1", "StatefulSet", meta["name"], meta["namespace"])
+    status = live.get("status") or {}
+    replicas = live["spec"]["replicas"]
+    settled = (
+        status.get("readyReplicas") == replicas
+        and status.get("updatedReplicas") == replicas
+        and status.get("currentRevision") == status.get("updateRevision")
+    )
+    return live if settled else None
+
+
+def daemonset_settled(kube: Kube, ds: Object) -> Object | None:
+    meta = ds["metadata"]
+    live = kube.get("apps/v1", "DaemonSet", meta["name"], meta["namespace"])
+    status = live.get("status") or {}
+    desired = status.get("desiredNumberScheduled", 0)
+    return live if desired > 0 and status.get("numberReady") == desired else None
+
+
+def pods_of(kube: Kube, workload: Object) -> list[Object]:
+    meta = workload["metadata"]
+    selector = workload["spec"]["selector"]["matchLabels"]
+    labels = ",".join(f"{k}={v}" for k, v in selector.items())
+    return kube.list("v1", "Pod", meta["namespace"], label_selector=labels)
+
+
+def claim_phase(kube: Kube, claim: Object) -> str:
+    meta = claim["metadata"]
+    live = kube.get("v1", "PersistentVolumeClaim", meta["name"], meta["namespace"])
+    return str((live.get("status") or {}).get("phase"))

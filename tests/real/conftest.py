@@ -1,0 +1,50 @@
+"""The real tier's fixtures: the built tools, and a fresh control plane per test.
+
+The tools are built by `python -m tools.realtier build` (`.ci/run` does it first); a test never
+builds. Without them these tests skip, except in CI (CI=true), where a missing tool fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tools.realtier.build import Tools, locate
+from tools.realtier.controlplane import ControlPlane
+from tools.realtier.kube import Kube, install_crds
+
+
+@dataclass(frozen=True)
+class Cluster:
+    plane: ControlPlane
+    kube: Kube
+    tools: Tools
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.plane.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def tools() -> Tools:
+    found = locate()
+    if found is None:
+        message = "real-tier tools not built: run `python -m tools.realtier build`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+@pytest.fixture
+def cluster(tools: Tools, tmp_path: Path) -> Iterator[Cluster]:
+    """etcd, kube-apiserver, controller-manager, scheduler and kwok with the upstream CRDs."""
+    plane = ControlPlane(tools, workdir=tmp_path / "control-plane")
+    with plane:
+        kube = Kube(plane.kubeconfig)
+        install_crds(kube, tools.crds)
+        yield Cluster(plane, kube, tools)

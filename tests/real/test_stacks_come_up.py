@@ -1,0 +1,69 @@
+"""Every shipped stack's Kubernetes objects, created on the real API server as
+pulumi-kubernetes creates them (one create call each, in the render's order), come up: the real
+scheduler puts one training pod on each of the stack's fake GPU nodes, the node agents run on
+every GPU node and nowhere else, every claim is bound and the workload becomes Ready.
+
+For GKE stacks this is the Kubernetes half (the cluster and node pools are GCP's); the fake
+nodes are the rendered pools' nodes as GKE labels and taints them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.conftest import STACKS
+from tests.real.cluster_state import (
+    claim_phase,
+    daemonset_settled,
+    pods_of,
+    provision,
+    referenced_objects,
+    statefulset_settled,
+)
+from tests.real.conftest import Cluster
+from tools.realtier.kube import describe, wait_for
+from tools.realtier.nodes import GKE_ACCELERATOR_LABEL, GPU_PRESENT_LABEL
+from tools.realtier.stacks import render
+
+pytestmark = pytest.mark.real
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_stack_comes_up_one_training_pod_per_gpu_node(cluster: Cluster, stack: str) -> None:
+    kube, stack_render = cluster.kube, render(stack)
+    provision(kube, stack_render)
+    kube.create_all(referenced_objects(stack_render))
+
+    kube.create_all(stack_render.objects())
+
+    (sts,) = stack_render.of_kind("StatefulSet")
+    namespace = stack_render.settings.namespace
+    live = wait_for(
+        f"{stack}: StatefulSet ready",
+        lambda: statefulset_settled(kube, sts),
+        explain=lambda: describe(kube, namespace),
+    )
+    pods = pods_of(kube, sts)
+    assert len(pods) == live["spec"]["replicas"] == stack_render.settings.nodes
+    placed = [p["spec"]["nodeName"] for p in pods]
+    assert len(set(placed)) == len(placed), f"two training pods share a node: {placed}"
+    gpu_nodes = {
+        n.name
+        for n in stack_render.nodes()
+        if GKE_ACCELERATOR_LABEL in n.labels or GPU_PRESENT_LABEL in n.labels
+    }
+    assert set(placed) <= gpu_nodes
+
+    for ds in stack_render.of_kind("DaemonSet"):
+        ds_live = wait_for(
+            f"{stack}: DaemonSet {ds['metadata']['name']} ready",
+            functools.partial(daemonset_settled, kube, ds),
+            explain=functools.partial(describe, kube, ds["metadata"]["namespace"]),
+        )
+        assert ds_live["status"]["desiredNumberScheduled"] == len(gpu_nodes)
+        assert {p["spec"]["nodeName"] for p in pods_of(kube, ds)} == gpu_nodes
+
+    for claim in stack_render.of_kind("PersistentVolumeClaim"):
+        assert claim_phase(kube, claim) == "Bound", claim["metadata"]["name"]

@@ -1,0 +1,331 @@
+"""Build the real tier's tools, pinned, from the Go module proxy; cached by their inputs.
+
+Each family is one Go module under tools/realtier/go/<family>/ (its go.mod pins the upstream
+release and, for k8s.io/kubernetes, maps every staging module to its published version), built
+with `-mod=readonly` so the committed go.sum is the only source of truth. A family's binaries land
+in `<cache>/<family>-<version>-<key>/bin`, where the key hashes the Go version, the module files
+and the build flags: a warm run finds them and builds nothing; a changed pin builds anew.
+
+Not buildable here (the module proxy answers 403 "This module version is not available" for every
+version of these module paths, checked 2026-11-23): the Python language host
+(github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) and the Kubernetes provider
+(github.com/pulumi/pulumi-kubernetes/provider/v4). README "Real tier" says what that leaves out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+GO_MODULES = Path(__file__).resolve().parent / "go"
+
+# github.com/pulumi/pulumi pkg/v3.259.0: the newest pkg/v3 the module proxy serves (2026-11-23).
+PULUMI_VERSION = "v3.259.0"
+# k8s.io/kubernetes v1.35.4: the minor the shipped GKE stacks run (README "Supported GKE versions").
+KUBERNETES_VERSION = "v1.35.4"
+# go.etcd.io/etcd v3.6.14: etcd's 3.6 line is the one Kubernetes 1.35 builds its client against.
+ETCD_VERSION = "v3.6.14"
+# sigs.k8s.io/kwok v0.8.0 (2026-06-23): newest kwok release the module proxy serves.
+KWOK_VERSION = "v0.8.0"
+
+
+def _kubernetes_version_flags() -> tuple[str, ...]:
+    """Module zips keep `gitVersion=v0.0.0-master`; clients (pulumi-kubernetes too) read the
+    server's version, so it is stamped as upstream's build stamps it (hack/lib/version.sh)."""
+    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    flags: list[str] = []
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {package}.gitVersion={KUBERNETES_VERSION}",
+            f"-X {package}.gitMajor={major}",
+            f"-X {package}.gitMinor={minor}",
+            f"-X {package}.gitTreeState=clean",
+            f"-X {package}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return tuple(flags)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One Go module and the binaries built from it with the same flags."""
+
+    name: str
+    version: str
+    packages: tuple[str, ...]
+    tags: str = ""
+    ldflags: tuple[str, ...] = ()
+    # Binaries go names after their package but upstream ships under another name.
+    renames: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def module_dir(self) -> Path:
+        return GO_MODULES / self.name
+
+    def binaries(self) -> tuple[str, ...]:
+        renamed = dict(self.renames)
+        go_names = (
+            p.rsplit("/", 2)[1] if p.endswith("/v3") else p.rsplit("/", 1)[1] for p in self.packages
+        )
+        return tuple(renamed.get(n, n) for n in go_names)
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        "kubernetes",
+        KUBERNETES_VERSION,
+        (
+            "k8s.io/kubernetes/cmd/kube-apiserver",
+            "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "k8s.io/kubernetes/cmd/kube-scheduler",
+        ),
+        ldflags=_kubernetes_version_flags(),
+    ),
+    # Tags and version stamp as pulumi/pulumi .goreleaser.yml builds the CLI; without the stamp
+    # `pulumi version` is empty and the Automation API cannot parse it.
+    Family(
+        "pulumi",
+        PULUMI_VERSION,
+        ("github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",),
+        tags="osusergo,grpcnotrace",
+        ldflags=(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={PULUMI_VERSION}",),
+    ),
+    # etcd's main package is the server module's root: go names the binary `server`.
+    Family("etcd", ETCD_VERSION, ("go.etcd.io/etcd/server/v3",), renames=(("server", "etcd"),)),
+    Family("kwok", KWOK_VERSION, ("sigs.k8s.io/kwok/cmd/kwok",)),
+)
+
+
+@dataclass(frozen=True)
+class UpstreamFile:
+    """A data file of an upstream module at a pinned version (the version names the commit)."""
+
+    module: str
+    version: str
+    path: str
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[1]
+
+
+_OPENSHIFT_API = ("github.com/openshift/api", "v0.0.0-20260318185450-1f2fa3f09f4e")
+_GKE_NETWORKING_API = ("github.com/GoogleCloudPlatform/gke-networking-api", "v0.2.11")
+_NAD_CLIENT = ("github.com/k8snetworkplumbingwg/network-attachment-definition-client", "v1.7.7")
+_KWOK = ("sigs.k8s.io/kwok", KWOK_VERSION)
+
+# The CRDs of every custom resource a stack renders, as their owners publish them.
+CRDS: tuple[UpstreamFile, ...] = (
+    UpstreamFile(
+        *_OPENSHIFT_API,
+        "security/v1/zz_generated.crd-manifests/"
+        "0000_03_config-operator_01_securitycontextconstraints.crd.yaml",
+    ),
+    UpstreamFile(
+        *_OPENSHIFT_API,
+        "machineconfiguration/v1/zz_generated.crd-manifests/"
+        "0000_80_machine-config_01_machineconfigs.crd.yaml",
+    ),
+    UpstreamFile(*_NAD_CLIENT, "artifacts/networks-crd.yaml"),
+    UpstreamFile(*_GKE_NETWORKING_API, "config/crds/networking.gke.io_networks.yaml"),
+    UpstreamFile(*_GKE_NETWORKING_API, "config/crds/networking.gke.io_gkenetworkparamsets.yaml"),
+)
+
+# kwok's "fast" stage set (kustomize/stage/fast/kustomization.yaml) plus pod-complete, so Job pods
+# finish: nodes become Ready at once and keep a lease, pods become Ready, deleted pods go away.
+KWOK_STAGES: tuple[UpstreamFile, ...] = tuple(
+    UpstreamFile(*_KWOK, f"kustomize/stage/{path}")
+    for path in (
+        "node/fast/node-initialize.yaml",
+        "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+        "pod/fast/pod-ready.yaml",
+        "pod/fast/pod-complete.yaml",
+        "pod/fast/pod-delete.yaml",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Tools:
+    """Where the built tools and the upstream data files are."""
+
+    bin_dirs: tuple[Path, ...]
+    data_dir: Path
+
+    def binary(self, name: str) -> Path:
+        for directory in self.bin_dirs:
+            if (directory / name).is_file():
+                return directory / name
+        raise FileNotFoundError(
+            f"{name} is not among the built tools: run python -m tools.realtier build"
+        )
+
+    @property
+    def crds(self) -> list[Path]:
+        return [self.data_dir / "crds" / f.name for f in CRDS]
+
+    @property
+    def kwok_stages(self) -> list[Path]:
+        return [self.data_dir / "kwok-stages" / f.name for f in KWOK_STAGES]
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("GPU_CLUSTER_REALTIER_CACHE")
+    if configured:
+        return Path(configured)
+    return Path.home() / ".cache" / "gpu-cluster-realtier"
+
+
+def _go_env() -> dict[str, str]:
+    # The toolchain on the machine (no toolchain download), static binaries as upstream ships them.
+    return {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+
+
+def _go_version() -> str:
+    return subprocess.run(
+        ["go", "env", "GOVERSION"], check=True, capture_output=True, text=True, env=_go_env()
+    ).stdout.strip()
+
+
+def _digest(parts: Iterable[str | bytes]) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() if isinstance(part, str) else part)
+        digest.update(b"\0")
+    return digest.hexdigest()[:12]
+
+
+def family_dir(family: Family, go_version: str) -> Path:
+    key = _digest(
+        [
+            go_version,
+            (family.module_dir / "go.mod").read_bytes(),
+            (family.module_dir / "go.sum").read_bytes(),
+            family.tags,
+            *family.packages,
+            *family.ldflags,
+            *(f"{go_name}>{name}" for go_name, name in family.renames),
+        ]
+    )
+    return cache_root() / f"{family.name}-{family.version}-{key}"
+
+
+def data_dir() -> Path:
+    files = (*CRDS, *KWOK_STAGES)
+    return cache_root() / f"data-{_digest(f'{f.module}@{f.version}/{f.path}' for f in files)}"
+
+
+def locate(go_version: str | None = None) -> Tools | None:
+    """The built tools, or None when any is missing (never builds: tests must not)."""
+    version = go_version or _go_version()
+    bin_dirs = tuple(family_dir(f, version) / "bin" for f in FAMILIES)
+    tools = Tools(bin_dirs, data_dir())
+    complete = all(
+        (family_dir(f, version) / "bin" / b).is_file() for f in FAMILIES for b in f.binaries()
+    ) and all(p.is_file() for p in (*tools.crds, *tools.kwok_stages))
+    return tools if complete else None
+
+
+Log = Callable[[str], None]
+
+
+def _build_family(family: Family, go_version: str, log: Log) -> None:
+    target = family_dir(family, go_version)
+    if all((target / "bin" / b).is_file() for b in family.binaries()):
+        log(f"{family.name} {family.version}: cached in {target}")
+        return
+    started = time.monotonic()
+    log(f"{family.name} {family.version}: building {', '.join(family.binaries())}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{family.name}-", dir=target.parent))
+    command = ["go", "build", "-trimpath", "-ldflags", " ".join(("-s", "-w", *family.ldflags))]
+    if family.tags:
+        command += ["-tags", family.tags]
+    command += ["-o", str(staging / "bin") + "/", *family.packages]
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(60):
+            log(f"{family.name}: still building ({(time.monotonic() - started) / 60:.0f} min)")
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    try:
+        result = subprocess.run(
+            command, cwd=family.module_dir, env=_go_env(), capture_output=True, text=True
+        )
+    finally:
+        done.set()
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RuntimeError(f"building {family.name} failed:\n{result.stderr[-4000:]}")
+    for go_name, name in family.renames:
+        (staging / "bin" / go_name).rename(staging / "bin" / name)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    log(f"{family.name}: built in {time.monotonic() - started:.0f} s")
+
+
+def _download(module: str, version: str) -> Path:
+    result = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        env={**_go_env(), "GOFLAGS": "-mod=mod"},
+        cwd=tempfile.gettempdir(),
+    )
+    info = json.loads(result.stdout or "{}")
+    if result.returncode != 0 or "Dir" not in info:
+        raise RuntimeError(
+            f"go mod download {module}@{version}: {info.get('Error', result.stderr)}"
+        )
+    return Path(info["Dir"])
+
+
+def _fetch_data(log: Log) -> None:
+    target = data_dir()
+    if all((target / sub / f.name).is_file() for sub, files in _DATA for f in files):
+        log(f"upstream data: cached in {target}")
+        return
+    staging = Path(tempfile.mkdtemp(prefix=".data-", dir=cache_root()))
+    for sub, files in _DATA:
+        (staging / sub).mkdir()
+        for upstream in files:
+            source = _download(upstream.module, upstream.version) / upstream.path
+            shutil.copyfile(source, staging / sub / upstream.name)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    log(f"upstream data: {len(CRDS)} CRDs and {len(KWOK_STAGES)} kwok stages in {target}")
+
+
+_DATA = (("crds", CRDS), ("kwok-stages", KWOK_STAGES))
+
+
+def build(log: Log) -> Tools:
+    """Build every family (two at a time: each link is single-threaded) and fetch the data files."""
+    started = time.monotonic()
+    go_version = _go_version()
+    log(f"go {go_version}; cache {cache_root()}")
+    cache_root().mkdir(parents=True, exist_ok=True)
+    _fetch_data(log)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for future in [pool.submit(_build_family, f, go_version, log) for f in FAMILIES]:
+            future.result()
+    tools = locate(go_version)
+    if tools is None:
+        raise RuntimeError("the build finished but some tool is missing")
+    log(f"all tools ready in {time.monotonic() - started:.0f} s")
+    return tools
+
+
+def log_to_stderr(message: str) -> None:
+    print(f"[realtier {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,288 @@
+"""A Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok (fake nodes and pods), started from the built tools.
+
+Flags follow controller-runtime's envtest (pkg/internal/testing/controlplane, v0.24.1) and
+kwokctl's components (sigs.k8s.io/kwok pkg/kwokctl/components, v0.8.0): every port is picked
+free on 127.0.0.1, certificates are made per run, everything is stopped and removed on exit.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tools.realtier.build import Tools
+from tools.realtier.certs import CertificateAuthority, Pair, service_account_keys
+
+# Starting five processes on two busy cores can take a while; a stuck one fails after this.
+START_DEADLINE_S = 180.0
+STOP_GRACE_S = 20.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class StartError(RuntimeError):
+    """A component did not come up; the message carries the tail of its log."""
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, lines: int = 30) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class ControlPlane:
+    """Start with `start()` (or as a context manager); `kubeconfig` is the admin's."""
+
+    tools: Tools
+    log: Callable[[str], None] = lambda _message: None
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="realtier-")))
+    _processes: list[_Process] = field(default_factory=list)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        started = time.monotonic()
+        pki = self.workdir / "pki"
+        pki.mkdir(parents=True)
+        ca = CertificateAuthority(pki)
+        serving = ca.issue("apiserver", "localhost", server=True)
+        admin = ca.issue("admin", "realtier-admin", organizations=("system:masters",))
+        service_accounts = service_account_keys(pki)
+
+        etcd_port, etcd_peer_port = free_port(), free_port()
+        self._spawn(
+            "etcd",
+            [
+                str(self.tools.binary("etcd")),
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{etcd_peer_port}",
+                "--unsafe-no-fsync=true",
+            ],
+        )
+        self._wait_http("etcd", f"http://127.0.0.1:{etcd_port}/health")
+
+        api_port = free_port()
+        server = f"https://127.0.0.1:{api_port}"
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.tools.binary("kube-apiserver")),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={ca.cert_path}",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                f"--service-account-issuer={server}",
+                f"--service-account-key-file={service_accounts.cert}",
+                f"--service-account-signing-key-file={service_accounts.key}",
+                # Privileged pods are allowed as on GKE (Google's TCPXO installer runs privileged);
+                # the program's own pods are checked against least privilege elsewhere.
+                "--allow-privileged=true",
+                # kwokctl's settings for a small machine: no fairness queues, no in-flight caps.
+                "--enable-priority-and-fairness=false",
+                "--max-requests-inflight=0",
+                "--max-mutating-requests-inflight=0",
+            ],
+        )
+        self._write_kubeconfig(server, ca.cert_path, admin)
+        self._wait_http("kube-apiserver", f"{server}/readyz", client=admin, ca=ca.cert_path)
+
+        common = [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+        ]
+        kcm_port = free_port()
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.tools.binary("kube-controller-manager")),
+                *common,
+                f"--secure-port={kcm_port}",
+                f"--service-account-private-key-file={service_accounts.key}",
+                f"--root-ca-file={ca.cert_path}",
+                "--use-service-account-credentials=false",
+                # No node IPAM (kwok hands out pod IPs itself). Every other controller runs as
+                # upstream: the node lifecycle controller lifts the not-ready taint the API server
+                # puts on a new node (TaintNodesByCondition) once kwok reports it Ready.
+                "--controllers=*,-node-ipam-controller",
+            ],
+        )
+        scheduler_port = free_port()
+        self._spawn(
+            "kube-scheduler",
+            [str(self.tools.binary("kube-scheduler")), *common, f"--secure-port={scheduler_port}"],
+        )
+        self._wait_http("kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz")
+        self._wait_http("kube-scheduler", f"https://127.0.0.1:{scheduler_port}/healthz")
+
+        stages = self.workdir / "kwok-stages.yaml"
+        stages.write_text(
+            "\n---\n".join(p.read_text() for p in self.tools.kwok_stages), encoding="utf-8"
+        )
+        self._spawn(
+            "kwok",
+            [
+                str(self.tools.binary("kwok")),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={stages}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
+                "--cidr=10.244.0.0/16",
+                "--node-ip=127.0.0.1",
+                "--node-lease-duration-seconds=40",
+            ],
+        )
+        self.log(f"control plane up in {time.monotonic() - started:.0f} s at {server}")
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        log = self.workdir / f"{name}.log"
+        with log.open("wb") as sink:
+            popen = subprocess.Popen(
+                command,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                start_new_session=True,
+            )
+        self._processes.append(_Process(name, popen, log))
+        self.log(f"started {name} (pid {popen.pid})")
+
+    def _process(self, name: str) -> _Process:
+        return next(p for p in self._processes if p.name == name)
+
+    def _wait_http(
+        self, name: str, url: str, *, client: Pair | None = None, ca: Path | None = None
+    ) -> None:
+        context: ssl.SSLContext | None = None
+        if url.startswith("https"):
+            context = (
+                ssl.create_default_context(cafile=str(ca)) if ca else ssl.create_default_context()
+            )
+            if ca is None:
+                # The controller-manager and scheduler serve self-signed certificates.
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            if client is not None:
+                context.load_cert_chain(str(client.cert), str(client.key))
+        deadline = time.monotonic() + START_DEADLINE_S
+        process = self._process(name)
+        while True:
+            if process.popen.poll() is not None:
+                raise StartError(
+                    f"{name} exited with {process.popen.returncode}:\n{process.tail()}"
+                )
+            with (
+                contextlib.suppress(OSError, urllib.error.URLError),
+                urllib.request.urlopen(url, timeout=5, context=context) as response,
+            ):
+                if response.status == 200:
+                    return
+            if time.monotonic() > deadline:
+                raise StartError(f"{name} not ready at {url}:\n{process.tail()}")
+            time.sleep(0.2)
+
+    def _write_kubeconfig(self, server: str, ca: Path, admin: Pair) -> None:
+        def b64(path: Path) -> str:
+            return base64.b64encode(path.read_bytes()).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "realtier",
+                    "cluster": {"server": server, "certificate-authority-data": b64(ca)},
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate-data": b64(admin.cert),
+                        "client-key-data": b64(admin.key),
+                    },
+                }
+            ],
+            "contexts": [{"name": "realtier", "context": {"cluster": "realtier", "user": "admin"}}],
+            "current-context": "realtier",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config), encoding="utf-8")
+        self.kubeconfig.chmod(0o600)
+
+    def stop(self, *, keep_workdir: bool = False) -> None:
+        """Stop every process (newest first: kwok before the API server before etcd)."""
+        for process in reversed(self._processes):
+            if process.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.popen.send_signal(signal.SIGTERM)
+                try:
+                    process.popen.wait(STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    process.popen.kill()
+                    process.popen.wait()
+        self._processes.clear()
+        if not keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+@contextlib.contextmanager
+def running(tools: Tools, log: Callable[[str], None] = lambda _m: None) -> Iterator[ControlPlane]:
+    plane = ControlPlane(tools, log)
+    with plane:
+        yield plane

@@ -1,0 +1,167 @@
+"""A thin client over the real API server (the official Python client's dynamic API)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from kubernetes import config as kube_config  # type: ignore[import-untyped]
+from kubernetes.dynamic import DynamicClient  # type: ignore[import-untyped]
+from kubernetes.dynamic.exceptions import (  # type: ignore[import-untyped]
+    ApiException,
+    NotFoundError,
+)
+
+Object = dict[str, Any]
+T = TypeVar("T")
+
+# How long a wait for the cluster to settle may take before the test says what it saw.
+SETTLE_DEADLINE_S = 180.0
+
+
+class Kube:
+    """Create, apply, read and delete objects given as plain dicts (the render's form)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self._api = kube_config.new_client_from_config(config_file=str(kubeconfig))
+        self._client = DynamicClient(self._api)
+
+    def refresh_discovery(self) -> None:
+        """After CRDs are installed the client must learn their kinds."""
+        self._client = DynamicClient(self._api)
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self._client.resources.get(api_version=api_version, kind=kind)
+
+    def create(self, obj: Object) -> Object:
+        """POST the object: what pulumi-kubernetes >= 4.29 does for a resource it creates
+        (await.go: a plain create unless upsertExistingObjects), so AlreadyExists surfaces here."""
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        namespace = obj["metadata"].get("namespace") if resource.namespaced else None
+        created: Object = resource.create(body=obj, namespace=namespace).to_dict()
+        return created
+
+    def apply(self, obj: Object, *, manager: str, dry_run: bool = False) -> Object:
+        """Server-side apply (as `kubectl apply --server-side` and Patch resources do)."""
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        kwargs: dict[str, Any] = {"field_manager": manager}
+        if dry_run:
+            kwargs["dry_run"] = "All"
+        applied: Object = resource.server_side_apply(
+            body=obj,
+            name=obj["metadata"]["name"],
+            namespace=obj["metadata"].get("namespace") if resource.namespaced else None,
+            **kwargs,
+        ).to_dict()
+        return applied
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Object:
+        found: Object = (
+            self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+        )
+        return found
+
+    def exists(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        try:
+            self.get(api_version, kind, name, namespace)
+        except NotFoundError:
+            return False
+        return True
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, **selectors: str
+    ) -> list[Object]:
+        listing = self._resource(api_version, kind).get(namespace=namespace, **selectors)
+        items: list[Object] = listing.to_dict()["items"]
+        return items
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        with contextlib.suppress(NotFoundError):
+            self._resource(api_version, kind).delete(name=name, namespace=namespace)
+
+    def create_all(self, objects: Iterable[Object]) -> None:
+        for obj in objects:
+            try:
+                self.create(obj)
+            except ApiException as error:
+                raise CreateError(obj, error) from error
+
+
+class CreateError(RuntimeError):
+    """The API server refused an object; says which and why."""
+
+    def __init__(self, obj: Object, error: ApiException) -> None:
+        meta = obj["metadata"]
+        where = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
+        super().__init__(f"{obj['kind']} {where}{meta['name']}: {error.status} {error.body}")
+        self.status: int = error.status
+        self.reason: str = str(error.reason)
+        self.body: str = str(error.body)
+
+
+def wait_for(
+    what: str,
+    probe: Callable[[], T | None],
+    *,
+    explain: Callable[[], str] = lambda: "",
+    deadline_s: float = SETTLE_DEADLINE_S,
+) -> T:
+    """Poll until `probe` returns a value; on the deadline, fail naming what was awaited and
+    what `explain` says about the cluster then."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up waiting for {what}\n{explain()}")
+        time.sleep(0.5)
+
+
+def describe(kube: Kube, namespace: str) -> str:
+    """Pods with their node, phase and unmet conditions, and the namespace's latest events."""
+    lines = []
+    for pod in kube.list("v1", "Pod", namespace):
+        status = pod.get("status") or {}
+        unmet = [
+            f"{c['type']}: {c.get('message', '')}"
+            for c in status.get("conditions") or []
+            if c["status"] != "True"
+        ]
+        lines.append(
+            f"pod {pod['metadata']['name']} on {pod['spec'].get('nodeName')}: "
+            f"{status.get('phase')} {'; '.join(unmet)}"
+        )
+    for event in kube.list("v1", "Event", namespace)[-20:]:
+        involved = event["involvedObject"]
+        lines.append(
+            f"event {involved['kind']}/{involved['name']}: {event.get('reason')} "
+            f"{event.get('message', '')}"
+        )
+    return "\n".join(lines)
+
+
+def install_crds(kube: Kube, paths: Iterable[Path]) -> list[str]:
+    """Create each CRD and wait until the API server serves it; returns their names."""
+    names = []
+    for path in paths:
+        for crd in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if not crd:
+                continue
+            kube.create(crd)
+            names.append(crd["metadata"]["name"])
+    for name in names:
+        wait_for(f"CRD {name} to be established", functools.partial(_established, kube, name))
+    kube.refresh_discovery()
+    return names
+
+
+def _established(kube: Kube, name: str) -> bool:
+    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+    conditions = crd.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)

@@ -1,0 +1,87 @@
+"""A stack's render as the real tier uses it: its objects in apply order, what it imports, the
+fake nodes it would run on and the volumes a provisioner would give its claims."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.stack_config import settings_from
+from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.render import kind_rank
+from tools.realtier.nodes import FakeNode, gke_nodes, openshift_nodes
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StackRender:
+    stack: str
+    settings: Settings
+    run: ProgramRun
+
+    def objects(self) -> list[Object]:
+        """Every object the stack creates, in the render's apply order (kubernetes.yaml's)."""
+        created = [
+            r.inputs
+            for r in self.run.resources
+            if r.custom
+            and r.type.startswith("kubernetes:")
+            and "apiVersion" in r.inputs
+            and "import" not in r.options
+        ]
+        return sorted(created, key=kind_rank)
+
+    def imported(self) -> dict[str, Object]:
+        """Objects the stack adopts (Pulumi `import`), by import ID."""
+        return {
+            str(r.options["import"]): r.inputs
+            for r in self.run.resources
+            if r.type.startswith("kubernetes:") and "import" in r.options
+        }
+
+    def of_kind(self, kind: str) -> list[Object]:
+        return [o for o in self.objects() if o["kind"] == kind]
+
+    def nodes(self) -> list[FakeNode]:
+        if self.settings.platform == "gke":
+            assert self.settings.gcp is not None
+            return gke_nodes(self.run, self.settings.gcp.zone)
+        return openshift_nodes(self.settings)
+
+
+@functools.cache
+def render(stack: str, overrides: tuple[str, ...] = ()) -> StackRender:
+    config, secret_keys = engine_config(stack, overrides)
+    settings, _warnings = settings_from(config, secret_keys)
+    return StackRender(stack, settings, run_program(config, secret_keys, stack))
+
+
+def fake_nodes(stack: str, overrides: tuple[str, ...] = ()) -> list[FakeNode]:
+    return render(stack, overrides).nodes()
+
+
+def volumes_for(claims: list[Object]) -> list[Object]:
+    """One PersistentVolume per claim, of its class, size and access modes, bound to it: what a
+    dynamic provisioner (Ceph RBD, the PD CSI driver) hands out; there is none on loopback."""
+    volumes = []
+    for claim in claims:
+        meta, spec = claim["metadata"], claim["spec"]
+        volumes.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"pv-{meta['namespace']}-{meta['name']}"},
+                "spec": {
+                    "accessModes": spec["accessModes"],
+                    "capacity": {"storage": spec["resources"]["requests"]["storage"]},
+                    "storageClassName": spec.get("storageClassName", ""),
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "claimRef": {"namespace": meta["namespace"], "name": meta["name"]},
+                    "hostPath": {"path": f"/var/lib/realtier/{meta['namespace']}/{meta['name']}"},
+                },
+            }
+        )
+    return volumes
