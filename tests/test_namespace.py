@@ -26,3 +26,13 @@ def test_gke_namespace_can_be_adopted_or_referenced() -> None:
     (adopted,) = namespaces("gcp-a3", "namespaceMode=adopt")
     assert adopted["import"] == "training" and adopted["retainOnDelete"] is True
     assert namespaces("gcp-a3", "namespaceMode=reference") == []
+
+
+def test_an_adopted_namespace_leaves_what_the_platform_writes_alone() -> None:
+    """OpenShift and the API server write labels, annotations and the finalizer into every
+    namespace; an import takes them as inputs, so they are ignored, and nothing else is."""
+    for stack in ("gcp-a3", "barcelona"):
+        (adopted,) = namespaces(stack, "namespaceMode=adopt")
+        assert adopted["ignoreChanges"] == ["metadata.labels", "metadata.annotations", "spec"]
+    (created,) = namespaces("gcp-a3")
+    assert created["ignoreChanges"] == []

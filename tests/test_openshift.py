@@ -484,9 +484,11 @@ def test_migration_guide_keeps_the_seeds_claims_by_the_names_barcelona_registers
     # Plain create: an existing claim of that name must be imported, never "reused" silently.
     assert "kubernetes:core/v1:PersistentVolumeClaim" in guide and "AlreadyExists" in guide
     assert "pulumi preview --import-file" in guide and "pulumi import --file" in guide
-    # The seed's StatefulSet goes first: this stack's has the same name.
-    sts = one(run, "StatefulSet")["metadata"]
-    assert f"`oc delete statefulset {sts['name']} -n {sts['namespace']}`" in guide
+    # The seed's StatefulSet and headless Service go first: this stack's have the same names
+    # (tests/real/test_migration.py runs the guide's commands against a real API server).
+    for kind in ("StatefulSet", "Service"):
+        meta = one(run, kind)["metadata"]
+        assert f"oc delete {kind.lower()} {meta['name']} -n {meta['namespace']}" in guide
 
 
 def test_launch_command_fails_when_pod_0_cannot_hand_out_launch_all(tmp_path: Path) -> None:

@@ -13,14 +13,30 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
+# What the platform writes into every namespace: the API server's kubernetes.io/metadata.name
+# label and `kubernetes` finalizer, OpenShift's PodSecurity label syncer labels and SCC range
+# annotations (openshift.io/sa.scc.*), `oc new-project`'s openshift.io/requester. An import
+# takes the live labels, annotations and spec as the resource's inputs (pulumi-kubernetes
+# v4.32.0 provider/pkg/provider/provider.go Read: only creationTimestamp, generation,
+# managedFields, resourceVersion, uid and two annotations are dropped), so without this the
+# first preview after adopting shows them all being removed (and Pulumi CLIs before 3.174 refuse
+# the import). The engine applies ignoreChanges to imports (pulumi/pulumi v3.259.0
+# pkg/resource/deploy/step_generator.go).
+NAMESPACE_PLATFORM_FIELDS = ("metadata.labels", "metadata.annotations", "spec")
 
-def adopted(namespace: str | None, name: str) -> pulumi.ResourceOptions:
+
+def adopted(
+    namespace: str | None, name: str, platform_owned: tuple[str, ...] = ()
+) -> pulumi.ResourceOptions:
     """Import an existing object into the stack instead of creating it (pulumi-kubernetes
     >= 4.29 fails creating one that exists). The ID is "<namespace>/<name>", or "<name>" for
     cluster-scoped kinds (pulumi/pulumi-kubernetes provider/pkg/provider/util.go parseFqName).
-    It existed before the stack, so `pulumi destroy` leaves it in place."""
+    It existed before the stack, so `pulumi destroy` leaves it in place. `platform_owned`:
+    fields others keep writing, which the stack neither declares nor changes."""
     return pulumi.ResourceOptions(
-        import_=f"{namespace}/{name}" if namespace else name, retain_on_delete=True
+        import_=f"{namespace}/{name}" if namespace else name,
+        retain_on_delete=True,
+        ignore_changes=list(platform_owned) or None,
     )
 
 
@@ -39,8 +55,8 @@ class TrainingNamespaceArgs:
 
 class TrainingNamespace(pulumi.ComponentResource):
     """The training namespace. Deleting a namespace deletes every claim in it, so a created one
-    is retained unless told otherwise and an adopted one always is. An adopted one carries no
-    labels of ours: an import fails when the inputs differ from the live object."""
+    is retained unless told otherwise and an adopted one always is. An adopted one is declared by
+    name only and leaves what the platform writes into it alone."""
 
     namespace: k8s.core.v1.Namespace
 
@@ -54,7 +70,9 @@ class TrainingNamespace(pulumi.ComponentResource):
             self.namespace = k8s.core.v1.Namespace(
                 f"{name}-namespace",
                 metadata=ObjectMetaArgs(name=a.namespace),
-                opts=pulumi.ResourceOptions.merge(child, adopted(None, a.namespace)),
+                opts=pulumi.ResourceOptions.merge(
+                    child, adopted(None, a.namespace, NAMESPACE_PLATFORM_FIELDS)
+                ),
             )
         else:
             self.namespace = k8s.core.v1.Namespace(

@@ -42,6 +42,11 @@ class StackRender:
             if r.type.startswith("kubernetes:") and "import" in r.options
         }
 
+    def options_of(self, import_id: str) -> dict[str, Any]:
+        """The resource options of the object adopted under `import_id`."""
+        (options,) = [r.options for r in self.run.resources if r.options.get("import") == import_id]
+        return options
+
     def of_kind(self, kind: str) -> list[Object]:
         return [o for o in self.objects() if o["kind"] == kind]
 

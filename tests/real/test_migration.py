@@ -1,0 +1,151 @@
+"""Migrating Barcelona from the seed system, on a real API server: what the seed left is
+created first (tests/real/fixtures/barcelona_before.yaml, its pods running on the fake GPU
+nodes), then the README's "Migrating from ml-dev-env" commands run literally, then every object
+the stack creates is created as pulumi-kubernetes creates it (a plain create: an existing object
+fails with AlreadyExists). For `reference`, `adopt` and `create` NADs alike the stack comes up and
+the seed's claims are untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.real.cluster_state import (
+    barcelona_before,
+    claim_phase,
+    provision,
+    statefulset_settled,
+)
+from tests.real.conftest import Cluster
+from tools.realtier.kube import CreateError, Kube, describe, wait_for
+from tools.realtier.stacks import StackRender, render, volumes_for
+
+pytestmark = pytest.mark.real
+
+# `oc delete` resource names the guide uses -> (apiVersion, kind).
+OC_KINDS = {
+    "statefulset": ("apps/v1", "StatefulSet"),
+    "service": ("v1", "Service"),
+    "network-attachment-definitions": ("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition"),
+}
+MODES = {
+    "reference": (),
+    "adopt": ("namespaceMode=adopt", "rdma.networkAttachments=adopt"),
+    "create": ("rdma.networkAttachments=create",),
+}
+
+
+def guide_commands(overrides: tuple[str, ...]) -> list[list[str]]:
+    """The `oc delete` commands of the guide's bash blocks that apply: `# Every migration`
+    blocks always, `# Only for <key>: <value>` blocks when the override sets that value."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    guide = readme.split("## Migrating from ml-dev-env", 1)[1].split("\n## ", 1)[0]
+    chosen = {tuple(o.split("=", 1)) for o in overrides}
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", guide, flags=re.DOTALL):
+        lines = [line.strip() for line in block.splitlines() if line.strip()]
+        condition = re.match(r"# Only for ([\w.]+): (\w+)", lines[0])
+        if not lines[0].startswith("# Every migration") and not (
+            condition and condition.groups() in chosen
+        ):
+            continue
+        commands += [shlex.split(line) for line in lines if line.startswith("oc delete")]
+    return commands
+
+
+def run_oc_delete(kube: Kube, argv: list[str]) -> None:
+    """`oc delete KIND NAME... -n NS`: delete each (dependents in the background, as oc does)
+    and wait until the object itself is gone, as oc does by default."""
+    args = argv[2:]
+    namespace = args[args.index("-n") + 1]
+    del args[args.index("-n") : args.index("-n") + 2]
+    api_version, kind = OC_KINDS[args[0]]
+    for name in args[1:]:
+        kube.delete(api_version, kind, name, namespace)
+        wait_for(f"{kind} {name} deleted", functools.partial(gone, kube, kind, name, namespace))
+
+
+def gone(kube: Kube, kind: str, name: str, namespace: str) -> bool:
+    api_version = next(v for v, k in OC_KINDS.values() if k == kind)
+    return not kube.exists(api_version, kind, name, namespace)
+
+
+def seed_running(cluster: Cluster, stack_render: StackRender) -> None:
+    kube = cluster.kube
+    provision(kube, stack_render)
+    before = barcelona_before()
+    kube.create_all(volumes_for([o for o in before if o["kind"] == "PersistentVolumeClaim"]))
+    kube.create_all(before)
+    (seed_sts,) = [o for o in before if o["kind"] == "StatefulSet"]
+    wait_for(
+        "the seed's StatefulSet ready",
+        functools.partial(statefulset_settled, kube, seed_sts),
+        explain=functools.partial(describe, kube, "nccl-test"),
+    )
+
+
+def live_fields_outside(declared: dict[str, object], live: dict[str, object]) -> set[str]:
+    """Paths where the live object has what the declaration lacks, as pulumi-kubernetes' import
+    would see them (v4.32.0 provider.go Read drops these metadata fields and annotations)."""
+    dropped = {"creationTimestamp", "generation", "managedFields", "resourceVersion", "uid"}
+    differences = set()
+    for section in ("metadata", "spec"):
+        ours = declared.get(section) or {}
+        theirs = live.get(section) or {}
+        assert isinstance(ours, dict) and isinstance(theirs, dict)
+        for key, value in theirs.items():
+            if section == "metadata" and key in dropped:
+                continue
+            if ours.get(key) != value:
+                differences.add(f"{section}.{key}")
+    return differences
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_barcelona_migrates_by_the_guide(cluster: Cluster, mode: str) -> None:
+    kube, overrides = cluster.kube, MODES[mode]
+    stack_render = render("barcelona", overrides)
+    seed_running(cluster, stack_render)
+
+    for command in guide_commands(overrides):
+        run_oc_delete(kube, command)
+    for import_id, declared in stack_render.imported().items():
+        namespace, _, name = import_id.rpartition("/")
+        live = kube.get(declared["apiVersion"], declared["kind"], name, namespace or None)
+        if declared["kind"] == "Namespace":
+            # Everything the platform wrote is among what the adopted namespace ignores.
+            ignored = stack_render.options_of(import_id)["ignoreChanges"]
+            uncovered = {
+                path
+                for path in live_fields_outside(declared, live)
+                if not any(path == i or path.startswith(f"{i}.") for i in ignored)
+            }
+            assert not uncovered, f"the import would show {uncovered} being removed"
+    kube.create_all(stack_render.objects())
+
+    (sts,) = stack_render.of_kind("StatefulSet")
+    wait_for(
+        f"barcelona ({mode}): StatefulSet ready",
+        functools.partial(statefulset_settled, kube, sts),
+        explain=functools.partial(describe, kube, "nccl-test"),
+    )
+    for claim in stack_render.of_kind("PersistentVolumeClaim"):
+        assert claim_phase(kube, claim) == "Bound"
+    for seed_claim in (o for o in barcelona_before() if o["kind"] == "PersistentVolumeClaim"):
+        assert claim_phase(kube, seed_claim) == "Bound", "the seed's data must stay"
+
+
+def test_without_the_guide_the_seeds_headless_service_stops_the_create(cluster: Cluster) -> None:
+    """The defect the guide's step fixes: the seed's headless Service has this stack's name."""
+    stack_render = render("barcelona")
+    seed_running(cluster, stack_render)
+    run_oc_delete(cluster.kube, ["oc", "delete", "statefulset", "ml-dev-env", "-n", "nccl-test"])
+    with pytest.raises(CreateError) as refused:
+        cluster.kube.create_all(stack_render.objects())
+    assert refused.value.status == 409 and "ml-dev-env-headless" in str(refused.value)
+    assert "AlreadyExists" in refused.value.body
