@@ -177,8 +177,21 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "gcp-a4",
-        ("gcp.maxRunDurationSeconds=3600",),
-        ("maxRunDurationSeconds is only used with provisioning 'flex-start' (it is 'on-demand')",),
+        ("gcp.provisioning=spot", "gcp.maxRunDurationSeconds=3600"),
+        ("maxRunDurationSeconds is only used with provisioning 'flex-start' (it is 'spot')",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=on-demand",),
+        (
+            "gpu-cluster:gcp.provisioning = 'on-demand': Google offers gcp.machineType "
+            "'a4-highgpu-8g' only as 'flex-start', 'reservation' or 'spot' capacity",
+        ),
+    ),
+    (
+        "gcp-a3",
+        ("networkMode=rdma", "gcp.machineType=a3-ultragpu-8g"),
+        ("gcp.provisioning = 'on-demand'", "'a3-ultragpu-8g' only as 'flex-start'"),
     ),
     (
         "gcp-a4",
