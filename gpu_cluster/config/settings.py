@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from gpu_cluster.plan.gcp_network import plan_addresses
+from gpu_cluster.plan.gke_storage import StorageClassMode, storage_class_problems
 from gpu_cluster.plan.gpudirect import (
     GIB_RELEASES,
     GKE_END_OF_STANDARD_SUPPORT,
@@ -310,6 +311,10 @@ class StorageSettings(_Model):
 
     mode: Literal["rwx", "per-pod"] = "rwx"
     storage_class: Subdomain | None = None  # a StorageClass name (DNS-1123 subdomain)
+    # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
+    # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE
+    # does not install, reference any other (plan/gke_storage.py).
+    storage_class_mode: StorageClassMode | None = None
     workspace_size: Size = "100Gi"
     datasets_size: Size | None = "500Gi"
     # User data outlives `pulumi destroy` unless the stack opts out explicitly.
@@ -705,6 +710,9 @@ def _cross_field_problems(s: Settings) -> list[str]:
             f"run as native sidecars, which need 1.{NATIVE_SIDECAR_MINOR} or newer"
         )
     out.extend(_name_problems(s))
+    out.extend(
+        storage_class_problems(s.platform, s.storage.storage_class, s.storage.storage_class_mode)
+    )
     out.extend(_verify_problems(s))
     lo, hi = s.elastic_range
     if not lo <= s.nodes <= hi:
