@@ -462,6 +462,11 @@ def validate_a3_compact_placement(args: ResourceValidationArgs, report: ReportVi
     reservation = _get(args.props, "nodeConfig", "reservationAffinity", "consumeReservationType")
     if reservation == "SPECIFIC_RESERVATION":
         return  # a reservation brings its own placement
+    if _get(args.props, "nodeConfig", "flexStart") is True:
+        # Flex-start VMs get GKE's best-effort compact placement (docs.cloud.google.com/
+        # ai-hypercomputer/docs/create/gke-ai-hypercompute); A3 Ultra is sold no other way
+        # but a reservation or Spot.
+        return
     placement = _get(args.props, "placementPolicy", "type")
     if placement != "COMPACT":
         pool = _get(args.props, "name") or args.name
@@ -469,7 +474,8 @@ def validate_a3_compact_placement(args: ResourceValidationArgs, report: ReportVi
             f"node pool '{pool}' ({machine_type}) has placementPolicy.type "
             f"{placement if placement is not None else 'unset'}: set placementPolicy.type "
             "COMPACT so the nodes sit close together on the GPU fabric, or consume a specific "
-            "reservation (stack config gcp.provisioning=reservation with gcp.reservation).",
+            "reservation (stack config gcp.provisioning=reservation with gcp.reservation) or "
+            "flex-start capacity (gcp.provisioning=flex-start).",
             None,
         )
 
@@ -608,7 +614,7 @@ POLICIES: Final[tuple[ResourceValidationPolicy, ...]] = (
         name="gke-a3-compact-placement",
         description=(
             "GKE node pools of a3-* machines use compact placement unless they consume a "
-            "specific reservation."
+            "specific reservation or run flex-start VMs (placed by GKE)."
         ),
         enforcement_level=EnforcementLevel.MANDATORY,
         validate=validate_a3_compact_placement,

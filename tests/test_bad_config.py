@@ -177,8 +177,47 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "gcp-a4",
-        ("gcp.maxRunDurationSeconds=3600",),
-        ("maxRunDurationSeconds is only used with provisioning 'flex-start' (it is 'on-demand')",),
+        ("gcp.provisioning=spot", "gcp.maxRunDurationSeconds=3600"),
+        ("maxRunDurationSeconds is only used with provisioning 'flex-start' (it is 'spot')",),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.provisioning=on-demand",),
+        (
+            "gpu-cluster:gcp.provisioning = 'on-demand': Google offers gcp.machineType "
+            "'a4-highgpu-8g' only as 'flex-start', 'reservation' or 'spot' capacity",
+        ),
+    ),
+    # a storage class nothing creates
+    (
+        "gcp-a3",
+        ("storage.storageClass=fast-ssd",),
+        (
+            "gpu-cluster:storage.storageClass = 'fast-ssd': GKE does not install it",
+            "'standard-rwo', 'premium-rwo', 'standard'",
+            "'hyperdisk-balanced'",
+            "storage.storageClassMode: reference",
+        ),
+    ),
+    (
+        "gcp-a3",
+        ("storage.storageClassMode=create",),
+        ("storage.storageClassMode = 'create': GKE installs 'premium-rwo' itself",),
+    ),
+    (
+        "barcelona",
+        ("storage.storageClassMode=create",),
+        ("storage.storageClassMode = 'create' is only available on platform 'gke'",),
+    ),
+    (
+        "gcp-a4",
+        ("storage.storageClassMode=copy",),
+        ("gpu-cluster:storage.storageClassMode = 'copy'", "'create' or 'reference'"),
+    ),
+    (
+        "gcp-a3",
+        ("networkMode=rdma", "gcp.machineType=a3-ultragpu-8g"),
+        ("gcp.provisioning = 'on-demand'", "'a3-ultragpu-8g' only as 'flex-start'"),
     ),
     (
         "gcp-a4",

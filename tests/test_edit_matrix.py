@@ -143,8 +143,12 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
         "delete Subnetwork": 9,
         "replace NodePool": 1,
     },
+    # The shipped capacity is flex-start; a reservation or Spot is a new pool.
     ("gcp-a4", ("gcp.provisioning=spot",)): {"replace NodePool": 1},
-    ("gcp-a4", ("gcp.provisioning=flex-start",)): {"replace NodePool": 1},
+    ("gcp-a4", ("gcp.provisioning=reservation", "gcp.reservation=a4-res")): {"replace NodePool": 1},
+    ("gcp-a4", ("gcp.maxRunDurationSeconds=86400",)): {"replace NodePool": 1},
+    # A class made outside the stack: ours is deleted (it holds no data), the claims stay.
+    ("gcp-a4", ("storage.storageClassMode=reference",)): {},
     # a3-high: GKE, A3 High, TCPX (4 GPU VPCs)
     ("a3-high", ("nodes=8",)): {},
     ("a3-high", ("networkMode=tcp",)): {

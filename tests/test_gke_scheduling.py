@@ -139,7 +139,10 @@ def test_every_daemonset_runs_on_the_a3_pool(stack: str) -> None:
 
 @pytest.mark.parametrize(
     ("stack", "overrides"),
-    [*((stack, ()) for stack in GKE_STACKS), ("gcp-a4", ("gcp.provisioning=flex-start",))],
+    [
+        *((stack, ()) for stack in GKE_STACKS),  # gcp-a4 ships flex-start: the pool scales from 0
+        ("gcp-a4", ("gcp.provisioning=reservation", "gcp.reservation=a4-res")),
+    ],
 )
 def test_training_pods_fit_the_a3_pool_one_per_node(stack: str, overrides: tuple[str, ...]) -> None:
     run = run_stack(stack, *overrides)

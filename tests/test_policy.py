@@ -632,6 +632,29 @@ def test_a3_pool_with_any_reservation_still_needs_compact_placement() -> None:
     only(run_pack(args_for(pool, inputs)), "gke-a3-compact-placement", "unset")
 
 
+def test_a3_ultra_on_flex_start_is_placed_by_gke_but_spot_is_not() -> None:
+    """A3 Ultra is sold as flex-start, a reservation or Spot: flex-start VMs get GKE's own
+    best-effort compact placement and take no placement policy, as a reservation brings its
+    own; Spot still needs COMPACT."""
+    pool = resource(
+        "gcp-a4", NODE_POOL, "gcp.machineType=a3-ultragpu-8g", name="gpu-cluster-a3ultra"
+    )
+    assert pool.inputs["nodeConfig"]["flexStart"] is True and "placementPolicy" not in pool.inputs
+    assert run_pack(args_for(pool)) == []
+    inputs = mutated(pool, lambda i: i["nodeConfig"].pop("flexStart"))
+    only(run_pack(args_for(pool, inputs)), "gke-a3-compact-placement", "a3-ultragpu-8g", "unset")
+    spot = resource(
+        "gcp-a4",
+        NODE_POOL,
+        "gcp.machineType=a3-ultragpu-8g",
+        "gcp.provisioning=spot",
+        name="gpu-cluster-a3ultra",
+    )
+    assert run_pack(args_for(spot)) == []  # COMPACT
+    inputs = mutated(spot, lambda i: i.pop("placementPolicy"))
+    only(run_pack(args_for(spot, inputs)), "gke-a3-compact-placement", "unset")
+
+
 # --- 7. the pinned GPUDirect release's NCCL settings -----------------------------------------
 
 

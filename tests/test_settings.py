@@ -224,6 +224,32 @@ def test_gke_rules(raw: dict[str, Any], expected: str) -> None:
     assert expected in error_of(raw)
 
 
+@pytest.mark.parametrize("machine", ["a4-highgpu-8g", "a3-ultragpu-8g"])
+def test_a3_ultra_and_a4_are_refused_on_demand_capacity(machine: str) -> None:
+    for raw, default in (
+        (gke("rdma", machineType=machine), " (the default)"),
+        (gke("rdma", machineType=machine, provisioning="on-demand"), ""),
+    ):
+        message = error_of(raw)
+        assert f"gpu-cluster:gcp.provisioning = 'on-demand'{default}: Google offers" in message
+        assert f"gcp.machineType '{machine}' only as 'flex-start', 'reservation' or 'spot'" in (
+            message
+        )
+    for provisioning, extra in (
+        ("flex-start", {}),
+        ("spot", {}),
+        ("reservation", {"reservation": "a4-res/reservationBlocks/block-1"}),
+    ):
+        s = load_settings(gke("rdma", machineType=machine, provisioning=provisioning, **extra))
+        assert s.gcp is not None and s.gcp.provisioning == provisioning
+
+
+def test_a3_mega_and_high_may_still_run_on_demand() -> None:
+    for mode, machine in (("tcpxo", "a3-megagpu-8g"), ("tcpx", "a3-highgpu-8g")):
+        s = load_settings(gke(mode, machineType=machine))
+        assert s.gcp is not None and s.gcp.provisioning == "on-demand"
+
+
 def test_valid_gke_variants_load() -> None:
     assert load_settings(gke()).gcp is not None
     assert load_settings({**gke("tcpx", machineType="a3-highgpu-8g")}).network_mode == "tcpx"

@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from gpu_cluster.components.gcp_vpc import GpuVpcs, GpuVpcsArgs
 from gpu_cluster.components.gke_cluster import GkeCluster, GkeClusterArgs
+from gpu_cluster.components.gke_storage import GkeStorageClass, GkeStorageClassArgs
 from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNodesArgs, GpuNicNetwork
 from gpu_cluster.components.moved import moved_from
@@ -26,6 +27,7 @@ from gpu_cluster.config.settings import (
     rdma_nic_count,
 )
 from gpu_cluster.plan.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, plan_addresses
+from gpu_cluster.plan.gke_storage import storage_class_to_create
 from gpu_cluster.plan.gpudirect import RDMA_MACHINES, GibRelease, GpuDirectRelease
 from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
 from gpu_cluster.plan.outputs import stack_outputs
@@ -184,11 +186,28 @@ class GkePlatform(pulumi.ComponentResource):
             TrainingAccessArgs(s.name, s.namespace, labels(s), after=depends[:1]),
             in_cluster,
         )
+        # The class the claims name, unless GKE installs it or the stack references one.
+        claims_after: tuple[pulumi.Resource, ...] = ()
+        spec = storage_class_to_create(
+            s.platform, s.storage.storage_class, s.storage.storage_class_mode
+        )
+        if spec is not None:
+            storage = GkeStorageClass(
+                name,
+                GkeStorageClassArgs(spec, labels(s)),
+                pulumi.ResourceOptions(parent=self, providers=[provider]),
+            )
+            claims_after = (storage.storage_class,)
         networking = pod_networking(s, f"{s.name}-scripts")
         self.workload = TrainingWorkload(
             f"{name}-workload",
             workload_args(
-                s, networking, gke_placement(pool), access.service_account_name, secret_env
+                s,
+                networking,
+                gke_placement(pool),
+                access.service_account_name,
+                secret_env,
+                claims_after,
             ),
             opts=pulumi.ResourceOptions(
                 parent=self, providers=[provider], depends_on=[*depends, *gpudirect.ready]

@@ -213,9 +213,11 @@ class TrainingWorkloadArgs:
     -code-sync, -peers-only). namespace, labels: of every object. replicas: pods, one per GPU
     node. image: the training image. gpus_per_node: GPUs each pod requests. pod: the training
     container's requests, limits and /dev/shm size. storage: the workspace and datasets claims.
-    master_port: the rendezvous port. service_name: the headless Service's. scripts: the scripts
-    ConfigMap's files. env: the training container's plain env (rendezvous). networking: the
-    network mode's contribution to the pod. placement: where pods run, as which UID.
+    claims_after: what every claim waits for (the StorageClass it names, when the platform
+    creates it). master_port: the rendezvous port. service_name: the headless Service's.
+    scripts: the scripts ConfigMap's files. env: the training container's plain env
+    (rendezvous). networking: the network mode's contribution to the pod. placement: where pods
+    run, as which UID.
     service_account: the pods' ServiceAccount. sidecars, sidecar_volumes, sidecar_mounts: extra
     init containers (code sync) with their volumes and the training container's mounts of them.
     secret_env_keys, secret_env: env variables from a Secret (<name>-env) and its data.
@@ -237,6 +239,7 @@ class TrainingWorkloadArgs:
     networking: PodNetworking
     placement: PodPlacement
     service_account: pulumi.Input[str]
+    claims_after: tuple[pulumi.Resource, ...] = ()
     sidecars: tuple[Container, ...] = ()
     sidecar_volumes: tuple[Volume, ...] = ()
     sidecar_mounts: tuple[Mount, ...] = ()
@@ -543,13 +546,16 @@ def _claims(
 
     rwx: one ReadWriteMany claim per volume that every pod mounts. per-pod: one
     ReadWriteOnce claim per volume and pod, named as the StatefulSet names its claims, so
-    the controller adopts them. Retained on destroy unless storage.retainOnDelete is false;
+    the controller adopts them. Each waits for `claims_after` (the StorageClass it names, when
+    the platform creates it). Retained on destroy unless storage.retainOnDelete is false;
     protected (any replacement or deletion stops at preview) unless storage.protect is false.
     Returns (volume name, claim name, claim resource) per claim."""
     keep = pulumi.ResourceOptions.merge(
         child,
         pulumi.ResourceOptions(
-            retain_on_delete=a.storage.retain_on_delete, protect=a.storage.protect
+            retain_on_delete=a.storage.retain_on_delete,
+            protect=a.storage.protect,
+            depends_on=list(a.claims_after) or None,
         ),
     )
     if a.storage.mode == "rwx":

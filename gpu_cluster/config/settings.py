@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from gpu_cluster.plan.gcp_network import plan_addresses
+from gpu_cluster.plan.gke_storage import StorageClassMode, storage_class_problems
 from gpu_cluster.plan.gpudirect import (
     GIB_RELEASES,
     GKE_END_OF_STANDARD_SUPPORT,
@@ -310,6 +311,10 @@ class StorageSettings(_Model):
 
     mode: Literal["rwx", "per-pod"] = "rwx"
     storage_class: Subdomain | None = None  # a StorageClass name (DNS-1123 subdomain)
+    # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
+    # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE
+    # does not install, reference any other (plan/gke_storage.py).
+    storage_class_mode: StorageClassMode | None = None
     workspace_size: Size = "100Gi"
     datasets_size: Size | None = "500Gi"
     # User data outlives `pulumi destroy` unless the stack opts out explicitly.
@@ -470,6 +475,21 @@ MACHINE_GPUS: dict[str, int] = {
     "a4-highgpu-8g": 8,  # A4, 8 x B200
 }
 
+# How the GPU pool gets its capacity (GcpSettings.provisioning).
+Provisioning = Literal["on-demand", "spot", "reservation", "flex-start"]
+# Capacity each machine type is offered with. A3 Ultra and A4 come only through reservations
+# (whole, a block or sub-block, or a calendar-mode future reservation), flex-start or Spot, never
+# on demand: docs.cloud.google.com/ai-hypercomputer/docs/consumption-models (consulted
+# 2026-11-23) lists no on-demand option for them, and every GoogleCloudPlatform/cluster-toolkit
+# blueprint for them (examples/gke-a4, gke-a3-ultragpu, gke-consumption-options; 1047080)
+# consumes a reservation or flex-start. A3 Mega and A3 High are also sold on demand.
+MACHINE_PROVISIONING: dict[str, tuple[Provisioning, ...]] = {
+    "a3-megagpu-8g": ("on-demand", "spot", "reservation", "flex-start"),
+    "a3-highgpu-8g": ("on-demand", "spot", "reservation", "flex-start"),
+    "a3-ultragpu-8g": ("flex-start", "reservation", "spot"),
+    "a4-highgpu-8g": ("flex-start", "reservation", "spot"),
+}
+
 
 class SystemPoolSettings(_Model):
     """The CPU pool for GKE's own workloads (kube-dns, metrics-server, konnectivity): the GPU
@@ -512,7 +532,8 @@ class GcpSettings(_Model):
     # flex-start: Dynamic Workload Scheduler's flex-start VMs (cloud.google.com/kubernetes-engine/
     # docs/concepts/dws); queued provisioning is not offered: its nodes come only through
     # ProvisioningRequests, which the StatefulSet never makes.
-    provisioning: Literal["on-demand", "spot", "reservation", "flex-start"] = "on-demand"
+    # A3 Ultra and A4 are not offered on demand (MACHINE_PROVISIONING).
+    provisioning: Provisioning = "on-demand"
     # A specific reservation: its name (same project) or projects/<p>/reservations/<name>,
     # optionally narrowed to a block or sub-block: <name>/reservationBlocks/<block>[/
     # reservationSubBlocks/<sub-block>] (GoogleCloudPlatform/cluster-toolkit modules/compute/
@@ -689,6 +710,9 @@ def _cross_field_problems(s: Settings) -> list[str]:
             f"run as native sidecars, which need 1.{NATIVE_SIDECAR_MINOR} or newer"
         )
     out.extend(_name_problems(s))
+    out.extend(
+        storage_class_problems(s.platform, s.storage.storage_class, s.storage.storage_class_mode)
+    )
     out.extend(_verify_problems(s))
     lo, hi = s.elastic_range
     if not lo <= s.nodes <= hi:
@@ -732,6 +756,7 @@ def _gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
             f"gpu-cluster:networkMode = {s.network_mode!r} needs gcp.machineType "
             f"{' or '.join(map(repr, needed))}, not {gcp.machine_type!r}"
         )
+    out.extend(_provisioning_problems(gcp))
     have = MACHINE_GPUS[gcp.machine_type]
     if s.gpus_per_node > have:
         out.append(
@@ -751,6 +776,21 @@ def _gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
     except ValueError as exc:
         out.append(f"gpu-cluster:gcp.baseCidr = {gcp.base_cidr!r}: {exc}")
     return out
+
+
+def _provisioning_problems(gcp: GcpSettings) -> list[str]:
+    """Capacity Google sells for the machine type (MACHINE_PROVISIONING)."""
+    offered = MACHINE_PROVISIONING[gcp.machine_type]
+    if gcp.provisioning in offered:
+        return []
+    default = "" if "provisioning" in gcp.model_fields_set else " (the default)"
+    choices = ", ".join(map(repr, offered[:-1])) + f" or {offered[-1]!r}"
+    return [
+        f"gpu-cluster:gcp.provisioning = {gcp.provisioning!r}{default}: Google offers "
+        f"gcp.machineType {gcp.machine_type!r} only as {choices} capacity; use one of them "
+        "('flex-start' needs no reservation; 'reservation' takes gcp.reservation: a reservation, "
+        "a block or sub-block of one, or a calendar-mode future reservation)"
+    ]
 
 
 def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:

@@ -32,6 +32,7 @@ from gpu_cluster.offline.engine import ProgramRun, YamlLoader, engine_config, ru
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
 KIND_ORDER = (
     "Namespace",
+    "StorageClass",
     "SecurityContextConstraints",
     "GKENetworkParamSet",
     "Network",

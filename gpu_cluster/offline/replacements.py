@@ -56,6 +56,8 @@ K8S_REPLACE_ON: dict[str, tuple[str, ...]] = {
     "kubernetes:core/v1:Service": ("spec.clusterIP",),
     "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": ("roleRef",),
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": ("roleRef",),
+    # Same forceNew table, storage.k8s.io/v1 (unchanged at 00302beb).
+    "kubernetes:storage.k8s.io/v1:StorageClass": ("parameters", "provisioner"),
 }
 
 # Google Cloud resources: ForceNew fields among those the program sets.
