@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from gpu_cluster.config.settings import decode_config, load_settings
-from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program, stack_file_config
 from tests.conftest import STACKS, schema_key_paths
 from tests.test_schemas import validate
 
@@ -204,10 +204,19 @@ def set_key(config: dict[str, str], key: str, value: Any) -> None:
 _OTHER_PLATFORM = {"openshift": ("gcp.",), "gke": ("rdma.", "openshift.nodeNames")}
 
 
+def own_keys(stack: str) -> list[str]:
+    """The schema's keys less the other platform's."""
+    platform = stack_file_config(stack)[f"{PROJECT}:platform"]
+    return sorted(k for k in KEYS if not k.startswith(_OTHER_PLATFORM[platform]))
+
+
+def plausible_edit(keys: list[str]) -> st.SearchStrategy[tuple[str, Any]]:
+    key = st.sampled_from(keys)
+    return key.flatmap(lambda k: st.tuples(st.just(k), st.sampled_from(KEYS[k])))
+
+
 def edits(stack: str) -> st.SearchStrategy[list[tuple[str, Any]]]:
-    platform = "gke" if stack in ("gcp-a3", "a3-high") else "openshift"
-    own = sorted(k for k in KEYS if not k.startswith(_OTHER_PLATFORM[platform]))
-    key = st.sampled_from(own) | st.sampled_from(sorted(KEYS))
+    key = st.sampled_from(own_keys(stack)) | st.sampled_from(sorted(KEYS))
     plausible = key.flatmap(lambda k: st.tuples(st.just(k), st.sampled_from(KEYS[k])))
     # Mostly plausible values, some junk of any JSON shape, now and then a whole section of
     # the wrong shape.

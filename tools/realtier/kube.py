@@ -38,12 +38,17 @@ class Kube:
     def _resource(self, api_version: str, kind: str) -> Any:
         return self._client.resources.get(api_version=api_version, kind=kind)
 
-    def create(self, obj: Object) -> Object:
+    def create(self, obj: Object, *, dry_run: bool = False) -> Object:
         """POST the object: what pulumi-kubernetes >= 4.29 does for a resource it creates
-        (await.go: a plain create unless upsertExistingObjects), so AlreadyExists surfaces here."""
+        (await.go: a plain create unless upsertExistingObjects), so AlreadyExists surfaces here.
+        `dry_run`: validated and admitted in full, then not stored."""
         resource = self._resource(obj["apiVersion"], obj["kind"])
         namespace = obj["metadata"].get("namespace") if resource.namespaced else None
-        created: Object = resource.create(body=obj, namespace=namespace).to_dict()
+        kwargs = {"dry_run": "All"} if dry_run else {}
+        try:
+            created: Object = resource.create(body=obj, namespace=namespace, **kwargs).to_dict()
+        except ApiException as error:
+            raise CreateError(obj, error) from error
         return created
 
     def apply(self, obj: Object, *, manager: str, dry_run: bool = False) -> Object:
@@ -86,10 +91,7 @@ class Kube:
 
     def create_all(self, objects: Iterable[Object]) -> None:
         for obj in objects:
-            try:
-                self.create(obj)
-            except ApiException as error:
-                raise CreateError(obj, error) from error
+            self.create(obj)
 
 
 class CreateError(RuntimeError):
