@@ -342,6 +342,16 @@ def gcp_problems(run: ProgramRun) -> list[str]:
     return out
 
 
+def run_edited(stack: str, changes: list[tuple[str, Any]], run: ProgramRun) -> dict[str, str]:
+    """Run the program on `stack` with `changes` applied, recording into `run`; returns the
+    config it ran with (pulumi.RunError when the program refuses it)."""
+    config, secret_keys = engine_config(stack)
+    for key, value in changes:
+        set_key(config, key, value)
+    run_program(config, secret_keys, stack, record_into=run)
+    return config
+
+
 def validated_version(config: dict[str, str]) -> str:
     raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
     wanted = load_settings(decode_config(raw)).kubernetes_version
@@ -363,12 +373,9 @@ def test_any_config_is_refused_by_key_or_renders_what_the_api_server_accepts(
     case: tuple[str, list[tuple[str, Any]]],
 ) -> None:
     stack, changes = case
-    config, secret_keys = engine_config(stack)
-    for key, value in changes:
-        set_key(config, key, value)
     run = ProgramRun()
     try:
-        run_program(config, secret_keys, stack, record_into=run)
+        config = run_edited(stack, changes, run)
     except pulumi.RunError as exc:
         message = str(exc)
         assert message.startswith("invalid stack config:"), message

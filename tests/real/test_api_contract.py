@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
 from tests.conftest import STACKS
-from tests.test_config_properties import own_keys, plausible_edit, set_key
+from tests.test_config_properties import own_keys, plausible_edit, run_edited
 from tests.test_schemas import VARIANTS
 from tools.realtier.build import Tools
 from tools.realtier.controlplane import ControlPlane
@@ -76,12 +76,9 @@ def test_every_config_the_program_accepts_is_admitted(
     api: Kube, case: tuple[str, list[tuple[str, Any]]]
 ) -> None:
     stack, changes = case
-    config, secret_keys = engine_config(stack)
-    for key, value in changes:
-        set_key(config, key, value)
     run = ProgramRun()
     try:
-        run_program(config, secret_keys, stack, record_into=run)
+        run_edited(stack, changes, run)
     except pulumi.RunError:
         event("refused by the program")
         return
