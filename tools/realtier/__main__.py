@@ -5,7 +5,6 @@ to reach it, and stops it on Ctrl-C."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
@@ -42,9 +41,10 @@ def main(argv: list[str] | None = None) -> int:
                 kube.create(node.manifest())
         log_to_stderr(f"ready: export KUBECONFIG={plane.kubeconfig}  (Ctrl-C stops and removes it)")
         stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        while not stop.wait(1):  # a timed wait, so the handlers get to run
+            pass
     finally:
         plane.stop()
     return 0

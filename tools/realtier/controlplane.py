@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import shutil
 import signal
 import socket
@@ -31,6 +32,13 @@ from tools.realtier.certs import CertificateAuthority, Pair, service_account_key
 # Starting five processes on two busy cores can take a while; a stuck one fails after this.
 START_DEADLINE_S = 180.0
 STOP_GRACE_S = 20.0
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the process that started it dies, so a killed
+    test run leaves no control plane behind (prctl(2) PR_SET_PDEATHSIG; Linux)."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -196,6 +204,7 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         self._processes.append(_Process(name, popen, log))
         self.log(f"started {name} (pid {popen.pid})")
