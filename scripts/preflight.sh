@@ -28,6 +28,7 @@
 #                              registration, so the check passes whatever the limit
 #   MEMLOCK_STRATEGY optional  the stack's rdma.memlock (root-ipc-lock | machineconfig |
 #                              preconfigured): the memlock failure names its fix
+#   MEMLOCK_MACHINE_CONFIG optional  with machineconfig: the MachineConfig's name, for that fix
 #   RDMA_MTU         optional  MTU every RDMA interface must have; unset/empty = skip
 #   PREFLIGHT_LAUNCHER optional  deepspeed = also check DeepSpeed >= 0.14.5 (--no_ssh) is installed
 #   PYTHON_BIN       optional  default python3 (asks it for DeepSpeed's version)
@@ -54,6 +55,7 @@ RDMA_HCAS=${RDMA_HCAS:-}
 RDMA_GID_INDEX=${RDMA_GID_INDEX:-auto}
 MEMLOCK_MIN_KB=${MEMLOCK_MIN_KB:-unlimited}
 MEMLOCK_STRATEGY=${MEMLOCK_STRATEGY:-}
+MEMLOCK_MACHINE_CONFIG=${MEMLOCK_MACHINE_CONFIG:-}
 RDMA_MTU=${RDMA_MTU:-}
 PREFLIGHT_LAUNCHER=${PREFLIGHT_LAUNCHER:-}
 PYTHON_BIN=${PYTHON_BIN:-python3}
@@ -219,7 +221,7 @@ check_memlock() {
 memlock_fix() {
   case $MEMLOCK_STRATEGY in
     root-ipc-lock) echo "rdma.memlock is root-ipc-lock, so the training container should run as UID 0 with IPC_LOCK: check that the pod was admitted under the stack's SCC (annotation openshift.io/scc) and that securityContext.runAsUser is 0" ;;
-    machineconfig) echo "rdma.memlock is machineconfig: check that the GPU MachineConfigPool finished updating (oc get mcp) and that this node has /etc/crio/crio.conf.d/99-gpu-cluster-memlock, then restart the pod" ;;
+    machineconfig) echo "rdma.memlock is machineconfig: check that MachineConfig ${MEMLOCK_MACHINE_CONFIG:-99-<pool>-gpu-cluster-memlock} exists (oc get machineconfig; with rdma.machineConfig reference another stack or the platform team must create it), that the GPU MachineConfigPool finished updating (oc get mcp) and that this node has /etc/crio/crio.conf.d/99-gpu-cluster-memlock, then restart the pod" ;;
     preconfigured) echo "rdma.memlock is preconfigured, but this node's container runtime does not lift the limit: set rdma.memlock to root-ipc-lock (training container as root with IPC_LOCK) or machineconfig (CRI-O default_ulimits memlock=-1:-1, reboots the pool's nodes)" ;;
     *) echo "give the container an effective CAP_IPC_LOCK (UID 0 with IPC_LOCK) or an unlimited memlock limit" ;;
   esac

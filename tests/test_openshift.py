@@ -344,6 +344,48 @@ def test_machineconfig_memlock_lifts_cri_o_default_ulimits_on_the_gpu_pool() -> 
     annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
     assert "openshift.io/required-scc" not in annotations
     assert env_of(container(run))["MEMLOCK_STRATEGY"] == "machineconfig"
+    assert env_of(container(run))["MEMLOCK_MACHINE_CONFIG"] == "99-gpu-gpu-cluster-memlock"
+
+
+def machine_configs(run: ProgramRun) -> list[RecordedResource]:
+    return [r for r in run.resources if r.type.endswith(":MachineConfig")]
+
+
+def test_memlock_machine_config_is_one_per_pool_owned_by_its_creator_and_kept_on_destroy() -> None:
+    # One name per pool, not per stack: another stack (other name, namespace) on the same pool
+    # would register the same object, so only the owner creates it.
+    own = run_stack("barcelona", "rdma.memlock=machineconfig")
+    other = run_stack("barcelona", "rdma.memlock=machineconfig", "name=team-b", "namespace=team-b")
+    assert one(own, "MachineConfig")["metadata"]["name"] == "99-worker-gpu-cluster-memlock"
+    assert one(other, "MachineConfig")["metadata"]["name"] == "99-worker-gpu-cluster-memlock"
+    (created,) = machine_configs(own)
+    # Removing it would drain and reboot the pool under every other stack that relies on it.
+    assert created.options["retainOnDelete"] is True and "import" not in created.options
+    annotations = created.inputs["metadata"]["annotations"]
+    assert annotations["gpu-cluster/owner"] == "gpu-cluster/barcelona"
+    assert "`pulumi destroy` keeps it" in annotations["gpu-cluster/disruption"]
+    assert (
+        "oc delete machineconfig 99-worker-gpu-cluster-memlock"
+        in (annotations["gpu-cluster/disruption"])
+    )
+
+
+def test_a_second_stack_references_or_adopts_the_memlock_machine_config() -> None:
+    referenced = run_stack(
+        "barcelona", "rdma.memlock=machineconfig", "rdma.machineConfig=reference"
+    )
+    # Relies on the owner's object: registers none, pods still lift nothing themselves...
+    assert not machine_configs(referenced)
+    training = env_of(container(referenced))
+    assert training["MEMLOCK_STRATEGY"] == "machineconfig"
+    # ...and preflight names the object to look for when the limit is still low.
+    assert training["MEMLOCK_MACHINE_CONFIG"] == "99-worker-gpu-cluster-memlock"
+    assert "add" not in container(referenced)["securityContext"]["capabilities"]
+    # Taking it over (its creator was destroyed and left it): imported by its cluster-wide name.
+    adopted = run_stack("barcelona", "rdma.memlock=machineconfig", "rdma.machineConfig=adopt")
+    (config,) = machine_configs(adopted)
+    assert config.options["import"] == "99-worker-gpu-cluster-memlock"
+    assert config.options["retainOnDelete"] is True
 
 
 def test_machineconfig_memlock_warns_in_the_preview() -> None:

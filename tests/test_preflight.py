@@ -358,6 +358,16 @@ def test_low_memlock_names_the_fix_for_the_stacks_strategy(
     fails(preflight(env), "memlock", f"rdma.memlock is {strategy}", fix)
 
 
+def test_low_memlock_under_machineconfig_names_the_shared_machine_config(node: Node) -> None:
+    node.set_caps(CAPS_DEFAULT)
+    env = {
+        **node.env(),
+        "MEMLOCK_STRATEGY": "machineconfig",
+        "MEMLOCK_MACHINE_CONFIG": "99-gpu-gpu-cluster-memlock",
+    }
+    fails(preflight(env), "MachineConfig 99-gpu-gpu-cluster-memlock exists", "reference")
+
+
 def test_low_memlock_with_ipc_lock_passes(node: Node) -> None:
     out = passes(preflight(node.env(), memlock_kb=LOW_MEMLOCK_KB))
     assert f"memlock: ulimit -l is {LOW_MEMLOCK_KB} KiB, but CAP_IPC_LOCK is effective" in out
