@@ -32,11 +32,13 @@
 #   RDMA_MTU         optional  MTU every RDMA interface must have; unset/empty = skip
 #   PREFLIGHT_LAUNCHER optional  deepspeed = also check DeepSpeed >= 0.14.5 (--no_ssh) is installed
 #   PYTHON_BIN       optional  default python3 (asks it for DeepSpeed's version)
-#   IP_BIN           optional  default ip (iproute2): the RDMA interfaces' IPv4 addresses
+#   IP_BIN           optional  default ip (iproute2): the RDMA interfaces' IPv4 addresses;
+#                              without it read from PROC_ROOT/net/fib_trie and route
 #   NCCL_ENV_FILE    optional  default /var/run/gpu-cluster/nccl.env
 #   SYSFS_ROOT       optional  default /sys  (tests point these three at fake trees)
 #   DEV_ROOT         optional  default /dev
-#   PROC_ROOT        optional  default /proc (reads $PROC_ROOT/self/status for CapEff)
+#   PROC_ROOT        optional  default /proc (reads $PROC_ROOT/self/status for CapEff, and
+#                              $PROC_ROOT/net/* without iproute2)
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 # Functions below run inside $(...); without this, errexit would be off there.
@@ -267,7 +269,7 @@ check_iface() {
   if [[ -z $addrs ]]; then
     # A missing `ip` is reported once, by check_rdma.
     [[ -n $ip_problem ]] && return
-    fail "$iface: no IPv4 address ('$IP_BIN -4 -o addr show dev $iface'); the NAD's IPAM assigns it"
+    fail "$iface: no IPv4 address ($(ipv4_source_text "$iface")); the NAD's IPAM assigns it"
     return
   fi
   if [[ -n $given ]]; then
