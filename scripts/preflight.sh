@@ -389,7 +389,7 @@ check_deepspeed() {
   out=$("$PYTHON_BIN" -c 'import importlib.metadata as m; print(m.version("deepspeed"))' 2>&1) || rc=$?
   version=${out##*$'\n'}
   if ((rc != 0)); then
-    fail "DeepSpeed: not installed in this image ($PYTHON_BIN: ${version}); launcher.kind deepspeed needs DeepSpeed >= $DEEPSPEED_MIN_VERSION: use an image that has it, or pip install 'deepspeed>=$DEEPSPEED_MIN_VERSION'"
+    fail "DeepSpeed: not installed in this image ($PYTHON_BIN: ${version}); launcher.kind deepspeed needs DeepSpeed >= $DEEPSPEED_MIN_VERSION: use an image that has it (pip install 'deepspeed>=$DEEPSPEED_MIN_VERSION' in an image built from it), or set launcher.kind to torchrun"
   elif [[ ! $version =~ ^[0-9]+(\.[0-9]+)*([.+-].*)?$ ]]; then
     fail "DeepSpeed: cannot read its version ('$version')"
   elif ! version_at_least "$version" "$DEEPSPEED_MIN_VERSION"; then

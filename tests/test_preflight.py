@@ -527,7 +527,7 @@ def test_deepspeed_older_than_no_ssh_fails(node: Node, version: str) -> None:
 def test_deepspeed_missing_fails(node: Node) -> None:
     node.fake_deepspeed(None)
     env = {**node.env(), "PREFLIGHT_LAUNCHER": "deepspeed"}
-    fails(preflight(env), "DeepSpeed: not installed", "deepspeed>=0.14.5")
+    fails(preflight(env), "DeepSpeed: not installed", "deepspeed>=0.14.5", "kind to torchrun")
     # Only checked for DeepSpeed's launcher.
     assert "DeepSpeed" not in passes(preflight({**env, "PREFLIGHT_LAUNCHER": "torchrun"}))
 

@@ -633,6 +633,18 @@ def test_deepspeed_missing_hostfile(tmp_path: Path, ds_env: dict[str, str]) -> N
     assert result.returncode != 0 and missing in result.stderr and result.stdout == ""
 
 
+def test_deepspeed_not_in_the_image_stops_at_once_naming_the_fixes(
+    tmp_path: Path, ds_env: dict[str, str]
+) -> None:
+    # An image without DeepSpeed (nothing on PATH either), launched without preflight.
+    env = {**ds_env, "DEEPSPEED_BIN": "deepspeed", "PATH": str(path_without_ip(tmp_path))}
+    result = run(DEEPSPEED, env, "train.py")
+    assert result.returncode == 1 and result.stdout == ""
+    assert "deepspeed not found: this image has no DeepSpeed" in result.stderr
+    assert "deepspeed>=0.14.5" in result.stderr and "launcher.kind to torchrun" in result.stderr
+    assert not Path(ds_env["LAUNCH_PID_FILE"]).exists()
+
+
 def test_deepspeed_missing_config(tmp_path: Path, ds_env: dict[str, str]) -> None:
     missing = str(tmp_path / "nope.json")
     result = run(DEEPSPEED, {**ds_env, "DEEPSPEED_CONFIG": missing}, "train.py")
