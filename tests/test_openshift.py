@@ -488,7 +488,7 @@ def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
         "exec -n nccl-test ml-dev-env-0 -c training -- cat /opt/gpu-cluster/launch-all.sh\n"
     )
     assert result.stdout == (
-        "args: launch-all oc nccl-test ml-dev-env 2 /opt/gpu-cluster/launch-deepspeed.sh"
+        "args: launch-all oc nccl-test ml-dev-env 2 /opt/gpu-cluster/launch-torchrun.sh"
         " /workspace/train.py\n"
     )
     data = one(run, "ConfigMap")["data"]
