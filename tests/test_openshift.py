@@ -497,6 +497,34 @@ def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
     assert data["launch-stop.sh"] == (ROOT / "scripts/launch-stop.sh").read_text()
 
 
+@pytest.mark.parametrize("detected", [True, False])
+def test_shell_command_starts_with_the_detected_nccl_settings(
+    tmp_path: Path, detected: bool
+) -> None:
+    # A stand-in `oc` runs what follows `--` here, in an environment like the container's.
+    oc = tmp_path / "oc"
+    oc.write_text('#!/usr/bin/env bash\nwhile [ "$1" != -- ]; do shift; done\nshift\nexec "$@"\n')
+    oc.chmod(0o755)
+    env_file = tmp_path / "nccl.env"
+    if detected:
+        env_file.write_text("export NCCL_IB_HCA==mlx5_6:1,mlx5_7:1\nexport NCCL_IB_GID_INDEX=3\n")
+    result = subprocess.run(
+        ["bash", "-c", str(run_stack("barcelona").outputs["shellCommand"])],
+        env={
+            "PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "NCCL_ENV_FILE": str(env_file),
+        },
+        input='echo "hca=$NCCL_IB_HCA gid=$NCCL_IB_GID_INDEX"\n',
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    # Without the file (tcp mode, or before detection ran) the shell still starts.
+    expected = "hca==mlx5_6:1,mlx5_7:1 gid=3" if detected else "hca= gid="
+    assert result.stdout == expected + "\n"
+
+
 def test_migration_guide_keeps_the_seeds_claims_by_the_names_barcelona_registers() -> None:
     readme = (ROOT / "README.md").read_text()
     guide = readme.split("## Migrating from ml-dev-env", 1)[1].split("\n## ", 1)[0]
