@@ -21,6 +21,7 @@ from tests.fake_sysfs import (
     HCAS,
     IFACES,
     ROCE_V1,
+    ROCE_V2,
     Gid,
     add_hca,
     add_netdev,
@@ -29,6 +30,8 @@ from tests.fake_sysfs import (
     fake_proc_net,
     ipv4_gid,
     macvlan_node,
+    macvlan_table,
+    pod_ip,
     sriov_node,
     sriov_table,
 )
@@ -412,6 +415,28 @@ def test_differing_indices_suggest_nccl_mode(tmp_path: Path, env_file: Path) -> 
     sysfs = sriov_node(tmp_path / "sys", v2_index={"net4": 5})
     err = fails(detect(sysfs, env_file), env_file, "net1", "net4", "gidIndex: nccl")
     assert "net4(mlx5_9:1)=5" in err
+
+
+def test_differing_indices_on_shared_hcas_do_not_suggest_nccl_mode(
+    tmp_path: Path, env_file: Path
+) -> None:
+    # Another pod's macvlan took indices 4/5 on mlx5_9 first: our net4's GID is at 7, the
+    # others' at 5. NCCL's own pick would not look at our address, so it is not offered.
+    sysfs = macvlan_node(tmp_path / "sys")
+    table = macvlan_table("net4", pod_ip(4), host_ip="10.0.4.5")
+    table[4], table[5] = (
+        Gid(ipv4_gid(pod_ip(4, 11)), ROCE_V1, "net4"),
+        Gid(ipv4_gid(pod_ip(4, 11)), ROCE_V2, "net4"),
+    )
+    table[6], table[7] = (
+        Gid(ipv4_gid(pod_ip(4)), ROCE_V1, "net4"),
+        Gid(ipv4_gid(pod_ip(4)), ROCE_V2, "net4"),
+    )
+    shutil.rmtree(sysfs / "class/infiniband/mlx5_9")
+    add_hca(sysfs, "mlx5_9", table)
+    err = fails(detect(sysfs, env_file), env_file, "net4(mlx5_9:1)=7", "SR-IOV", "macvlan")
+    assert "net1 net2 net3 net4 share their HCA" in err
+    assert "set gidIndex: nccl" not in err
 
 
 @pytest.mark.parametrize("value", ["three", "-1", "3.0", "auto,3", "NCCL"])
