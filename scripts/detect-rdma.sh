@@ -13,7 +13,9 @@
 #   RDMA_GID_INDEX   optional  auto (default) = detect | <integer> = use as given |
 #                              nccl = let NCCL >= 2.21 pick the GID itself
 #   SYSFS_ROOT       optional  default /sys (tests point it at a fake tree)
-#   IP_BIN           optional  default ip (iproute2); reads each interface's IPv4 addresses
+#   IP_BIN           optional  default ip (iproute2); reads each interface's IPv4 addresses.
+#                              Without it they are read from PROC_ROOT/net/fib_trie and route
+#   PROC_ROOT        optional  default /proc (tests point it at a fake tree)
 #   NCCL_ENV_FILE    optional  default /var/run/gpu-cluster/nccl.env
 #
 # Output: NCCL_ENV_FILE with `export NCCL_IB_HCA==<hca>:<port>,...` plus either
@@ -82,9 +84,11 @@ case $RDMA_GID_INDEX in
     die "RDMA_GID_INDEX='$RDMA_GID_INDEX' is not 'auto', 'nccl' or a non-negative integer" ;;
 esac
 
+[[ $(ipv4_source) == ip ]] || echo "no $IP_BIN (iproute2) in the image: IPv4 addresses read from $PROC_ROOT/net/fib_trie and $PROC_ROOT/net/route"
+
 # --- per interface: device, port, candidate GID indices ---------------------------------------
 # The interface's RoCE v2 GIDs are the ones equal to its own IPv4 address(es) (see rdma-sysfs.sh).
-declare -a hcas=() ports=() candidates=()
+declare -a hcas=() ports=() candidates=() shared_hca=()
 for i in "${!ifaces[@]}"; do
   iface=${ifaces[i]}
   pin=${given_hcas[i]:-}
@@ -92,8 +96,10 @@ for i in "${!ifaces[@]}"; do
     die "interface $iface not found ($SYSFS_ROOT/class/net/$iface); is the Multus network attached?"
   addrs=$(iface_ipv4s "$iface")
   [[ -n $addrs ]] ||
-    die "interface $iface has no IPv4 address ('$IP_BIN -4 -o addr show dev $iface'); the NAD's IPAM (whereabouts) assigns it: check the pod's network-status annotation"
+    die "interface $iface has no IPv4 address ($(ipv4_source_text "$iface")); the NAD's IPAM (whereabouts) assigns it: check the pod's network-status annotation"
   read -r -a where <<<"$(candidate_hcas "$iface")"
+  # No PCI link to an RDMA device: a virtual netdev (macvlan) on an HCA other pods share too.
+  [[ -d $SYSFS_ROOT/class/net/$iface/device/infiniband ]] || shared_hca+=("$iface")
   ((${#where[@]} > 0)) ||
     die "interface $iface has no RDMA device (no PCI-linked device in $SYSFS_ROOT/class/net/$iface/device/infiniband and none under $SYSFS_ROOT/class/infiniband); is the NIC RDMA-capable (SR-IOV isRdma / RDMA device plugin)?"
   hits=$(ipv4_gid_hits "$addrs" "${where[@]}")
@@ -165,6 +171,11 @@ if [[ $RDMA_GID_INDEX == auto ]]; then
     for i in "${!ifaces[@]}"; do
       detail+=" ${ifaces[i]}(${hcas[i]}:${ports[i]})=${candidates[i]// /|}"
     done
+    if ((${#shared_hca[@]} > 0)); then
+      # NCCL's own pick does not look at the pod's address: on a shared HCA it can take the
+      # host's or another pod's GID, so gidIndex nccl is no way out here.
+      die "RoCE v2 IPv4 GID indices differ between NICs:${detail}; NCCL_IB_GID_INDEX is one index for all NICs, and ${shared_hca[*]} share their HCA with other pods (macvlan), where gidIndex nccl can pick the host's or another pod's GID: attach the NICs as SR-IOV VFs or host-device NICs (one GID table each), or use one macvlan NIC"
+    fi
     die "RoCE v2 IPv4 GID indices differ between NICs:${detail}; NCCL_IB_GID_INDEX is global, so set gidIndex: nccl (RDMA_GID_INDEX=nccl, NCCL >= 2.21 picks the GID per NIC)"
   fi
 fi

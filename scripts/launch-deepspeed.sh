@@ -62,6 +62,11 @@ done <"$DEEPSPEED_HOSTFILE"
 
 run_preflight deepspeed
 
+# Not every PyTorch image has DeepSpeed: without preflight, say so here instead of exec's
+# "command not found".
+command -v "$DEEPSPEED_BIN" >/dev/null ||
+  die "$DEEPSPEED_BIN not found: this image has no DeepSpeed. launcher.kind deepspeed needs DeepSpeed >= 0.14.5 (--no_ssh) in the image (e.g. pip install 'deepspeed>=0.14.5' in an image built from it); or set launcher.kind to torchrun"
+
 record_launch_pid
 exec "$DEEPSPEED_BIN" \
   --no_ssh \

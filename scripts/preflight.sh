@@ -28,14 +28,17 @@
 #                              registration, so the check passes whatever the limit
 #   MEMLOCK_STRATEGY optional  the stack's rdma.memlock (root-ipc-lock | machineconfig |
 #                              preconfigured): the memlock failure names its fix
+#   MEMLOCK_MACHINE_CONFIG optional  with machineconfig: the MachineConfig's name, for that fix
 #   RDMA_MTU         optional  MTU every RDMA interface must have; unset/empty = skip
 #   PREFLIGHT_LAUNCHER optional  deepspeed = also check DeepSpeed >= 0.14.5 (--no_ssh) is installed
 #   PYTHON_BIN       optional  default python3 (asks it for DeepSpeed's version)
-#   IP_BIN           optional  default ip (iproute2): the RDMA interfaces' IPv4 addresses
+#   IP_BIN           optional  default ip (iproute2): the RDMA interfaces' IPv4 addresses;
+#                              without it read from PROC_ROOT/net/fib_trie and route
 #   NCCL_ENV_FILE    optional  default /var/run/gpu-cluster/nccl.env
 #   SYSFS_ROOT       optional  default /sys  (tests point these three at fake trees)
 #   DEV_ROOT         optional  default /dev
-#   PROC_ROOT        optional  default /proc (reads $PROC_ROOT/self/status for CapEff)
+#   PROC_ROOT        optional  default /proc (reads $PROC_ROOT/self/status for CapEff, and
+#                              $PROC_ROOT/net/* without iproute2)
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 # Functions below run inside $(...); without this, errexit would be off there.
@@ -54,6 +57,7 @@ RDMA_HCAS=${RDMA_HCAS:-}
 RDMA_GID_INDEX=${RDMA_GID_INDEX:-auto}
 MEMLOCK_MIN_KB=${MEMLOCK_MIN_KB:-unlimited}
 MEMLOCK_STRATEGY=${MEMLOCK_STRATEGY:-}
+MEMLOCK_MACHINE_CONFIG=${MEMLOCK_MACHINE_CONFIG:-}
 RDMA_MTU=${RDMA_MTU:-}
 PREFLIGHT_LAUNCHER=${PREFLIGHT_LAUNCHER:-}
 PYTHON_BIN=${PYTHON_BIN:-python3}
@@ -219,7 +223,7 @@ check_memlock() {
 memlock_fix() {
   case $MEMLOCK_STRATEGY in
     root-ipc-lock) echo "rdma.memlock is root-ipc-lock, so the training container should run as UID 0 with IPC_LOCK: check that the pod was admitted under the stack's SCC (annotation openshift.io/scc) and that securityContext.runAsUser is 0" ;;
-    machineconfig) echo "rdma.memlock is machineconfig: check that the GPU MachineConfigPool finished updating (oc get mcp) and that this node has /etc/crio/crio.conf.d/99-gpu-cluster-memlock, then restart the pod" ;;
+    machineconfig) echo "rdma.memlock is machineconfig: check that MachineConfig ${MEMLOCK_MACHINE_CONFIG:-99-<pool>-gpu-cluster-memlock} exists (oc get machineconfig; with rdma.machineConfig reference another stack or the platform team must create it), that the GPU MachineConfigPool finished updating (oc get mcp) and that this node has /etc/crio/crio.conf.d/99-gpu-cluster-memlock, then restart the pod" ;;
     preconfigured) echo "rdma.memlock is preconfigured, but this node's container runtime does not lift the limit: set rdma.memlock to root-ipc-lock (training container as root with IPC_LOCK) or machineconfig (CRI-O default_ulimits memlock=-1:-1, reboots the pool's nodes)" ;;
     *) echo "give the container an effective CAP_IPC_LOCK (UID 0 with IPC_LOCK) or an unlimited memlock limit" ;;
   esac
@@ -265,7 +269,7 @@ check_iface() {
   if [[ -z $addrs ]]; then
     # A missing `ip` is reported once, by check_rdma.
     [[ -n $ip_problem ]] && return
-    fail "$iface: no IPv4 address ('$IP_BIN -4 -o addr show dev $iface'); the NAD's IPAM assigns it"
+    fail "$iface: no IPv4 address ($(ipv4_source_text "$iface")); the NAD's IPAM assigns it"
     return
   fi
   if [[ -n $given ]]; then
@@ -385,7 +389,7 @@ check_deepspeed() {
   out=$("$PYTHON_BIN" -c 'import importlib.metadata as m; print(m.version("deepspeed"))' 2>&1) || rc=$?
   version=${out##*$'\n'}
   if ((rc != 0)); then
-    fail "DeepSpeed: not installed in this image ($PYTHON_BIN: ${version}); launcher.kind deepspeed needs DeepSpeed >= $DEEPSPEED_MIN_VERSION: use an image that has it, or pip install 'deepspeed>=$DEEPSPEED_MIN_VERSION'"
+    fail "DeepSpeed: not installed in this image ($PYTHON_BIN: ${version}); launcher.kind deepspeed needs DeepSpeed >= $DEEPSPEED_MIN_VERSION: use an image that has it (pip install 'deepspeed>=$DEEPSPEED_MIN_VERSION' in an image built from it), or set launcher.kind to torchrun"
   elif [[ ! $version =~ ^[0-9]+(\.[0-9]+)*([.+-].*)?$ ]]; then
     fail "DeepSpeed: cannot read its version ('$version')"
   elif ! version_at_least "$version" "$DEEPSPEED_MIN_VERSION"; then

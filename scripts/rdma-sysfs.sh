@@ -7,10 +7,12 @@
 # so on a shared HCA (macvlan) another pod's net1 looks like ours; its IPv4-mapped GID
 # (::ffff:a.b.c.d) does not.
 #
-# Environment: SYSFS_ROOT (required), IP_BIN (optional, default ip: iproute2).
+# Environment: SYSFS_ROOT (required), IP_BIN (optional, default ip: iproute2), PROC_ROOT
+# (optional, default /proc: read for the addresses when the image has no iproute2).
 set -euo pipefail
 : "${SYSFS_ROOT:?set SYSFS_ROOT before sourcing rdma-sysfs.sh}"
 IP_BIN=${IP_BIN:-ip}
+PROC_ROOT=${PROC_ROOT:-/proc}
 
 # Print the first line of a sysfs attribute, or fail quietly. In containers, reading GID entries
 # that are not mapped into the pod's network namespace fails with EINVAL; callers treat a failed
@@ -33,21 +35,83 @@ split_list() {
   done
 }
 
-# Why $IP_BIN cannot be run ("" if it can). Without it every interface would look address-less
-# and the error would wrongly point at IPAM; slim images lack iproute2.
-ip_bin_problem() {
-  command -v "$IP_BIN" >/dev/null 2>&1 ||
-    echo "$IP_BIN not found: the RDMA interfaces' IPv4 addresses are read with it; install iproute2 in the image or set IP_BIN to its path"
+# Where the interfaces' IPv4 addresses come from: "ip" when $IP_BIN runs, else "proc" (the
+# kernel's own tables, present in every network namespace: slim images, and possibly the
+# training image, lack iproute2), else "" when neither can be read.
+ipv4_source() {
+  if command -v "$IP_BIN" >/dev/null 2>&1; then
+    echo ip
+  elif [[ -r $PROC_ROOT/net/fib_trie && -r $PROC_ROOT/net/route ]]; then
+    echo proc
+  fi
 }
 
-# IPv4 addresses of an interface, space-separated ("" if none or `ip` fails).
+# Why the addresses cannot be read ("" if they can). Without them every interface would look
+# address-less and the error would wrongly point at IPAM.
+ip_bin_problem() {
+  [[ -n $(ipv4_source) ]] ||
+    echo "$IP_BIN not found and $PROC_ROOT/net/fib_trie or $PROC_ROOT/net/route not readable: the RDMA interfaces' IPv4 addresses are read with one of them; install iproute2 in the image or set IP_BIN to its path"
+}
+
+# How iface_ipv4s read an interface's addresses, for messages.
+ipv4_source_text() {
+  if [[ $(ipv4_source) == ip ]]; then
+    echo "'$IP_BIN -4 -o addr show dev $1'"
+  else
+    echo "$PROC_ROOT/net/fib_trie and $PROC_ROOT/net/route, as iproute2's ip is not in the image"
+  fi
+}
+
+# IPv4 addresses of an interface, space-separated ("" if none or they cannot be read).
 iface_ipv4s() {
   local out line list=()
+  if [[ $(ipv4_source) == proc ]]; then
+    proc_iface_ipv4s "$1"
+    return
+  fi
   out=$("$IP_BIN" -4 -o addr show dev "$1" 2>/dev/null) || true
   while IFS= read -r line; do
     [[ $line =~ inet\ ([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+)/ ]] && list+=("${BASH_REMATCH[1]}")
   done <<<"$out"
   echo "${list[*]}"
+}
+
+# iface_ipv4s without iproute2. The pod's own addresses are the leaves of /proc/net/fib_trie
+# marked "/32 host LOCAL"; an address belongs to the interface whose directly connected route
+# (no gateway) in /proc/net/route holds it: the route the kernel adds with the address
+# (torvalds/linux net/ipv4/fib_trie.c fib_trie_seq_show, fib_route_seq_show; both formats "not
+# supposed to be changed"). Both files are per network namespace. Unlike ip, this misses an
+# address without such a route (a /32, or added with noprefixroute), which IPAM does not assign;
+# the RDMA subnets never overlap (the stack refuses it), so no address matches two interfaces.
+proc_iface_ipv4s() {
+  local line leaf="" addr list=() iface dest flags mask
+  local -a locals=()
+  while IFS= read -r line; do
+    if [[ $line =~ \|--\ ([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+)[[:space:]]*$ ]]; then
+      leaf=${BASH_REMATCH[1]}
+    elif [[ -n $leaf && $line =~ ^[[:space:]]*/32\ host\ LOCAL ]]; then
+      [[ " ${locals[*]} " == *" $leaf "* ]] || locals+=("$leaf")
+    fi
+  done <"$PROC_ROOT/net/fib_trie"
+  while read -r iface dest _ flags _ _ _ mask _; do
+    [[ $iface == "$1" && $dest =~ ^[0-9A-Fa-f]{8}$ && $mask =~ ^[0-9A-Fa-f]{8}$ && $flags =~ ^[0-9A-Fa-f]{4}$ ]] || continue
+    # RTF_UP (0x1) set, RTF_GATEWAY (0x2) clear: a directly connected route (linux/route.h).
+    (((16#$flags & 3) == 1)) || continue
+    for addr in "${locals[@]}"; do
+      if (((16#$(route_hex "$addr") & 16#$mask) == 16#$dest)) && [[ " ${list[*]} " != *" $addr "* ]]; then
+        list+=("$addr")
+      fi
+    done
+  done <"$PROC_ROOT/net/route"
+  echo "${list[*]}"
+}
+
+# An address as /proc/net/route prints addresses: the network-order value printed as a host
+# integer (%08X), i.e. byte-reversed on little-endian CPUs (x86_64, aarch64: the GPU nodes).
+route_hex() {
+  local a b c d
+  IFS=. read -r a b c d <<<"$1"
+  printf '%02X%02X%02X%02X' "$d" "$c" "$b" "$a"
 }
 
 # The GID sysfs shows for an IPv4 address: ::ffff:a.b.c.d, fully expanded.

@@ -17,7 +17,12 @@ and, for scripts/preflight.sh (see `bring_up`, `set_port_state`, `add_verbs_link
     class/infiniband/<hca>/device/infiniband_verbs/uverbs<n>/   the HCA's verbs device
 
 The interfaces' IPv4 addresses live outside sysfs; `fake_ip` writes a stand-in for iproute2's
-`ip -4 -o addr show dev <if>` that prints what `add_netdev(..., ips=...)` recorded.
+`ip -4 -o addr show dev <if>` that prints what `add_netdev(..., ips=...)` recorded, and
+`fake_proc_net` the kernel's own tables the scripts read instead when the image has no `ip`:
+
+    <proc>/net/fib_trie                               every address as a "/32 host LOCAL" leaf
+    <proc>/net/route                                  each address's connected /24, plus a
+                                                      default route and one via a gateway
 
 In containers, reading an unmapped GID entry fails with EINVAL. Tests may run as root, where
 chmod 000 does not block reads, so an unreadable entry is a directory (read fails with EISDIR) or a
@@ -127,6 +132,66 @@ def fake_ip(root: Path) -> Path:
     )
     script.chmod(0o755)
     return script
+
+
+def _route_hex(ip: str) -> str:
+    """An address as /proc/net/route prints it on a little-endian CPU (bytes reversed)."""
+    return "".join(f"{int(x):02X}" for x in reversed(ip.split(".")))
+
+
+def _network(ip: str) -> str:
+    return ".".join([*ip.split(".")[:3], "0"])
+
+
+def fake_proc_net(proc: Path, root: Path) -> Path:
+    """<proc>/net/fib_trie and <proc>/net/route of a pod whose interfaces have the addresses
+    add_netdev recorded under sysfs `root`, each with its /24, laid out as the kernel prints
+    them (torvalds/linux net/ipv4/fib_trie.c fib_trie_seq_show, fib_route_seq_show): the main
+    table's leaves, then the local table's with lo's 127.0.0.1 (which has no route in main);
+    in route, a default via eth0's gateway and a route via a gateway on the first interface,
+    neither of which holds an address."""
+    addrs: dict[str, list[str]] = {}
+    if (root / _ADDRS).is_dir():
+        for f in sorted((root / _ADDRS).iterdir()):
+            addrs[f.name] = f.read_text().split()
+    leaves: dict[str, list[str]] = {"0.0.0.0": ["/0 universe UNICAST"]}
+    local: dict[str, list[str]] = {"127.0.0.0": ["/8 host LOCAL"], "127.0.0.1": ["/32 host LOCAL"]}
+    width = 127  # each route line is padded to 127 characters
+    head = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT"
+    routes = [head.ljust(width)]
+
+    def route(iface: str, dest: str, gw: str, flags: int, mask: str) -> None:
+        line = f"{iface}\t{dest}\t{gw}\t{flags:04X}\t0\t0\t0\t{mask}\t0\t0\t0"
+        routes.append(line.ljust(width))
+
+    for iface, ips in addrs.items():
+        if iface == "eth0":
+            route(iface, "00000000", _route_hex(_network(ips[0])[:-1] + "1"), 0x3, "00000000")
+        for ip in ips:
+            net = _network(ip)
+            broadcast = net[:-1] + "255"
+            for table in (leaves, local):
+                table.setdefault(net, []).append("/24 link UNICAST")
+                table.setdefault(ip, []).append("/32 host LOCAL")
+                table.setdefault(broadcast, []).append("/32 link BROADCAST")
+            route(iface, _route_hex(net), "00000000", 0x1, "00FFFFFF")
+    first = next((i for i in addrs if i != "eth0"), None)
+    if first is not None:
+        gateway = _route_hex(_network(addrs[first][0])[:-1] + "1")
+        route(first, _route_hex("192.168.77.0"), gateway, 0x3, "00FFFFFF")
+
+    def trie(name: str, table: dict[str, list[str]]) -> list[str]:
+        out = [f"{name}:", "  +-- 0.0.0.0/0 3 0 5"]
+        for ip in sorted(table, key=lambda ip: tuple(int(x) for x in ip.split("."))):
+            out.append(f"     |-- {ip}")
+            out += [f"        {alias}" for alias in table[ip]]
+        return out
+
+    net_dir = proc / "net"
+    net_dir.mkdir(parents=True, exist_ok=True)
+    (net_dir / "fib_trie").write_text("\n".join(trie("Main", leaves) + trie("Local", local)) + "\n")
+    (net_dir / "route").write_text("\n".join(routes) + "\n")
+    return proc
 
 
 def add_hca(root: Path, hca: str, table: dict[int, Gid], port: int = 1) -> None:

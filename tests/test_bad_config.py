@@ -36,6 +36,11 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "barcelona",
+        ("rdma.machineConfig=reference",),
+        ("rdma.machineConfig is only used with rdma.memlock 'machineconfig'",),
+    ),
+    (
+        "barcelona",
         ("rdma.nics[0].master=eno5np0",),
         ("gpu-cluster:rdma.nics[0]", "flavour 'sriov' takes its device from 'resource'"),
     ),

@@ -80,6 +80,7 @@ KEYS: dict[str, list[Any]] = {
     "rdma.mtu": [9000, 1280, 1279],
     "rdma.memlock": ["root-ipc-lock", "machineconfig", "preconfigured", "ulimit"],
     "rdma.machineConfigPool": ["worker", "gpu-worker", "Bad_Pool"],
+    "rdma.machineConfig": ["create", "adopt", "reference", "keep"],
     "rdma.networkAttachments": ["create", "adopt", "reference", "skip"],
     "rdma.minNchannels": [4, 0, 33],
     "rdma.bootstrapInterface": ["eth0", "net1"],

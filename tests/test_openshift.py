@@ -344,6 +344,48 @@ def test_machineconfig_memlock_lifts_cri_o_default_ulimits_on_the_gpu_pool() -> 
     annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
     assert "openshift.io/required-scc" not in annotations
     assert env_of(container(run))["MEMLOCK_STRATEGY"] == "machineconfig"
+    assert env_of(container(run))["MEMLOCK_MACHINE_CONFIG"] == "99-gpu-gpu-cluster-memlock"
+
+
+def machine_configs(run: ProgramRun) -> list[RecordedResource]:
+    return [r for r in run.resources if r.type.endswith(":MachineConfig")]
+
+
+def test_memlock_machine_config_is_one_per_pool_owned_by_its_creator_and_kept_on_destroy() -> None:
+    # One name per pool, not per stack: another stack (other name, namespace) on the same pool
+    # would register the same object, so only the owner creates it.
+    own = run_stack("barcelona", "rdma.memlock=machineconfig")
+    other = run_stack("barcelona", "rdma.memlock=machineconfig", "name=team-b", "namespace=team-b")
+    assert one(own, "MachineConfig")["metadata"]["name"] == "99-worker-gpu-cluster-memlock"
+    assert one(other, "MachineConfig")["metadata"]["name"] == "99-worker-gpu-cluster-memlock"
+    (created,) = machine_configs(own)
+    # Removing it would drain and reboot the pool under every other stack that relies on it.
+    assert created.options["retainOnDelete"] is True and "import" not in created.options
+    annotations = created.inputs["metadata"]["annotations"]
+    assert annotations["gpu-cluster/owner"] == "gpu-cluster/barcelona"
+    assert "`pulumi destroy` keeps it" in annotations["gpu-cluster/disruption"]
+    assert (
+        "oc delete machineconfig 99-worker-gpu-cluster-memlock"
+        in (annotations["gpu-cluster/disruption"])
+    )
+
+
+def test_a_second_stack_references_or_adopts_the_memlock_machine_config() -> None:
+    referenced = run_stack(
+        "barcelona", "rdma.memlock=machineconfig", "rdma.machineConfig=reference"
+    )
+    # Relies on the owner's object: registers none, pods still lift nothing themselves...
+    assert not machine_configs(referenced)
+    training = env_of(container(referenced))
+    assert training["MEMLOCK_STRATEGY"] == "machineconfig"
+    # ...and preflight names the object to look for when the limit is still low.
+    assert training["MEMLOCK_MACHINE_CONFIG"] == "99-worker-gpu-cluster-memlock"
+    assert "add" not in container(referenced)["securityContext"]["capabilities"]
+    # Taking it over (its creator was destroyed and left it): imported by its cluster-wide name.
+    adopted = run_stack("barcelona", "rdma.memlock=machineconfig", "rdma.machineConfig=adopt")
+    (config,) = machine_configs(adopted)
+    assert config.options["import"] == "99-worker-gpu-cluster-memlock"
+    assert config.options["retainOnDelete"] is True
 
 
 def test_machineconfig_memlock_warns_in_the_preview() -> None:
@@ -446,13 +488,41 @@ def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
         "exec -n nccl-test ml-dev-env-0 -c training -- cat /opt/gpu-cluster/launch-all.sh\n"
     )
     assert result.stdout == (
-        "args: launch-all oc nccl-test ml-dev-env 2 /opt/gpu-cluster/launch-deepspeed.sh"
+        "args: launch-all oc nccl-test ml-dev-env 2 /opt/gpu-cluster/launch-torchrun.sh"
         " /workspace/train.py\n"
     )
     data = one(run, "ConfigMap")["data"]
     assert data["launch-all.sh"] == (ROOT / "scripts/launch-all.sh").read_text()
     # ...and the stop script it calls in each pod is there too.
     assert data["launch-stop.sh"] == (ROOT / "scripts/launch-stop.sh").read_text()
+
+
+@pytest.mark.parametrize("detected", [True, False])
+def test_shell_command_starts_with_the_detected_nccl_settings(
+    tmp_path: Path, detected: bool
+) -> None:
+    # A stand-in `oc` runs what follows `--` here, in an environment like the container's.
+    oc = tmp_path / "oc"
+    oc.write_text('#!/usr/bin/env bash\nwhile [ "$1" != -- ]; do shift; done\nshift\nexec "$@"\n')
+    oc.chmod(0o755)
+    env_file = tmp_path / "nccl.env"
+    if detected:
+        env_file.write_text("export NCCL_IB_HCA==mlx5_6:1,mlx5_7:1\nexport NCCL_IB_GID_INDEX=3\n")
+    result = subprocess.run(
+        ["bash", "-c", str(run_stack("barcelona").outputs["shellCommand"])],
+        env={
+            "PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "NCCL_ENV_FILE": str(env_file),
+        },
+        input='echo "hca=$NCCL_IB_HCA gid=$NCCL_IB_GID_INDEX"\n',
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    # Without the file (tcp mode, or before detection ran) the shell still starts.
+    expected = "hca==mlx5_6:1,mlx5_7:1 gid=3" if detected else "hca= gid="
+    assert result.stdout == expected + "\n"
 
 
 def test_migration_guide_keeps_the_seeds_claims_by_the_names_barcelona_registers() -> None:

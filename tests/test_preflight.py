@@ -25,6 +25,7 @@ from tests.fake_sysfs import (
     add_verbs_link,
     bring_up,
     fake_ip,
+    fake_proc_net,
     macvlan_node,
     set_mtu,
     set_operstate,
@@ -88,6 +89,13 @@ class Node:
             "DEV_ROOT": str(self.dev),
             "PROC_ROOT": str(self.proc),
         }
+
+    def env_without_ip(self) -> dict[str, str]:
+        """env() in an image without iproute2: no `ip` on PATH, the addresses the scripts read
+        instead written to the node's /proc/net as the kernel lays them out."""
+        assert shutil.which("ip", path=str(self.bin)) is None
+        fake_proc_net(self.proc, self.sys)
+        return {k: v for k, v in self.env().items() if k != "IP_BIN"}
 
     def set_gpus(self, n: int) -> None:
         for old in self.dev.glob("nvidia[0-9]*"):
@@ -358,6 +366,16 @@ def test_low_memlock_names_the_fix_for_the_stacks_strategy(
     fails(preflight(env), "memlock", f"rdma.memlock is {strategy}", fix)
 
 
+def test_low_memlock_under_machineconfig_names_the_shared_machine_config(node: Node) -> None:
+    node.set_caps(CAPS_DEFAULT)
+    env = {
+        **node.env(),
+        "MEMLOCK_STRATEGY": "machineconfig",
+        "MEMLOCK_MACHINE_CONFIG": "99-gpu-gpu-cluster-memlock",
+    }
+    fails(preflight(env), "MachineConfig 99-gpu-gpu-cluster-memlock exists", "reference")
+
+
 def test_low_memlock_with_ipc_lock_passes(node: Node) -> None:
     out = passes(preflight(node.env(), memlock_kb=LOW_MEMLOCK_KB))
     assert f"memlock: ulimit -l is {LOW_MEMLOCK_KB} KiB, but CAP_IPC_LOCK is effective" in out
@@ -407,10 +425,34 @@ def test_interface_without_ipv4_address(node: Node) -> None:
     fails(preflight(node.env()), "net2: no IPv4 address", "IPAM")
 
 
-def test_missing_ip_tool_is_one_problem_not_one_per_interface(node: Node) -> None:
+def test_missing_ip_tool_and_proc_net_is_one_problem_not_one_per_interface(node: Node) -> None:
+    # No iproute2 and no readable /proc/net tables (node.proc has only self/status).
     env = {**node.env(), "IP_BIN": str(node.root / "no-such-ip")}
-    failed = fails(preflight(env), "no-such-ip", "iproute2", "IP_BIN")
+    failed = fails(preflight(env), "no-such-ip", "iproute2", "IP_BIN", "fib_trie")
     assert len(failed) == 1 and "no IPv4 address" not in failed[0], failed
+
+
+def test_without_ip_a_healthy_node_passes_the_same_checks(node: Node) -> None:
+    with_ip = passes(preflight(node.env()))
+    assert passes(preflight(node.env_without_ip())) == with_ip
+    assert "net4: RDMA device mlx5_9 port 1 ACTIVE" in with_ip
+
+
+def test_without_ip_problems_are_reported_the_same(node: Node) -> None:
+    add_netdev(node.sys, "net5", ips=("10.1.1.1",))
+    bring_up(node.sys)
+    set_port_state(node.sys, "mlx5_8", "1: DOWN")
+    env = {"RDMA_INTERFACES": "net1,net2,net3,net4,net5", "RDMA_HCAS": ""}
+    with_ip = preflight({**node.env(), **env})
+    without = preflight({**node.env_without_ip(), **env})
+    fails(without, "net5: no RoCE v2 GID for its address (10.1.1.1)")
+    fails(without, "net3: RDMA device mlx5_8 port 1 is not ACTIVE")
+    assert (without.stdout, without.stderr) == (with_ip.stdout, with_ip.stderr)
+
+
+def test_without_ip_an_address_less_interface_names_where_it_looked(node: Node) -> None:
+    (node.sys / ".ipv4/net2").unlink()
+    fails(preflight(node.env_without_ip()), "net2: no IPv4 address", "net/fib_trie", "IPAM")
 
 
 def test_mtu_other_than_the_stacks(node: Node) -> None:
@@ -485,7 +527,7 @@ def test_deepspeed_older_than_no_ssh_fails(node: Node, version: str) -> None:
 def test_deepspeed_missing_fails(node: Node) -> None:
     node.fake_deepspeed(None)
     env = {**node.env(), "PREFLIGHT_LAUNCHER": "deepspeed"}
-    fails(preflight(env), "DeepSpeed: not installed", "deepspeed>=0.14.5")
+    fails(preflight(env), "DeepSpeed: not installed", "deepspeed>=0.14.5", "kind to torchrun")
     # Only checked for DeepSpeed's launcher.
     assert "DeepSpeed" not in passes(preflight({**env, "PREFLIGHT_LAUNCHER": "torchrun"}))
 

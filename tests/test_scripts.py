@@ -7,10 +7,12 @@ that print their argv, so nothing here needs a GPU, a NIC or a cluster.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,13 +21,17 @@ from tests.fake_sysfs import (
     HCAS,
     IFACES,
     ROCE_V1,
+    ROCE_V2,
     Gid,
     add_hca,
     add_netdev,
     add_other_pod,
     fake_ip,
+    fake_proc_net,
     ipv4_gid,
     macvlan_node,
+    macvlan_table,
+    pod_ip,
     sriov_node,
     sriov_table,
 )
@@ -90,19 +96,39 @@ def env_file(tmp_path: Path) -> Path:
 
 
 def detect(
-    sysfs: Path, env_file: Path, gid: str = "auto", hcas: str = "", ifaces: str = ",".join(IFACES)
+    sysfs: Path,
+    env_file: Path,
+    gid: str = "auto",
+    hcas: str = "",
+    ifaces: str = ",".join(IFACES),
+    no_ip: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    return run(
-        DETECT,
-        {
-            "RDMA_INTERFACES": ifaces,
-            "RDMA_HCAS": hcas,
-            "RDMA_GID_INDEX": gid,
-            "SYSFS_ROOT": str(sysfs),
-            "IP_BIN": str(fake_ip(sysfs)),
-            "NCCL_ENV_FILE": str(env_file),
-        },
-    )
+    """detect-rdma.sh on a fake node; with `no_ip`, in an image without iproute2: `ip` is on no
+    PATH and the addresses come from the node's fake /proc/net (fake_proc_net)."""
+    env = {
+        "RDMA_INTERFACES": ifaces,
+        "RDMA_HCAS": hcas,
+        "RDMA_GID_INDEX": gid,
+        "SYSFS_ROOT": str(sysfs),
+        "NCCL_ENV_FILE": str(env_file),
+    }
+    if not no_ip:
+        return run(DETECT, {**env, "IP_BIN": str(fake_ip(sysfs))})
+    proc = fake_proc_net(sysfs.parent / f"{sysfs.name}-proc", sysfs)
+    return run(DETECT, {**env, "PATH": str(path_without_ip(sysfs.parent)), "PROC_ROOT": str(proc)})
+
+
+def path_without_ip(where: Path) -> Path:
+    """A PATH directory with the tools the scripts use (bash, dirname, mkdir, mv, grep), no ip."""
+    tools = where / "bin-without-ip"
+    if not tools.is_dir():
+        tools.mkdir()
+        for tool in ("bash", "dirname", "mkdir", "mv", "grep"):
+            found = shutil.which(tool)
+            assert found, f"{tool} not found"
+            (tools / tool).symlink_to(found)
+    assert shutil.which("ip", path=str(tools)) is None
+    return tools
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -253,17 +279,122 @@ def test_missing_pinned_hca_says_what_it_found(tmp_path: Path, env_file: Path) -
     assert "net4 (192.168.4.10) has its RoCE v2 GID on: mlx5_9:1" in err
 
 
-def test_missing_ip_tool_is_named_not_blamed_on_ipam(tmp_path: Path, env_file: Path) -> None:
-    # An image without iproute2: every interface would look address-less, pointing at IPAM.
+def test_missing_ip_tool_and_proc_net_are_named_not_blamed_on_ipam(
+    tmp_path: Path, env_file: Path
+) -> None:
+    # Neither iproute2 nor the kernel's tables: every interface would look address-less,
+    # pointing at IPAM.
     sysfs = sriov_node(tmp_path / "sys")
     env = {
         "RDMA_INTERFACES": ",".join(IFACES),
         "SYSFS_ROOT": str(sysfs),
         "IP_BIN": str(tmp_path / "no-such-ip"),
+        "PROC_ROOT": str(tmp_path / "no-proc"),
         "NCCL_ENV_FILE": str(env_file),
     }
-    message = fails(run(DETECT, env), env_file, "no-such-ip", "iproute2", "IP_BIN")
+    message = fails(run(DETECT, env), env_file, "no-such-ip", "iproute2", "IP_BIN", "fib_trie")
     assert "no IPv4 address" not in message
+
+
+def _two_ports(sysfs: Path) -> None:
+    add_netdev(sysfs, "net1", "mlx5_6", ips=("192.168.1.10",))
+    add_hca(sysfs, "mlx5_6", sriov_table("other0", "10.9.9.9"), port=1)
+    add_hca(sysfs, "mlx5_6", sriov_table("net1", "192.168.1.10"), port=2)
+
+
+def _two_addresses(sysfs: Path) -> None:
+    add_netdev(sysfs, "net1", "mlx5_6", ips=("192.168.1.10", "192.168.100.10"))
+    add_netdev(sysfs, "net2", "mlx5_7", ips=("192.168.2.10",))
+    table1 = sriov_table("net1", "192.168.1.10", v2_index=3, size=10)
+    table1[7] = Gid(ipv4_gid("192.168.100.10"), "RoCE v2", "net1")
+    add_hca(sysfs, "mlx5_6", table1)
+    add_hca(sysfs, "mlx5_7", sriov_table("net2", "192.168.2.10", v2_index=7, size=10))
+
+
+def _other_pod(sysfs: Path) -> None:
+    add_other_pod(macvlan_node(sysfs), pod=11, first_index=2)
+
+
+def _no_rdma_device(sysfs: Path) -> None:
+    add_netdev(sriov_node(sysfs), "net5", ips=("10.1.1.1",))
+
+
+def _net4_at_5(sysfs: Path) -> None:
+    sriov_node(sysfs, v2_index={"net4": 5})
+
+
+# Layouts, each with detect()'s arguments: what it answers, or how it fails, must not depend on
+# whether the image has iproute2.
+NODES: dict[str, tuple[Callable[[Path], object], dict[str, str]]] = {
+    "sriov": (sriov_node, {}),
+    "sriov-pinned-fixed": (sriov_node, {"hcas": ",".join(HCAS), "gid": "3"}),
+    "sriov-nccl": (_net4_at_5, {"gid": "nccl"}),
+    "sriov-differing": (_net4_at_5, {}),
+    "sriov-bad-pin": (sriov_node, {"hcas": "mlx5_7,mlx5_6,mlx5_8,mlx5_9"}),
+    "macvlan": (macvlan_node, {}),
+    "macvlan-pinned": (macvlan_node, {"hcas": ",".join(HCAS)}),
+    "macvlan-other-pod": (_other_pod, {}),
+    "two-ports": (_two_ports, {"ifaces": "net1"}),
+    "two-addresses": (_two_addresses, {"ifaces": "net1,net2"}),
+    "no-rdma-device": (_no_rdma_device, {"ifaces": "net1,net5"}),
+}
+
+
+FAILING = {"sriov-differing", "sriov-bad-pin", "no-rdma-device"}
+
+
+@pytest.mark.parametrize("layout", NODES)
+def test_without_ip_the_addresses_come_from_proc_net_with_the_same_answers(
+    tmp_path: Path, layout: str
+) -> None:
+    results = []
+    for no_ip in (False, True):
+        sysfs = tmp_path / f"sys-{no_ip}"
+        env_file = tmp_path / "out/nccl.env"
+        build, args = NODES[layout]
+        build(sysfs)
+        result = detect(sysfs, env_file, **args, no_ip=no_ip)
+        stdout = result.stdout.splitlines()
+        if no_ip:
+            note = f"no ip (iproute2) in the image: IPv4 addresses read from {sysfs}-proc/net/"
+            assert stdout[0].startswith(note), result.stdout
+            stdout = stdout[1:]
+        written = env_file.read_text() if env_file.exists() else None
+        env_file.unlink(missing_ok=True)
+        results.append((result.returncode, written, stdout, result.stderr.replace(str(sysfs), "")))
+    assert results[0] == results[1]
+    assert results[0][0] == (1 if layout in FAILING else 0), results[0]
+
+
+def test_proc_net_gives_this_hosts_addresses_as_iproute2_does() -> None:
+    # The real kernel's tables, not fakes: every interface but lo (whose route lives only in the
+    # local table, and which is never an RDMA interface).
+    if shutil.which("ip") is None:
+        pytest.skip("iproute2 is not installed here")
+    compare = (
+        'SYSFS_ROOT=/sys; . "$1"; for dev in /sys/class/net/*; do dev=${dev##*/}; '
+        '[[ $dev == lo ]] && continue; echo "$dev ip=$(iface_ipv4s "$dev") '
+        'proc=$(IP_BIN=/nonexistent iface_ipv4s "$dev")"; done'
+    )
+    out = subprocess.run(
+        ["bash", "-c", compare, "_", str(SCRIPTS / "rdma-sysfs.sh")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = [re.fullmatch(r"(\S+) ip=(.*) proc=(.*)", line) for line in out.splitlines()]
+    pairs = [(m[2].split(), m[3].split()) for m in found if m]
+    assert len(pairs) == len(found) and any(by_ip for by_ip, _ in pairs), out
+    assert all(sorted(by_ip) == sorted(by_proc) for by_ip, by_proc in pairs), out
+
+
+def test_without_ip_an_address_less_interface_names_where_it_looked(
+    tmp_path: Path, env_file: Path
+) -> None:
+    sysfs = sriov_node(tmp_path / "sys")
+    (sysfs / ".ipv4/net3").unlink()
+    err = fails(detect(sysfs, env_file, no_ip=True), env_file, "net3", "no IPv4 address")
+    assert "net/fib_trie and" in err and "whereabouts" in err
 
 
 def test_interface_without_ipv4_address(tmp_path: Path, env_file: Path) -> None:
@@ -284,6 +415,28 @@ def test_differing_indices_suggest_nccl_mode(tmp_path: Path, env_file: Path) -> 
     sysfs = sriov_node(tmp_path / "sys", v2_index={"net4": 5})
     err = fails(detect(sysfs, env_file), env_file, "net1", "net4", "gidIndex: nccl")
     assert "net4(mlx5_9:1)=5" in err
+
+
+def test_differing_indices_on_shared_hcas_do_not_suggest_nccl_mode(
+    tmp_path: Path, env_file: Path
+) -> None:
+    # Another pod's macvlan took indices 4/5 on mlx5_9 first: our net4's GID is at 7, the
+    # others' at 5. NCCL's own pick would not look at our address, so it is not offered.
+    sysfs = macvlan_node(tmp_path / "sys")
+    table = macvlan_table("net4", pod_ip(4), host_ip="10.0.4.5")
+    table[4], table[5] = (
+        Gid(ipv4_gid(pod_ip(4, 11)), ROCE_V1, "net4"),
+        Gid(ipv4_gid(pod_ip(4, 11)), ROCE_V2, "net4"),
+    )
+    table[6], table[7] = (
+        Gid(ipv4_gid(pod_ip(4)), ROCE_V1, "net4"),
+        Gid(ipv4_gid(pod_ip(4)), ROCE_V2, "net4"),
+    )
+    shutil.rmtree(sysfs / "class/infiniband/mlx5_9")
+    add_hca(sysfs, "mlx5_9", table)
+    err = fails(detect(sysfs, env_file), env_file, "net4(mlx5_9:1)=7", "SR-IOV", "macvlan")
+    assert "net1 net2 net3 net4 share their HCA" in err
+    assert "set gidIndex: nccl" not in err
 
 
 @pytest.mark.parametrize("value", ["three", "-1", "3.0", "auto,3", "NCCL"])
@@ -503,6 +656,18 @@ def test_deepspeed_missing_hostfile(tmp_path: Path, ds_env: dict[str, str]) -> N
     missing = str(tmp_path / "nope")
     result = run(DEEPSPEED, {**ds_env, "DEEPSPEED_HOSTFILE": missing}, "train.py")
     assert result.returncode != 0 and missing in result.stderr and result.stdout == ""
+
+
+def test_deepspeed_not_in_the_image_stops_at_once_naming_the_fixes(
+    tmp_path: Path, ds_env: dict[str, str]
+) -> None:
+    # An image without DeepSpeed (nothing on PATH either), launched without preflight.
+    env = {**ds_env, "DEEPSPEED_BIN": "deepspeed", "PATH": str(path_without_ip(tmp_path))}
+    result = run(DEEPSPEED, env, "train.py")
+    assert result.returncode == 1 and result.stdout == ""
+    assert "deepspeed not found: this image has no DeepSpeed" in result.stderr
+    assert "deepspeed>=0.14.5" in result.stderr and "launcher.kind to torchrun" in result.stderr
+    assert not Path(ds_env["LAUNCH_PID_FILE"]).exists()
 
 
 def test_deepspeed_missing_config(tmp_path: Path, ds_env: dict[str, str]) -> None:

@@ -12,7 +12,12 @@ from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
 from gpu_cluster.components.platforms import labels, namespace_args, workload_args
 from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
-from gpu_cluster.components.training_access import SccGrant, TrainingAccess, TrainingAccessArgs
+from gpu_cluster.components.training_access import (
+    MemlockMachineConfig,
+    SccGrant,
+    TrainingAccess,
+    TrainingAccessArgs,
+)
 from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.settings import Settings
 from gpu_cluster.plan.netmodes import pod_networking
@@ -29,6 +34,16 @@ def openshift_placement(s: Settings) -> PodPlacement:
             NodeRequirement("kubernetes.io/hostname", "In", tuple(s.openshift.node_names))
         )
     return PodPlacement(node_requirements=tuple(requirements))
+
+
+def memlock_machine_config(s: Settings) -> MemlockMachineConfig | None:
+    """The memlock MachineConfig this stack manages (rdma.memlock machineconfig, unless
+    rdma.machineConfig says another owner keeps it), owned by this Pulumi project/stack."""
+    rdma = s.rdma if s.network_mode == "rdma" else None
+    if rdma is None or rdma.memlock != "machineconfig" or rdma.machine_config == "reference":
+        return None
+    owner = f"{pulumi.get_project()}/{pulumi.get_stack()}"
+    return MemlockMachineConfig(rdma.machine_config_pool, owner, rdma.machine_config)
 
 
 class OpenShiftPlatform(pulumi.ComponentResource):
@@ -74,9 +89,7 @@ class OpenShiftPlatform(pulumi.ComponentResource):
                 namespace=s.namespace,
                 labels=labels(s),
                 scc=scc,
-                memlock_pool=rdma.machine_config_pool
-                if rdma is not None and rdma.memlock == "machineconfig"
-                else None,
+                memlock=memlock_machine_config(s),
                 after=depends,
             ),
             moved,

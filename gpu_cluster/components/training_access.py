@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -13,7 +14,13 @@ from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
 from gpu_cluster.components.k8s_objects import ManifestResource
-from gpu_cluster.plan.security import memlock_disruption, memlock_machine_config, scc_manifest
+from gpu_cluster.components.namespace import adopted
+from gpu_cluster.plan.security import (
+    memlock_disruption,
+    memlock_machine_config,
+    memlock_machine_config_name,
+    scc_manifest,
+)
 
 
 @dataclass(frozen=True)
@@ -27,18 +34,30 @@ class SccGrant:
 
 
 @dataclass(frozen=True)
+class MemlockMachineConfig:
+    """The memlock MachineConfig of MachineConfigPool `pool` (one per pool, shared by every
+    stack on it; gpu_cluster.plan.security.memlock_machine_config): `create` it or `adopt` the
+    one that exists, and annotate it as managed by `owner`. Kept on `pulumi destroy` either way:
+    deleting it reboots the pool under every other stack that relies on it."""
+
+    pool: str
+    owner: str
+    mode: Literal["create", "adopt"] = "create"
+
+
+@dataclass(frozen=True)
 class TrainingAccessArgs:
     """prefix: Kubernetes names <prefix>-training (the ServiceAccount) and <prefix>-use-scc
     (Role, RoleBinding). namespace, labels: of those objects. scc: the SCC to create and grant,
-    or None (restricted-v2 or the platform's default suffices). memlock_pool: create the
-    memlock MachineConfig for this MachineConfigPool (reboots its nodes), or None. after: what
-    the namespaced objects wait for (the namespace)."""
+    or None (restricted-v2 or the platform's default suffices). memlock: the memlock
+    MachineConfig to manage (applying it reboots the pool's nodes), or None. after: what the
+    namespaced objects wait for (the namespace)."""
 
     prefix: str
     namespace: str
     labels: dict[str, str] = field(default_factory=dict)
     scc: SccGrant | None = None
-    memlock_pool: str | None = None
+    memlock: MemlockMachineConfig | None = None
     after: Sequence[pulumi.Resource] = ()
 
 
@@ -66,19 +85,26 @@ class TrainingAccess(pulumi.ComponentResource):
         self.ready = []
         if a.scc is not None:
             self.ready.append(self._grant(name, a, a.scc, account, child))
-        if a.memlock_pool is not None:
-            pulumi.log.warn(
-                "rdma.memlock is 'machineconfig': the MachineConfig "
-                f"{memlock_disruption(a.memlock_pool)}"
-            )
-            self.ready.append(
-                ManifestResource(
-                    f"{name}-memlock",
-                    memlock_machine_config(a.memlock_pool),
-                    pulumi.ResourceOptions(parent=self),
-                )
-            )
+        if a.memlock is not None:
+            self.ready.append(self._memlock(name, a.memlock))
         self.register_outputs({"serviceAccountName": self.service_account_name})
+
+    def _memlock(self, name: str, m: MemlockMachineConfig) -> ManifestResource:
+        pulumi.log.warn(
+            f"rdma.memlock is 'machineconfig': the MachineConfig {memlock_disruption(m.pool)}"
+        )
+        # Cluster-wide and shared: never deleted by this stack (destroy, a strategy or pool
+        # change), since that would reboot the pool under the other stacks on it.
+        keep = (
+            adopted(None, memlock_machine_config_name(m.pool))
+            if m.mode == "adopt"
+            else pulumi.ResourceOptions(retain_on_delete=True)
+        )
+        return ManifestResource(
+            f"{name}-memlock",
+            memlock_machine_config(m.pool, m.owner),
+            pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), keep),
+        )
 
     @staticmethod
     def _grant(

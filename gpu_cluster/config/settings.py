@@ -397,6 +397,12 @@ class RdmaSettings(_Model):
     memlock: MemlockStrategy = "root-ipc-lock"
     # MachineConfigPool of the GPU nodes (memlock: machineconfig).
     machine_config_pool: DnsLabel = "worker"
+    # The memlock MachineConfig is cluster-wide, one per pool, shared by every stack on it
+    # (memlock: machineconfig). create: this stack creates and owns it; adopt: it exists (made
+    # by a stack since destroyed, or by hand) and this stack takes it over; reference: another
+    # stack or the platform team owns it and this one only relies on it. A created or adopted
+    # one is kept on `pulumi destroy`: removing it reboots the pool under every other stack.
+    machine_config: ExistingObject = "create"
     # NetworkAttachmentDefinitions: create them, adopt existing ones (Pulumi import) or use
     # existing ones by name without managing them.
     network_attachments: ExistingObject = "create"
@@ -978,11 +984,15 @@ def _size_bytes(text: str) -> int:
 
 def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
     out: list[str] = []
-    if "machine_config_pool" in rdma.model_fields_set and rdma.memlock != "machineconfig":
-        out.append(
-            f"gpu-cluster:rdma.machineConfigPool is only used with rdma.memlock 'machineconfig' "
-            f"(it is {rdma.memlock!r}); remove it or set the strategy"
-        )
+    for field, key in (
+        ("machine_config_pool", "machineConfigPool"),
+        ("machine_config", "machineConfig"),
+    ):
+        if field in rdma.model_fields_set and rdma.memlock != "machineconfig":
+            out.append(
+                f"gpu-cluster:rdma.{key} is only used with rdma.memlock 'machineconfig' "
+                f"(it is {rdma.memlock!r}); remove it or set the strategy"
+            )
     # Every pod network namespace has `lo` (containernetworking/plugins plugins/main/loopback).
     taken = {POD_PRIMARY_INTERFACE: "the pod's primary interface", "lo": "the pod's loopback"}
     taken.setdefault(rdma.bootstrap_interface, "rdma.bootstrapInterface (NCCL's bootstrap)")

@@ -125,8 +125,14 @@ def on_every_pod(s: Settings, cli: str, command: list[str]) -> str:
     return f'launch_all="$({fetch})" && bash -c "$launch_all" launch-all {args}'
 
 
+# The shell starts with what the launchers source: the NCCL settings detect-rdma.sh wrote
+# (NCCL_IB_HCA, the GID index), so torchrun or a test run by hand uses the same NICs.
+_SHELL = 'if [ -f "$NCCL_ENV_FILE" ]; then . "$NCCL_ENV_FILE"; fi; exec bash'
+
+
 def shell_command(s: Settings, cli: str) -> str:
-    return f"{cli} exec -it -n {s.namespace} {s.name}-0 -c {TRAINING_CONTAINER} -- bash"
+    pod0 = [cli, "exec", "-it", "-n", s.namespace, f"{s.name}-0", "-c", TRAINING_CONTAINER]
+    return shlex.join([*pod0, "--", "bash", "-c", _SHELL])
 
 
 def sync_command(s: Settings, cli: str, local_dir: str = "./") -> str:

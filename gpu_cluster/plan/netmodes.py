@@ -39,6 +39,7 @@ from gpu_cluster.plan.podspec import (
     Mount,
     PodNetworking,
 )
+from gpu_cluster.plan.security import memlock_machine_config_name
 
 # Pod annotation Multus reads to attach extra networks (k8s.cni.cncf.io network-attachment spec).
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -94,6 +95,8 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
         "RDMA_MTU": str(rdma.mtu),
         "MEMLOCK_STRATEGY": rdma.memlock,
     }
+    if rdma.memlock == "machineconfig":
+        env["MEMLOCK_MACHINE_CONFIG"] = memlock_machine_config_name(rdma.machine_config_pool)
     init: tuple[Container, ...] = ()
     volumes: tuple[EmptyDir | ConfigMapVolume, ...] = ()
     mounts: tuple[Mount, ...] = ()

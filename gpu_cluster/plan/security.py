@@ -75,8 +75,8 @@ def scc_manifest(name: str, capabilities: tuple[str, ...], any_user: bool) -> di
 
 # CRI-O drop-in that lifts the memlock limit of every container on the pool's nodes. Drop-ins
 # apply in lexical order and the later file wins per option, a list replacing the earlier list
-# (cri-o/cri-o docs/crio.conf.d.5.md, pkg/config/config.go UpdateFromDropInFile), so it sorts
-# after MCO's 00-default and carries the nofile entry that 00-default sets on release-4.20
+# (cri-o/cri-o docs/crio.conf.d.5.md at 7b8e49f, pkg/config/config.go UpdateFromDropInFile), so
+# it sorts after MCO's 00-default and carries the nofile entry 00-default sets on release-4.20
 # (openshift/machine-config-operator templates/worker/01-worker-container-runtime/_base/files/
 # crio.yaml, 3ed973f).
 MEMLOCK_DROP_IN_PATH = "/etc/crio/crio.conf.d/99-gpu-cluster-memlock"
@@ -85,23 +85,37 @@ MEMLOCK_DROP_IN = (
 )
 # Ignition spec version MachineConfigs carry (OpenShift docs' MachineConfig examples).
 IGNITION_VERSION = "3.2.0"
+# Annotation naming the stack that manages the shared memlock MachineConfig.
+OWNER_ANNOTATION = "gpu-cluster/owner"
+
+
+def memlock_machine_config_name(pool: str) -> str:
+    """One name per pool, not per stack: every stack on the pool needs the same drop-in, and a
+    second copy under another name would reboot the pool again when created and when deleted
+    for a setting that does not change. The stack that creates it owns it; the others
+    reference it (rdma.machineConfig)."""
+    return f"99-{pool}-gpu-cluster-memlock"
 
 
 def memlock_disruption(pool: str) -> str:
     return (
         f"applying or removing this drains and reboots every node of MachineConfigPool "
         f"{pool!r}, one at a time (crio.conf.d is not in MCO's no-reboot list); needs "
-        "cluster-admin"
+        "cluster-admin. Shared by every stack on the pool, so `pulumi destroy` keeps it: "
+        f"`oc delete machineconfig {memlock_machine_config_name(pool)}` once none needs it"
     )
 
 
-def memlock_machine_config(pool: str) -> dict[str, Any]:
-    """MachineConfig (machineconfiguration.openshift.io/v1) writing MEMLOCK_DROP_IN on `pool`."""
+def memlock_machine_config(pool: str, owner: str) -> dict[str, Any]:
+    """MachineConfig (machineconfiguration.openshift.io/v1) writing MEMLOCK_DROP_IN on `pool`,
+    annotated with its `owner` (the Pulumi project/stack that manages it). MCO names the pool's
+    rendered config by a hash of the merged MachineConfigs' spec (openshift/machine-config-operator
+    pkg/controller/render/hash.go at 0d843aa), so a change of owner alone touches no node."""
     return {
         "apiVersion": "machineconfiguration.openshift.io/v1",
         "kind": "MachineConfig",
         "metadata": {
-            "name": f"99-{pool}-gpu-cluster-memlock",
+            "name": memlock_machine_config_name(pool),
             # The pool selects its MachineConfigs by this label (MCO docs).
             "labels": {"machineconfiguration.openshift.io/role": pool},
             "annotations": {
@@ -109,6 +123,7 @@ def memlock_machine_config(pool: str) -> dict[str, Any]:
                     "CRI-O default memlock unlimited for RDMA memory registration (gpu-cluster)"
                 ),
                 DISRUPTION_ANNOTATION: memlock_disruption(pool),
+                OWNER_ANNOTATION: owner,
             },
         },
         "spec": {
