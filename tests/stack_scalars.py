@@ -199,3 +199,26 @@ def expected_values(expected: Same) -> dict[str, Any]:
         "inMap": {"k": parsed(expected.nested)},
         "inList": [parsed(expected.nested)],
     }
+
+
+# `--set a.b=VALUE` (as `pulumi config set --path a.b VALUE`): (case, VALUE, what is stored).
+# Only "true"/"false" and base-10 integers (signed, no leading 0) become other than text.
+SET_VALUES: list[tuple[str, str, Any]] = [
+    ("yes", "yes", "yes"),
+    ("1e3", "1e3", "1e3"),
+    ("plus-sign", "+5", 5),
+    ("minus-leading-zero", "-05", -5),
+    ("leading-zero", "05", "05"),
+    ("zero", "0", 0),
+    ("minus-zero", "-0", 0),
+    ("underscores", "1_000", "1_000"),
+    ("hex", "0x1F", "0x1F"),
+    ("true", "true", True),
+    ("True", "True", "True"),
+    ("empty", "", ""),
+    ("float", "1.5", "1.5"),
+    ("tilde", "~", "~"),
+    ("null", "null", "null"),
+    ("non-ascii-digit", "٣", "٣"),
+    ("int64-min-plus-one", "-9007199254740991", -9007199254740991),
+]

@@ -5,18 +5,20 @@ writes nothing (the render goes to a temporary directory and is moved into place
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pytest
 
 from gpu_cluster.config.settings import ConfigError
-from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, apply_override, engine_config, run_program
 from tests.cli import ROOT, by_case, cli, one_error, program_copy, refused_stack_file, tree
-from tests.stack_scalars import SCALARS, Expected, Refused, Same, stack_file
+from tests.stack_scalars import SCALARS, SET_VALUES, Expected, Refused, Same, stack_file
 
 GOOD = "config:\n  gpu-cluster:platform: openshift\n"
 HUGE = "9" * 5000  # beyond Python's int-from-text limit (4300 digits)
@@ -113,6 +115,26 @@ def test_stack_file_scalars_read_as_the_pulumi_cli_reads_them(
     assert expected.says in message
     # What the CLI would rewrite is refused with what to write instead.
     assert isinstance(expected, Refused) or message.endswith(("; quote it", "rename the key"))
+
+
+@by_case("value, stored", SET_VALUES)
+def test_set_values_are_stored_as_pulumi_config_set_path_stores_them(
+    value: str, stored: object
+) -> None:
+    config: dict[str, Any] = {}
+    assert apply_override(config, f"launcher.x={value}") == "gpu-cluster:launcher"
+    assert config["gpu-cluster:launcher"] == {"x": stored}
+    assert type(config["gpu-cluster:launcher"]["x"]) is type(stored)  # 1 is not True
+
+
+def test_set_secret_values_stay_text() -> None:
+    """`pulumi config set --secret --path` stores the ciphertext of the text: no coercion."""
+    config, secret = engine_config(
+        "barcelona", secret_overrides=("launcher.x=5", "launcher.y=true")
+    )
+    assert "gpu-cluster:launcher" in secret
+    launcher = json.loads(config["gpu-cluster:launcher"])
+    assert (launcher["x"], launcher["y"]) == ("5", "true")
 
 
 # (case, --set argument, what the message must say)

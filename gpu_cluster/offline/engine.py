@@ -347,6 +347,8 @@ def stack_file_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, 
     return dict(config)
 
 
+# What `config set --path` would read as an integer if it fit in 64 bits.
+_DECIMAL_INT = re.compile(r"[-+]?[1-9][0-9]*|-0[0-9]*")
 _PATH_PART = re.compile(r"([^.\[\]:]+)|\[(\d+)\]")
 # `key`, `key.sub`, `key[0]`, `key.list[2].sub`: every part named, no empty parts.
 _PATH = re.compile(r"[^.\[\]:]+(\.[^.\[\]:]+|\[\d+\])*")
@@ -356,9 +358,9 @@ def _override_error(key: str, problem: str) -> ConfigError:
     return ConfigError(f"invalid stack config:\n  --set {key}: {problem}")
 
 
-def apply_override(config: dict[str, Any], assignment: str) -> str:
-    """`key=value` as `pulumi config set [--path] key value` would store it; returns the
-    fully qualified top-level key it changed. Raises ConfigError naming the key for a path
+def apply_override(config: dict[str, Any], assignment: str, secret: bool = False) -> str:
+    """`key=value` as `pulumi config set [--secret] [--path] key value` would store it; returns
+    the fully qualified top-level key it changed. Raises ConfigError naming the key for a path
     that does not fit the config's shape (never echoing the value, which may be secret)."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key:
@@ -378,14 +380,17 @@ def apply_override(config: dict[str, Any], assignment: str) -> str:
     if len(parts) == 1:
         config[top] = raw  # top-level values are always strings
         return top
-    # Nested values: "true"/"false" become booleans and integers numbers (pulumi config docs).
-    value: Any = raw
-    if raw in ("true", "false"):
-        value = raw == "true"
-    elif re.fullmatch(r"-?\d+", raw):
-        if len(raw.lstrip("-")) > len(str(MAX_EXACT_INT)):
-            raise _override_error(key, "number too large (at most 2^53 - 1)")
-        value = int(raw)
+    # Nested values: "true"/"false" become booleans and base-10 integers numbers, the rest
+    # stays text (`yes`, `1e3`, `05`, `0x1F`: goyaml.coerce_path_value). A secret stays text
+    # (config/value.go coerceObject leaves a secure value alone).
+    value = raw if secret else goyaml.coerce_path_value(raw)
+    # One difference, a refusal: an integer beyond 2^53 - 1 is refused here, also one beyond
+    # 64 bits, which the CLI would keep as text (the program could not take it as a number).
+    if not secret and (
+        (isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_EXACT_INT)
+        or (isinstance(value, str) and _DECIMAL_INT.fullmatch(value))
+    ):
+        raise _override_error(key, "number too large (at most 2^53 - 1)")
     node = config.get(top)
     if isinstance(node, str):
         try:
@@ -454,7 +459,7 @@ def engine_config(
         if secret:
             secret_keys.append(key)
     for assignment in secret_overrides:
-        key = apply_override(engine, assignment)
+        key = apply_override(engine, assignment, secret=True)
         engine[key] = goyaml.engine_text(engine[key])
         secret_keys.append(key)
     return engine, sorted(set(secret_keys))

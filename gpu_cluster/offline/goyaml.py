@@ -262,3 +262,18 @@ def engine_text(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)  # a top-level number stays the text go-yaml read
     return _json(value)
+
+
+def coerce_path_value(text: str) -> bool | int | str:
+    """A value `pulumi config set --path a.b VALUE` stores below the top level (config/object.go
+    coerce): "true"/"false" become booleans, base-10 integers (not starting with 0, optionally
+    signed) numbers when int64 or uint64 holds them, everything else stays text (`yes`, `1e3`,
+    `05`, `1_000`, `0x1F`, `1.5`)."""
+    if text in ("true", "false"):
+        return text == "true"
+    if len(text) > 1 and text[0] == "0":
+        return text
+    number = _parse_int(text, 10)
+    if number is None:
+        number = _parse_uint(text, 10)
+    return text if number is None else number
