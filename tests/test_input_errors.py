@@ -5,15 +5,20 @@ writes nothing (the render goes to a temporary directory and is moved into place
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pytest
 
-from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.config.settings import ConfigError
+from gpu_cluster.offline.engine import ProgramRun, apply_override, engine_config, run_program
 from tests.cli import ROOT, by_case, cli, one_error, program_copy, refused_stack_file, tree
+from tests.stack_scalars import SCALARS, SET_VALUES, Expected, Refused, Same, stack_file
 
 GOOD = "config:\n  gpu-cluster:platform: openshift\n"
 HUGE = "9" * 5000  # beyond Python's int-from-text limit (4300 digits)
@@ -43,12 +48,32 @@ STACK_FILES: list[tuple[str, str, str]] = [
     ("binary-value", f"{GOOD}  gpu-cluster:pod: !!binary aGVsbG8=\n", "gpu-cluster:pod is a bytes"),
     ("alias-loop", f"{GOOD}  gpu-cluster:pod: &p [*p]\n", "gpu-cluster:pod[0] contains itself"),
     (
-        "date-is-text",
+        "date",
         f"{GOOD}  gpu-cluster:pod:\n    cpuRequest: 2026-11-22\n",
-        "gpu-cluster:pod.cpuRequest = '2026-11-22'",
+        "Pulumi.given.yaml:4: gpu-cluster:pod.cpuRequest: 2026-11-22 is a YAML timestamp, which "
+        "the Pulumi CLI hands the program as Go prints a time",
     ),
+    (
+        "date-in-a-list",
+        f"{GOOD}  gpu-cluster:x:\n    - 2026-1-2 3:04:05\n",
+        "yaml:4: gpu-cluster:x[0]:",
+    ),
+    (
+        "date-as-a-key",
+        f"{GOOD}  gpu-cluster:x: {{2026-01-01: a}}\n",
+        "yaml:3: the key 2026-01-01 is",
+    ),
+    (
+        "infinity",
+        f"{GOOD}  gpu-cluster:nodes: .inf\n",
+        "Pulumi.given.yaml:3: gpu-cluster:nodes: .inf is not a finite number; the Pulumi CLI "
+        "refuses the stack file (json: unsupported value: +Inf)",
+    ),
+    ("nan-nested", f"{DEEPSPEED}      microBatchSize: .NaN\n", "yaml:5: gpu-cluster:launcher.dee"),
+    ("tag-mismatch", f"{GOOD}  gpu-cluster:nodes: !!int 1.5\n", "yaml:3: cannot decode !!float"),
     ("key-without-namespace", "config:\n  platform: openshift\n", "'platform' has no namespace"),
-    ("int-beyond-the-parser", f"{GOOD}  gpu-cluster:nodes: {HUGE}\n", "Pulumi.given.yaml: cannot"),
+    # Beyond 64 bits and a float's range: text, as to the CLI (which the schema then refuses).
+    ("int-beyond-the-parser", f"{GOOD}  gpu-cluster:nodes: {HUGE}\n", "gpu-cluster:nodes = '999"),
     (
         "int-overflow",
         f"{DEEPSPEED}      microBatchSize: 1{'0' * 30}\n",
@@ -57,7 +82,7 @@ STACK_FILES: list[tuple[str, str, str]] = [
     (
         "float-overflow",
         f"{DEEPSPEED}      microBatchSize: 1.0e+400\n",
-        "gpu-cluster:launcher.deepspeed.microBatchSize: not a finite number",
+        "gpu-cluster:launcher.deepspeed.microBatchSize = '1.0e+400': Input should be a valid int",
     ),
 ]
 
@@ -67,6 +92,49 @@ def test_malformed_stack_files_are_named_with_their_line(
     tmp_path: Path, text: str, says: str
 ) -> None:
     assert says in refused_stack_file(tmp_path, text)
+
+
+@by_case("scalar, expected", SCALARS)
+def test_stack_file_scalars_read_as_the_pulumi_cli_reads_them(
+    tmp_path: Path, scalar: str, expected: Expected
+) -> None:
+    """go-yaml v3's rules, not YAML 1.1's, and values written as the CLI writes them; what the
+    CLI refuses, or would hand the program rewritten, is refused naming the line and key."""
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "Pulumi.given.yaml").write_text(stack_file(scalar), encoding="utf-8")
+    if isinstance(expected, Same):
+        config, _ = engine_config("given", project_dir=tmp_path)
+        assert config["gpu-cluster:top"] == expected.top
+        assert config["gpu-cluster:inMap"] == '{"k":' + expected.nested + "}"
+        assert config["gpu-cluster:inList"] == "[" + expected.nested + "]"
+        return
+    with pytest.raises(ConfigError) as info:
+        engine_config("given", project_dir=tmp_path)
+    message = str(info.value)
+    assert message.startswith("Pulumi.given.yaml:2: "), message
+    assert expected.says in message
+    # What the CLI would rewrite is refused with what to write instead.
+    assert isinstance(expected, Refused) or message.endswith(("; quote it", "rename the key"))
+
+
+@by_case("value, stored", SET_VALUES)
+def test_set_values_are_stored_as_pulumi_config_set_path_stores_them(
+    value: str, stored: object
+) -> None:
+    config: dict[str, Any] = {}
+    assert apply_override(config, f"launcher.x={value}") == "gpu-cluster:launcher"
+    assert config["gpu-cluster:launcher"] == {"x": stored}
+    assert type(config["gpu-cluster:launcher"]["x"]) is type(stored)  # 1 is not True
+
+
+def test_set_secret_values_stay_text() -> None:
+    """`pulumi config set --secret --path` stores the ciphertext of the text: no coercion."""
+    config, secret = engine_config(
+        "barcelona", secret_overrides=("launcher.x=5", "launcher.y=true")
+    )
+    assert "gpu-cluster:launcher" in secret
+    launcher = json.loads(config["gpu-cluster:launcher"])
+    assert (launcher["x"], launcher["y"]) == ("5", "true")
 
 
 # (case, --set argument, what the message must say)

@@ -1,18 +1,34 @@
-"""The offline render reads stack files as the Pulumi CLI does: every shipped stack file gives
-the same config through the real CLI (`pulumi config --json`) as through the offline engine's
-reader."""
+"""The offline render reads stack files as the Pulumi CLI does: every shipped stack file, and a
+stack file for each scalar YAML 1.1 and go-yaml v3 read differently, gives the same config
+through the real CLI (`pulumi config --json`) as through the offline engine's reader (or both
+refuse it); `--set` stores values as `pulumi config set --path` does."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpu_cluster.offline.engine import engine_config
+from gpu_cluster.config.settings import ConfigError
+from gpu_cluster.offline.engine import apply_override, engine_config
+from gpu_cluster.offline.goyaml import engine_text
+from tests.cli import by_case
 from tests.conftest import ROOT, STACKS
+from tests.stack_scalars import (
+    SCALARS,
+    SET_VALUES,
+    Expected,
+    Refused,
+    Rewritten,
+    expected_values,
+    parsed,
+    stack_file,
+    values,
+)
 from tools.realtier.build import Tools
 from tools.realtier.pulumi_cli import PulumiCli
 
@@ -58,3 +74,83 @@ def compare(tools: Tools, tmp_path: Path, stacks: dict[str, str]) -> None:
 
 def test_shipped_stack_files_read_the_same_through_the_cli(tools: Tools, tmp_path: Path) -> None:
     compare(tools, tmp_path, {s: (ROOT / f"Pulumi.{s}.yaml").read_text() for s in STACKS})
+
+
+# --- scalars YAML 1.1 and go-yaml v3 read differently (tests/stack_scalars.py) ---------------
+
+
+@pytest.fixture(scope="module")
+def scalar_stack(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> PulumiCli:
+    """A project with the stack `given`, whose file each test writes."""
+    root = tmp_path_factory.mktemp("scalars")
+    cli = PulumiCli(tools, project_with({}, root / "cli"), root / "pulumi")
+    cli.run("stack", "init", "given")
+    return cli
+
+
+@by_case("scalar, expected", SCALARS)
+def test_ambiguous_scalars_read_the_same_through_the_cli(
+    scalar_stack: PulumiCli, tmp_path: Path, scalar: str, expected: Expected
+) -> None:
+    """Each scalar top-level, in a map and in a list: the CLI and the offline reader both refuse
+    the stack file or give the program the same values; where the CLI would hand it something
+    else than what is written (a timestamp), the offline reader refuses it."""
+    text = stack_file(scalar)
+    (scalar_stack.project_dir / "Pulumi.given.yaml").write_text(text, encoding="utf-8")
+    offline_dir = project_with({"given": text}, tmp_path / "offline")
+    try:
+        listing = scalar_stack.config("given")
+    except RuntimeError as exc:
+        cli_refused: str | None = str(exc)
+    else:
+        cli_refused = None
+        cli = values({key: entry["value"] for key, entry in listing.items()})
+    try:
+        config, _ = engine_config("given", project_dir=offline_dir)
+    except ConfigError as exc:
+        offline_refused: str | None = str(exc)
+    else:
+        offline_refused = None
+        offline = values(config)
+    if isinstance(expected, Refused):
+        assert cli_refused and offline_refused, (cli_refused, offline_refused)
+        assert expected.says in offline_refused
+    elif isinstance(expected, Rewritten):
+        assert cli_refused is None and offline_refused, (cli_refused, offline_refused)
+        assert cli == expected_values(expected.cli)
+        assert expected.says in offline_refused
+    else:
+        assert cli_refused is None and offline_refused is None, (cli_refused, offline_refused)
+        assert offline == cli == expected_values(expected)
+
+
+def test_set_path_values_are_stored_as_pulumi_config_set_path_stores_them(
+    tools: Tools, tmp_path: Path
+) -> None:
+    """`--set a.b=VALUE` and `--set-secret a.b=VALUE` give the program what `pulumi config set
+    [--secret] --path a.b VALUE` does."""
+    cli = PulumiCli(tools, project_with({}, tmp_path / "cli"), tmp_path / "pulumi")
+    cli.run("stack", "init", "set")
+    offline: dict[str, Any] = {}
+    secrets: dict[str, str] = {}
+    for index, (_case, value, _stored) in enumerate(SET_VALUES):
+        cli.run("config", "set", "--path", "--stack", "set", positional=(f"s{index}.x", value))
+        apply_override(offline, f"s{index}.x={value}")
+        cli.run(
+            "config",
+            "set",
+            "--secret",
+            "--path",
+            "--stack",
+            "set",
+            positional=(f"t{index}.x", value),
+        )
+        apply_override(secrets, f"t{index}.x={value}", secret=True)
+    listing = json.loads(cli.run("config", "--json", "--show-secrets", "--stack", "set"))
+    ours = re.compile(r"gpu-cluster:[st][0-9]+")
+    got = {k: parsed(entry["value"]) for k, entry in listing.items() if ours.fullmatch(k)}
+    want = {key: parsed(engine_text(value)) for key, value in {**offline, **secrets}.items()}
+    assert got == want
+    assert [got[f"gpu-cluster:s{i}"]["x"] for i in range(len(SET_VALUES))] == [
+        parsed(json.dumps(stored)) for _, _, stored in SET_VALUES
+    ]

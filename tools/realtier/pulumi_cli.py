@@ -30,9 +30,12 @@ class PulumiCli:
         }
         (state_dir / "backend").mkdir(exist_ok=True)
 
-    def run(self, *args: str) -> str:
+    def run(self, *args: str, positional: tuple[str, ...] = ()) -> str:
+        """`pulumi ARGS --non-interactive [-- POSITIONAL]`: positional arguments after `--`, so
+        that a value like `-05` is not read as a flag."""
+        tail = ("--", *positional) if positional else ()
         result = subprocess.run(
-            [str(self.binary), *args, "--non-interactive"],
+            [str(self.binary), *args, "--non-interactive", *tail],
             cwd=self.project_dir,
             env=self.env,
             capture_output=True,
