@@ -10,8 +10,9 @@ import pytest
 from pydantic import BaseModel
 
 from gpu_cluster.config.settings import Settings, nested_model
-from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.replacements import Key, Row, Step, index, plan
+from gpu_cluster.offline.stack_files import engine_config
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.stack_files import engine_config
 
 # (stack, --set overrides, fragments the message must contain)
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [

@@ -16,7 +16,8 @@ from gpu_cluster.config.settings import (
     gpudirect_release,
     load_settings,
 )
-from gpu_cluster.offline.engine import ProgramRun, engine_config
+from gpu_cluster.offline.engine import ProgramRun
+from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.gpudirect import (
     GKE_END_OF_STANDARD_SUPPORT,
     RELEASES,

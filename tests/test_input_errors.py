@@ -16,7 +16,8 @@ import pulumi
 import pytest
 
 from gpu_cluster.config.settings import ConfigError
-from gpu_cluster.offline.engine import ProgramRun, apply_override, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.stack_files import apply_override, engine_config
 from tests.cli import ROOT, by_case, cli, one_error, program_copy, refused_stack_file, tree
 from tests.stack_scalars import SCALARS, SET_VALUES, Expected, Refused, Same, stack_file
 

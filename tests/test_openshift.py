@@ -12,7 +12,8 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from gpu_cluster.offline.engine import ProgramRun, RecordedResource, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, RecordedResource, run_program
+from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import ROOT, container, env_of, manifests, one, pod_spec, run_stack
 
 

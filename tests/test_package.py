@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import ROOT, STACKS, one, run_stack
 
 EXAMPLE = ROOT / "examples" / "a3-mega-pool"
@@ -102,7 +103,8 @@ def test_the_wheel_installs_into_a_fresh_virtualenv_and_runs_the_example(tmp_pat
     example = shutil.copytree(EXAMPLE, tmp_path / "a3-mega-pool")
     probe = f"""
 import json, gpu_cluster
-from gpu_cluster.offline.engine import engine_config, run_program
+from gpu_cluster.offline.engine import run_program
+from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
 from pathlib import Path
 example = Path({str(example)!r})

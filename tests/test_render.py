@@ -11,8 +11,9 @@ import pulumi
 import pytest
 import yaml
 
-from gpu_cluster.offline.engine import engine_config, run_program
+from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.render import FILES, diff, main, read_render, render
+from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import by_case, cli, one_error
 from tests.conftest import STACKS
 

@@ -11,8 +11,9 @@ import pytest
 from pydantic import BaseModel
 
 from gpu_cluster.config.settings import ConfigError, Settings, nested_model
-from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.render import FILES, main, render
+from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import container
 
 TOKEN = "hf_DoNotLeakThis123"

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 try:
-    from gpu_cluster.offline.engine import PROJECT_DIR
     from gpu_cluster.offline.render import render
+    from gpu_cluster.offline.stack_files import PROJECT_DIR
 except ModuleNotFoundError:  # a base checkout from before the gpu_cluster package (issue 15)
     from components.offline import PROJECT_DIR  # type: ignore[import-not-found,no-redef]
     from components.render import render  # type: ignore[import-not-found,no-redef]

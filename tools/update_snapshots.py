@@ -14,7 +14,7 @@ import shutil
 import sys
 
 from gpu_cluster.config.settings import ConfigError
-from gpu_cluster.offline.engine import PROJECT_DIR
+from gpu_cluster.offline.stack_files import PROJECT_DIR
 from tools.render_all import render_stacks, write
 
 SNAPSHOTS = PROJECT_DIR / "tests" / "snapshots"

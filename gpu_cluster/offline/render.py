@@ -27,7 +27,8 @@ import yaml
 
 from gpu_cluster.config.settings import ConfigError
 from gpu_cluster.config.stack_config import settings_from
-from gpu_cluster.offline.engine import ProgramRun, YamlLoader, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.stack_files import YamlLoader, engine_config
 
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
 KIND_ORDER = (

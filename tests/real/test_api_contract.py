@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import STACKS
 from tests.test_config_properties import own_keys, plausible_edit, run_edited
 from tests.test_schemas import VARIANTS

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gpu_cluster.config.settings import ConfigError
-from gpu_cluster.offline.engine import apply_override, engine_config
 from gpu_cluster.offline.goyaml import engine_text
+from gpu_cluster.offline.stack_files import apply_override, engine_config
 from tests.cli import by_case
 from tests.conftest import ROOT, STACKS
 from tests.stack_scalars import (

@@ -9,8 +9,9 @@ from typing import Any
 
 from gpu_cluster.config.settings import Settings
 from gpu_cluster.config.stack_config import settings_from
-from gpu_cluster.offline.engine import ProgramRun, engine_config, run_program
+from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.render import kind_rank
+from gpu_cluster.offline.stack_files import engine_config
 from tools.realtier.nodes import FakeNode, gke_nodes, openshift_nodes
 
 Object = dict[str, Any]
