@@ -17,13 +17,14 @@ from gpu_cluster.config.settings import (
     load_settings,
 )
 from gpu_cluster.offline.engine import ProgramRun, engine_config
+from gpu_cluster.offline.replacements import Step, plan
 from gpu_cluster.plan.gpudirect import (
     GKE_END_OF_STANDARD_SUPPORT,
     RELEASES,
     gke_minor,
     releases_for,
 )
-from tests.conftest import container, env_of, manifests, one, pod_spec, run_stack
+from tests.conftest import container, env_of, manifests, one, pod_spec, rows, run_stack
 
 
 def gcp_inputs(run: ProgramRun, type_: str) -> list[dict[str, Any]]:
@@ -65,6 +66,42 @@ def test_a3_mega_pool() -> None:
     ]
     assert pool["placementPolicy"] == {"type": "COMPACT"}
     assert len(pool["networkConfig"]["additionalNodeNetworkConfigs"]) == 8
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides", "machine", "ssds"),
+    [
+        ("a3-high", (), "a3-highgpu-8g", 16),
+        ("gcp-a3", (), "a3-megagpu-8g", 16),
+        ("gcp-a4", ("gcp.machineType=a3-ultragpu-8g",), "a3-ultragpu-8g", 32),
+        ("gcp-a4", (), "a4-highgpu-8g", 32),
+    ],
+)
+def test_gpu_nodes_keep_their_ephemeral_storage_on_the_machines_local_ssds(
+    stack: str, overrides: tuple[str, ...], machine: str, ssds: int
+) -> None:
+    run = run_stack(stack, *overrides)
+    config = gpu_pool(run)["nodeConfig"]
+    assert config["machineType"] == machine
+    assert config["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": ssds}
+    # The CPU system pool has no bundled local SSD: its ephemeral storage is its boot disk.
+    assert "ephemeralStorageLocalSsdConfig" not in pools(run)["system"]["nodeConfig"]
+
+
+def test_a_pool_created_without_local_ssds_is_replaced_once_by_the_upgrade() -> None:
+    """The field is force-new: a pool deployed by an earlier version of the program (no local
+    SSD setting) is replaced by the first `pulumi up` of this one (README: Local SSD)."""
+    now = rows(run_stack("gcp-a3"))
+    before = {key: dict(row) for key, row in now.items()}
+    key = next(k for k in before if k[0] == "gcp:container/nodePool:NodePool" and "a3mega" in k[1])
+    before[key]["inputs"] = dict(before[key]["inputs"])
+    before[key]["inputs"]["nodeConfig"] = {
+        k: v
+        for k, v in before[key]["inputs"]["nodeConfig"].items()
+        if k != "ephemeralStorageLocalSsdConfig"
+    }
+    (step,) = [s for s in plan(before, now) if s.op != "update"]
+    assert step == Step(key[0], key[1], "replace", ("nodeConfig.ephemeralStorageLocalSsdConfig",))
 
 
 def test_reservation_consumes_it_and_adds_no_placement_policy() -> None:

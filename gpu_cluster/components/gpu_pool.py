@@ -16,6 +16,7 @@ from pulumi_gcp.container import (
     NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs,
     NodePoolNetworkConfigArgs,
     NodePoolNodeConfigArgs,
+    NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs,
     NodePoolNodeConfigGuestAcceleratorArgs,
     NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs,
     NodePoolNodeConfigGvnicArgs,
@@ -38,6 +39,16 @@ ACCELERATOR = {
 # A3 Ultra node pools must boot from hyperdisk-balanced (docs.cloud.google.com/ai-hypercomputer/
 # docs/create/gke-ai-hypercompute); AI-Hypercomputer/xpk sets it for A4 too.
 BOOT_DISK_TYPE = {machine: "hyperdisk-balanced" for machine in RDMA_MACHINES}
+# Local SSDs (375 GiB each) every machine comes with, given to the node as its ephemeral storage
+# (kubelet and containerd root: emptyDir volumes, image layers, logs) instead of the boot disk:
+# GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/disk_definitions.tf
+# `local_ssd_machines` (local_ssd_count_ephemeral_storage) at 1047080.
+LOCAL_SSD_COUNT = {
+    "a3-highgpu-8g": 16,
+    "a3-megagpu-8g": 16,
+    "a3-ultragpu-8g": 32,
+    "a4-highgpu-8g": 32,
+}
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,9 @@ def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
         machine_type=a.machine_type,
         image_type="COS_CONTAINERD",
         disk_type=BOOT_DISK_TYPE.get(a.machine_type),
+        ephemeral_storage_local_ssd_config=NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
+            local_ssd_count=LOCAL_SSD_COUNT[a.machine_type]
+        ),
         oauth_scopes=NODE_OAUTH_SCOPES,
         guest_accelerators=[
             NodePoolNodeConfigGuestAcceleratorArgs(

@@ -90,6 +90,7 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "nodeConfig.hostMaintenancePolicy",
         "nodeConfig.oauthScopes",
         "nodeConfig.serviceAccount",
+        "nodeConfig.ephemeralStorageLocalSsdConfig",
     ),
     # networkProfile: "can be set only at resource creation time" (pulumi_gcp compute.Network).
     "gcp:compute/network:Network": ("name", "project", "autoCreateSubnetworks", "networkProfile"),
