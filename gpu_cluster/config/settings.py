@@ -445,9 +445,12 @@ class VerifySettings(_Model):
     """The built-in fabric check (all-reduce bandwidth + transport) shipped to every pod."""
 
     enabled: bool = True
-    # PASS threshold for bus bandwidth at the largest size; None = the mode's sourced default.
+    # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
+    # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
     expected_busbw_gbps: float | None = Field(default=None, gt=0)
-    max_bytes: str = Field(default="1G", pattern=r"^[0-9]+[KMG]?$")
+    # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
+    # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
+    max_bytes: str | None = Field(default=None, pattern=r"^[0-9]+[KMG]?$")
     iters: int = Field(default=20, ge=1, le=1000)
     # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
     require_gdr: bool = False
@@ -962,7 +965,7 @@ def _verify_problems(s: Settings) -> list[str]:
             f"gpu-cluster:verify.expectedBusbwGbps = {v.expected_busbw_gbps:g}: above the "
             f"{ceiling:g} GB/s the fabric's NICs can carry, so the check could never pass"
         )
-    if _size_bytes(v.max_bytes) < CHECK_MIN_BYTES:
+    if v.max_bytes is not None and _size_bytes(v.max_bytes) < CHECK_MIN_BYTES:
         out.append(
             f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: the sweep starts at "
             f"{CHECK_MIN_BYTES} bytes; use at least {CHECK_MIN_BYTES}"
