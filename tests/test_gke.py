@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gpu_cluster.components.gke import GkePlatform
 from gpu_cluster.config import settings as settings_module
 from gpu_cluster.config.settings import (
     ConfigError,
@@ -50,6 +51,43 @@ def test_cluster_is_vpc_native_multi_network_dataplane_v2_without_default_pool()
     assert cluster["location"] == "us-central1-a"
     assert cluster["minMasterVersion"] == "1.35"
     assert cluster["releaseChannel"] == {"channel": "REGULAR"}
+
+
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
+def test_control_plane_accepts_only_the_authorized_ranges(stack: str) -> None:
+    (cluster,) = gcp_inputs(run_stack(stack), "gcp:container/cluster:Cluster")
+    assert cluster["masterAuthorizedNetworksConfig"] == {
+        "cidrBlocks": [{"cidrBlock": "203.0.113.0/24", "displayName": "kubectl-access-network"}],
+        "gcpPublicCidrsAccessEnabled": False,
+    }
+    # Public endpoint (behind the list), private nodes.
+    assert cluster["privateClusterConfig"]["enablePrivateEndpoint"] is False
+    assert cluster["privateClusterConfig"]["enablePrivateNodes"] is True
+
+
+def test_authorized_ranges_come_from_config_in_order() -> None:
+    run = run_stack(
+        "gcp-a3",
+        "gcp.authorizedNetworks[1].cidrBlock=198.51.100.7/32",
+        "gcp.authorizedNetworks[1].displayName=ci-runner",
+    )
+    (cluster,) = gcp_inputs(run, "gcp:container/cluster:Cluster")
+    assert cluster["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [
+        {"cidrBlock": "203.0.113.0/24", "displayName": "kubectl-access-network"},
+        {"cidrBlock": "198.51.100.7/32", "displayName": "ci-runner"},
+    ]
+
+
+def test_a_cluster_nobody_may_reach_is_refused_before_anything_is_registered() -> None:
+    """A stack file must say who reaches the control plane; so must Settings built in code
+    before they create a cluster (a program adding a pool to an existing one need not)."""
+    built = settings_of("gcp-a3").model_dump(by_alias=True)
+    del built["gcp"]["authorizedNetworks"]
+    settings = Settings.model_validate(built)  # what examples/a3-mega-pool does
+    with pytest.raises(ConfigError, match=r"gcp\.authorizedNetworks is required"):
+        GkePlatform("gpu-cluster", settings)
+    with pytest.raises(ConfigError, match=r"gcp\.authorizedNetworks is required"):
+        load_settings(built)
 
 
 def test_a3_mega_pool() -> None:

@@ -19,8 +19,10 @@ from gpu_cluster.components.platforms import labels, namespace_args, workload_ar
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.settings import (
+    ConfigError,
     GcpSettings,
     Settings,
+    cluster_problems,
     gib_release,
     gpu_nic_count,
     gpudirect_release,
@@ -73,6 +75,9 @@ class GkePlatform(pulumi.ComponentResource):
         secret_env: pulumi.Output[dict[str, str]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        problems = cluster_problems(settings)
+        if problems:  # load_settings refuses these already; Settings built in code too
+            raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
         super().__init__("gpu-cluster:gke:GkePlatform", name, None, opts)
         s = settings
         assert s.gcp is not None  # guaranteed by the schema
@@ -127,6 +132,9 @@ class GkePlatform(pulumi.ComponentResource):
                 hold_minor_upgrades=g.hold_minor_upgrades,
                 deletion_protection=g.deletion_protection,
                 system_pool=g.system_pool,
+                authorized_networks=[
+                    (net.cidr_block, net.display_name) for net in g.authorized_networks or ()
+                ],
             ),
             moved,
         )

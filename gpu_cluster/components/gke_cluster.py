@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -14,6 +15,8 @@ from pulumi_gcp.container import (
     ClusterMaintenancePolicyDailyMaintenanceWindowArgs,
     ClusterMaintenancePolicyMaintenanceExclusionArgs,
     ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs,
+    ClusterMasterAuthorizedNetworksConfigArgs,
+    ClusterMasterAuthorizedNetworksConfigCidrBlockArgs,
     ClusterPrivateClusterConfigArgs,
     ClusterReleaseChannelArgs,
     NodePoolArgs,
@@ -54,7 +57,9 @@ class GkeClusterArgs:
     "services". control_plane_cidr: the private control plane's /28, or None for public nodes.
     release_channel, min_master_version: GKE's. hold_minor_upgrades: hold minor and node
     upgrades until the minor's end of support. deletion_protection: GKE's flag and Pulumi's
-    protect. system_pool: the CPU pool for GKE's own workloads."""
+    protect. system_pool: the CPU pool for GKE's own workloads. authorized_networks: (CIDR,
+    display name) of each outside range the control plane's endpoint accepts; empty closes it
+    to all but the cluster's own nodes and Google's management."""
 
     cluster_name: str
     project: str
@@ -67,6 +72,21 @@ class GkeClusterArgs:
     hold_minor_upgrades: bool = True
     deletion_protection: bool = True
     system_pool: SystemPoolSettings = field(default_factory=SystemPoolSettings)
+    authorized_networks: Sequence[tuple[str, str]] = ()
+
+
+def _authorized_networks(a: GkeClusterArgs) -> ClusterMasterAuthorizedNetworksConfigArgs:
+    """Always on (the block's presence enables it), with only the listed ranges, and without
+    the blanket allowance for every Google Cloud VM's public address, as cluster-toolkit's
+    gke-cluster module renders it (main.tf `master_authorized_networks_config`, variables.tf
+    `gcp_public_cidrs_access_enabled` default false, 1047080)."""
+    return ClusterMasterAuthorizedNetworksConfigArgs(
+        cidr_blocks=[
+            ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(cidr_block=cidr, display_name=name)
+            for cidr, name in a.authorized_networks
+        ],
+        gcp_public_cidrs_access_enabled=False,
+    )
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
@@ -190,9 +210,13 @@ class GkeCluster(pulumi.ComponentResource):
                 min_master_version=a.min_master_version,
                 maintenance_policy=_maintenance_policy(a),
                 deletion_protection=a.deletion_protection,
+                master_authorized_networks_config=_authorized_networks(a),
                 private_cluster_config=(
                     ClusterPrivateClusterConfigArgs(
                         enable_private_nodes=True,
+                        # The public endpoint stays (behind the authorized networks): this
+                        # program and kubectl reach the cluster through it, as cluster-toolkit's
+                        # GPU blueprints set it (enable_private_endpoint: false).
                         enable_private_endpoint=False,
                         master_ipv4_cidr_block=a.control_plane_cidr,
                     )
