@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 from typing import Any
 
@@ -19,6 +20,7 @@ from gpu_cluster.config.settings import (
 )
 from gpu_cluster.offline.engine import ProgramRun, engine_config
 from gpu_cluster.offline.replacements import Step, plan
+from gpu_cluster.plan.gke_identity import node_account_id
 from gpu_cluster.plan.gpudirect import (
     GKE_END_OF_STANDARD_SUPPORT,
     RELEASES,
@@ -90,6 +92,74 @@ def test_a_cluster_nobody_may_reach_is_refused_before_anything_is_registered() -
         load_settings(built)
 
 
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
+def test_nodes_run_as_their_own_account_and_pods_as_their_workload_identity(stack: str) -> None:
+    run = run_stack(stack)
+    (account,) = gcp_inputs(run, "gcp:serviceaccount/account:Account")
+    assert account == {
+        "accountId": "gpu-cluster-nodes",
+        "project": "my-gpu-project",
+        "displayName": "GKE nodes of gpu-cluster",
+    }
+    email = "gpu-cluster-nodes@my-gpu-project.iam.gserviceaccount.com"
+    bindings = gcp_inputs(run, "gcp:projects/iAMMember:IAMMember")
+    # The roles cluster-toolkit's GKE GPU blueprints grant their node pool account.
+    assert sorted(b["role"] for b in bindings) == [
+        "roles/artifactregistry.reader",
+        "roles/logging.logWriter",
+        "roles/monitoring.metricWriter",
+        "roles/monitoring.viewer",
+        "roles/stackdriver.resourceMetadata.writer",
+        "roles/storage.objectViewer",
+    ]
+    assert {(b["member"], b["project"]) for b in bindings} == {
+        (f"serviceAccount:{email}", "my-gpu-project")
+    }
+    (cluster,) = gcp_inputs(run, "gcp:container/cluster:Cluster")
+    assert cluster["workloadIdentityConfig"] == {"workloadPool": "my-gpu-project.svc.id.goog"}
+    identity = {
+        r.urn
+        for r in run.resources
+        if r.type in ("gcp:serviceaccount/account:Account", "gcp:projects/iAMMember:IAMMember")
+    }
+    assert len(identity) == 7
+    for pool in run.of_type(NODE_POOL):
+        assert pool.inputs["nodeConfig"]["serviceAccount"] == email, pool.name
+        assert pool.inputs["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+        # No node boots before its account may write logs and pull images.
+        assert identity <= set(pool.options["dependsOn"]), pool.name
+
+
+def test_node_account_ids_fit_gcp_for_every_cluster_name() -> None:
+    assert node_account_id("gpu-cluster") == "gpu-cluster-nodes"
+    assert node_account_id("a" * 24) == "a" * 24 + "-nodes"  # 30: still plain
+    long_a, long_b = "train-" + "a" * 34, "train-" + "a" * 33 + "b"  # 40, GKE's longest
+    ids = {node_account_id(n) for n in (long_a, long_b, "a" * 25, "x-" * 12 + "y")}
+    assert len(ids) == 4
+    for account_id in ids:
+        assert 6 <= len(account_id) <= 30 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", account_id)
+    assert node_account_id("a") == "a-nodes"
+
+
+def test_the_upgrade_replaces_both_pools_once_and_updates_the_cluster_in_place() -> None:
+    """A cluster deployed before the nodes had their own account: the pools' service account is
+    force-new (README: Upgrading); Workload Identity and GKE_METADATA are updated in place."""
+    now = rows(run_stack("a3-high"))
+    before = without(
+        without(now, "gpu-cluster-system", "serviceAccount", "workloadMetadataConfig"),
+        "gpu-cluster-a3high",
+        "serviceAccount",
+        "workloadMetadataConfig",
+    )
+    cluster = next(k for k in before if k[0] == "gcp:container/cluster:Cluster")
+    before[cluster] = {**before[cluster], "inputs": dict(before[cluster]["inputs"])}
+    del before[cluster]["inputs"]["workloadIdentityConfig"]
+    steps = {(s.name, s.op, s.fields) for s in plan(before, now)}
+    assert ("gpu-cluster-system", "replace", ("nodeConfig.serviceAccount",)) in steps
+    assert ("gpu-cluster-a3high", "replace", ("nodeConfig.serviceAccount",)) in steps
+    assert ("gpu-cluster-cluster", "update", ()) in steps
+
+
 def test_a3_mega_pool() -> None:
     pool = gpu_pool(run_stack("gcp-a3"))
     assert pool["nodeCount"] == 2
@@ -126,20 +196,28 @@ def test_gpu_nodes_keep_their_ephemeral_storage_on_the_machines_local_ssds(
     assert "ephemeralStorageLocalSsdConfig" not in pools(run)["system"]["nodeConfig"]
 
 
+NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
+def without(now: dict[Any, Any], pool: str, *fields: str) -> dict[Any, Any]:
+    """`now` as an earlier version rendered it: `pool` without these nodeConfig fields."""
+    before = {key: dict(row) for key, row in now.items()}
+    key = (NODE_POOL, pool)
+    before[key]["inputs"] = dict(before[key]["inputs"])
+    config = before[key]["inputs"]["nodeConfig"]
+    before[key]["inputs"]["nodeConfig"] = {k: v for k, v in config.items() if k not in fields}
+    return before
+
+
 def test_a_pool_created_without_local_ssds_is_replaced_once_by_the_upgrade() -> None:
     """The field is force-new: a pool deployed by an earlier version of the program (no local
-    SSD setting) is replaced by the first `pulumi up` of this one (README: Local SSD)."""
+    SSD setting) is replaced by the first `pulumi up` of this one (README: Upgrading)."""
     now = rows(run_stack("gcp-a3"))
-    before = {key: dict(row) for key, row in now.items()}
-    key = next(k for k in before if k[0] == "gcp:container/nodePool:NodePool" and "a3mega" in k[1])
-    before[key]["inputs"] = dict(before[key]["inputs"])
-    before[key]["inputs"]["nodeConfig"] = {
-        k: v
-        for k, v in before[key]["inputs"]["nodeConfig"].items()
-        if k != "ephemeralStorageLocalSsdConfig"
-    }
+    before = without(now, "gpu-cluster-a3mega", "ephemeralStorageLocalSsdConfig")
     (step,) = [s for s in plan(before, now) if s.op != "update"]
-    assert step == Step(key[0], key[1], "replace", ("nodeConfig.ephemeralStorageLocalSsdConfig",))
+    assert step == Step(
+        NODE_POOL, "gpu-cluster-a3mega", "replace", ("nodeConfig.ephemeralStorageLocalSsdConfig",)
+    )
 
 
 def test_reservation_consumes_it_and_adds_no_placement_policy() -> None:

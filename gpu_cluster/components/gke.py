@@ -15,6 +15,7 @@ from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNodesArgs, GpuNicNetwork
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
+from gpu_cluster.components.node_identity import NodeIdentity, NodeIdentityArgs
 from gpu_cluster.components.platforms import labels, namespace_args, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.workload import TrainingWorkload
@@ -118,6 +119,9 @@ class GkePlatform(pulumi.ComponentResource):
             )
             for index, subnet in enumerate(vpcs.rdma_subnets)
         ]
+        identity = NodeIdentity(
+            name, NodeIdentityArgs(g.project, s.name), pulumi.ResourceOptions(parent=self)
+        )
         cluster = GkeCluster(
             name,
             GkeClusterArgs(
@@ -135,6 +139,8 @@ class GkePlatform(pulumi.ComponentResource):
                 authorized_networks=[
                     (net.cidr_block, net.display_name) for net in g.authorized_networks or ()
                 ],
+                node_service_account=identity.email,
+                nodes_after=identity.ready,
             ),
             moved,
         )
@@ -163,6 +169,9 @@ class GkePlatform(pulumi.ComponentResource):
                 maintenance_interval=g.maintenance_interval,
                 placement_policy_name=f"{s.name}-compact",
                 placement_max_distance=g.placement_max_distance,
+                service_account=identity.email,
+                after=identity.ready,
+                gke_metadata=True,
             ),
             moved,
         )

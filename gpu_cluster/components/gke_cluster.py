@@ -19,16 +19,19 @@ from pulumi_gcp.container import (
     ClusterMasterAuthorizedNetworksConfigCidrBlockArgs,
     ClusterPrivateClusterConfigArgs,
     ClusterReleaseChannelArgs,
+    ClusterWorkloadIdentityConfigArgs,
     NodePoolArgs,
     NodePoolAutoscalingArgs,
     NodePoolManagementArgs,
     NodePoolNodeConfigArgs,
     NodePoolNodeConfigGvnicArgs,
     NodePoolNodeConfigShieldedInstanceConfigArgs,
+    NodePoolNodeConfigWorkloadMetadataConfigArgs,
     NodePoolUpgradeSettingsArgs,
 )
 
 from gpu_cluster.config.settings import SystemPoolSettings
+from gpu_cluster.plan.gke_identity import workload_pool
 
 # Nodes pull the plugin and sidecar images from Artifact Registry and reach Google APIs.
 NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -45,6 +48,11 @@ UPGRADE_SETTINGS = NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0, ma
 SHIELDED_NODES = NodePoolNodeConfigShieldedInstanceConfigArgs(
     enable_secure_boot=True, enable_integrity_monitoring=True
 )
+# Pods reach Google APIs as their Kubernetes ServiceAccount's Workload Identity, never as the
+# node: GKE's metadata server hides the node's credentials from them (cluster-toolkit
+# modules/compute/gke-node-pool main.tf `workload_metadata_config`, 1047080;
+# cloud.google.com/kubernetes-engine/docs/how-to/workload-identity).
+GKE_METADATA = NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")
 # Start of the minor-upgrade hold. Fixed (a moving start would show a diff on every run); it
 # lies in the past, as cluster-toolkit's gke-a3-highgpu blueprint's does (2026-04-01).
 HOLD_START = "2026-11-01T00:00:00Z"
@@ -59,7 +67,9 @@ class GkeClusterArgs:
     upgrades until the minor's end of support. deletion_protection: GKE's flag and Pulumi's
     protect. system_pool: the CPU pool for GKE's own workloads. authorized_networks: (CIDR,
     display name) of each outside range the control plane's endpoint accepts; empty closes it
-    to all but the cluster's own nodes and Google's management."""
+    to all but the cluster's own nodes and Google's management. node_service_account: the
+    nodes' Google account (email), or None for the project's default Compute Engine account;
+    nodes_after: what the pools wait for (that account and its roles)."""
 
     cluster_name: str
     project: str
@@ -73,6 +83,8 @@ class GkeClusterArgs:
     deletion_protection: bool = True
     system_pool: SystemPoolSettings = field(default_factory=SystemPoolSettings)
     authorized_networks: Sequence[tuple[str, str]] = ()
+    node_service_account: str | None = None
+    nodes_after: Sequence[pulumi.Resource] = ()
 
 
 def _authorized_networks(a: GkeClusterArgs) -> ClusterMasterAuthorizedNetworksConfigArgs:
@@ -169,6 +181,8 @@ def _system_pool_args(a: GkeClusterArgs, cluster: pulumi.Input[str]) -> NodePool
             disk_size_gb=sp.disk_size_gb,
             image_type="COS_CONTAINERD",
             oauth_scopes=NODE_OAUTH_SCOPES,
+            service_account=a.node_service_account,
+            workload_metadata_config=GKE_METADATA,
             gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
             shielded_instance_config=SHIELDED_NODES,
         ),
@@ -211,6 +225,9 @@ class GkeCluster(pulumi.ComponentResource):
                 maintenance_policy=_maintenance_policy(a),
                 deletion_protection=a.deletion_protection,
                 master_authorized_networks_config=_authorized_networks(a),
+                workload_identity_config=ClusterWorkloadIdentityConfigArgs(
+                    workload_pool=workload_pool(a.project)
+                ),
                 private_cluster_config=(
                     ClusterPrivateClusterConfigArgs(
                         enable_private_nodes=True,
@@ -231,7 +248,7 @@ class GkeCluster(pulumi.ComponentResource):
         self.system_pool = gcp.container.NodePool(
             f"{name}-{SYSTEM_POOL}",
             _system_pool_args(a, self.cluster.name),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(a.nodes_after)),
         )
         cluster = self.cluster
         self.kubeconfig = pulumi.Output.all(
