@@ -409,6 +409,25 @@ def test_system_pool_is_untainted_cpu_capacity_sized_from_config() -> None:
     assert sized["autoscaling"]["totalMinNodeCount"] == 3
 
 
+@pytest.mark.parametrize(
+    ("stack", "overrides", "machine", "disk"),
+    [
+        ("a3-high", (), "e2-standard-4", 100),
+        ("gcp-a3", (), "e2-standard-4", 100),
+        ("gcp-a4", ("gcp.machineType=a3-ultragpu-8g",), "e2-standard-16", 200),
+        ("gcp-a4", (), "e2-standard-16", 200),
+        # What the stack sets wins over the machine's default, key by key.
+        ("gcp-a4", ("gcp.systemPool.machineType=e2-standard-8",), "e2-standard-8", 200),
+        ("gcp-a4", ("gcp.systemPool.diskSizeGb=150",), "e2-standard-16", 150),
+    ],
+)
+def test_system_pool_is_sized_for_the_gpu_machine_as_cluster_toolkit_sizes_it(
+    stack: str, overrides: tuple[str, ...], machine: str, disk: int
+) -> None:
+    system = pools(run_stack(stack, *overrides))["system"]["nodeConfig"]
+    assert (system["machineType"], system["diskSizeGb"]) == (machine, disk)
+
+
 def test_kubernetes_provider_waits_for_both_pools() -> None:
     run = run_stack("gcp-a3")
     (provider,) = run.of_type("pulumi:providers:kubernetes")

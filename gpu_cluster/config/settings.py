@@ -512,6 +512,17 @@ class SystemPoolSettings(_Model):
         return self
 
 
+# The system pool's machine and boot disk where the GPU machine's blueprint sizes it itself:
+# cluster-toolkit's A3 Ultra and A4 blueprints run it on e2-standard-16 with 200 GB
+# (examples/gke-a3-ultragpu/gke-a3-ultragpu.yaml and examples/gke-a4/gke-a4.yaml,
+# system_node_pool_machine_type and system_node_pool_disk_size_gb, 1047080); the A3 Mega and
+# A3 High blueprints keep the module's defaults above.
+SYSTEM_POOL_BY_MACHINE: dict[str, dict[str, Any]] = {
+    "a3-ultragpu-8g": {"machineType": "e2-standard-16", "diskSizeGb": 200},
+    "a4-highgpu-8g": {"machineType": "e2-standard-16", "diskSizeGb": 200},
+}
+
+
 class AuthorizedNetwork(_Model):
     """One address range allowed to reach the cluster's control plane (GKE master authorized
     networks; cluster-toolkit modules/scheduler/gke-cluster `master_authorized_networks`)."""
@@ -584,6 +595,20 @@ class GcpSettings(_Model):
     # address. Required of a stack that creates the cluster (cluster_problems): no default is
     # both safe and deployable.
     authorized_networks: tuple[AuthorizedNetwork, ...] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _system_pool_for_the_machine(cls, data: Any) -> Any:
+        """The GPU machine's system pool size where cluster-toolkit sizes it per machine
+        (SYSTEM_POOL_BY_MACHINE); keys the stack sets win. Anything malformed is left to the
+        schema to report."""
+        if not isinstance(data, Mapping):
+            return data
+        defaults = SYSTEM_POOL_BY_MACHINE.get(str(data.get("machineType")))
+        pool = data.get("systemPool", {})
+        if defaults is None or not isinstance(pool, Mapping):
+            return data
+        return {**data, "systemPool": {**defaults, **pool}}
 
     @model_validator(mode="after")
     def _zone_in_region(self) -> GcpSettings:
