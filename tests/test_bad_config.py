@@ -274,6 +274,26 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("barcelona", ("rdma.ibTimeout=40",), ("gpu-cluster:rdma.ibTimeout = 40", "31")),
     ("nerc-production", ("tcp.socketNthreads=16", "tcp.nsocksPerThread=8"), ("must be <= 64",)),
     ("gcp-a3", ("gcp.placementMaxDistance=9",), ("gcp.placementMaxDistance = 9", "3")),
+    (
+        "gcp-a3",
+        ("gcp.authorizedNetworks[0].cidrBlock=203.0.113.1/24",),
+        ("gpu-cluster:gcp.authorizedNetworks[0].cidrBlock = '203.0.113.1/24'", "no host bits"),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.authorizedNetworks[0].cidrBlock=my-laptop",),
+        ("gpu-cluster:gcp.authorizedNetworks[0].cidrBlock = 'my-laptop'", "IPv4 CIDR"),
+    ),
+    (
+        "a3-high",
+        ("gcp.authorizedNetworks[0].displayName=",),
+        ("gpu-cluster:gcp.authorizedNetworks[0].displayName = ''", "at least 1 character"),
+    ),
+    (
+        "a3-high",
+        ("gcp.authorizedNetworks[0].name=x",),
+        ("gcp.authorizedNetworks[0].name: unknown key", "cidrBlock, displayName"),
+    ),
     # malformed CIDRs and node names, overlapping ranges
     (
         "barcelona",

@@ -139,6 +139,8 @@ KEYS: dict[str, list[Any]] = {
     "gcp.systemPool.minNodes": [1, 2, 0],
     "gcp.systemPool.maxNodes": [10, 1, 101],
     "gcp.systemPool.diskSizeGb": [100, 5],
+    "gcp.authorizedNetworks[0].cidrBlock": ["198.51.100.7/32", "0.0.0.0/0", "10.0.0.1/8", "x"],
+    "gcp.authorizedNetworks[0].displayName": ["ci-runner", ""],
 }
 # Keys the generator leaves alone: secretEnv is a Pulumi secret (tests/test_secrets.py).
 NOT_GENERATED = {"secretEnv"}

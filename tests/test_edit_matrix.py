@@ -123,6 +123,15 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("gcp-a3", ("gcp.provisioning=spot",)): {"replace NodePool": 1},
     ("gcp-a3", ("gcp.baseCidr=172.16.0.0/12",)): {"replace Cluster!": 1, "replace Subnetwork": 9},
     ("gcp-a3", ("gcp.privateNodes=false",)): {"replace Cluster!": 1},
+    # Who may reach the control plane: updated in place.
+    ("gcp-a3", ("gcp.authorizedNetworks[0].cidrBlock=198.51.100.0/24",)): {},
+    (
+        "gcp-a3",
+        (
+            "gcp.authorizedNetworks[1].cidrBlock=0.0.0.0/0",
+            "gcp.authorizedNetworks[1].displayName=all",
+        ),
+    ): {},
     ("gcp-a3", ("name=renamed",)): {
         "replace Cluster!": 1,
         "replace NodePool": 2,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 from typing import Any
 
 import pytest
 
+from gpu_cluster.components.gke import GkePlatform
 from gpu_cluster.config import settings as settings_module
 from gpu_cluster.config.settings import (
     ConfigError,
@@ -17,14 +19,16 @@ from gpu_cluster.config.settings import (
     load_settings,
 )
 from gpu_cluster.offline.engine import ProgramRun
+from gpu_cluster.offline.replacements import Step, plan
 from gpu_cluster.offline.stack_files import engine_config
+from gpu_cluster.plan.gke_identity import node_account_id
 from gpu_cluster.plan.gpudirect import (
     GKE_END_OF_STANDARD_SUPPORT,
     RELEASES,
     gke_minor,
     releases_for,
 )
-from tests.conftest import container, env_of, manifests, one, pod_spec, run_stack
+from tests.conftest import container, env_of, manifests, one, pod_spec, rows, run_stack
 
 
 def gcp_inputs(run: ProgramRun, type_: str) -> list[dict[str, Any]]:
@@ -52,6 +56,111 @@ def test_cluster_is_vpc_native_multi_network_dataplane_v2_without_default_pool()
     assert cluster["releaseChannel"] == {"channel": "REGULAR"}
 
 
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
+def test_control_plane_accepts_only_the_authorized_ranges(stack: str) -> None:
+    (cluster,) = gcp_inputs(run_stack(stack), "gcp:container/cluster:Cluster")
+    assert cluster["masterAuthorizedNetworksConfig"] == {
+        "cidrBlocks": [{"cidrBlock": "203.0.113.0/24", "displayName": "kubectl-access-network"}],
+        "gcpPublicCidrsAccessEnabled": False,
+    }
+    # Public endpoint (behind the list), private nodes.
+    assert cluster["privateClusterConfig"]["enablePrivateEndpoint"] is False
+    assert cluster["privateClusterConfig"]["enablePrivateNodes"] is True
+
+
+def test_authorized_ranges_come_from_config_in_order() -> None:
+    run = run_stack(
+        "gcp-a3",
+        "gcp.authorizedNetworks[1].cidrBlock=198.51.100.7/32",
+        "gcp.authorizedNetworks[1].displayName=ci-runner",
+    )
+    (cluster,) = gcp_inputs(run, "gcp:container/cluster:Cluster")
+    assert cluster["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [
+        {"cidrBlock": "203.0.113.0/24", "displayName": "kubectl-access-network"},
+        {"cidrBlock": "198.51.100.7/32", "displayName": "ci-runner"},
+    ]
+
+
+def test_a_cluster_nobody_may_reach_is_refused_before_anything_is_registered() -> None:
+    """A stack file must say who reaches the control plane; so must Settings built in code
+    before they create a cluster (a program adding a pool to an existing one need not)."""
+    built = settings_of("gcp-a3").model_dump(by_alias=True)
+    del built["gcp"]["authorizedNetworks"]
+    settings = Settings.model_validate(built)  # what examples/a3-mega-pool does
+    with pytest.raises(ConfigError, match=r"gcp\.authorizedNetworks is required"):
+        GkePlatform("gpu-cluster", settings)
+    with pytest.raises(ConfigError, match=r"gcp\.authorizedNetworks is required"):
+        load_settings(built)
+
+
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
+def test_nodes_run_as_their_own_account_and_pods_as_their_workload_identity(stack: str) -> None:
+    run = run_stack(stack)
+    (account,) = gcp_inputs(run, "gcp:serviceaccount/account:Account")
+    assert account == {
+        "accountId": "gpu-cluster-nodes",
+        "project": "my-gpu-project",
+        "displayName": "GKE nodes of gpu-cluster",
+    }
+    email = "gpu-cluster-nodes@my-gpu-project.iam.gserviceaccount.com"
+    bindings = gcp_inputs(run, "gcp:projects/iAMMember:IAMMember")
+    # The roles cluster-toolkit's GKE GPU blueprints grant their node pool account.
+    assert sorted(b["role"] for b in bindings) == [
+        "roles/artifactregistry.reader",
+        "roles/logging.logWriter",
+        "roles/monitoring.metricWriter",
+        "roles/monitoring.viewer",
+        "roles/stackdriver.resourceMetadata.writer",
+        "roles/storage.objectViewer",
+    ]
+    assert {(b["member"], b["project"]) for b in bindings} == {
+        (f"serviceAccount:{email}", "my-gpu-project")
+    }
+    (cluster,) = gcp_inputs(run, "gcp:container/cluster:Cluster")
+    assert cluster["workloadIdentityConfig"] == {"workloadPool": "my-gpu-project.svc.id.goog"}
+    identity = {
+        r.urn
+        for r in run.resources
+        if r.type in ("gcp:serviceaccount/account:Account", "gcp:projects/iAMMember:IAMMember")
+    }
+    assert len(identity) == 7
+    for pool in run.of_type(NODE_POOL):
+        assert pool.inputs["nodeConfig"]["serviceAccount"] == email, pool.name
+        assert pool.inputs["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+        # No node boots before its account may write logs and pull images.
+        assert identity <= set(pool.options["dependsOn"]), pool.name
+
+
+def test_node_account_ids_fit_gcp_for_every_cluster_name() -> None:
+    assert node_account_id("gpu-cluster") == "gpu-cluster-nodes"
+    assert node_account_id("a" * 24) == "a" * 24 + "-nodes"  # 30: still plain
+    long_a, long_b = "train-" + "a" * 34, "train-" + "a" * 33 + "b"  # 40, GKE's longest
+    ids = {node_account_id(n) for n in (long_a, long_b, "a" * 25, "x-" * 12 + "y")}
+    assert len(ids) == 4
+    for account_id in ids:
+        assert 6 <= len(account_id) <= 30 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", account_id)
+    assert node_account_id("a") == "a-nodes"
+
+
+def test_the_upgrade_replaces_both_pools_once_and_updates_the_cluster_in_place() -> None:
+    """A cluster deployed before the nodes had their own account: the pools' service account is
+    force-new (README: Upgrading); Workload Identity and GKE_METADATA are updated in place."""
+    now = rows(run_stack("a3-high"))
+    before = without(
+        without(now, "gpu-cluster-system", "serviceAccount", "workloadMetadataConfig"),
+        "gpu-cluster-a3high",
+        "serviceAccount",
+        "workloadMetadataConfig",
+    )
+    cluster = next(k for k in before if k[0] == "gcp:container/cluster:Cluster")
+    before[cluster] = {**before[cluster], "inputs": dict(before[cluster]["inputs"])}
+    del before[cluster]["inputs"]["workloadIdentityConfig"]
+    steps = {(s.name, s.op, s.fields) for s in plan(before, now)}
+    assert ("gpu-cluster-system", "replace", ("nodeConfig.serviceAccount",)) in steps
+    assert ("gpu-cluster-a3high", "replace", ("nodeConfig.serviceAccount",)) in steps
+    assert ("gpu-cluster-cluster", "update", ()) in steps
+
+
 def test_a3_mega_pool() -> None:
     pool = gpu_pool(run_stack("gcp-a3"))
     assert pool["nodeCount"] == 2
@@ -66,6 +175,50 @@ def test_a3_mega_pool() -> None:
     ]
     assert pool["placementPolicy"] == {"type": "COMPACT"}
     assert len(pool["networkConfig"]["additionalNodeNetworkConfigs"]) == 8
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides", "machine", "ssds"),
+    [
+        ("a3-high", (), "a3-highgpu-8g", 16),
+        ("gcp-a3", (), "a3-megagpu-8g", 16),
+        ("gcp-a4", ("gcp.machineType=a3-ultragpu-8g",), "a3-ultragpu-8g", 32),
+        ("gcp-a4", (), "a4-highgpu-8g", 32),
+    ],
+)
+def test_gpu_nodes_keep_their_ephemeral_storage_on_the_machines_local_ssds(
+    stack: str, overrides: tuple[str, ...], machine: str, ssds: int
+) -> None:
+    run = run_stack(stack, *overrides)
+    config = gpu_pool(run)["nodeConfig"]
+    assert config["machineType"] == machine
+    assert config["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": ssds}
+    # The CPU system pool has no bundled local SSD: its ephemeral storage is its boot disk.
+    assert "ephemeralStorageLocalSsdConfig" not in pools(run)["system"]["nodeConfig"]
+
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
+def without(now: dict[Any, Any], pool: str, *fields: str) -> dict[Any, Any]:
+    """`now` as an earlier version rendered it: `pool` without these nodeConfig fields."""
+    before = {key: dict(row) for key, row in now.items()}
+    key = (NODE_POOL, pool)
+    before[key]["inputs"] = dict(before[key]["inputs"])
+    config = before[key]["inputs"]["nodeConfig"]
+    before[key]["inputs"]["nodeConfig"] = {k: v for k, v in config.items() if k not in fields}
+    return before
+
+
+def test_a_pool_created_without_local_ssds_is_replaced_once_by_the_upgrade() -> None:
+    """The field is force-new: a pool deployed by an earlier version of the program (no local
+    SSD setting) is replaced by the first `pulumi up` of this one (README: Upgrading)."""
+    now = rows(run_stack("gcp-a3"))
+    before = without(now, "gpu-cluster-a3mega", "ephemeralStorageLocalSsdConfig")
+    (step,) = [s for s in plan(before, now) if s.op != "update"]
+    assert step == Step(
+        NODE_POOL, "gpu-cluster-a3mega", "replace", ("nodeConfig.ephemeralStorageLocalSsdConfig",)
+    )
 
 
 def test_reservation_consumes_it_and_adds_no_placement_policy() -> None:
@@ -255,6 +408,25 @@ def test_system_pool_is_untainted_cpu_capacity_sized_from_config() -> None:
     )["system"]
     assert sized["nodeConfig"]["machineType"] == "e2-standard-8"
     assert sized["autoscaling"]["totalMinNodeCount"] == 3
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides", "machine", "disk"),
+    [
+        ("a3-high", (), "e2-standard-4", 100),
+        ("gcp-a3", (), "e2-standard-4", 100),
+        ("gcp-a4", ("gcp.machineType=a3-ultragpu-8g",), "e2-standard-16", 200),
+        ("gcp-a4", (), "e2-standard-16", 200),
+        # What the stack sets wins over the machine's default, key by key.
+        ("gcp-a4", ("gcp.systemPool.machineType=e2-standard-8",), "e2-standard-8", 200),
+        ("gcp-a4", ("gcp.systemPool.diskSizeGb=150",), "e2-standard-16", 150),
+    ],
+)
+def test_system_pool_is_sized_for_the_gpu_machine_as_cluster_toolkit_sizes_it(
+    stack: str, overrides: tuple[str, ...], machine: str, disk: int
+) -> None:
+    system = pools(run_stack(stack, *overrides))["system"]["nodeConfig"]
+    assert (system["machineType"], system["diskSizeGb"]) == (machine, disk)
 
 
 def test_kubernetes_provider_waits_for_both_pools() -> None:

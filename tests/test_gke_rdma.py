@@ -148,7 +148,8 @@ def test_training_pod_mounts_gib_read_only_with_no_sidecar_and_no_capability() -
 def test_fabric_check_requires_gib_and_the_sourced_floor() -> None:
     command = run_stack("gcp-a4").outputs["verifyCommand"]
     assert "--expected-transport gib" in command
-    assert "--expected-busbw-gbps 100 " in command
+    assert "--expected-busbw-gbps 250 " in command  # cluster-health-scanner's A4 floor
+    assert "--max-bytes 8G " in command
 
 
 def test_flex_start_pool_scales_from_zero_without_reservation_placement_or_repair() -> None:

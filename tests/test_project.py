@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from gpu_cluster.config.settings import Settings
 from tests.conftest import ROOT, schema_key_paths
@@ -46,3 +49,26 @@ def test_readme_documents_every_key() -> None:
     readme = (ROOT / "README.md").read_text()
     missing = [key for key in schema_key_paths("[]") if f"`{key}`" not in readme]
     assert not missing, f"README.md's config reference lacks {missing}"
+
+
+def runtime_requirements() -> dict[str, Requirement]:
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    found = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
+    return {r.name.lower().replace("_", "-"): r for r in found}
+
+
+def test_the_wheel_and_pulumi_up_install_the_same_runtime() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wheel = [Requirement(d) for d in pyproject["project"]["dependencies"]]
+    assert {r.name.lower(): str(r.specifier) for r in wheel} == {
+        name: str(r.specifier) for name, r in runtime_requirements().items()
+    }
+
+
+def test_no_kubernetes_provider_that_takes_over_existing_objects_is_allowed() -> None:
+    """Before pulumi-kubernetes 4.29 a create of an object that exists silently took it over
+    (server-side apply); from 4.29 it fails with AlreadyExists (CHANGELOG 4.29.0, #2926), so
+    adopting a namespace, NAD or claim is always the explicit import the README describes."""
+    spec = runtime_requirements()["pulumi-kubernetes"].specifier
+    assert not spec.contains(Version("4.28.0"))
+    assert spec.contains(Version("4.29.0"))

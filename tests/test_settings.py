@@ -8,7 +8,12 @@ import pytest
 
 from gpu_cluster.config.settings import ConfigError, decode_config, load_settings, parse_quantity
 
-GCP = {"project": "my-gpu-project", "region": "us-central1", "zone": "us-central1-a"}
+GCP = {
+    "project": "my-gpu-project",
+    "region": "us-central1",
+    "zone": "us-central1-a",
+    "authorizedNetworks": [{"cidrBlock": "203.0.113.0/24", "displayName": "operators"}],
+}
 NIC = {
     "interface": "net1",
     "network": "eno5np0-network",
@@ -213,6 +218,13 @@ def test_rdma_gid_index_accepts_auto_nccl_or_a_number() -> None:
             "is not a known tcpxo release; allowed: 'tcpxo-2026-01-09'",
         ),
         (gke(project="My_Project"), "gpu-cluster:gcp.project = 'My_Project'"),
+        # The control plane: every GKE stack names who may reach it, and never nobody.
+        (gke(authorizedNetworks=None), "gpu-cluster:gcp.authorizedNetworks is required"),
+        (gke(authorizedNetworks=[]), "gpu-cluster:gcp.authorizedNetworks is empty"),
+        (
+            gke(authorizedNetworks=[{"cidrBlock": "203.0.113.0/24"}]),
+            "gpu-cluster:gcp.authorizedNetworks[0].displayName: required",
+        ),
         ({**gke(), "kubernetesVersion": "1.28"}, "native sidecar"),
         (
             {**gke("tcp"), "openshift": {"nodeNames": ["a", "b"]}},
@@ -248,6 +260,22 @@ def test_a3_mega_and_high_may_still_run_on_demand() -> None:
     for mode, machine in (("tcpxo", "a3-megagpu-8g"), ("tcpx", "a3-highgpu-8g")):
         s = load_settings(gke(mode, machineType=machine))
         assert s.gcp is not None and s.gcp.provisioning == "on-demand"
+
+
+def _ranges(count: int) -> list[dict[str, str]]:
+    return [{"cidrBlock": f"198.51.{i}.0/24", "displayName": f"r{i}"} for i in range(count)]
+
+
+def test_authorized_ranges_stop_at_what_gke_takes() -> None:
+    # 50 on a cluster with public nodes, 100 on a private one (GKE's documented limits).
+    load_settings(gke(authorizedNetworks=_ranges(100)))
+    assert "lists 101 ranges; GKE takes at most 100 on a private cluster" in error_of(
+        gke(authorizedNetworks=_ranges(101))
+    )
+    load_settings(gke(authorizedNetworks=_ranges(50), privateNodes=False))
+    assert "at most 50 on a cluster with public nodes" in error_of(
+        gke(authorizedNetworks=_ranges(51), privateNodes=False)
+    )
 
 
 def test_valid_gke_variants_load() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.plan.launch import quantity_bytes
-from gpu_cluster.plan.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW, TCPX_BUSBW, TCPXO_BUSBW
+from gpu_cluster.plan.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW
 from tests.conftest import ROOT, container, env_of, one, run_stack
 
 
@@ -26,20 +26,26 @@ def verify_args(stack: str, *overrides: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("stack", "transport", "busbw"),
+    ("stack", "overrides", "transport", "busbw", "max_bytes"),
     [
-        ("barcelona", "ib", 4 * RDMA_BUSBW_PER_NIC),
-        ("nerc-production", "socket", TCP_BUSBW),
-        ("gcp-a3", "tcpxo", TCPXO_BUSBW),
-        ("a3-high", "tcpx", TCPX_BUSBW),
+        ("barcelona", (), "ib", 4 * RDMA_BUSBW_PER_NIC, "1G"),
+        ("nerc-production", (), "socket", TCP_BUSBW, "1G"),
+        # GKE: cluster-health-scanner's floor per machine, at its largest message (8 GiB).
+        ("a3-high", (), "tcpx", 60.0, "8G"),
+        ("gcp-a3", (), "tcpxo", 150.0, "8G"),
+        ("gcp-a4", ("gcp.machineType=a3-ultragpu-8g",), "gib", 250.0, "8G"),
+        ("gcp-a4", (), "gib", 250.0, "8G"),
+        # Plain TCP on an A3 machine is not its GPUDirect fabric: the TCP floor and size.
+        ("gcp-a3", ("networkMode=tcp",), "socket", TCP_BUSBW, "1G"),
     ],
 )
 def test_each_stack_checks_its_own_transport_and_bandwidth(
-    stack: str, transport: str, busbw: float
+    stack: str, overrides: tuple[str, ...], transport: str, busbw: float, max_bytes: str
 ) -> None:
-    args = verify_args(stack)
+    args = verify_args(stack, *overrides)
     assert args[args.index("--expected-transport") + 1] == transport
     assert float(args[args.index("--expected-busbw-gbps") + 1]) == busbw
+    assert args[args.index("--max-bytes") + 1] == max_bytes
     script = one(run_stack(stack), "ConfigMap")["data"]["allreduce_check.py"]
     assert script == (ROOT / "scripts" / "allreduce_check.py").read_text()
 
@@ -91,6 +97,9 @@ def test_a_pod_that_fails_stops_the_check_everywhere_and_sets_the_exit_code(
 def test_overrides_and_opt_out() -> None:
     args = verify_args("barcelona", "verify.expectedBusbwGbps=50.5", "verify.requireGdr=true")
     assert args[args.index("--expected-busbw-gbps") + 1] == "50.5"
+    gke = verify_args("gcp-a3", "verify.expectedBusbwGbps=120", "verify.maxBytes=2G")
+    assert gke[gke.index("--expected-busbw-gbps") + 1] == "120"
+    assert gke[gke.index("--max-bytes") + 1] == "2G"
     assert "--require-gdr" in args
     off = run_stack("barcelona", "verify.enabled=false")
     assert "verifyCommand" not in off.outputs

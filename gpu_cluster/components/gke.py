@@ -15,12 +15,15 @@ from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNodesArgs, GpuNicNetwork
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
+from gpu_cluster.components.node_identity import NodeIdentity, NodeIdentityArgs
 from gpu_cluster.components.platforms import labels, namespace_args, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.settings import (
+    ConfigError,
     GcpSettings,
     Settings,
+    cluster_problems,
     gib_release,
     gpu_nic_count,
     gpudirect_release,
@@ -73,6 +76,9 @@ class GkePlatform(pulumi.ComponentResource):
         secret_env: pulumi.Output[dict[str, str]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        problems = cluster_problems(settings)
+        if problems:  # load_settings refuses these already; Settings built in code too
+            raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
         super().__init__("gpu-cluster:gke:GkePlatform", name, None, opts)
         s = settings
         assert s.gcp is not None  # guaranteed by the schema
@@ -113,6 +119,9 @@ class GkePlatform(pulumi.ComponentResource):
             )
             for index, subnet in enumerate(vpcs.rdma_subnets)
         ]
+        identity = NodeIdentity(
+            name, NodeIdentityArgs(g.project, s.name), pulumi.ResourceOptions(parent=self)
+        )
         cluster = GkeCluster(
             name,
             GkeClusterArgs(
@@ -127,6 +136,11 @@ class GkePlatform(pulumi.ComponentResource):
                 hold_minor_upgrades=g.hold_minor_upgrades,
                 deletion_protection=g.deletion_protection,
                 system_pool=g.system_pool,
+                authorized_networks=[
+                    (net.cidr_block, net.display_name) for net in g.authorized_networks or ()
+                ],
+                node_service_account=identity.email,
+                nodes_after=identity.ready,
             ),
             moved,
         )
@@ -155,6 +169,9 @@ class GkePlatform(pulumi.ComponentResource):
                 maintenance_interval=g.maintenance_interval,
                 placement_policy_name=f"{s.name}-compact",
                 placement_max_distance=g.placement_max_distance,
+                service_account=identity.email,
+                after=identity.ready,
+                gke_metadata=True,
             ),
             moved,
         )

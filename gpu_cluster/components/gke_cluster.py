@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -14,18 +15,23 @@ from pulumi_gcp.container import (
     ClusterMaintenancePolicyDailyMaintenanceWindowArgs,
     ClusterMaintenancePolicyMaintenanceExclusionArgs,
     ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs,
+    ClusterMasterAuthorizedNetworksConfigArgs,
+    ClusterMasterAuthorizedNetworksConfigCidrBlockArgs,
     ClusterPrivateClusterConfigArgs,
     ClusterReleaseChannelArgs,
+    ClusterWorkloadIdentityConfigArgs,
     NodePoolArgs,
     NodePoolAutoscalingArgs,
     NodePoolManagementArgs,
     NodePoolNodeConfigArgs,
     NodePoolNodeConfigGvnicArgs,
     NodePoolNodeConfigShieldedInstanceConfigArgs,
+    NodePoolNodeConfigWorkloadMetadataConfigArgs,
     NodePoolUpgradeSettingsArgs,
 )
 
 from gpu_cluster.config.settings import SystemPoolSettings
+from gpu_cluster.plan.gke_identity import workload_pool
 
 # Nodes pull the plugin and sidecar images from Artifact Registry and reach Google APIs.
 NODE_OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -42,6 +48,11 @@ UPGRADE_SETTINGS = NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0, ma
 SHIELDED_NODES = NodePoolNodeConfigShieldedInstanceConfigArgs(
     enable_secure_boot=True, enable_integrity_monitoring=True
 )
+# Pods reach Google APIs as their Kubernetes ServiceAccount's Workload Identity, never as the
+# node: GKE's metadata server hides the node's credentials from them (cluster-toolkit
+# modules/compute/gke-node-pool main.tf `workload_metadata_config`, 1047080;
+# cloud.google.com/kubernetes-engine/docs/how-to/workload-identity).
+GKE_METADATA = NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")
 # Start of the minor-upgrade hold. Fixed (a moving start would show a diff on every run); it
 # lies in the past, as cluster-toolkit's gke-a3-highgpu blueprint's does (2026-04-01).
 HOLD_START = "2026-11-01T00:00:00Z"
@@ -54,7 +65,11 @@ class GkeClusterArgs:
     "services". control_plane_cidr: the private control plane's /28, or None for public nodes.
     release_channel, min_master_version: GKE's. hold_minor_upgrades: hold minor and node
     upgrades until the minor's end of support. deletion_protection: GKE's flag and Pulumi's
-    protect. system_pool: the CPU pool for GKE's own workloads."""
+    protect. system_pool: the CPU pool for GKE's own workloads. authorized_networks: (CIDR,
+    display name) of each outside range the control plane's endpoint accepts; empty closes it
+    to all but the cluster's own nodes and Google's management. node_service_account: the
+    nodes' Google account (email), or None for the project's default Compute Engine account;
+    nodes_after: what the pools wait for (that account and its roles)."""
 
     cluster_name: str
     project: str
@@ -67,6 +82,23 @@ class GkeClusterArgs:
     hold_minor_upgrades: bool = True
     deletion_protection: bool = True
     system_pool: SystemPoolSettings = field(default_factory=SystemPoolSettings)
+    authorized_networks: Sequence[tuple[str, str]] = ()
+    node_service_account: str | None = None
+    nodes_after: Sequence[pulumi.Resource] = ()
+
+
+def _authorized_networks(a: GkeClusterArgs) -> ClusterMasterAuthorizedNetworksConfigArgs:
+    """Always on (the block's presence enables it), with only the listed ranges, and without
+    the blanket allowance for every Google Cloud VM's public address, as cluster-toolkit's
+    gke-cluster module renders it (main.tf `master_authorized_networks_config`, variables.tf
+    `gcp_public_cidrs_access_enabled` default false, 1047080)."""
+    return ClusterMasterAuthorizedNetworksConfigArgs(
+        cidr_blocks=[
+            ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(cidr_block=cidr, display_name=name)
+            for cidr, name in a.authorized_networks
+        ],
+        gcp_public_cidrs_access_enabled=False,
+    )
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
@@ -149,6 +181,8 @@ def _system_pool_args(a: GkeClusterArgs, cluster: pulumi.Input[str]) -> NodePool
             disk_size_gb=sp.disk_size_gb,
             image_type="COS_CONTAINERD",
             oauth_scopes=NODE_OAUTH_SCOPES,
+            service_account=a.node_service_account,
+            workload_metadata_config=GKE_METADATA,
             gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
             shielded_instance_config=SHIELDED_NODES,
         ),
@@ -190,9 +224,16 @@ class GkeCluster(pulumi.ComponentResource):
                 min_master_version=a.min_master_version,
                 maintenance_policy=_maintenance_policy(a),
                 deletion_protection=a.deletion_protection,
+                master_authorized_networks_config=_authorized_networks(a),
+                workload_identity_config=ClusterWorkloadIdentityConfigArgs(
+                    workload_pool=workload_pool(a.project)
+                ),
                 private_cluster_config=(
                     ClusterPrivateClusterConfigArgs(
                         enable_private_nodes=True,
+                        # The public endpoint stays (behind the authorized networks): this
+                        # program and kubectl reach the cluster through it, as cluster-toolkit's
+                        # GPU blueprints set it (enable_private_endpoint: false).
                         enable_private_endpoint=False,
                         master_ipv4_cidr_block=a.control_plane_cidr,
                     )
@@ -207,7 +248,7 @@ class GkeCluster(pulumi.ComponentResource):
         self.system_pool = gcp.container.NodePool(
             f"{name}-{SYSTEM_POOL}",
             _system_pool_args(a, self.cluster.name),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(a.nodes_after)),
         )
         cluster = self.cluster
         self.kubeconfig = pulumi.Output.all(

@@ -16,6 +16,7 @@ from pulumi_gcp.container import (
     NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs,
     NodePoolNetworkConfigArgs,
     NodePoolNodeConfigArgs,
+    NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs,
     NodePoolNodeConfigGuestAcceleratorArgs,
     NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs,
     NodePoolNodeConfigGvnicArgs,
@@ -25,7 +26,12 @@ from pulumi_gcp.container import (
     NodePoolPlacementPolicyArgs,
 )
 
-from gpu_cluster.components.gke_cluster import NODE_OAUTH_SCOPES, SHIELDED_NODES, UPGRADE_SETTINGS
+from gpu_cluster.components.gke_cluster import (
+    GKE_METADATA,
+    NODE_OAUTH_SCOPES,
+    SHIELDED_NODES,
+    UPGRADE_SETTINGS,
+)
 from gpu_cluster.plan.gpudirect import RDMA_MACHINES
 
 # GKE accelerator type per machine (cloud.google.com/kubernetes-engine/docs/how-to/gpus; the
@@ -38,6 +44,16 @@ ACCELERATOR = {
 # A3 Ultra node pools must boot from hyperdisk-balanced (docs.cloud.google.com/ai-hypercomputer/
 # docs/create/gke-ai-hypercompute); AI-Hypercomputer/xpk sets it for A4 too.
 BOOT_DISK_TYPE = {machine: "hyperdisk-balanced" for machine in RDMA_MACHINES}
+# Local SSDs (375 GiB each) every machine comes with, given to the node as its ephemeral storage
+# (kubelet and containerd root: emptyDir volumes, image layers, logs) instead of the boot disk:
+# GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/disk_definitions.tf
+# `local_ssd_machines` (local_ssd_count_ephemeral_storage) at 1047080.
+LOCAL_SSD_COUNT = {
+    "a3-highgpu-8g": 16,
+    "a3-megagpu-8g": 16,
+    "a3-ultragpu-8g": 32,
+    "a4-highgpu-8g": 32,
+}
 
 
 @dataclass(frozen=True)
@@ -52,7 +68,11 @@ class GpuNodePoolArgs:
     pool scales from 0 to node_count as pods ask; max_run_duration_seconds caps each node).
     maintenance_interval: GCE host maintenance interval, or None for the default.
     placement_policy_name, placement_max_distance: a named compact ResourcePolicy when a max
-    distance is set; otherwise GKE's own compact placement (none with a reservation)."""
+    distance is set; otherwise GKE's own compact placement (none with a reservation).
+    service_account: the nodes' Google account (email), or None for the project's default
+    Compute Engine account; after: what the pool waits for (that account and its roles).
+    gke_metadata: pods see GKE's metadata server, not the node's credentials (the cluster must
+    have Workload Identity)."""
 
     cluster: pulumi.Input[str]
     project: str
@@ -68,6 +88,9 @@ class GpuNodePoolArgs:
     maintenance_interval: str | None = None
     placement_policy_name: str = ""
     placement_max_distance: int | None = None
+    service_account: str | None = None
+    after: Sequence[pulumi.Resource] = ()
+    gke_metadata: bool = False
 
 
 def reservation_path(project: str, reservation: str) -> str:
@@ -99,7 +122,12 @@ def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
         machine_type=a.machine_type,
         image_type="COS_CONTAINERD",
         disk_type=BOOT_DISK_TYPE.get(a.machine_type),
+        ephemeral_storage_local_ssd_config=NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
+            local_ssd_count=LOCAL_SSD_COUNT[a.machine_type]
+        ),
         oauth_scopes=NODE_OAUTH_SCOPES,
+        service_account=a.service_account,
+        workload_metadata_config=GKE_METADATA if a.gke_metadata else None,
         guest_accelerators=[
             NodePoolNodeConfigGuestAcceleratorArgs(
                 type=ACCELERATOR[a.machine_type],
@@ -192,6 +220,6 @@ class GpuNodePool(pulumi.ComponentResource):
                 management=NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=True),
                 upgrade_settings=UPGRADE_SETTINGS,
             ),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(a.after)),
         )
         self.register_outputs({"nodePoolName": self.node_pool.name})

@@ -451,9 +451,12 @@ class VerifySettings(_Model):
     """The built-in fabric check (all-reduce bandwidth + transport) shipped to every pod."""
 
     enabled: bool = True
-    # PASS threshold for bus bandwidth at the largest size; None = the mode's sourced default.
+    # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
+    # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
     expected_busbw_gbps: float | None = Field(default=None, gt=0)
-    max_bytes: str = Field(default="1G", pattern=r"^[0-9]+[KMG]?$")
+    # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
+    # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
+    max_bytes: str | None = Field(default=None, pattern=r"^[0-9]+[KMG]?$")
     iters: int = Field(default=20, ge=1, le=1000)
     # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
     require_gdr: bool = False
@@ -515,6 +518,31 @@ class SystemPoolSettings(_Model):
         return self
 
 
+# The system pool's machine and boot disk where the GPU machine's blueprint sizes it itself:
+# cluster-toolkit's A3 Ultra and A4 blueprints run it on e2-standard-16 with 200 GB
+# (examples/gke-a3-ultragpu/gke-a3-ultragpu.yaml and examples/gke-a4/gke-a4.yaml,
+# system_node_pool_machine_type and system_node_pool_disk_size_gb, 1047080); the A3 Mega and
+# A3 High blueprints keep the module's defaults above.
+SYSTEM_POOL_BY_MACHINE: dict[str, dict[str, Any]] = {
+    "a3-ultragpu-8g": {"machineType": "e2-standard-16", "diskSizeGb": 200},
+    "a4-highgpu-8g": {"machineType": "e2-standard-16", "diskSizeGb": 200},
+}
+
+
+class AuthorizedNetwork(_Model):
+    """One address range allowed to reach the cluster's control plane (GKE master authorized
+    networks; cluster-toolkit modules/scheduler/gke-cluster `master_authorized_networks`)."""
+
+    cidr_block: Cidr
+    display_name: str = Field(min_length=1)
+
+
+# Most authorized ranges GKE takes: 50 on a cluster with a public endpoint and public nodes, 100
+# on a private cluster (cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks,
+# "Limitations", consulted 2026-11-24).
+AUTHORIZED_NETWORKS_MAX = {False: 50, True: 100}
+
+
 # A reservation, optionally a block or sub-block of it (see GcpSettings.reservation).
 _NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
 RESERVATION_PATTERN = (
@@ -569,6 +597,24 @@ class GcpSettings(_Model):
     # the newest one published for the GKE minor of minMasterVersion.
     gpudirect_release: str | None = None
     system_pool: SystemPoolSettings = SystemPoolSettings()
+    # Ranges allowed to reach the control plane's endpoint; GKE refuses every other outside
+    # address. Required of a stack that creates the cluster (cluster_problems): no default is
+    # both safe and deployable.
+    authorized_networks: tuple[AuthorizedNetwork, ...] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _system_pool_for_the_machine(cls, data: Any) -> Any:
+        """The GPU machine's system pool size where cluster-toolkit sizes it per machine
+        (SYSTEM_POOL_BY_MACHINE); keys the stack sets win. Anything malformed is left to the
+        schema to report."""
+        if not isinstance(data, Mapping):
+            return data
+        defaults = SYSTEM_POOL_BY_MACHINE.get(str(data.get("machineType")))
+        pool = data.get("systemPool", {})
+        if defaults is None or not isinstance(pool, Mapping):
+            return data
+        return {**data, "systemPool": {**defaults, **pool}}
 
     @model_validator(mode="after")
     def _zone_in_region(self) -> GcpSettings:
@@ -763,6 +809,7 @@ def _gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
             f"{' or '.join(map(repr, needed))}, not {gcp.machine_type!r}"
         )
     out.extend(_provisioning_problems(gcp))
+    out.extend(_authorized_network_problems(gcp))
     have = MACHINE_GPUS[gcp.machine_type]
     if s.gpus_per_node > have:
         out.append(
@@ -796,6 +843,42 @@ def _provisioning_problems(gcp: GcpSettings) -> list[str]:
         f"gcp.machineType {gcp.machine_type!r} only as {choices} capacity; use one of them "
         "('flex-start' needs no reservation; 'reservation' takes gcp.reservation: a reservation, "
         "a block or sub-block of one, or a calendar-mode future reservation)"
+    ]
+
+
+def _authorized_network_problems(gcp: GcpSettings) -> list[str]:
+    """The control plane is closed to every outside address but the listed ranges; an empty
+    list would also lock out this program, which creates the Kubernetes objects through that
+    endpoint from wherever `pulumi up` runs. (A missing list: cluster_problems.)"""
+    nets = gcp.authorized_networks
+    if nets is not None and not nets:
+        return [
+            f"{_AUTHORIZED_KEY} is empty: the control plane would refuse every outside address, "
+            "this program's own Kubernetes calls from where `pulumi up` runs included; list at "
+            f"least that range as {_AUTHORIZED_ENTRY}"
+        ]
+    limit = AUTHORIZED_NETWORKS_MAX[gcp.private_nodes]
+    if nets is not None and len(nets) > limit:
+        kind = "a private cluster" if gcp.private_nodes else "a cluster with public nodes"
+        return [f"{_AUTHORIZED_KEY} lists {len(nets)} ranges; GKE takes at most {limit} on {kind}"]
+    return []
+
+
+_AUTHORIZED_KEY = "gpu-cluster:gcp.authorizedNetworks"
+_AUTHORIZED_ENTRY = "{cidrBlock: <range>, displayName: <who>}"
+
+
+def cluster_problems(s: Settings) -> list[str]:
+    """What a stack that creates its GKE cluster must also say (a program that only adds pieces
+    to an existing cluster, as examples/a3-mega-pool does, leaves these to that cluster): who
+    may reach the control plane. No default is both safe and deployable."""
+    if s.gcp is None or s.gcp.authorized_networks is not None:
+        return []
+    return [
+        f"{_AUTHORIZED_KEY} is required: list the ranges allowed to reach the cluster's control "
+        f"plane, each {_AUTHORIZED_ENTRY}: where `pulumi up` and kubectl run (VPN or office "
+        "egress, CI runner); GKE refuses every other address. 0.0.0.0/0 opens it to the whole "
+        "internet (authentication still applies)"
     ]
 
 
@@ -968,7 +1051,7 @@ def _verify_problems(s: Settings) -> list[str]:
             f"gpu-cluster:verify.expectedBusbwGbps = {v.expected_busbw_gbps:g}: above the "
             f"{ceiling:g} GB/s the fabric's NICs can carry, so the check could never pass"
         )
-    if _size_bytes(v.max_bytes) < CHECK_MIN_BYTES:
+    if v.max_bytes is not None and _size_bytes(v.max_bytes) < CHECK_MIN_BYTES:
         out.append(
             f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: the sweep starts at "
             f"{CHECK_MIN_BYTES} bytes; use at least {CHECK_MIN_BYTES}"
@@ -1238,6 +1321,9 @@ def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> 
         for value in _leaves([raw[k] for k in masked if k in raw]):
             message = message.replace(value, SECRET_MASK)
         raise ConfigError(message) from None
+    problems = cluster_problems(settings)
+    if problems:
+        raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
     settings._secret_keys = secret  # set once, right after validation
     return settings
 

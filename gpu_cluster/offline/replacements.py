@@ -10,8 +10,8 @@ update. The rules are the providers' own:
   `metadata.name` and `metadata.namespace` of every object, plus per kind below.
 - Google Cloud (hashicorp/terraform-provider-google at e03b7622, the schema's `ForceNew` fields
   of google/services/container/resource_container_cluster.go, resource_container_node_pool.go,
-  node_config.go and google/services/compute/resource_compute_*.go), for the fields this
-  program sets.
+  node_config.go, google/services/compute/resource_compute_*.go and the IAM resources named
+  below), for the fields this program sets.
 - The resource's own options: `ignoreChanges` keeps the old value, `replaceOnChanges` adds
   fields that replace.
 """
@@ -90,6 +90,7 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "nodeConfig.hostMaintenancePolicy",
         "nodeConfig.oauthScopes",
         "nodeConfig.serviceAccount",
+        "nodeConfig.ephemeralStorageLocalSsdConfig",
     ),
     # networkProfile: "can be set only at resource creation time" (pulumi_gcp compute.Network).
     "gcp:compute/network:Network": ("name", "project", "autoCreateSubnetworks", "networkProfile"),
@@ -100,6 +101,11 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
     "gcp:compute/router:Router": ("name", "project", "region", "network"),
     "gcp:compute/routerNat:RouterNat": ("name", "project", "region", "router"),
     "gcp:compute/resourcePolicy:ResourcePolicy": ("project", "region"),
+    # google/services/resourcemanager/resource_google_service_account.go; the IAM member's
+    # role, member (google/tpgiamresource/resource_iam_member.go) and project
+    # (resourcemanager/iam_project.go IamProjectSchema).
+    "gcp:serviceaccount/account:Account": ("accountId", "project"),
+    "gcp:projects/iAMMember:IAMMember": ("project", "role", "member"),
 }
 
 

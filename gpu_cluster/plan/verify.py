@@ -3,7 +3,7 @@ it on every pod after `pulumi up` (pure)."""
 
 from __future__ import annotations
 
-from gpu_cluster.config.settings import Settings, gpudirect_release
+from gpu_cluster.config.settings import Settings
 from gpu_cluster.plan.launch import on_every_pod
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
@@ -14,19 +14,26 @@ CHECK_SCRIPT = "allreduce_check.py"
 RDMA_BUSBW_PER_NIC = 24.0
 # tcp: TCP over 100G measured 2.7-5 GB/s (NVIDIA/nccl#450); the floor of that range.
 TCP_BUSBW = 2.5
-# tcpxo: A3 Mega measures 180-190 GB/s of a 200 GB/s maximum (seed 004); 160 leaves headroom.
-TCPXO_BUSBW = 160.0
-# rdma on GKE (A3 Ultra / A4, gIB): Google's nightly gate for its GKE A3 Ultra and A4 blueprints
-# fails a 2-node run whose "Avg bus bandwidth" is below 100 GB/s (GoogleCloudPlatform/
-# cluster-toolkit tools/cloud-build/daily-tests/ansible_playbooks/test-validation/
-# test-gke-a3-ultra.yml and test-gke-a4.yml, 1047080). That run is all_gather_perf -b 1K -e 8G
-# (examples/gke-a4/nccl-jobset-example.yaml), averaged over all sizes, so 100 is a loose floor
-# for all_reduce at the largest size: the sample 2-node A3 Ultra all_gather output shows
-# 317-336 GB/s from 512 MiB to 8 GiB with a 120 GB/s average (examples/gke-consumption-options/
-# dws-flex-start/README.md). Google publishes no 2-node all_reduce figure for these machines.
-GIB_BUSBW = 100.0
-# tcpx: no published figure in the references; 70% of A3 High's 4 x 200 Gbps (100 GB/s) line.
-TCPX_BUSBW = 70.0
+# GKE's GPUDirect machines (tcpx on A3 High, tcpxo on A3 Mega, rdma with gIB on A3 Ultra and A4):
+# the floor Google's own NCCL health check holds each machine to, and the message size it measures
+# at. GoogleCloudPlatform/cluster-health-scanner deploy/helm/health_checks/nccl_healthcheck/
+# {a3,a3plus,a3ultra,a4}.yaml (BANDWIDTH_THRESHOLD, START_MESSAGE_SIZE 2G, END_MESSAGE_SIZE 8G,
+# NHOSTS 2) at 81c525d (2025-10-31). The scanner fails a node pair whose nccl-tests "Avg bus
+# bandwidth" over 2G..8G is below the threshold (src/nccl_healthcheck/nccl_startup.py
+# process_test_result); its benchmark is all_gather_perf (BENCHMARK default), this check's is
+# all_reduce, both in nccl-tests' bus bandwidth, which normalizes each collective to the per-link
+# rate. The check reads busbw at its largest size, here the scanner's largest, 8 GiB.
+GKE_BUSBW_FLOOR: dict[str, float] = {
+    "a3-highgpu-8g": 60.0,  # a3.yaml
+    "a3-megagpu-8g": 150.0,  # a3plus.yaml
+    "a3-ultragpu-8g": 250.0,  # a3ultra.yaml
+    "a4-highgpu-8g": 250.0,  # a4.yaml
+}
+GKE_CHECK_MAX_BYTES = "8G"  # the scanner's END_MESSAGE_SIZE (binary units, as nccl-tests reads it)
+# Everywhere else the sweep ends at 1 GiB, as it always has.
+DEFAULT_MAX_BYTES = "1G"
+# Modes whose floor is the GKE machine's (the schema ties each to its machine type).
+GKE_GPUDIRECT_MODES = ("tcpx", "tcpxo", "rdma")
 
 # The transport each mode promises, as the check script names it.
 TRANSPORT = {"rdma": "ib", "tcp": "socket", "tcpxo": "tcpxo", "tcpx": "tcpx"}
@@ -40,18 +47,30 @@ def expected_transport(s: Settings) -> str:
     return TRANSPORT[s.network_mode]
 
 
+def _gke_machine(s: Settings) -> str | None:
+    """The GKE machine whose GPUDirect fabric the check measures, or None (not GKE, or tcp)."""
+    if s.gcp is None or s.network_mode not in GKE_GPUDIRECT_MODES:
+        return None
+    return s.gcp.machine_type
+
+
 def expected_busbw(s: Settings) -> float:
     if s.verify.expected_busbw_gbps is not None:
         return s.verify.expected_busbw_gbps
-    if s.network_mode == "rdma" and s.platform == "gke":
-        return GIB_BUSBW
+    machine = _gke_machine(s)
+    if machine is not None:
+        return GKE_BUSBW_FLOOR[machine]
     if s.network_mode == "rdma":
         assert s.rdma is not None
         return RDMA_BUSBW_PER_NIC * len(s.rdma.nics)
-    if s.network_mode == "tcp":
-        return TCP_BUSBW
-    gpudirect_release(s)  # the pinned release must exist
-    return TCPXO_BUSBW if s.network_mode == "tcpxo" else TCPX_BUSBW
+    return TCP_BUSBW
+
+
+def check_max_bytes(s: Settings) -> str:
+    """verify.maxBytes, or the size the expectation is measured at."""
+    if s.verify.max_bytes is not None:
+        return s.verify.max_bytes
+    return GKE_CHECK_MAX_BYTES if _gke_machine(s) is not None else DEFAULT_MAX_BYTES
 
 
 def check_args(s: Settings) -> list[str]:
@@ -59,7 +78,7 @@ def check_args(s: Settings) -> list[str]:
         "--backend",
         "nccl",
         "--max-bytes",
-        s.verify.max_bytes,
+        check_max_bytes(s),
         "--iters",
         str(s.verify.iters),
         "--expected-busbw-gbps",

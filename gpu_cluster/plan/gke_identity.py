@@ -1,0 +1,50 @@
+"""Who GKE nodes and pods are to Google Cloud: the nodes' own service account, its roles, and the
+cluster's Workload Identity pool (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+
+# What the nodes' service account may do: write logs and metrics, read monitoring and write
+# resource metadata (GKE's agents), and pull images (Artifact Registry, and gcr.io through Cloud
+# Storage). The roles every GKE GPU blueprint of GoogleCloudPlatform/cluster-toolkit grants its
+# node pool account `gke-np-sa` (examples/gke-a3-megagpu, gke-a3-highgpu and gke-a3-ultragpu
+# yaml, `node_pool_service_account`, 1047080; gke-a4 has storage.objectAdmin instead of
+# objectViewer, which pulling images does not need).
+NODE_ROLES = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/monitoring.viewer",
+    "roles/stackdriver.resourceMetadata.writer",
+    "roles/storage.objectViewer",
+    "roles/artifactregistry.reader",
+)
+# Service account IDs: 6-30 characters, [a-z]([-a-z0-9]*[a-z0-9]) (pulumi_gcp 10.2
+# serviceaccount.Account `account_id`; cloud.google.com/iam/docs/service-accounts-create).
+ACCOUNT_ID_MAX = 30
+NODE_ACCOUNT_SUFFIX = "-nodes"
+_HASH_CHARS = 6
+
+
+def node_account_id(name: str) -> str:
+    """`<name>-nodes`, or, for a `name` too long for that (a GKE cluster name may have 40
+    characters), its first characters, a hash of the whole name (so two such names never share
+    an account) and the suffix."""
+    plain = f"{name}{NODE_ACCOUNT_SUFFIX}"
+    if len(plain) <= ACCOUNT_ID_MAX:
+        return plain
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_CHARS]
+    keep = ACCOUNT_ID_MAX - len(NODE_ACCOUNT_SUFFIX) - _HASH_CHARS - 1
+    return f"{name[:keep].rstrip('-')}-{digest}{NODE_ACCOUNT_SUFFIX}"
+
+
+def node_account_email(name: str, project: str) -> str:
+    """The address GCP gives a user-managed account, <id>@<project>.iam.gserviceaccount.com
+    (cloud.google.com/iam/docs/service-account-types), known before the account exists."""
+    return f"{node_account_id(name)}@{project}.iam.gserviceaccount.com"
+
+
+def workload_pool(project: str) -> str:
+    """The cluster's Workload Identity pool: one per project, `<project>.svc.id.goog`
+    (cluster-toolkit modules/scheduler/gke-cluster main.tf `workload_identity_config`)."""
+    return f"{project}.svc.id.goog"
