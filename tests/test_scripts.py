@@ -730,6 +730,13 @@ def fake_oc(tmp_path: Path) -> Path:
     return oc
 
 
+def _as_from_a_terminal() -> None:
+    """SIGINT and SIGQUIT as a terminal's foreground job has them: a test run started as a
+    background job ignores both, and bash cannot trap a signal ignored on entry."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def launch_all(oc: Path, nodes: int = 3) -> subprocess.Popen[str]:
     argv = [str(oc), "ns", "train", str(nodes), "/opt/gpu-cluster/launch-torchrun.sh", "t.py"]
     return subprocess.Popen(
@@ -738,6 +745,7 @@ def launch_all(oc: Path, nodes: int = 3) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_from_a_terminal,
     )
 
 
