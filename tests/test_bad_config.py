@@ -253,7 +253,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "gcp-a3",
         ("gcp.gpudirectRelease=tcpx-v3.1.12",),
-        ("not a known tcpxo release", "'tcpxo-2026-01-09'"),
+        ("not a known tcpxo release", "'tcpxo-2026-01-09', 'tcpxo-v1.0.17'"),
     ),
     (
         "barcelona",

@@ -130,6 +130,7 @@ KEYS: dict[str, list[Any]] = {
     "gcp.placementMaxDistance": [1, 3, 4, None],
     "gcp.gpudirectRelease": [
         "tcpxo-2026-01-09",
+        "tcpxo-v1.0.17",
         "tcpx-v3.1.12",
         "tcpx-v3.1.9",
         "gib-v1.1.0",

@@ -317,7 +317,7 @@ def test_every_gpu_nic_is_wired_end_to_end(stack: str, mode: str, nics: int) -> 
 
 
 # The release each shipped stack gets for its GKE minor (1.35).
-STACK_RELEASES = {"gcp-a3": "tcpxo-2026-01-09", "a3-high": "tcpx-v3.1.12"}
+STACK_RELEASES = {"gcp-a3": "tcpxo-v1.0.17", "a3-high": "tcpx-v3.1.12"}
 
 
 @pytest.mark.parametrize(("stack", "mode"), [("gcp-a3", "tcpxo"), ("a3-high", "tcpx")])

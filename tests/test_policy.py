@@ -676,7 +676,7 @@ def _without_env(name: str) -> Callable[[dict[str, Any]], None]:
 )
 def test_missing_nccl_variable_is_refused(stack: str, variable: str) -> None:
     sts = resource(stack, STATEFUL_SET)
-    release = {"gcp-a3": "tcpxo-2026-01-09", "a3-high": "tcpx-v3.1.12"}[stack]
+    release = {"gcp-a3": "tcpxo-v1.0.17", "a3-high": "tcpx-v3.1.12"}[stack]
     assert variable in dict(RELEASES[release].nccl_env)
     only(
         run_pack(args_for(sts, mutated(sts, _without_env(variable)))),

@@ -215,7 +215,7 @@ def test_rdma_gid_index_accepts_auto_nccl_or_a_number() -> None:
         (gke(minMasterVersion="1.32"), "gpu-cluster:gcp.minMasterVersion = '1.32'"),
         (
             gke(gpudirectRelease="tcpx-v3.1.12"),
-            "is not a known tcpxo release; allowed: 'tcpxo-2026-01-09'",
+            "is not a known tcpxo release; allowed: 'tcpxo-2026-01-09', 'tcpxo-v1.0.17'",
         ),
         (gke(project="My_Project"), "gpu-cluster:gcp.project = 'My_Project'"),
         # The control plane: every GKE stack names who may reach it, and never nobody.

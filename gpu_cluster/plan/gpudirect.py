@@ -7,7 +7,9 @@ unset, by the stack's GKE minor version. Sources (GoogleCloudPlatform/container-
 gpudirect-tcpxo/nccl-test-latest.yaml, gpudirect-tcpxo/best-practice.md,
 gpudirect-tcpxo/nccl-tcpxo-installer.yaml, gpudirect-tcpx/README.md (98c85a6),
 gpudirect-tcpx/nccl-config.yaml, gpudirect-tcpx/nccl-test-latest.yaml,
-nri_device_injector/nri-device-injector.yaml. tests/vendor/ keeps these facts as test data.
+nri_device_injector/nri-device-injector.yaml; TCPXO release v1.0.17 from the plugin's own
+repository, google/nccl-plugin-gpudirect-tcpxo (04815d1). tests/vendor/ keeps these facts as test
+data.
 """
 
 from __future__ import annotations
@@ -116,62 +118,85 @@ def _gpu_nic_ifnames(n: int) -> str:
     return ",".join(f"eth{i}" for i in range(1, n + 1))
 
 
-# CEA gpudirect-tcpxo/README.md, release "Jan 9, 2026" (NCCL 2.28 shipped by the installer); the
-# sidecar as CEA gpudirect-tcpxo/nccl-test-latest.yaml runs it at 992db81 (2026-06-11: shell +
-# chmod, `--num_nics` retired "Nov 19, 2025" and removed from the manifests in abbe8dd).
-_TCPXO_2026_01_09 = GpuDirectRelease(
-    mode="tcpxo",
-    accelerator="nvidia-h100-mega-80gb",
-    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15",
-    rxdm_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21",
-    rxdm_command=("/bin/sh", "-c"),
-    rxdm_args=(
-        "set -ex\n"
-        "chmod 755 /fts/entrypoint_rxdm_container.sh\n"
-        "/fts/entrypoint_rxdm_container.sh --num_hops=2\n",
+# The TCPXO NCCL settings: CEA gpudirect-tcpxo/README.md, release "Jan 9, 2026"; unchanged in
+# release v1.0.17, whose nccl-env-profile.sh exports the same values (google/
+# nccl-plugin-gpudirect-tcpxo tcpxo_scripts/nccl-env-profile.sh, identical at 8c073c5 (v1.0.15)
+# and 04815d1 (v1.0.17); tests/vendor/ checks the render against the v1.0.17 script).
+_TCPXO_NCCL_ENV = (
+    ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
+    ("NCCL_FASTRAK_IFNAME", _gpu_nic_ifnames(8)),
+    ("NCCL_SOCKET_IFNAME", "eth0"),
+    ("NCCL_CROSS_NIC", "0"),
+    ("NCCL_PROTO", "Simple,LL128"),
+    ("NCCL_MIN_NCHANNELS", "4"),
+    ("NCCL_TUNER_PLUGIN", "libnccl-tuner.so"),
+    ("NCCL_TUNER_CONFIG_PATH", f"{POD_LIB_DIR}/a3plus_tuner_config.textproto"),
+    (
+        "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE",
+        f"{POD_LIB_DIR}/a3plus_guest_config.textproto",
     ),
-    rxdm_capabilities=("NET_ADMIN", "NET_BIND_SERVICE"),
-    rxdm_devices=(*_GPU_DEVICES, "/dev/dmabuf_import_helper"),
-    rxdm_health_check=True,
-    nic_count=8,
-    # The README names no GKE versions since Feb 2025; GKE minors from 1.28 carry TCPXO
-    # (cluster-toolkit modules/compute/gke-node-pool/gpu_direct.tf, TCPXO_MIN_GKE above).
-    gke_minors=(28, None),
-    nccl_env=(
-        ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
-        ("NCCL_FASTRAK_IFNAME", _gpu_nic_ifnames(8)),
-        ("NCCL_SOCKET_IFNAME", "eth0"),
-        ("NCCL_CROSS_NIC", "0"),
-        ("NCCL_PROTO", "Simple,LL128"),
-        ("NCCL_MIN_NCHANNELS", "4"),
-        ("NCCL_TUNER_PLUGIN", "libnccl-tuner.so"),
-        ("NCCL_TUNER_CONFIG_PATH", f"{POD_LIB_DIR}/a3plus_tuner_config.textproto"),
-        (
-            "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE",
-            f"{POD_LIB_DIR}/a3plus_guest_config.textproto",
-        ),
-        ("CUDA_VISIBLE_DEVICES", ",".join(str(gpu) for gpu in range(8))),  # the machine's 8 GPUs
-        ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "131072"),  # enforced by the guest config checker
-        ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
-        ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
-        ("NCCL_P2P_NVL_CHUNKSIZE", "1048576"),
-        ("NCCL_FASTRAK_NUM_FLOWS", "2"),
-        ("NCCL_FASTRAK_USE_SNAP", "1"),
-        ("NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS", "600000"),
-        ("NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL", "0"),
-        ("NCCL_BUFFSIZE", "8388608"),
-        ("NCCL_NET_GDR_LEVEL", "PIX"),
-        ("NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING", "0"),
-        ("NCCL_FASTRAK_USE_LLCM", "1"),
-        ("NCCL_NVLS_ENABLE", "1"),
-        ("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),
-        # Subsystems NCCL_DEBUG logs (README since "Sept 19, 2024"); NCCL_DEBUG itself comes
-        # from the stack's nccl.debug (Google's WARN is its default).
-        ("NCCL_DEBUG_SUBSYS", "INIT,NET,ENV,COLL,GRAPH"),
-        # Where nccl-env-profile.sh and the tuner configs live (best-practice.md).
-        ("NCCL_LIB_DIR", POD_LIB_DIR),
-    ),
+    ("CUDA_VISIBLE_DEVICES", ",".join(str(gpu) for gpu in range(8))),  # the machine's 8 GPUs
+    ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "131072"),  # enforced by the guest config checker
+    ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
+    ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
+    ("NCCL_P2P_NVL_CHUNKSIZE", "1048576"),
+    ("NCCL_FASTRAK_NUM_FLOWS", "2"),
+    ("NCCL_FASTRAK_USE_SNAP", "1"),
+    ("NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS", "600000"),
+    ("NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL", "0"),
+    ("NCCL_BUFFSIZE", "8388608"),
+    ("NCCL_NET_GDR_LEVEL", "PIX"),
+    ("NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING", "0"),
+    ("NCCL_FASTRAK_USE_LLCM", "1"),
+    ("NCCL_NVLS_ENABLE", "1"),  # README's list; the profile script leaves it at NCCL's default
+    ("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),
+    # Subsystems NCCL_DEBUG logs (README since "Sept 19, 2024"); NCCL_DEBUG itself comes
+    # from the stack's nccl.debug (Google's WARN is its default).
+    ("NCCL_DEBUG_SUBSYS", "INIT,NET,ENV,COLL,GRAPH"),
+    # Where nccl-env-profile.sh and the tuner configs live (best-practice.md).
+    ("NCCL_LIB_DIR", POD_LIB_DIR),
 )
+
+
+def _tcpxo_release(plugin: str, rxdm: str) -> GpuDirectRelease:
+    """A TCPXO release: the installer (plugin) and RxDM tags Google pairs; the sidecar as CEA
+    gpudirect-tcpxo/nccl-test-latest.yaml runs it at 992db81 (2026-06-11: shell + chmod,
+    `--num_nics` retired "Nov 19, 2025" and removed from the manifests in abbe8dd)."""
+    registry = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo"
+    return GpuDirectRelease(
+        mode="tcpxo",
+        accelerator="nvidia-h100-mega-80gb",
+        installer_image=f"{registry}/nccl-plugin-gpudirecttcpx-dev:{plugin}",
+        rxdm_image=f"{registry}/tcpgpudmarxd-dev:{rxdm}",
+        rxdm_command=("/bin/sh", "-c"),
+        rxdm_args=(
+            "set -ex\n"
+            "chmod 755 /fts/entrypoint_rxdm_container.sh\n"
+            "/fts/entrypoint_rxdm_container.sh --num_hops=2\n",
+        ),
+        rxdm_capabilities=("NET_ADMIN", "NET_BIND_SERVICE"),
+        rxdm_devices=(*_GPU_DEVICES, "/dev/dmabuf_import_helper"),
+        rxdm_health_check=True,
+        nic_count=8,
+        # The README names no GKE versions since Feb 2025 (recommended ones are "not a hard
+        # requirement"); GKE minors from 1.28 carry TCPXO (cluster-toolkit modules/compute/
+        # gke-node-pool/gpu_direct.tf, TCPXO_MIN_GKE above).
+        gke_minors=(28, None),
+        nccl_env=_TCPXO_NCCL_ENV,
+    )
+
+
+# CEA gpudirect-tcpxo/README.md, release "Jan 9, 2026" (NCCL 2.28 shipped by the installer).
+_TCPXO_2026_01_09 = _tcpxo_release("v1.0.15", "v1.0.21")
+
+# Release v1.0.17 (google/nccl-plugin-gpudirect-tcpxo 04815d1, 2026-06-26, "GPUDirect-TCPXO
+# v1.0.17": qualified with CUDA 13.2, GPU driver 595.71.05 and NCCL 2.28.7-1; RxDM 1.0.23 in
+# buffer_mgmt_daemon/buffer_manager_version.h; the installer's `install --install-nccl` and
+# nccl-env-profile.sh unchanged since v1.0.15). Google's manifests run this pair since CEA
+# PR #626 (github.com/GoogleCloudPlatform/container-engine-accelerators/pull/626, merged,
+# consulted 2026-11-23: tags only). Needs the node's driver to be R595 (595.71.05 qualified):
+# the pool asks GKE for LATEST; which GKE patch ships R595 is unconfirmed here (README).
+_TCPXO_V1_0_17 = _tcpxo_release("v1.0.17", "v1.0.23")
 
 _TCPX_BINDINGS_TX = "eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177"
 _TCPX_BINDINGS_RX = "eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191"
@@ -258,6 +283,7 @@ _TCPX_V3_1_12 = _tcpx_release("v3.1.12", "v2.0.15", (34, None), (("NCCL_ALGO", "
 
 RELEASES: dict[str, GpuDirectRelease] = {
     "tcpxo-2026-01-09": _TCPXO_2026_01_09,
+    "tcpxo-v1.0.17": _TCPXO_V1_0_17,
     "tcpx-v3.1.9": _TCPX_V3_1_9,
     "tcpx-v3.1.12": _TCPX_V3_1_12,
 }
