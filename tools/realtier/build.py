@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,10 +75,14 @@ class Family:
 
     def binaries(self) -> tuple[str, ...]:
         renamed = dict(self.renames)
-        go_names = (
-            p.rsplit("/", 2)[1] if p.endswith("/v3") else p.rsplit("/", 1)[1] for p in self.packages
-        )
-        return tuple(renamed.get(n, n) for n in go_names)
+        return tuple(renamed.get(n, n) for n in map(_go_binary_name, self.packages))
+
+
+def _go_binary_name(package: str) -> str:
+    """What `go build -o dir/` names a main package: its last path element, or the one before a
+    major-version suffix (go.etcd.io/etcd/server/v3 -> server)."""
+    parts = package.split("/")
+    return parts[-2] if re.fullmatch(r"v[0-9]+", parts[-1]) else parts[-1]
 
 
 FAMILIES: tuple[Family, ...] = (
