@@ -20,7 +20,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,8 @@ from tools.realtier.certs import CertificateAuthority, Pair, service_account_key
 # Starting five processes on two busy cores can take a while; a stuck one fails after this.
 START_DEADLINE_S = 180.0
 STOP_GRACE_S = 20.0
+# kwok manages the nodes that carry this annotation (kwok --manage-nodes-with-annotation-selector).
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 
 def _die_with_parent() -> None:
@@ -271,7 +273,7 @@ class ControlPlane:
         self.kubeconfig.write_text(yaml.safe_dump(config), encoding="utf-8")
         self.kubeconfig.chmod(0o600)
 
-    def stop(self, *, keep_workdir: bool = False) -> None:
+    def stop(self) -> None:
         """Stop every process (newest first: kwok before the API server before etcd)."""
         for process in reversed(self._processes):
             if process.popen.poll() is None:
@@ -283,15 +285,4 @@ class ControlPlane:
                     process.popen.kill()
                     process.popen.wait()
         self._processes.clear()
-        if not keep_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-
-
-@contextlib.contextmanager
-def running(tools: Tools, log: Callable[[str], None] = lambda _m: None) -> Iterator[ControlPlane]:
-    plane = ControlPlane(tools, log)
-    with plane:
-        yield plane
+        shutil.rmtree(self.workdir, ignore_errors=True)

@@ -51,20 +51,6 @@ class Kube:
             raise CreateError(obj, error) from error
         return created
 
-    def apply(self, obj: Object, *, manager: str, dry_run: bool = False) -> Object:
-        """Server-side apply (as `kubectl apply --server-side` and Patch resources do)."""
-        resource = self._resource(obj["apiVersion"], obj["kind"])
-        kwargs: dict[str, Any] = {"field_manager": manager}
-        if dry_run:
-            kwargs["dry_run"] = "All"
-        applied: Object = resource.server_side_apply(
-            body=obj,
-            name=obj["metadata"]["name"],
-            namespace=obj["metadata"].get("namespace") if resource.namespaced else None,
-            **kwargs,
-        ).to_dict()
-        return applied
-
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Object:
         found: Object = (
             self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
@@ -102,7 +88,6 @@ class CreateError(RuntimeError):
         where = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
         super().__init__(f"{obj['kind']} {where}{meta['name']}: {error.status} {error.body}")
         self.status: int = error.status
-        self.reason: str = str(error.reason)
         self.body: str = str(error.body)
 
 
