@@ -57,13 +57,17 @@ class ProgramRun:
     def of_type(self, type_: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type == type_]
 
-    def manifests(self) -> list[dict[str, Any]]:
-        """Kubernetes objects (not providers, not components) as manifests."""
+    def kubernetes_objects(self) -> list[RecordedResource]:
+        """The resources that are Kubernetes objects (not providers, not components)."""
         return [
-            r.inputs
+            r
             for r in self.resources
             if r.custom and r.type.startswith("kubernetes:") and "apiVersion" in r.inputs
         ]
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """Kubernetes objects as manifests."""
+        return [r.inputs for r in self.kubernetes_objects()]
 
 
 # --- the mock engine -------------------------------------------------------------------------

@@ -67,11 +67,13 @@ def run_oc_delete(kube: Kube, argv: list[str]) -> None:
     api_version, kind = OC_KINDS[args[0]]
     for name in args[1:]:
         kube.delete(api_version, kind, name, namespace)
-        wait_for(f"{kind} {name} deleted", functools.partial(gone, kube, kind, name, namespace))
+        wait_for(
+            f"{kind} {name} deleted",
+            functools.partial(gone, kube, api_version, kind, name, namespace),
+        )
 
 
-def gone(kube: Kube, kind: str, name: str, namespace: str) -> bool:
-    api_version = next(v for v, k in OC_KINDS.values() if k == kind)
+def gone(kube: Kube, api_version: str, kind: str, name: str, namespace: str) -> bool:
     return not kube.exists(api_version, kind, name, namespace)
 
 
@@ -114,12 +116,13 @@ def test_barcelona_migrates_by_the_guide(cluster: Cluster, mode: str) -> None:
 
     for command in guide_commands(overrides):
         run_oc_delete(kube, command)
-    for import_id, declared in stack_render.imported().items():
+    for import_id, adopted in stack_render.imported().items():
+        declared = adopted.inputs
         namespace, _, name = import_id.rpartition("/")
         live = kube.get(declared["apiVersion"], declared["kind"], name, namespace or None)
         if declared["kind"] == "Namespace":
             # Everything the platform wrote is among what the adopted namespace ignores.
-            ignored = stack_render.options_of(import_id)["ignoreChanges"]
+            ignored = adopted.options["ignoreChanges"]
             uncovered = {
                 path
                 for path in live_fields_outside(declared, live)

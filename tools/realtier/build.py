@@ -14,6 +14,7 @@ version of these module paths, checked 2026-11-23): the Python language host
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -177,11 +178,23 @@ class Tools:
 
     @property
     def crds(self) -> list[Path]:
-        return [self.data_dir / "crds" / f.name for f in CRDS]
+        return _data_paths(self.data_dir, "crds")
 
     @property
     def kwok_stages(self) -> list[Path]:
-        return [self.data_dir / "kwok-stages" / f.name for f in KWOK_STAGES]
+        return _data_paths(self.data_dir, "kwok-stages")
+
+
+# Where each set of upstream data files lands below the data directory.
+_DATA = {"crds": CRDS, "kwok-stages": KWOK_STAGES}
+
+
+def _data_paths(directory: Path, subdir: str) -> list[Path]:
+    return [directory / subdir / f.name for f in _DATA[subdir]]
+
+
+def _data_present(directory: Path) -> bool:
+    return all(p.is_file() for subdir in _DATA for p in _data_paths(directory, subdir))
 
 
 def cache_root() -> Path:
@@ -226,19 +239,20 @@ def family_dir(family: Family, go_version: str) -> Path:
 
 
 def data_dir() -> Path:
-    files = (*CRDS, *KWOK_STAGES)
+    files = [f for files in _DATA.values() for f in files]
     return cache_root() / f"data-{_digest(f'{f.module}@{f.version}/{f.path}' for f in files)}"
 
 
 def locate(go_version: str | None = None) -> Tools | None:
     """The built tools, or None when any is missing (never builds: tests must not)."""
     version = go_version or _go_version()
-    bin_dirs = tuple(family_dir(f, version) / "bin" for f in FAMILIES)
-    tools = Tools(bin_dirs, data_dir())
-    complete = all(
-        (family_dir(f, version) / "bin" / b).is_file() for f in FAMILIES for b in f.binaries()
-    ) and all(p.is_file() for p in (*tools.crds, *tools.kwok_stages))
-    return tools if complete else None
+    if not (all(_built(f, version) for f in FAMILIES) and _data_present(data_dir())):
+        return None
+    return Tools(tuple(family_dir(f, version) / "bin" for f in FAMILIES), data_dir())
+
+
+def _built(family: Family, go_version: str) -> bool:
+    return all((family_dir(family, go_version) / "bin" / b).is_file() for b in family.binaries())
 
 
 Log = Callable[[str], None]
@@ -246,7 +260,7 @@ Log = Callable[[str], None]
 
 def _build_family(family: Family, go_version: str, log: Log) -> None:
     target = family_dir(family, go_version)
-    if all((target / "bin" / b).is_file() for b in family.binaries()):
+    if _built(family, go_version):
         log(f"{family.name} {family.version}: cached in {target}")
         return
     started = time.monotonic()
@@ -280,6 +294,7 @@ def _build_family(family: Family, go_version: str, log: Log) -> None:
     log(f"{family.name}: built in {time.monotonic() - started:.0f} s")
 
 
+@functools.cache  # several files come from one module
 def _download(module: str, version: str) -> Path:
     result = subprocess.run(
         ["go", "mod", "download", "-json", f"{module}@{version}"],
@@ -298,11 +313,11 @@ def _download(module: str, version: str) -> Path:
 
 def _fetch_data(log: Log) -> None:
     target = data_dir()
-    if all((target / sub / f.name).is_file() for sub, files in _DATA for f in files):
+    if _data_present(target):
         log(f"upstream data: cached in {target}")
         return
     staging = Path(tempfile.mkdtemp(prefix=".data-", dir=cache_root()))
-    for sub, files in _DATA:
+    for sub, files in _DATA.items():
         (staging / sub).mkdir()
         for upstream in files:
             source = _download(upstream.module, upstream.version) / upstream.path
@@ -310,9 +325,6 @@ def _fetch_data(log: Log) -> None:
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     log(f"upstream data: {len(CRDS)} CRDs and {len(KWOK_STAGES)} kwok stages in {target}")
-
-
-_DATA = (("crds", CRDS), ("kwok-stages", KWOK_STAGES))
 
 
 def build(log: Log) -> Tools:

@@ -25,7 +25,7 @@ SETTLE_DEADLINE_S = 180.0
 
 
 class Kube:
-    """Create, apply, read and delete objects given as plain dicts (the render's form)."""
+    """Create, read and delete objects given as plain dicts (the render's form)."""
 
     def __init__(self, kubeconfig: Path) -> None:
         self._api = kube_config.new_client_from_config(config_file=str(kubeconfig))

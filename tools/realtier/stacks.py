@@ -9,7 +9,7 @@ from typing import Any
 
 from gpu_cluster.config.settings import Settings
 from gpu_cluster.config.stack_config import settings_from
-from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.engine import ProgramRun, RecordedResource, run_program
 from gpu_cluster.offline.render import kind_rank
 from gpu_cluster.offline.stack_files import engine_config
 from tools.realtier.nodes import FakeNode, gke_nodes, openshift_nodes
@@ -25,28 +25,16 @@ class StackRender:
 
     def objects(self) -> list[Object]:
         """Every object the stack creates, in the render's apply order (kubernetes.yaml's)."""
-        created = [
-            r.inputs
-            for r in self.run.resources
-            if r.custom
-            and r.type.startswith("kubernetes:")
-            and "apiVersion" in r.inputs
-            and "import" not in r.options
-        ]
+        created = [r.inputs for r in self.run.kubernetes_objects() if "import" not in r.options]
         return sorted(created, key=kind_rank)
 
-    def imported(self) -> dict[str, Object]:
+    def imported(self) -> dict[str, RecordedResource]:
         """Objects the stack adopts (Pulumi `import`), by import ID."""
         return {
-            str(r.options["import"]): r.inputs
-            for r in self.run.resources
-            if r.type.startswith("kubernetes:") and "import" in r.options
+            str(r.options["import"]): r
+            for r in self.run.kubernetes_objects()
+            if "import" in r.options
         }
-
-    def options_of(self, import_id: str) -> dict[str, Any]:
-        """The resource options of the object adopted under `import_id`."""
-        (options,) = [r.options for r in self.run.resources if r.options.get("import") == import_id]
-        return options
 
     def of_kind(self, kind: str) -> list[Object]:
         return [o for o in self.objects() if o["kind"] == kind]
