@@ -15,6 +15,8 @@ from gpu_cluster.config.settings import Settings
 from gpu_cluster.offline.engine import ProgramRun
 from tools.realtier.controlplane import FAKE_NODE_ANNOTATION
 
+# Written out here rather than imported from the program: a misspelt key in the program must
+# leave its pods unplaced, not label the fake nodes the same wrong way.
 # GKE labels each node with its pool and, on GPU nodes, the accelerator type, and taints GPU
 # nodes nvidia.com/gpu=present:NoSchedule (cloud.google.com/kubernetes-engine/docs/how-to/gpus).
 GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
