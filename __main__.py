@@ -3,8 +3,8 @@
 import pulumi
 
 from gpu_cluster.components.platforms import build_platform
-from gpu_cluster.config.settings import ConfigError
-from gpu_cluster.config.stack_config import read_settings
+from gpu_cluster.components.stack_config import read_settings
+from gpu_cluster.config.messages import ConfigError
 
 try:
     settings = read_settings()

@@ -74,7 +74,7 @@ import pydantic, yaml
 marks["import pydantic+yaml"] = clock() - t
 t = clock()
 import gpu_cluster.offline.render, gpu_cluster.offline.engine
-import gpu_cluster.components.platforms, gpu_cluster.config.stack_config
+import gpu_cluster.components.platforms, gpu_cluster.components.stack_config
 importlib.import_module(platform_module)
 marks["import gpu_cluster"] = clock() - t
 spent, calls = {}, {}
@@ -104,7 +104,7 @@ r, o = gpu_cluster.offline.render, gpu_cluster.offline.engine
 for attr in ("engine_config", "settings_from", "run_program", "kubernetes_yaml",
              "resources_json"):
     wrap(r, attr, attr)
-wrap(gpu_cluster.config.stack_config, "read_settings", "run_program > read_settings (again)")
+wrap(gpu_cluster.components.stack_config, "read_settings", "run_program > read_settings (again)")
 wrap(gpu_cluster.components.platforms, "build_platform", "run_program > build_platform")
 wrap(o._RecordingMonitor, "RegisterResource", "run_program > RegisterResource (mock)")
 gc.callbacks.append(on_gc)

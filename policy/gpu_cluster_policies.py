@@ -23,7 +23,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from gpu_cluster.plan.gpudirect import RELEASES, GpuDirectRelease
+from gpu_cluster.facts.gpudirect import RELEASES, GpuDirectRelease
 
 # --- what the rules are about ----------------------------------------------------------------
 
@@ -536,7 +536,7 @@ def validate_gpudirect_nccl_env(args: ResourceValidationArgs, report: ReportViol
                 f"container '{TRAINING_CONTAINER}' of '{_object_name(args)}' lacks NCCL settings "
                 f"of GPUDirect release {release_name} (its sidecar runs {image}): "
                 f"{', '.join(missing)}. Without them NCCL silently falls back to slower "
-                "transports; take the whole set from gpu_cluster/plan/gpudirect.py.",
+                "transports; take the whole set from gpu_cluster/facts/gpudirect.py.",
                 None,
             )
         if wrong:

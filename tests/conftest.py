@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gpu_cluster.config.settings import Settings, nested_model
+from gpu_cluster.config.messages import nested_model
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.replacements import Key, Row, Step, index, plan
 from gpu_cluster.offline.stack_files import engine_config

@@ -24,7 +24,7 @@ import pulumi
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from gpu_cluster.config.settings import decode_config, load_settings
+from gpu_cluster.config.loading import decode_config, load_settings
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import engine_config, stack_file_config
 from tests.conftest import STACKS, schema_key_paths

@@ -10,24 +10,21 @@ from typing import Any
 import pytest
 
 from gpu_cluster.components.gke import GkePlatform
-from gpu_cluster.config import settings as settings_module
-from gpu_cluster.config.settings import (
-    ConfigError,
-    Settings,
-    decode_config,
-    gpudirect_release,
-    load_settings,
-)
-from gpu_cluster.offline.engine import ProgramRun
-from gpu_cluster.offline.replacements import Step, plan
-from gpu_cluster.offline.stack_files import engine_config
-from gpu_cluster.plan.gke_identity import node_account_id
-from gpu_cluster.plan.gpudirect import (
+from gpu_cluster.config import gke as gke_rules
+from gpu_cluster.config.gke import gpudirect_release
+from gpu_cluster.config.loading import decode_config, load_settings
+from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.facts.gpudirect import (
     GKE_END_OF_STANDARD_SUPPORT,
     RELEASES,
     gke_minor,
     releases_for,
 )
+from gpu_cluster.offline.engine import ProgramRun
+from gpu_cluster.offline.replacements import Step, plan
+from gpu_cluster.offline.stack_files import engine_config
+from gpu_cluster.plan.gke_identity import node_account_id
 from tests.conftest import container, env_of, manifests, one, pod_spec, rows, run_stack
 
 
@@ -537,7 +534,7 @@ def settings_of(stack: str, *overrides: str) -> Settings:
 
 
 def gke_errors(stack: str, today: date, monkeypatch: pytest.MonkeyPatch, *overrides: str) -> str:
-    monkeypatch.setattr(settings_module, "_today", lambda: today)
+    monkeypatch.setattr(gke_rules, "_today", lambda: today)
     try:
         settings_of(stack, *overrides)
     except ConfigError as exc:
@@ -576,7 +573,7 @@ def test_schema_refuses_a_tcpx_release_google_does_not_publish_for_the_gke_minor
     # Before 1.34 the old set is the default (and the new one refused).
     before = date(2026, 7, 1)
     assert gke_errors("a3-high", before, monkeypatch, *ON_1_33) == ""
-    monkeypatch.setattr(settings_module, "_today", lambda: before)
+    monkeypatch.setattr(gke_rules, "_today", lambda: before)
     assert gpudirect_release(settings_of("a3-high", *ON_1_33)) is RELEASES["tcpx-v3.1.9"]
     errors = gke_errors(
         "a3-high", before, monkeypatch, *ON_1_33, "gcp.gpudirectRelease=tcpx-v3.1.12"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from gpu_cluster.facts.gpudirect import GIB_RELEASES, RDMA_MACHINES
 from gpu_cluster.offline.engine import ProgramRun
-from gpu_cluster.plan.gpudirect import GIB_RELEASES, RDMA_MACHINES
 from tests.conftest import container, env_of, manifests, one, pod_spec, run_stack
 
 NETWORK = "gcp:compute/network:Network"

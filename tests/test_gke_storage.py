@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_cluster.offline.engine import ProgramRun
-from gpu_cluster.offline.render import render
-from gpu_cluster.plan.gke_storage import (
+from gpu_cluster.config.rules import storage_class_problems
+from gpu_cluster.facts.gke_storage import (
     CREATABLE_CLASSES,
     GKE_PREINSTALLED_CLASSES,
     HYPERDISK_BALANCED,
-    resolved_mode,
-    storage_class_problems,
-    storage_class_to_create,
 )
+from gpu_cluster.offline.engine import ProgramRun
+from gpu_cluster.offline.render import render
+from gpu_cluster.plan.gke_storage import resolved_mode, storage_class_to_create
 from tests.conftest import STACKS, manifests, plan_of, run_stack
 
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"

@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from gpu_cluster.config.settings import ConfigError
+from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import apply_override, engine_config
 from tests.cli import ROOT, by_case, cli, one_error, program_copy, refused_stack_file, tree

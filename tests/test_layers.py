@@ -1,5 +1,5 @@
-"""The package's layers stay apart: config schema, pure planning, Pulumi components, offline
-tooling (README "Development")."""
+"""The package's layers stay apart: vendor facts, config schema, pure planning, Pulumi components,
+offline tooling (README "Development"); imports only run downward."""
 
 from __future__ import annotations
 
@@ -13,7 +13,15 @@ from tests.conftest import ROOT
 PACKAGE = ROOT / "gpu_cluster"
 # Layer -> package prefixes its modules must not import.
 FORBIDDEN = {
-    "config": ("gpu_cluster.components", "gpu_cluster.offline"),
+    "facts": (
+        "pulumi",
+        "pydantic",
+        "gpu_cluster.config",
+        "gpu_cluster.plan",
+        "gpu_cluster.components",
+        "gpu_cluster.offline",
+    ),
+    "config": ("pulumi", "gpu_cluster.plan", "gpu_cluster.components", "gpu_cluster.offline"),
     "plan": (
         "pulumi",
         "pulumi_gcp",

@@ -41,8 +41,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
+from gpu_cluster.facts.gpudirect import RELEASES
 from gpu_cluster.offline.engine import RecordedResource
-from gpu_cluster.plan.gpudirect import RELEASES
 from policy.gpu_cluster_policies import POLICIES, RETAIN_OPT_OUT
 from tests.conftest import ROOT, STACKS, run_stack
 

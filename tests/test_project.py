@@ -9,7 +9,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.schema import Settings
 from tests.conftest import ROOT, schema_key_paths
 
 PULUMI_TYPES = {int: "integer", bool: "boolean", str: "string"}

@@ -11,7 +11,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from gpu_cluster.config.settings import decode_config, load_settings
+from gpu_cluster.config.loading import decode_config, load_settings
 from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import STACKS, manifests, run_stack
 from tests.crd_schemas import BY_KIND, CNI_CONFIG

@@ -10,7 +10,8 @@ import pulumi
 import pytest
 from pydantic import BaseModel
 
-from gpu_cluster.config.settings import ConfigError, Settings, nested_model
+from gpu_cluster.config.messages import ConfigError, nested_model
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.render import FILES, main, render
 from gpu_cluster.offline.stack_files import engine_config

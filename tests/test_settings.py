@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from gpu_cluster.config.settings import ConfigError, decode_config, load_settings, parse_quantity
+from gpu_cluster.config.loading import decode_config, load_settings
+from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.facts.kubernetes import parse_quantity
 
 GCP = {
     "project": "my-gpu-project",

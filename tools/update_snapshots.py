@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 import sys
 
-from gpu_cluster.config.settings import ConfigError
+from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.stack_files import PROJECT_DIR
 from tools.render_all import render_stacks, write
 

@@ -15,7 +15,8 @@ from gpu_cluster.components.namespace import TrainingNamespace, TrainingNamespac
 from gpu_cluster.components.platforms import labels, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.workload import TrainingWorkload
-from gpu_cluster.config.settings import Settings, gpudirect_release
+from gpu_cluster.config.gke import gpudirect_release
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 
 POOL = "a3mega"

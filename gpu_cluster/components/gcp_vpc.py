@@ -10,14 +10,14 @@ import pulumi
 import pulumi_gcp as gcp
 from pulumi_gcp.compute import FirewallAllowArgs, RouterNatArgs, SubnetworkSecondaryIpRangeArgs
 
-from gpu_cluster.plan.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, AddressPlan
+from gpu_cluster.facts.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, AddressPlan
 
 
 @dataclass(frozen=True)
 class GpuVpcsArgs:
     """project, region: where the networks live. name_prefix: their GCP names are
     <prefix>-host and <prefix>-gpu<N>. addresses: the address plan (host ranges and one range
-    per GPU NIC; gpu_cluster.plan.gcp_network.plan_addresses). private_nodes: add a Cloud
+    per GPU NIC; gpu_cluster.facts.gcp_network.plan_addresses). private_nodes: add a Cloud
     Router with NAT, as private nodes have no public IPs. mtu: of every VPC. rdma_zone: the
     zone of the RoCE network profile, needed when the plan has RDMA NIC ranges (the RoCE VPC
     is <prefix>-rdma, its subnets <prefix>-rdma-<N> from 0)."""

@@ -19,19 +19,18 @@ from gpu_cluster.components.node_identity import NodeIdentity, NodeIdentityArgs
 from gpu_cluster.components.platforms import labels, namespace_args, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.workload import TrainingWorkload
-from gpu_cluster.config.settings import (
-    ConfigError,
-    GcpSettings,
-    Settings,
+from gpu_cluster.config.gke import (
     cluster_problems,
     gib_release,
     gpu_nic_count,
     gpudirect_release,
     rdma_nic_count,
 )
-from gpu_cluster.plan.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, plan_addresses
+from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.schema import GcpSettings, Settings
+from gpu_cluster.facts.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, plan_addresses
+from gpu_cluster.facts.gpudirect import RDMA_MACHINES, GibRelease, GpuDirectRelease
 from gpu_cluster.plan.gke_storage import storage_class_to_create
-from gpu_cluster.plan.gpudirect import RDMA_MACHINES, GibRelease, GpuDirectRelease
 from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
 from gpu_cluster.plan.outputs import stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.storage.v1 import StorageClassInitArgs
 
-from gpu_cluster.plan.gke_storage import StorageClassSpec
+from gpu_cluster.facts.gke_storage import StorageClassSpec
 
 
 @dataclass(frozen=True)

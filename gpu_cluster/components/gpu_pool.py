@@ -32,7 +32,7 @@ from gpu_cluster.components.gke_cluster import (
     SHIELDED_NODES,
     UPGRADE_SETTINGS,
 )
-from gpu_cluster.plan.gpudirect import RDMA_MACHINES
+from gpu_cluster.facts.gpudirect import RDMA_MACHINES
 
 # GKE accelerator type per machine (cloud.google.com/kubernetes-engine/docs/how-to/gpus; the
 # cluster-toolkit gke-a3-megagpu and gke-a3-highgpu blueprints' accelerator_type).

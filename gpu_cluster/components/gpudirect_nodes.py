@@ -29,7 +29,7 @@ from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.components.workload import node_affinity
-from gpu_cluster.plan.gpudirect import (
+from gpu_cluster.facts.gpudirect import (
     GIB_HOST_DIR,
     HOST_LIB_DIR,
     HOST_TOOLS_IMAGE,
@@ -191,7 +191,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
 
     def _gib_installer(self, name: str, release: GibRelease) -> k8s.apps.v1.DaemonSet:
         """Google's gIB installer (CEA gpudirect-rdma/nccl-rdma-installer.yaml as of the
-        release, see gpu_cluster/plan/gpudirect.py): copies the plugin, its NCCL, tuner
+        release, see gpu_cluster/facts/gpudirect.py): copies the plugin, its NCCL, tuner
         configs and set_nccl_env.sh to the node. No device injector: the RDMA NICs reach pods
         as networks."""
         on_rdma_nodes = AffinityArgs(

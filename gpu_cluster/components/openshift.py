@@ -19,7 +19,7 @@ from gpu_cluster.components.training_access import (
     TrainingAccessArgs,
 )
 from gpu_cluster.components.workload import TrainingWorkload
-from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 from gpu_cluster.plan.outputs import stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement

@@ -9,9 +9,9 @@ from typing import Protocol
 import pulumi
 
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
+from gpu_cluster.components.stack_config import code_sync_secret, secret_env_values
 from gpu_cluster.components.workload import TrainingWorkloadArgs, retention_annotations
-from gpu_cluster.config.settings import Settings
-from gpu_cluster.config.stack_config import code_sync_secret, secret_env_values
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.podspec import PodNetworking, PodPlacement

@@ -9,7 +9,7 @@ import pulumi
 
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.components.namespace import adopted
-from gpu_cluster.config.settings import RdmaSettings
+from gpu_cluster.config.schema import RdmaSettings
 from gpu_cluster.plan.netmodes import network_attachment
 
 

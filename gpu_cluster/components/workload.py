@@ -56,7 +56,7 @@ from pulumi_kubernetes.networking.v1 import (
     NetworkPolicySpecArgs,
 )
 
-from gpu_cluster.config.settings import PodSettings, StorageSettings
+from gpu_cluster.config.schema import PodSettings, StorageSettings
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR, SCRIPTS_VOLUME
 from gpu_cluster.plan.podspec import (

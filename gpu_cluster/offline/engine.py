@@ -26,7 +26,7 @@ from pulumi.runtime import mocks, rpc
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from gpu_cluster.config.settings import PROJECT
+from gpu_cluster.config.schema import PROJECT
 from gpu_cluster.offline.stack_files import PROJECT_DIR, SECRET_PLACEHOLDER
 
 # Documentation-range address (RFC 5737) and placeholder CA for the mocked GKE endpoint.

@@ -25,8 +25,8 @@ from typing import Any, NoReturn
 
 import yaml
 
-from gpu_cluster.config.settings import ConfigError
-from gpu_cluster.config.stack_config import settings_from
+from gpu_cluster.config.loading import settings_from
+from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import YamlLoader, engine_config
 

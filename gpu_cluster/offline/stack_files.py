@@ -17,7 +17,9 @@ from typing import Any
 
 import yaml
 
-from gpu_cluster.config.settings import MAX_EXACT_INT, PROJECT, ConfigError
+from gpu_cluster.config.loading import MAX_EXACT_INT
+from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.schema import PROJECT
 from gpu_cluster.offline import goyaml
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]  # the repository: Pulumi.yaml, __main__.py

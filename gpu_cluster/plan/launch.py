@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.nccl import NCCL_ENV_FILE
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 

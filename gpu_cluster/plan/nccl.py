@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from gpu_cluster.config.settings import (
-    RdmaSettings,
-    Settings,
-    TcpSettings,
-    gib_release,
-    gpudirect_release,
-)
+from gpu_cluster.config.gke import gib_release, gpudirect_release
+from gpu_cluster.config.schema import RdmaSettings, Settings, TcpSettings
 
 # Where the RDMA detection init container writes the NCCL settings it works out per pod.
 NCCL_ENV_FILE = "/var/run/gpu-cluster/nccl.env"

@@ -11,13 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpu_cluster.config.settings import (
-    NicSettings,
-    RdmaSettings,
-    Settings,
-    gpudirect_release,
-)
-from gpu_cluster.plan.gpudirect import (
+from gpu_cluster.config.gke import gpudirect_release
+from gpu_cluster.config.schema import NicSettings, RdmaSettings, Settings
+from gpu_cluster.facts.gpudirect import (
     GIB_HOST_DIR,
     GIB_POD_DIR,
     HOST_LIB_DIR,

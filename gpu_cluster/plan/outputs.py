@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.verify import verify_command
 

@@ -6,7 +6,7 @@ and only when the stack's config actually needs it; everything else must pass th
 
 from __future__ import annotations
 
-from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.podspec import Container, PodNetworking
 
 

@@ -3,7 +3,7 @@ it on every pod after `pulumi up` (pure)."""
 
 from __future__ import annotations
 
-from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.launch import on_every_pod
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpu_cluster.config.settings import ConfigError
+from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.goyaml import engine_text
 from gpu_cluster.offline.stack_files import apply_override, engine_config
 from tests.cli import by_case

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_cluster.config.settings import Settings
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun
 from tools.realtier.controlplane import FAKE_NODE_ANNOTATION
 

@@ -7,8 +7,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_cluster.config.settings import Settings
-from gpu_cluster.config.stack_config import settings_from
+from gpu_cluster.config.loading import settings_from
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun, RecordedResource, run_program
 from gpu_cluster.offline.render import kind_rank
 from gpu_cluster.offline.stack_files import engine_config

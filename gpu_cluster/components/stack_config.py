@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-
 import pulumi
 import pulumi.runtime
 import pulumi.runtime.config
 
-from gpu_cluster.config.settings import (
+from gpu_cluster.config.loading import (
     CODE_SYNC_KEY,
-    PROJECT,
     SECRET_ENV_KEY,
-    Settings,
-    check_namespaces,
-    decode_config,
-    load_settings,
+    settings_from,
 )
+from gpu_cluster.config.schema import PROJECT, Settings
 from gpu_cluster.plan.codesync import SECRET_SOURCE_KEYS
 
 
@@ -28,17 +23,6 @@ def engine_config_map() -> tuple[dict[str, str], list[str]]:
     merged = {**pulumi.runtime.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
     secret = sorted(k for k in merged if pulumi.runtime.is_config_secret(k))
     return merged, secret
-
-
-def settings_from(
-    config: Mapping[str, str], secret_keys: Collection[str]
-) -> tuple[Settings, list[str]]:
-    """Validated settings and warnings from an engine-style config map (fully qualified keys,
-    every namespace); raises ConfigError."""
-    warnings = check_namespaces(config)
-    prefix = PROJECT + ":"
-    own = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
-    return load_settings(decode_config(own, secret_keys), secret_keys), warnings
 
 
 def read_settings() -> Settings:

@@ -1,0 +1,271 @@
+"""The GKE stack's rules (machines, capacity, versions, releases, addresses) and what its
+settings resolve to."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
+
+from gpu_cluster.facts.gcp import (
+    AUTHORIZED_NETWORKS_MAX,
+    FLEX_START_MIN_GKE,
+    GKE_MODE_MACHINES,
+    MACHINE_GPUS,
+    MACHINE_PROVISIONING,
+)
+from gpu_cluster.facts.gcp_network import plan_addresses
+from gpu_cluster.facts.gpudirect import (
+    GIB_RELEASES,
+    GKE_END_OF_STANDARD_SUPPORT,
+    GPUDIRECT_MODES,
+    RDMA_MACHINES,
+    RDMA_NIC_COUNT,
+    RELEASES,
+    TCPXO_MIN_GKE,
+    GibRelease,
+    GpuDirectRelease,
+    gib_releases_for,
+    gke_minor,
+    gke_version_key,
+    release_for,
+    releases_for,
+)
+
+if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
+    from gpu_cluster.config.schema import GcpSettings, Settings
+
+
+def _today() -> date:
+    return datetime.now(UTC).date()
+
+
+def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
+    out: list[str] = []
+    needed = GKE_MODE_MACHINES.get(s.network_mode)
+    if needed and gcp.machine_type not in needed:
+        out.append(
+            f"gpu-cluster:networkMode = {s.network_mode!r} needs gcp.machineType "
+            f"{' or '.join(map(repr, needed))}, not {gcp.machine_type!r}"
+        )
+    out.extend(_provisioning_problems(gcp))
+    out.extend(_authorized_network_problems(gcp))
+    have = MACHINE_GPUS[gcp.machine_type]
+    if s.gpus_per_node > have:
+        out.append(
+            f"gpu-cluster:gpusPerNode = {s.gpus_per_node}: {gcp.machine_type} has {have} GPUs"
+        )
+    elif needed and s.gpus_per_node != have:
+        out.append(
+            f"gpu-cluster:gpusPerNode = {s.gpus_per_node}: networkMode {s.network_mode!r} serves "
+            f"whole machines; set it to {have}"
+        )
+    version_problems = _gke_version_problems(s, gcp)
+    out.extend(version_problems)
+    if s.network_mode in GPUDIRECT_MODES and version_problems:
+        return out  # the GPU NIC count comes from the release, which is in question
+    try:
+        plan_addresses(gcp.base_cidr, gpu_nic_count(s), rdma_nic_count(s))
+    except ValueError as exc:
+        out.append(f"gpu-cluster:gcp.baseCidr = {gcp.base_cidr!r}: {exc}")
+    return out
+
+
+def _provisioning_problems(gcp: GcpSettings) -> list[str]:
+    """Capacity Google sells for the machine type (MACHINE_PROVISIONING)."""
+    offered = MACHINE_PROVISIONING[gcp.machine_type]
+    if gcp.provisioning in offered:
+        return []
+    default = "" if "provisioning" in gcp.model_fields_set else " (the default)"
+    choices = ", ".join(map(repr, offered[:-1])) + f" or {offered[-1]!r}"
+    return [
+        f"gpu-cluster:gcp.provisioning = {gcp.provisioning!r}{default}: Google offers "
+        f"gcp.machineType {gcp.machine_type!r} only as {choices} capacity; use one of them "
+        "('flex-start' needs no reservation; 'reservation' takes gcp.reservation: a reservation, "
+        "a block or sub-block of one, or a calendar-mode future reservation)"
+    ]
+
+
+def _authorized_network_problems(gcp: GcpSettings) -> list[str]:
+    """The control plane is closed to every outside address but the listed ranges; an empty
+    list would also lock out this program, which creates the Kubernetes objects through that
+    endpoint from wherever `pulumi up` runs. (A missing list: cluster_problems.)"""
+    nets = gcp.authorized_networks
+    if nets is not None and not nets:
+        return [
+            f"{_AUTHORIZED_KEY} is empty: the control plane would refuse every outside address, "
+            "this program's own Kubernetes calls from where `pulumi up` runs included; list at "
+            f"least that range as {_AUTHORIZED_ENTRY}"
+        ]
+    limit = AUTHORIZED_NETWORKS_MAX[gcp.private_nodes]
+    if nets is not None and len(nets) > limit:
+        kind = "a private cluster" if gcp.private_nodes else "a cluster with public nodes"
+        return [f"{_AUTHORIZED_KEY} lists {len(nets)} ranges; GKE takes at most {limit} on {kind}"]
+    return []
+
+
+_AUTHORIZED_KEY = "gpu-cluster:gcp.authorizedNetworks"
+_AUTHORIZED_ENTRY = "{cidrBlock: <range>, displayName: <who>}"
+
+
+def cluster_problems(s: Settings) -> list[str]:
+    """What a stack that creates its GKE cluster must also say (a program that only adds pieces
+    to an existing cluster, as examples/a3-mega-pool does, leaves these to that cluster): who
+    may reach the control plane. No default is both safe and deployable."""
+    if s.gcp is None or s.gcp.authorized_networks is not None:
+        return []
+    return [
+        f"{_AUTHORIZED_KEY} is required: list the ranges allowed to reach the cluster's control "
+        f"plane, each {_AUTHORIZED_ENTRY}: where `pulumi up` and kubectl run (VPN or office "
+        "egress, CI runner); GKE refuses every other address. 0.0.0.0/0 opens it to the whole "
+        "internet (authentication still applies)"
+    ]
+
+
+def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:
+    """Release channel, GKE version and GPUDirect release must be a combination Google supports
+    today, and kubernetesVersion must name the minor the cluster runs."""
+    out: list[str] = []
+    version = gcp.min_master_version
+    minor = gke_minor(version)
+    key = f"gpu-cluster:gcp.minMasterVersion = {version!r}"
+    supported = sorted(GKE_END_OF_STANDARD_SUPPORT)
+    end = GKE_END_OF_STANDARD_SUPPORT.get(minor)
+    today = _today()
+    current = [f"1.{m}" for m in supported if GKE_END_OF_STANDARD_SUPPORT[m] >= today]
+    if end is None:
+        out.append(
+            f"{key}: GKE 1.{minor} is not in this program's support table (known: 1.{supported[0]}"
+            f"-1.{supported[-1]}); add its end of support to GKE_END_OF_STANDARD_SUPPORT in "
+            "gpu_cluster/facts/gpudirect.py from Google's release schedule first"
+        )
+    elif end < today:
+        out.append(
+            f"{key}: GKE 1.{minor} left standard support on {end.isoformat()}; use one of "
+            f"{', '.join(current) or 'a newer minor'} (README: moving a stack to a new release)"
+        )
+    if s.kubernetes_version != f"1.{minor}":
+        out.append(
+            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r} must be '1.{minor}', the "
+            f"minor of gcp.minMasterVersion {version!r} (the cluster is held on it)"
+        )
+    if gcp.hold_minor_upgrades and gcp.release_channel == "UNSPECIFIED":
+        out.append(
+            "gpu-cluster:gcp.releaseChannel = 'UNSPECIFIED': holdMinorUpgrades needs a release "
+            "channel (GKE allows the NO_MINOR_OR_NODE_UPGRADES exclusion only on a channel); "
+            "use 'REGULAR' or set holdMinorUpgrades to false"
+        )
+    if s.network_mode in GPUDIRECT_MODES:
+        out.extend(_gpudirect_release_problems(s.network_mode, gcp, minor))
+    if s.network_mode == "rdma":
+        out.extend(_gib_release_problems(gcp, minor))
+    rdma_machine = RDMA_MACHINES.get(gcp.machine_type)
+    if (
+        s.network_mode == "rdma"
+        and rdma_machine is not None
+        and _older_than(version, rdma_machine.min_gke)
+    ):
+        out.append(
+            f"{key} is older than GPUDirect RDMA's minimum on {gcp.machine_type}: use "
+            f"{rdma_machine.min_gke} or newer"
+        )
+    if gcp.provisioning == "flex-start" and _older_than(version, FLEX_START_MIN_GKE):
+        out.append(f"{key} is older than flex-start's minimum: use {FLEX_START_MIN_GKE} or newer")
+    floor = TCPXO_MIN_GKE.get(max(minor, min(TCPXO_MIN_GKE)))
+    if (
+        s.network_mode == "tcpxo"
+        and floor
+        and "-gke." in version
+        and gke_version_key(version) < gke_version_key(floor)
+    ):
+        out.append(
+            f"{key} is older than TCPXO's minimum for 1.{minor} on a3-megagpu-8g: "
+            f"use {floor} or newer"
+        )
+    return out
+
+
+def _gpudirect_release_problems(mode: str, gcp: GcpSettings, minor: int) -> list[str]:
+    allowed = [k for k, r in RELEASES.items() if r.mode == mode]
+    name = gcp.gpudirect_release
+    if name is not None:
+        release = RELEASES.get(name)
+        if release is None or release.mode != mode:
+            return [
+                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is not a known {mode} release; "
+                f"allowed: {', '.join(map(repr, allowed))}"
+            ]
+        if not release.serves_gke_minor(minor):
+            fits = " or ".join(map(repr, releases_for(mode, minor))) or "another GKE minor"
+            return [
+                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is published for GKE "
+                f"{release.gke_minors_text()}, not for gcp.minMasterVersion "
+                f"{gcp.min_master_version!r}; use {fits}"
+            ]
+    elif not releases_for(mode, minor):
+        return [
+            f"gpu-cluster:gcp.minMasterVersion = {gcp.min_master_version!r}: no {mode} release "
+            f"is published for GKE 1.{minor}; releases: "
+            + ", ".join(f"{n} (GKE {RELEASES[n].gke_minors_text()})" for n in allowed)
+        ]
+    return []
+
+
+def _older_than(version: str, floor: str) -> bool:
+    """Whether a minMasterVersion is older than an exact GKE version; "1.N" stands for the
+    newest patch of 1.N, so only a minor below the floor's is older."""
+    exact = version if "-gke." in version else f"{version}.999-gke.999999999"
+    return gke_version_key(exact) < gke_version_key(floor)
+
+
+def _gib_release_problems(gcp: GcpSettings, minor: int) -> list[str]:
+    name = gcp.gpudirect_release
+    if name is not None:
+        release = GIB_RELEASES.get(name)
+        if release is None:
+            return [
+                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is not a known gIB (rdma) release; "
+                f"allowed: {', '.join(map(repr, GIB_RELEASES))}"
+            ]
+        if not release.serves_gke_minor(minor):
+            return [
+                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is published for GKE "
+                f"{release.gke_minors_text()}, not for gcp.minMasterVersion "
+                f"{gcp.min_master_version!r}"
+            ]
+    elif not gib_releases_for(minor):
+        return [
+            f"gpu-cluster:gcp.minMasterVersion = {gcp.min_master_version!r}: no gIB release is "
+            f"published for GKE 1.{minor}; releases: "
+            + ", ".join(f"{n} (GKE {r.gke_minors_text()})" for n, r in GIB_RELEASES.items())
+        ]
+    return []
+
+
+def gpudirect_release(s: Settings) -> GpuDirectRelease:
+    """The GPUDirect release a tcpxo/tcpx stack runs (validated by the schema)."""
+    assert s.gcp is not None and s.network_mode in GPUDIRECT_MODES
+    return release_for(s.network_mode, s.gcp.gpudirect_release, gke_minor(s.gcp.min_master_version))
+
+
+def gib_release(s: Settings) -> GibRelease:
+    """The gIB release an rdma stack on GKE runs (validated by the schema)."""
+    assert s.gcp is not None and s.network_mode == "rdma"
+    name = s.gcp.gpudirect_release
+    return GIB_RELEASES[name or gib_releases_for(gke_minor(s.gcp.min_master_version))[-1]]
+
+
+def gpu_nic_count(s: Settings) -> int:
+    """GPU NICs with a VPC each: the GPUDirect release's count, the second gVNIC of an RDMA
+    machine, none for plain tcp."""
+    if s.gcp is None:
+        return 0
+    if s.network_mode == "rdma":
+        return 1
+    if s.network_mode not in GPUDIRECT_MODES:
+        return 0
+    return gpudirect_release(s).nic_count
+
+
+def rdma_nic_count(s: Settings) -> int:
+    """RDMA NICs, each with a subnet of the one RoCE VPC (GKE rdma only)."""
+    return RDMA_NIC_COUNT if s.gcp is not None and s.network_mode == "rdma" else 0

@@ -1,0 +1,206 @@
+"""From the engine's config map to validated Settings: decoding, namespaces, secrets."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from gpu_cluster.config.gke import cluster_problems
+from gpu_cluster.config.messages import SECRET_MASK, ConfigError, format_errors, leaves
+from gpu_cluster.config.schema import PROJECT, Settings
+
+SECRET_ENV_KEY = "secretEnv"
+CODE_SYNC_KEY = "codeSync"
+# Namespaces a stack may hold besides the project's: the providers the program uses, and the
+# engine's own (`pulumi:tags`, `pulumi:disable-default-providers`).
+PROVIDER_NAMESPACES = ("kubernetes", "gcp", "pulumi")
+# Namespaces whose near-misses are refused as typos (edit distance at most this); shorter
+# names such as `gcp` have too many legitimate neighbours to guess.
+_TYPO_DISTANCE = {PROJECT: 3, "kubernetes": 2}
+# The engine carries numbers as IEEE doubles: larger integers would change on the way.
+MAX_EXACT_INT = 2**53 - 1
+# Top-level keys whose values may be Pulumi secrets: each reaches the cluster only through a
+# Kubernetes Secret (workload.py). Every other key becomes names, specs or outputs in plain text.
+SECRET_CAPABLE_KEYS = (SECRET_ENV_KEY, CODE_SYNC_KEY)
+# Parts of a secret `codeSync` that cannot stay secret: the sidecar's image, and the name of a
+# Secret the pod refers to; a secret codeSync leaves them at their defaults.
+_CODE_SYNC_PLAIN_ONLY = ("image", "credentialsSecret")
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal-string-alignment distance: insertions, deletions, substitutions, swaps."""
+    rows = [list(range(len(b) + 1))]
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, rows[-2][j - 2] + 1)
+            row.append(cost)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+def check_namespaces(keys: Iterable[str]) -> list[str]:
+    """Warnings for config namespaces nothing reads; ConfigError for a key under a misspelt
+    namespace of the project or its providers (the program would silently never see it)."""
+    problems: list[str] = []
+    ignored: dict[str, list[str]] = {}
+    for key in sorted(keys):
+        namespace = key.partition(":")[0]
+        if namespace == PROJECT or namespace in PROVIDER_NAMESPACES:
+            continue
+        folded = re.sub(r"[-_.\s]", "", namespace.lower())
+        meant = next(
+            (
+                known
+                for known, limit in _TYPO_DISTANCE.items()
+                if folded == known.replace("-", "")
+                or _edit_distance(namespace.lower(), known) <= limit
+            ),
+            None,
+        )
+        if meant is not None:
+            problems.append(
+                f"{key}: namespace {namespace!r} is not {meant!r} (a typo?); "
+                f"this key would be ignored, write it as {meant}:{key.partition(':')[2]}"
+            )
+        else:
+            ignored.setdefault(namespace, []).append(key)
+    if problems:
+        raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
+    read = ", ".join((PROJECT, *PROVIDER_NAMESPACES))
+    return [
+        f"{', '.join(found)}: namespace {namespace!r} is not read by this program or its "
+        f"providers ({read}); ignored"
+        for namespace, found in ignored.items()
+    ]
+
+
+def _numbers_out_of_range(value: Any, path: str) -> list[str]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{PROJECT}:{path}: not a finite number"]
+    if isinstance(value, (int, float)) and abs(value) > MAX_EXACT_INT:
+        return [f"{PROJECT}:{path}: number too large (at most 2^53 - 1, the engine's exact range)"]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _numbers_out_of_range(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _numbers_out_of_range(v, f"{path}[{i}]")]
+    return []
+
+
+def _secret_problems(config: Mapping[str, Any], secret: Collection[str]) -> list[str]:
+    """Secret keys the program cannot keep secret, and credentials in plain config."""
+    out: list[str] = []
+    for key in sorted(secret):
+        if key not in config:
+            continue
+        if key not in SECRET_CAPABLE_KEYS:
+            out.append(
+                f"{PROJECT}:{key} is set as a secret, but its value becomes resource names, "
+                f"specs or outputs in plain text; set it without --secret (keys that may be "
+                f"secret: {', '.join(SECRET_CAPABLE_KEYS)})"
+            )
+        elif key == CODE_SYNC_KEY and isinstance(config[key], dict):
+            out.extend(
+                f"{PROJECT}:{CODE_SYNC_KEY}.{part} cannot be secret (it names an image or a "
+                f"Secret the pod refers to); leave it out of a secret {CODE_SYNC_KEY}"
+                for part in _CODE_SYNC_PLAIN_ONLY
+                if part in config[key]
+            )
+    code_sync = config.get(CODE_SYNC_KEY)
+    if CODE_SYNC_KEY not in secret and isinstance(code_sync, dict):
+        repo = code_sync.get("repo")
+        if isinstance(repo, str) and _url_credentials(repo):
+            out.append(
+                f"{PROJECT}:{CODE_SYNC_KEY}.repo holds credentials in plain text (value not "
+                f"shown); set it with `pulumi config set --secret --path {CODE_SYNC_KEY}.repo URL`"
+                f" or use {CODE_SYNC_KEY}.credentialsSecret"
+            )
+    if SECRET_ENV_KEY in config and SECRET_ENV_KEY not in secret:
+        out.append(
+            f"{PROJECT}:{SECRET_ENV_KEY} holds tokens in plain text; "
+            f"set each with `pulumi config set --secret --path {SECRET_ENV_KEY}.NAME`"
+        )
+    return out
+
+
+def _url_credentials(url: str) -> bool:
+    """Whether a repository URL carries a password or token (`https://user:token@host/...`,
+    `https://token@host/...`); ssh's `git@host` names a user, not a credential."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return False
+    userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+    return bool(at) and (scheme != "ssh" or ":" in userinfo)
+
+
+def decode_config(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> dict[str, Any]:
+    """Turn Pulumi's config map (strings, objects as JSON text) into plain values.
+
+    `raw` maps keys without the project prefix to what the engine hands the program: every
+    value is a string and structured values are JSON text; `secret_keys` are fully qualified.
+    Refuses secret keys the program would show in plain text, credentials outside secrets and
+    numbers the engine cannot carry. `secretEnv` keeps only its names (so no error message can
+    ever echo a token).
+    """
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if isinstance(value, str) and value[:1] in ("{", "["):
+            # Malformed JSON stays a string; the schema then says what it should be.
+            with contextlib.suppress(json.JSONDecodeError, ValueError):
+                value = json.loads(value)
+        out[key] = value
+    secret = _secret_top_keys(secret_keys)
+    problems = _secret_problems(out, secret)
+    problems += [p for key, value in out.items() for p in _numbers_out_of_range(value, key)]
+    if problems:
+        raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
+    if SECRET_ENV_KEY in out:
+        names = out[SECRET_ENV_KEY]
+        out[SECRET_ENV_KEY] = sorted(names) if isinstance(names, dict) else names
+    return out
+
+
+def _secret_top_keys(secret_keys: Collection[str]) -> frozenset[str]:
+    prefix = PROJECT + ":"
+    return frozenset(k[len(prefix) :] for k in secret_keys if k.startswith(prefix))
+
+
+def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> Settings:
+    """Validate decoded stack config; raise ConfigError naming every bad key. Values of
+    `secret_keys` (fully qualified) never appear in a message."""
+    secret = _secret_top_keys(secret_keys)
+    # decode_config left only secretEnv's names, which are not secret.
+    masked = secret - {SECRET_ENV_KEY}
+    try:
+        settings = Settings.model_validate(dict(raw))
+    except ValidationError as exc:
+        message = format_errors(exc, masked)
+        for value in leaves([raw[k] for k in masked if k in raw]):
+            message = message.replace(value, SECRET_MASK)
+        raise ConfigError(message) from None
+    problems = cluster_problems(settings)
+    if problems:
+        raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
+    settings._secret_keys = secret  # set once, right after validation
+    return settings
+
+
+def settings_from(
+    config: Mapping[str, str], secret_keys: Collection[str]
+) -> tuple[Settings, list[str]]:
+    """Validated settings and warnings from an engine-style config map (fully qualified keys,
+    every namespace); raises ConfigError."""
+    warnings = check_namespaces(config)
+    prefix = PROJECT + ":"
+    own = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+    return load_settings(decode_config(own, secret_keys), secret_keys), warnings

@@ -1,0 +1,97 @@
+"""ConfigError and how validation errors are worded: key path, value (clipped, secrets masked)
+and what is allowed."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from gpu_cluster.config.schema import PROJECT, Settings
+
+
+class ConfigError(ValueError):
+    """Stack config that cannot be deployed; the message names every offending key."""
+
+
+# What a message shows in place of a secret value.
+SECRET_MASK = "[secret]"
+
+
+def leaves(value: Any) -> list[str]:
+    """Every non-empty string inside `value`, longest first (so no part of one stays). Other
+    scalars are masked where the message names their key (format_errors)."""
+    if isinstance(value, dict):
+        found = [leaf for v in value.values() for leaf in leaves(v)]
+    elif isinstance(value, list):
+        found = [leaf for v in value for leaf in leaves(v)]
+    else:
+        found = [value] if isinstance(value, str) and value else []
+    return sorted(set(found), key=len, reverse=True)
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.startswith(("function-after", "literal", "int", "str", "tagged-union")):
+            continue  # pydantic's union-branch names, not keys
+        else:
+            path += ("." if path else "") + part
+    return path
+
+
+def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
+    model: type[BaseModel] | None = Settings
+    for part in loc[:-1]:
+        if model is None or isinstance(part, int):
+            continue
+        field = next((f for f in model.model_fields.values() if f.alias == part), None)
+        model = nested_model(field.annotation) if field else None
+    if model is None:
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The settings section a field's annotation holds (through Optional, tuple, unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = nested_model(arg)
+        if found:
+            return found
+    return None
+
+
+# Longer values are clipped in messages: the key and the start of the value are what help.
+_MAX_SHOWN = 80
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+
+
+def format_errors(exc: ValidationError, secret: Collection[str] = ()) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = err["loc"]
+        key = _key_path(loc)
+        shown = SECRET_MASK if loc and loc[0] in secret else _shown(err["input"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(_allowed_keys(loc))
+            lines.append(f"{PROJECT}:{key}: unknown key (a typo?); allowed here: {allowed}")
+        elif not key:
+            lines.extend(msg.split("\n"))
+        elif err["type"] == "missing":
+            lines.append(f"{PROJECT}:{key}: required but not set")
+        elif isinstance(err["input"], dict):
+            lines.append(f"{PROJECT}:{key}: {msg}")
+        else:
+            lines.append(f"{PROJECT}:{key} = {shown}: {msg}")
+    unique = list(dict.fromkeys(lines))
+    return "invalid stack config:\n  " + "\n  ".join(unique)

@@ -1,0 +1,258 @@
+"""Rules across keys: what each key allows depends on others (platform, network mode, sizes)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING
+
+from gpu_cluster.config.gke import gke_problems
+from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, NIC_LINE_RATE_GBPS
+from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
+from gpu_cluster.facts.gke_storage import (
+    CREATABLE_CLASSES,
+    GKE_PREINSTALLED_CLASSES,
+    StorageClassMode,
+)
+from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
+from gpu_cluster.facts.kubernetes import (
+    MIN_KUBERNETES_MINOR,
+    NATIVE_SIDECAR_MINOR,
+    POD_PRIMARY_INTERFACE,
+    STATEFULSET_NAME_MAX,
+)
+
+if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
+    from gpu_cluster.config.schema import RdmaSettings, Settings
+
+# Which network modes each platform offers.
+MODES_BY_PLATFORM: dict[str, tuple[str, ...]] = {
+    "openshift": ("tcp", "rdma"),
+    "gke": ("tcpxo", "tcpx", "rdma", "tcp"),
+}
+
+# Smallest all-reduce of the fabric check's sweep (scripts/allreduce_check.py --min-bytes).
+CHECK_MIN_BYTES = 8
+
+
+def cross_field_problems(s: Settings) -> list[str]:
+    out: list[str] = []
+    allowed_modes = MODES_BY_PLATFORM[s.platform]
+    if s.network_mode not in allowed_modes:
+        out.append(
+            f"gpu-cluster:networkMode = {s.network_mode!r} is not available on platform "
+            f"{s.platform!r}; allowed: {', '.join(map(repr, allowed_modes))}"
+        )
+    if s.network_mode == "rdma" and s.rdma is None and s.platform == "openshift":
+        out.append("gpu-cluster:rdma is required when networkMode is 'rdma' (the NIC list)")
+    if s.rdma is not None and s.platform == "gke":
+        out.append(
+            "gpu-cluster:rdma is only used on platform 'openshift'; on GKE the RDMA NICs come "
+            "with gcp.machineType; remove it"
+        )
+    if s.platform == "gke":
+        if s.gcp is None:
+            out.append("gpu-cluster:gcp is required when platform is 'gke' (project, region, zone)")
+        else:
+            out.extend(gke_problems(s, s.gcp))
+    elif s.gcp is not None:
+        out.append("gpu-cluster:gcp is only used when platform is 'gke'; remove it")
+    if s.openshift.node_names:
+        if s.platform != "openshift":
+            out.append("gpu-cluster:openshift.nodeNames is only used when platform is 'openshift'")
+        if len(set(s.openshift.node_names)) != len(s.openshift.node_names):
+            out.append("gpu-cluster:openshift.nodeNames lists a node twice")
+        if len(s.openshift.node_names) < s.nodes:
+            out.append(
+                f"gpu-cluster:openshift.nodeNames lists {len(s.openshift.node_names)} nodes but "
+                f"nodes = {s.nodes}: one pod runs per node, so list at least {s.nodes}"
+            )
+    minor = int(s.kubernetes_version.split(".")[1])
+    if minor < MIN_KUBERNETES_MINOR:
+        out.append(
+            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r}: needs "
+            f"1.{MIN_KUBERNETES_MINOR} or newer (NODE_RANK comes from the pod-index label)"
+        )
+    sidecars = [
+        *([f"networkMode {s.network_mode!r}"] if s.network_mode in ("tcpxo", "tcpx") else []),
+        *(["codeSync (git-sync)"] if s.code_sync is not None else []),
+    ]
+    if sidecars and minor < NATIVE_SIDECAR_MINOR:
+        out.append(
+            f"gpu-cluster:kubernetesVersion = {s.kubernetes_version!r}: {' and '.join(sidecars)} "
+            f"run as native sidecars, which need 1.{NATIVE_SIDECAR_MINOR} or newer"
+        )
+    out.extend(_name_problems(s))
+    out.extend(
+        storage_class_problems(s.platform, s.storage.storage_class, s.storage.storage_class_mode)
+    )
+    out.extend(_verify_problems(s))
+    lo, hi = s.elastic_range
+    if not lo <= s.nodes <= hi:
+        out.append(
+            f"gpu-cluster:launcher.minNodes/maxNodes = {lo}:{hi} must satisfy "
+            f"minNodes <= nodes ({s.nodes}) <= maxNodes"
+        )
+    if s.rdma is not None:
+        out.extend(_rdma_problems(s.rdma, s.nodes))
+    tcp = s.tcp
+    if (
+        tcp.socket_nthreads
+        and tcp.nsocks_per_thread
+        and tcp.socket_nthreads * tcp.nsocks_per_thread > 64
+    ):
+        out.append(
+            "gpu-cluster:tcp.socketNthreads x tcp.nsocksPerThread must be <= 64 (NCCL limit)"
+        )
+    return out
+
+
+def _name_problems(s: Settings) -> list[str]:
+    """`name` becomes the StatefulSet, Service and (GKE) cluster and VPC names."""
+    out: list[str] = []
+    limit, why = STATEFULSET_NAME_MAX, "the StatefulSet's controller-revision-hash pod label"
+    if s.platform == "gke":
+        limit, why = GKE_CLUSTER_NAME_MAX, "the GKE cluster name"
+        longest = max(_GCP_NAME_SUFFIXES, key=len)
+        if len(s.name) + len(longest) > GCP_NAME_MAX:
+            out.append(
+                f"gpu-cluster:name = {s.name!r}: the GCP resource name {s.name + longest!r} "
+                f"exceeds {GCP_NAME_MAX} characters"
+            )
+    if len(s.name) > limit:
+        out.append(
+            f"gpu-cluster:name = {s.name!r} has {len(s.name)} characters; at most {limit} fit {why}"
+        )
+    return out
+
+
+# Suffixes gke.py appends to `name` for VPCs, subnets, firewalls, router and policy; GPU VPCs
+# counted as many as any release wires, so the limit holds whatever the stack's release (which
+# may itself be in question when names are checked) and across mode switches.
+_GCP_NAME_SUFFIXES = (
+    "-host",
+    "-host-internal",
+    "-compact",
+    *(f"-gpu{i}-internal" for i in range(1, max(r.nic_count for r in RELEASES.values()) + 1)),
+    f"-rdma-{RDMA_NIC_COUNT - 1}",
+)
+
+
+def _verify_problems(s: Settings) -> list[str]:
+    """Fabric-check settings that could never PASS."""
+    out: list[str] = []
+    v = s.verify
+    if v.require_gdr and s.network_mode == "tcp":
+        out.append(
+            "gpu-cluster:verify.requireGdr: GPUDirect RDMA never shows on NCCL's socket "
+            "transport (networkMode 'tcp'); remove it"
+        )
+    ceiling = GKE_FABRIC_GBPS.get(s.network_mode)
+    if s.network_mode == "rdma" and s.rdma is not None:
+        ceiling = NIC_LINE_RATE_GBPS * len(s.rdma.nics)
+    expected = v.expected_busbw_gbps
+    if expected is not None and ceiling is not None and expected > ceiling:
+        out.append(
+            f"gpu-cluster:verify.expectedBusbwGbps = {v.expected_busbw_gbps:g}: above the "
+            f"{ceiling:g} GB/s the fabric's NICs can carry, so the check could never pass"
+        )
+    if v.max_bytes is not None and _size_bytes(v.max_bytes) < CHECK_MIN_BYTES:
+        out.append(
+            f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: the sweep starts at "
+            f"{CHECK_MIN_BYTES} bytes; use at least {CHECK_MIN_BYTES}"
+        )
+    return out
+
+
+def _size_bytes(text: str) -> int:
+    """Bytes of a verify.maxBytes value (binary units, as the check script reads them)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text.rstrip("KMG")) * units.get(text[-1], 1)
+
+
+def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
+    out: list[str] = []
+    for field, key in (
+        ("machine_config_pool", "machineConfigPool"),
+        ("machine_config", "machineConfig"),
+    ):
+        if field in rdma.model_fields_set and rdma.memlock != "machineconfig":
+            out.append(
+                f"gpu-cluster:rdma.{key} is only used with rdma.memlock 'machineconfig' "
+                f"(it is {rdma.memlock!r}); remove it or set the strategy"
+            )
+    # Every pod network namespace has `lo` (containernetworking/plugins plugins/main/loopback).
+    taken = {POD_PRIMARY_INTERFACE: "the pod's primary interface", "lo": "the pod's loopback"}
+    taken.setdefault(rdma.bootstrap_interface, "rdma.bootstrapInterface (NCCL's bootstrap)")
+    for i, nic in enumerate(rdma.nics):
+        if nic.interface in taken:
+            out.append(
+                f"gpu-cluster:rdma.nics[{i}].interface = {nic.interface!r} is "
+                f"{taken[nic.interface]}; name the RDMA interfaces net1, net2, ..."
+            )
+        # Whereabouts hands out the range's addresses minus network and broadcast
+        # (k8snetworkplumbingwg/whereabouts pkg/allocate), one per pod.
+        usable = max(ipaddress.IPv4Network(nic.subnet).num_addresses - 2, 0)
+        if usable < nodes:
+            out.append(
+                f"gpu-cluster:rdma.nics[{i}].subnet {nic.subnet} has {usable} usable addresses "
+                f"for {nodes} pods; use a larger range"
+            )
+    for attr, what in (("interface", "interface"), ("network", "network"), ("hca", "hca")):
+        values = [getattr(nic, attr) for nic in rdma.nics if getattr(nic, attr) is not None]
+        dupes = sorted({v for v in values if values.count(v) > 1})
+        if dupes:
+            out.append(
+                f"gpu-cluster:rdma.nics: {what} {', '.join(dupes)} used by more than one NIC"
+            )
+    hcas = [nic.hca for nic in rdma.nics]
+    if any(hcas) and not all(hcas):
+        out.append("gpu-cluster:rdma.nics: give 'hca' for every NIC or for none (detected)")
+    nets = [ipaddress.IPv4Network(nic.subnet) for nic in rdma.nics]
+    for i, a in enumerate(nets):
+        for j in range(i + 1, len(nets)):
+            if a.overlaps(nets[j]):
+                out.append(
+                    f"gpu-cluster:rdma.nics[{j}].subnet {nets[j]} overlaps rdma.nics[{i}].subnet "
+                    f"{a}: each NIC needs its own subnet"
+                )
+    return out
+
+
+def storage_class_problems(
+    platform: str, storage_class: str | None, mode: StorageClassMode | None
+) -> list[str]:
+    """Why the claims' class would not exist when they are created, one message per problem,
+    naming storage.storageClass or storage.storageClassMode and what is allowed."""
+    key, mode_key = "gpu-cluster:storage.storageClass", "gpu-cluster:storage.storageClassMode"
+    installed = ", ".join(map(repr, GKE_PREINSTALLED_CLASSES))
+    creatable = ", ".join(map(repr, CREATABLE_CLASSES))
+    if storage_class is None:
+        if mode is None:
+            return []
+        return [
+            f"{mode_key} = {mode!r} is only used with storage.storageClass (unset: the claims use "
+            "the cluster's default class); set the class or remove storageClassMode"
+        ]
+    if mode == "create" and platform != "gke":
+        return [
+            f"{mode_key} = 'create' is only available on platform 'gke' (the program creates "
+            f"{creatable} through GKE's Persistent Disk CSI driver); on {platform!r} the class "
+            "must exist already: use 'reference' or remove storageClassMode"
+        ]
+    if platform != "gke" or mode == "reference":
+        return []
+    if storage_class in GKE_PREINSTALLED_CLASSES:
+        if mode == "create":
+            return [
+                f"{mode_key} = 'create': GKE installs {storage_class!r} itself, so creating it "
+                "again would fail (AlreadyExists); remove storageClassMode"
+            ]
+        return []
+    if storage_class in CREATABLE_CLASSES:
+        return []
+    return [
+        f"{key} = {storage_class!r}: GKE does not install it and the program cannot create it; "
+        f"use a class GKE installs ({installed}), one the stack creates ({creatable}), or, "
+        f"for a class that already exists in the cluster, set storage.storageClassMode: "
+        "reference"
+    ]

@@ -1,0 +1,437 @@
+"""The one schema of stack config.
+
+Every key a user may write in `Pulumi.<stack>.yaml` (under the `gpu-cluster:` namespace) is a
+field here, spelled as in the stack file (camelCase). `load_settings` turns the raw config map
+into a validated, frozen `Settings` tree or raises `ConfigError` naming the key, the bad value and
+what is allowed (loading.py). Rules across keys live in rules.py and gke.py. Nothing in this
+layer imports Pulumi: it is unit-testable on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic.alias_generators import to_camel
+
+from gpu_cluster.config import rules
+from gpu_cluster.config.values import (
+    Cidr,
+    DnsLabel,
+    EnvName,
+    Image,
+    Interface,
+    LabelKey,
+    Namespace,
+    NodeName,
+    PrivateCidr,
+    Quantity,
+    ResourceName,
+    Size,
+    Subdomain,
+)
+from gpu_cluster.facts.gcp import (
+    FLEX_START_MAX_SECONDS,
+    RESERVATION_PATTERN,
+    SYSTEM_POOL_BY_MACHINE,
+    Provisioning,
+)
+from gpu_cluster.facts.gke_storage import StorageClassMode
+from gpu_cluster.facts.kubernetes import parse_quantity
+
+PROJECT = "gpu-cluster"
+
+Platform = Literal["openshift", "gke"]
+NetworkMode = Literal["tcp", "rdma", "tcpxo", "tcpx"]
+
+
+class _Model(BaseModel):
+    """Stack-file keys are camelCase; unknown keys are errors, never silently ignored."""
+
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, frozen=True, validate_default=True
+    )
+
+
+# --- sections --------------------------------------------------------------------------------
+
+
+class PodSettings(_Model):
+    """Per-pod compute resources of the training container."""
+
+    cpu_request: Quantity = "32"
+    memory_request: Quantity = "128Gi"
+    cpu_limit: Quantity | None = None
+    memory_limit: Quantity = "256Gi"
+    # NCCL and the PyTorch dataloader use /dev/shm; the 64 MiB container default breaks them.
+    shm_size: Quantity = "64Gi"
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> PodSettings:
+        # The API server refuses a request above its limit (kubernetes/kubernetes
+        # pkg/apis/core/validation ValidateResourceRequirements: "must be less than or equal to").
+        for resource, request, limit in (
+            ("cpu", self.cpu_request, self.cpu_limit),
+            ("memory", self.memory_request, self.memory_limit),
+        ):
+            if limit is not None and parse_quantity(request) > parse_quantity(limit):
+                raise ValueError(
+                    f"{resource}Request {request} is above {resource}Limit {limit}; Kubernetes "
+                    "refuses a request larger than its limit"
+                )
+        return self
+
+
+class StorageSettings(_Model):
+    """Workspace and datasets volumes: shared RWX claims or one claim per pod."""
+
+    mode: Literal["rwx", "per-pod"] = "rwx"
+    storage_class: Subdomain | None = None  # a StorageClass name (DNS-1123 subdomain)
+    # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
+    # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE
+    # does not install, reference any other (plan/gke_storage.py).
+    storage_class_mode: StorageClassMode | None = None
+    workspace_size: Size = "100Gi"
+    datasets_size: Size | None = "500Gi"
+    # User data outlives `pulumi destroy` unless the stack opts out explicitly.
+    retain_on_delete: bool = True
+    # Claims carry Pulumi's `protect`: an update or destroy that would delete or replace one (a
+    # changed name, namespace, mode, class or access mode, a per-pod scale-down) stops at preview
+    # until the stack sets this to false for that one update.
+    protect: bool = True
+
+
+class DeepSpeedSettings(_Model):
+    zero_stage: Literal[0, 1, 2, 3] = 2
+    precision: Literal["bf16", "fp16", "fp32"] = "bf16"
+    micro_batch_size: int = Field(default=4, ge=1)
+    gradient_accumulation_steps: int = Field(default=1, ge=1)
+    offload_optimizer: bool = False
+
+
+class LauncherSettings(_Model):
+    kind: Literal["torchrun", "deepspeed"] = "torchrun"
+    # Elastic range for torchrun (--nnodes=min:max); both default to `nodes`.
+    min_nodes: int | None = Field(default=None, ge=1)
+    max_nodes: int | None = Field(default=None, ge=1)
+    max_restarts: int = Field(default=0, ge=0, le=100)
+    master_port: int = Field(default=29500, ge=1024, le=65535)
+    deepspeed: DeepSpeedSettings = DeepSpeedSettings()
+
+
+class NicSettings(_Model):
+    """One RDMA NIC as the pod sees it (net1..netN) and how Multus attaches it."""
+
+    interface: Interface
+    network: DnsLabel  # NetworkAttachmentDefinition name
+    flavour: Literal["sriov", "macvlan", "host-device"]
+    resource: ResourceName  # device-plugin resource the pod requests for this NIC
+    subnet: PrivateCidr
+    routes: tuple[Cidr, ...] = ()
+    # Host interface for macvlan (its parent) or host-device (the device moved into the pod).
+    master: Interface | None = None
+    # mlx5 device behind the interface; None = detected at pod start (the default: SR-IOV VF
+    # device names follow VF allocation, so a pin can go stale).
+    hca: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
+
+    @model_validator(mode="after")
+    def _master_matches_flavour(self) -> NicSettings:
+        if self.flavour == "macvlan" and self.master is None:
+            raise ValueError("flavour 'macvlan' needs 'master' (the parent host interface)")
+        if self.flavour != "macvlan" and self.master is not None:
+            # Multus hands sriov and host-device the device the kubelet allocated for
+            # 'resource'; a fixed device would override it (containernetworking/plugins
+            # host-device.go getLink checks `device` first).
+            raise ValueError(
+                f"flavour {self.flavour!r} takes its device from 'resource'; remove 'master'"
+            )
+        return self
+
+
+# How RDMA memory registration gets enough locked memory (see RdmaSettings.memlock).
+MemlockStrategy = Literal["root-ipc-lock", "machineconfig", "preconfigured"]
+# What the program does about an object that may already exist in the cluster.
+ExistingObject = Literal["create", "adopt", "reference"]
+
+
+class RdmaSettings(_Model):
+    """RoCE over Multus-attached NICs (networkMode: rdma)."""
+
+    nics: tuple[NicSettings, ...] = Field(min_length=1, max_length=16)
+    # MTU every RDMA interface must have: preflight checks it; macvlan NADs set it. SR-IOV VFs
+    # get theirs from the SriovNetworkNodePolicy (sriov-cni ignores a NAD's mtu).
+    mtu: int = Field(default=9000, ge=1280, le=9216)
+    # Pod interface NCCL uses for bootstrap (the cluster network, not an RDMA NIC).
+    bootstrap_interface: Interface = "eth0"
+    # None: NCCL >= 2.21 picks the GID ('nccl') when every NIC has its own GID table (sriov,
+    # host-device); detected per pod ('auto') when a macvlan shares an HCA, where NCCL's pick
+    # (lowest RoCE v2 IPv4 index) can be another pod's or the host's GID. Or a fixed index.
+    gid_index: Literal["auto", "nccl"] | Annotated[int, Field(ge=0, le=255)] | None = None
+    # root-ipc-lock: only the training container runs as UID 0 with IPC_LOCK (own SCC);
+    # machineconfig: a CRI-O drop-in raises the default memlock on the GPU MachineConfigPool
+    # (cluster-admin; every node of the pool reboots); preconfigured: the nodes already do.
+    memlock: MemlockStrategy = "root-ipc-lock"
+    # MachineConfigPool of the GPU nodes (memlock: machineconfig).
+    machine_config_pool: DnsLabel = "worker"
+    # The memlock MachineConfig is cluster-wide, one per pool, shared by every stack on it
+    # (memlock: machineconfig). create: this stack creates and owns it; adopt: it exists (made
+    # by a stack since destroyed, or by hand) and this stack takes it over; reference: another
+    # stack or the platform team owns it and this one only relies on it. A created or adopted
+    # one is kept on `pulumi destroy`: removing it reboots the pool under every other stack.
+    machine_config: ExistingObject = "create"
+    # NetworkAttachmentDefinitions: create them, adopt existing ones (Pulumi import) or use
+    # existing ones by name without managing them.
+    network_attachments: ExistingObject = "create"
+    # NCCL_MIN_NCHANNELS; None = NCCL's default.
+    min_nchannels: int | None = Field(default=None, ge=1, le=64)
+    # Documented NCCL_NET_GDR_LEVEL values; None lets NCCL decide from the topology.
+    gdr_level: Literal["LOC", "PIX", "PXB", "PHB", "SYS"] | None = None
+    cross_nic: Literal[0, 1, 2] = 0
+    ib_timeout: int | None = Field(default=None, ge=1, le=31)
+    traffic_class: int | None = Field(default=None, ge=0, le=255)
+    service_level: int | None = Field(default=None, ge=0, le=15)
+    qps_per_connection: int | None = Field(default=None, ge=1, le=128)
+
+    @property
+    def gid(self) -> Literal["auto", "nccl"] | int:
+        """gidIndex with its default resolved (see the field's comment)."""
+        if self.gid_index is not None:
+            return self.gid_index
+        return "auto" if any(nic.flavour == "macvlan" for nic in self.nics) else "nccl"
+
+
+class TcpSettings(_Model):
+    """Plain-Ethernet NCCL (networkMode: tcp)."""
+
+    socket_ifname: str = "^lo,docker"
+    # NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD must stay <= 64 (NCCL env docs).
+    socket_nthreads: int | None = Field(default=None, ge=1, le=16)
+    nsocks_per_thread: int | None = Field(default=None, ge=1, le=64)
+
+
+class CodeSyncSettings(_Model):
+    """Keep a git repository checked out in every pod (git-sync as a native sidecar)."""
+
+    repo: str = Field(pattern=r"^(https://|ssh://|git@)\S+$")
+    ref: str = "main"
+    period: str = Field(default="60s", pattern=r"^[0-9]+(s|m|h)$")
+    # Existing Secret with keys `username` and `password` (an HTTPS token); None = public repo.
+    credentials_secret: Subdomain | None = None
+    # kubernetes/git-sync release (registry.k8s.io/git-sync/git-sync): v4.7.1, newest v4 release
+    # as of 2026-09 (kubernetes/git-sync releases; v4.6.0 was mostly CVE fixes, kubernetes/k8s.io
+    # #9118). Same GITSYNC_* flags since v4.0.
+    image: Image = "registry.k8s.io/git-sync/git-sync:v4.7.1"
+
+
+class VerifySettings(_Model):
+    """The built-in fabric check (all-reduce bandwidth + transport) shipped to every pod."""
+
+    enabled: bool = True
+    # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
+    # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
+    expected_busbw_gbps: float | None = Field(default=None, gt=0)
+    # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
+    # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
+    max_bytes: str | None = Field(default=None, pattern=r"^[0-9]+[KMG]?$")
+    iters: int = Field(default=20, ge=1, le=1000)
+    # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
+    require_gdr: bool = False
+    # Launchers run preflight.sh (GPUs, /dev/shm, memlock, RDMA links, DeepSpeed) before
+    # training; None = on in rdma mode (a too-small memlock must stop training), off otherwise.
+    preflight: bool | None = None
+
+
+class NcclSettings(_Model):
+    debug: Literal["VERSION", "WARN", "INFO", "TRACE"] = "WARN"
+
+
+class OpenShiftSettings(_Model):
+    # GPU nodes the pods may run on; empty = any node with GPUs.
+    node_names: tuple[NodeName, ...] = ()
+    # Node label that marks GPU nodes (set by the NVIDIA GPU operator's feature discovery).
+    gpu_node_label: LabelKey = "nvidia.com/gpu.present"
+
+
+class SystemPoolSettings(_Model):
+    """The CPU pool for GKE's own workloads (kube-dns, metrics-server, konnectivity): the GPU
+    pool's nvidia.com/gpu taint keeps them off the A3 nodes. Defaults: GoogleCloudPlatform/
+    cluster-toolkit modules/scheduler/gke-cluster variables.tf (1047080, 2026-06-25), which the
+    gke-a3-megagpu and gke-a3-highgpu blueprints keep."""
+
+    machine_type: str = Field(default="e2-standard-4", pattern=r"^[a-z0-9]+-[a-z0-9-]+$")
+    min_nodes: int = Field(default=2, ge=1, le=100)
+    max_nodes: int = Field(default=10, ge=1, le=100)
+    disk_size_gb: int = Field(default=100, ge=10, le=65536)
+
+    @model_validator(mode="after")
+    def _range(self) -> SystemPoolSettings:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"minNodes ({self.min_nodes}) must be <= maxNodes ({self.max_nodes})")
+        return self
+
+
+class AuthorizedNetwork(_Model):
+    """One address range allowed to reach the cluster's control plane (GKE master authorized
+    networks; cluster-toolkit modules/scheduler/gke-cluster `master_authorized_networks`)."""
+
+    cidr_block: Cidr
+    display_name: str = Field(min_length=1)
+
+
+class GcpSettings(_Model):
+    project: str = Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+    region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]$")
+    zone: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]-[a-z]$")
+    machine_type: Literal["a3-megagpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"] = (
+        "a3-megagpu-8g"
+    )
+    # flex-start: Dynamic Workload Scheduler's flex-start VMs (cloud.google.com/kubernetes-engine/
+    # docs/concepts/dws); queued provisioning is not offered: its nodes come only through
+    # ProvisioningRequests, which the StatefulSet never makes.
+    # A3 Ultra and A4 are not offered on demand (MACHINE_PROVISIONING).
+    provisioning: Provisioning = "on-demand"
+    # A specific reservation: its name (same project) or projects/<p>/reservations/<name>,
+    # optionally narrowed to a block or sub-block: <name>/reservationBlocks/<block>[/
+    # reservationSubBlocks/<sub-block>] (GoogleCloudPlatform/cluster-toolkit modules/compute/
+    # gke-node-pool reservation_definitions.tf; AI-Hypercomputer/xpk src/xpk/core/reservation.py).
+    reservation: str | None = Field(default=None, pattern=RESERVATION_PATTERN)
+    # flex-start only: how long each node may run, in seconds (at most 7 days per flex-start VM,
+    # cloud.google.com/kubernetes-engine/docs/concepts/dws); None = GKE's default.
+    max_run_duration_seconds: int | None = Field(default=None, ge=1, le=FLEX_START_MAX_SECONDS)
+    maintenance_interval: Literal["AS_NEEDED", "PERIODIC"] | None = None
+    # REGULAR as cluster-toolkit's gke-a3-highgpu blueprint; a channel is what lets the
+    # maintenance exclusion below hold minor upgrades.
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "UNSPECIFIED"] = "REGULAR"
+    # "1.N" (GKE picks the channel's newest patch of that minor) or an exact "1.N.P-gke.B".
+    min_master_version: str = Field(default="1.35", pattern=r"^1\.\d+(\.\d+-gke\.\d+)?$")
+    # Maintenance exclusion NO_MINOR_OR_NODE_UPGRADES until the minor's end of support, so
+    # auto-upgrades never move the cluster off the minor its GPUDirect release is pinned for
+    # (cluster-toolkit examples/gke-a3-highgpu/gke-a3-highgpu.yaml).
+    hold_minor_upgrades: bool = True
+    base_cidr: PrivateCidr = "10.0.0.0/8"
+    # GKE's own deletion protection and Pulumi's `protect` on the cluster: an update that would
+    # replace it (a force-new field such as the zone) or a destroy stops until this is false.
+    deletion_protection: bool = True
+    private_nodes: bool = True
+    # Own compact ResourcePolicy with this max distance; None = pool's built-in COMPACT placement.
+    placement_max_distance: int | None = Field(default=None, ge=1, le=3)
+    # Pinned GPUDirect release (installer, RxDM sidecar or gIB plugin, NCCL settings); None =
+    # the newest one published for the GKE minor of minMasterVersion.
+    gpudirect_release: str | None = None
+    system_pool: SystemPoolSettings = SystemPoolSettings()
+    # Ranges allowed to reach the control plane's endpoint; GKE refuses every other outside
+    # address. Required of a stack that creates the cluster (cluster_problems): no default is
+    # both safe and deployable.
+    authorized_networks: tuple[AuthorizedNetwork, ...] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _system_pool_for_the_machine(cls, data: Any) -> Any:
+        """The GPU machine's system pool size where cluster-toolkit sizes it per machine
+        (SYSTEM_POOL_BY_MACHINE); keys the stack sets win. Anything malformed is left to the
+        schema to report."""
+        if not isinstance(data, Mapping):
+            return data
+        defaults = SYSTEM_POOL_BY_MACHINE.get(str(data.get("machineType")))
+        pool = data.get("systemPool", {})
+        if defaults is None or not isinstance(pool, Mapping):
+            return data
+        return {**data, "systemPool": {**defaults, **pool}}
+
+    @model_validator(mode="after")
+    def _zone_in_region(self) -> GcpSettings:
+        if not self.zone.startswith(self.region + "-"):
+            raise ValueError(f"zone {self.zone!r} is not in region {self.region!r}")
+        if self.provisioning == "reservation" and not self.reservation:
+            raise ValueError("provisioning 'reservation' needs 'reservation' (its name)")
+        if self.provisioning != "reservation" and self.reservation:
+            raise ValueError("'reservation' is only used with provisioning 'reservation'")
+        if self.provisioning == "reservation" and self.placement_max_distance is not None:
+            raise ValueError(
+                "placementMaxDistance: a reservation brings its own placement policy; "
+                "adding another fails node pool creation"
+            )
+        if self.provisioning == "spot" and self.maintenance_interval is not None:
+            raise ValueError("maintenanceInterval applies to reserved or on-demand capacity")
+        if self.max_run_duration_seconds is not None and self.provisioning != "flex-start":
+            raise ValueError(
+                "maxRunDurationSeconds is only used with provisioning 'flex-start' "
+                f"(it is {self.provisioning!r})"
+            )
+        if self.provisioning == "flex-start" and self.placement_max_distance is not None:
+            raise ValueError(
+                "placementMaxDistance: flex-start nodes get best-effort compact placement from "
+                "GKE itself (docs.cloud.google.com/ai-hypercomputer/docs/create/"
+                "gke-ai-hypercompute); remove it or use another provisioning"
+            )
+        return self
+
+
+class Settings(_Model):
+    """Root of the stack config: one field per top-level `gpu-cluster:<key>`."""
+
+    platform: Platform
+    name: DnsLabel = "gpu-cluster"
+    namespace: Namespace = "gpu-cluster"
+    # create: the program creates (and by default retains) it; adopt: imports an existing one;
+    # reference: it exists and the program leaves it alone.
+    namespace_mode: ExistingObject = "create"
+    nodes: int = Field(default=2, ge=1, le=4096)
+    gpus_per_node: int = Field(default=8, ge=1, le=16)
+    network_mode: NetworkMode = "tcp"
+    kubernetes_version: str = Field(default="1.32", pattern=r"^1\.[0-9]{2}$")
+    image: Image = "nvcr.io/nvidia/pytorch:25.01-py3"
+    pod: PodSettings = PodSettings()
+    storage: StorageSettings = StorageSettings()
+    launcher: LauncherSettings = LauncherSettings()
+    nccl: NcclSettings = NcclSettings()
+    verify: VerifySettings = VerifySettings()
+    tcp: TcpSettings = TcpSettings()
+    rdma: RdmaSettings | None = None
+    code_sync: CodeSyncSettings | None = None
+    # Names of the env vars set from `secretEnv` (a Pulumi secret object: name -> token).
+    # Only the names reach the schema; the values stay Pulumi secrets end to end.
+    secret_env: tuple[EnvName, ...] = ()
+    openshift: OpenShiftSettings = OpenShiftSettings()
+    gcp: GcpSettings | None = None
+    # Top-level keys set as Pulumi secrets (only SECRET_CAPABLE_KEYS get this far).
+    _secret_keys: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "createNamespace" in data:
+            raise ValueError(
+                "gpu-cluster:createNamespace was replaced by namespaceMode: use "
+                "namespaceMode: create (was true) or reference (was false), or adopt to import "
+                "an existing namespace"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> Settings:
+        problems = rules.cross_field_problems(self)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def is_secret(self, key: str) -> bool:
+        """Whether top-level `key` (as in the stack file) is a Pulumi secret."""
+        return key in self._secret_keys
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def preflight(self) -> bool:
+        if self.verify.preflight is not None:
+            return self.verify.preflight
+        return self.network_mode == "rdma" and self.rdma is not None
+
+    @property
+    def elastic_range(self) -> tuple[int, int]:
+        lo = self.launcher.min_nodes or self.nodes
+        hi = self.launcher.max_nodes or self.nodes
+        return lo, hi

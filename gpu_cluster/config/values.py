@@ -1,0 +1,144 @@
+"""The value types of stack config: Kubernetes quantities and names, images, CIDRs."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field
+
+from gpu_cluster.facts.gcp import USABLE_PRIVATE_RANGES
+from gpu_cluster.facts.kubernetes import (
+    DNS_1035_LABEL,
+    DNS_1123_LABEL,
+    DNS_LABEL_MAX,
+    DNS_SUBDOMAIN,
+    DNS_SUBDOMAIN_MAX,
+    EXTENDED_RESOURCE_NAME,
+    IMAGE_REFERENCE,
+    LABEL_VALUE_MAX,
+    QUALIFIED_NAME,
+    parse_quantity,
+)
+
+
+def _as_text(value: Any) -> Any:
+    """Plain numbers are valid quantities (`cpuRequest: 32`, `memoryLimit: 1e9`)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def _quantity(value: str) -> str:
+    try:
+        amount = parse_quantity(value)
+    except ValueError:
+        raise ValueError("must be a Kubernetes quantity such as 64Gi, 500Mi, 32 or 1e9") from None
+    if amount < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
+def _size(value: str) -> str:
+    if parse_quantity(value) <= 0:
+        raise ValueError("must be greater than zero (Kubernetes refuses zero-size claims)")
+    return value
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > DNS_LABEL_MAX or not DNS_1035_LABEL.match(value):
+        raise ValueError(
+            "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, "
+            f"at most {DNS_LABEL_MAX} characters"
+        )
+    return value
+
+
+def _namespace(value: str) -> str:
+    if len(value) > DNS_LABEL_MAX or not DNS_1123_LABEL.match(value):
+        raise ValueError(
+            "must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending "
+            f"with a letter or digit, at most {DNS_LABEL_MAX} characters"
+        )
+    return value
+
+
+def _subdomain(value: str) -> str:
+    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            "must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', at most "
+            f"{DNS_SUBDOMAIN_MAX} characters"
+        )
+    return value
+
+
+def _node_name(value: str) -> str:
+    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.match(value):
+        raise ValueError("must be a Kubernetes node name (lower-case DNS subdomain)")
+    return value
+
+
+def _label_key(value: str) -> str:
+    prefix, slash, name = value.rpartition("/")
+    if (
+        # IsQualifiedName: a written '/' needs a non-empty prefix ("prefix part must be non-empty")
+        (slash and (len(prefix) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.match(prefix)))
+        or len(name) > LABEL_VALUE_MAX
+        or not QUALIFIED_NAME.match(name)
+    ):
+        raise ValueError(
+            "must be a label key: an optional DNS subdomain prefix and '/', then at most 63 "
+            "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        )
+    return value
+
+
+def _image(value: str) -> str:
+    if not IMAGE_REFERENCE.match(value):
+        raise ValueError(
+            "must be an image reference with an explicit tag or digest, e.g. registry/repo:1.2.3"
+        )
+    if value.endswith(":latest"):
+        raise ValueError("':latest' is mutable; pin a version tag or a digest")
+    return value
+
+
+def _resource_name(value: str) -> str:
+    if not EXTENDED_RESOURCE_NAME.match(value):
+        raise ValueError("must be an extended resource name such as openshift.io/eno5np0rdma")
+    return value
+
+
+def _cidr(value: str) -> str:
+    if "/" not in value:
+        raise ValueError("must be an IPv4 CIDR with a prefix length, e.g. 10.0.0.0/8")
+    try:
+        network = ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"must be an IPv4 CIDR with no host bits set ({exc})") from None
+    return str(network)
+
+
+def _private_cidr(value: str) -> str:
+    network = ipaddress.IPv4Network(_cidr(value))
+    if not any(network.subnet_of(r) for r in USABLE_PRIVATE_RANGES):
+        raise ValueError(
+            "must lie inside a private range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or "
+            "100.64.0.0/10)"
+        )
+    return str(network)
+
+
+Quantity = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity)]
+Size = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity), AfterValidator(_size)]
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+Namespace = Annotated[str, AfterValidator(_namespace)]
+Subdomain = Annotated[str, AfterValidator(_subdomain)]
+NodeName = Annotated[str, AfterValidator(_node_name)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+Image = Annotated[str, AfterValidator(_image)]
+ResourceName = Annotated[str, AfterValidator(_resource_name)]
+Cidr = Annotated[str, AfterValidator(_cidr)]
+PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
+Interface = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,14}$")]
+EnvName = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]

@@ -1,0 +1,11 @@
+"""Line rates of the fabrics the program configures, GB/s (bus bandwidth cannot exceed them)."""
+
+from __future__ import annotations
+
+# Fastest line rate a GPU NIC reaches today, GB/s: 400 Gb/s ConnectX-7 (NVIDIA ConnectX-7
+# datasheet); A3 Mega 8 x 200 Gb/s, A3 High 4 x 200 Gb/s GPU NICs
+# (cloud.google.com/compute/docs/gpus/gpudirect). Bus bandwidth cannot exceed the fabric's.
+NIC_LINE_RATE_GBPS = 50.0
+# A3 Ultra / A4: 8 x 400 Gb/s CX-7 RoCE NICs, 3,200 Gb/s per VM (cloud.google.com/compute/docs/
+# gpus/gpu-network-bandwidth).
+GKE_FABRIC_GBPS = {"tcpxo": 200.0, "tcpx": 100.0, "rdma": 400.0}

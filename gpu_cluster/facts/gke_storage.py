@@ -1,0 +1,67 @@
+"""StorageClasses on GKE: the ones every cluster has, and the ones this program can create when a
+stack's claims name one GKE does not install.
+
+A StorageClass holds no data. It is read when a claim is provisioned (which disk to create) and
+when a claim grows (allowVolumeExpansion); each PersistentVolume names its CSI driver and disk
+itself. Deleting the class therefore deletes no volume, and a claim bound to a volume keeps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# The StorageClasses GKE installs itself in a Standard cluster, whose Compute Engine Persistent
+# Disk CSI driver is on by default: standard-rwo (pd-balanced, the default class) and premium-rwo
+# (pd-ssd) (docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
+# gce-pd-csi-driver), and standard (pd-standard, in-tree provisioner kubernetes.io/gce-pd)
+# (docs.cloud.google.com/kubernetes-engine/docs/concepts/persistent-volumes); consulted
+# 2026-11-23. Filestore's *-rwx classes come only with its CSI driver, which the cluster does not
+# enable. No Hyperdisk class is installed (docs.cloud.google.com/kubernetes-engine/docs/how-to/
+# persistent-volumes/hyperdisk: "Create a Hyperdisk volume" starts by creating a StorageClass).
+GKE_PREINSTALLED_CLASSES = ("standard-rwo", "premium-rwo", "standard")
+
+# The Compute Engine Persistent Disk CSI driver's provisioner name (same GKE page).
+PD_CSI_PROVISIONER = "pd.csi.storage.gke.io"
+
+# What the program does about the class the claims name (storage.storageClassMode).
+StorageClassMode = Literal["create", "reference"]
+
+
+@dataclass(frozen=True)
+class StorageClassSpec:
+    """A StorageClass the program creates. name: its metadata.name, the stack's
+    storage.storageClass. provisioner, parameters: the CSI driver and its disk parameters.
+    volume_binding_mode, allow_volume_expansion, reclaim_policy: as Kubernetes spells them."""
+
+    name: str
+    provisioner: str
+    parameters: tuple[tuple[str, str], ...]
+    volume_binding_mode: str
+    allow_volume_expansion: bool
+    reclaim_policy: str
+
+
+# Hyperdisk Balanced through the PD CSI driver, as GoogleCloudPlatform/cluster-toolkit
+# modules/file-system/gke-storage/storage-class/hyperdisk-balanced-sc.yaml.tftpl creates it
+# (1047080, 2026-06-25): type, provisioned throughput and IOPS, volume expansion; the module's
+# default binding mode WaitForFirstConsumer (variables.tf; the disk is created in the zone of the
+# node the pod lands on); reclaim policy Delete as in its README example and in GKE's own
+# standard-rwo/premium-rwo, so a claim the stack deletes (storage.retainOnDelete: false) takes its
+# disk along. The same parameters are GKE's example for Hyperdisk Balanced High Availability
+# (docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/regional-pd).
+HYPERDISK_BALANCED = StorageClassSpec(
+    name="hyperdisk-balanced",
+    provisioner=PD_CSI_PROVISIONER,
+    parameters=(
+        ("type", "hyperdisk-balanced"),
+        ("provisioned-throughput-on-create", "250Mi"),
+        ("provisioned-iops-on-create", "7000"),
+    ),
+    volume_binding_mode="WaitForFirstConsumer",
+    allow_volume_expansion=True,
+    reclaim_policy="Delete",
+)
+
+# The classes the program knows how to create, by the name the claims use.
+CREATABLE_CLASSES: dict[str, StorageClassSpec] = {HYPERDISK_BALANCED.name: HYPERDISK_BALANCED}
