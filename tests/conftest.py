@@ -16,17 +16,42 @@ from gpu_cluster.offline.replacements import Key, Row, Step, index, plan
 from gpu_cluster.offline.stack_files import engine_config
 
 ROOT = Path(__file__).resolve().parent.parent
+# Barcelona references the seed's NADs; a stack that adopts or creates them gives their ranges
+# (the seed's k8s/network-attachments/, as Pulumi.barcelona.yaml's comment lists them).
+BARCELONA_NAD_RANGES = tuple(
+    assignment
+    for i, (subnet, route) in enumerate(
+        (
+            ("10.0.103.0/24", "192.168.77.0/24"),
+            ("10.0.104.0/24", "192.168.78.0/24"),
+            ("10.0.105.0/24", "192.168.79.0/24"),
+            ("10.0.106.0/24", "192.168.80.0/24"),
+        )
+    )
+    for assignment in (f"rdma.nics[{i}].subnet={subnet}", f"rdma.nics[{i}].routes[0]={route}")
+)
+BARCELONA_CREATES_NADS = ("rdma.networkAttachments=create", *BARCELONA_NAD_RANGES)
+BARCELONA_ADOPTS_NADS = ("rdma.networkAttachments=adopt", *BARCELONA_NAD_RANGES)
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
+
+
+def edited_config(stack: str, overrides: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
+    """`stack`'s engine config with `--set`-style overrides; `!key` removes a top-level key
+    (a block the edit leaves unread, which the program would refuse)."""
+    removed = [o[1:] for o in overrides if o.startswith("!")]
+    config, secret_keys = engine_config(stack, tuple(o for o in overrides if o[:1] != "!"))
+    for key in removed:
+        del config[f"gpu-cluster:{key}"]
+    return config, secret_keys
 
 
 @functools.cache
 def _run(stack: str, overrides: tuple[str, ...]) -> ProgramRun:
-    config, secret_keys = engine_config(stack, overrides)
-    return run_program(config, secret_keys, stack)
+    return run_program(*edited_config(stack, overrides), stack)
 
 
 def run_stack(stack: str, *overrides: str) -> ProgramRun:
-    """The program's registrations for `stack` with `--set`-style overrides (cached)."""
+    """The program's registrations for `stack` with overrides (cached; see edited_config)."""
     return _run(stack, overrides)
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import engine_config
+from tests.conftest import BARCELONA_CREATES_NADS
 
 # (stack, --set overrides, fragments the message must contain)
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
@@ -33,12 +34,12 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "barcelona",
         ("rdma.machineConfigPool=gpu",),
-        ("rdma.machineConfigPool is only used with rdma.memlock 'machineconfig'",),
+        ("gpu-cluster:rdma.machineConfigPool is only used when rdma.memlock is 'machineconfig'",),
     ),
     (
         "barcelona",
         ("rdma.machineConfig=reference",),
-        ("rdma.machineConfig is only used with rdma.memlock 'machineconfig'",),
+        ("gpu-cluster:rdma.machineConfig is only used when rdma.memlock is 'machineconfig'",),
     ),
     (
         "barcelona",
@@ -148,7 +149,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
             'rdma={"nics": [{"interface": "net1", "network": "n1", "resource": "a/b", '
             '"subnet": "10.9.0.0/24", "flavour": "sriov"}]}',
         ),
-        ("gpu-cluster:rdma is only used on platform 'openshift'",),
+        ("gpu-cluster:rdma is only used when platform is 'openshift'",),
     ),
     ("nerc-production", ("networkMode=rdma",), ("gpu-cluster:rdma is required",)),
     (
@@ -184,7 +185,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "gcp-a4",
         ("gcp.provisioning=spot", "gcp.maxRunDurationSeconds=3600"),
-        ("maxRunDurationSeconds is only used with provisioning 'flex-start' (it is 'spot')",),
+        ("gcp.maxRunDurationSeconds is only used when gcp.provisioning is 'flex-start'",),
     ),
     (
         "gcp-a4",
@@ -248,7 +249,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "gcp-a4",
         ("gcp.provisioning=flex-start", "gcp.reservation=res"),
-        ("'reservation' is only used with provisioning 'reservation'",),
+        ("gcp.reservation is only used when gcp.provisioning is 'reservation'",),
     ),
     (
         "gcp-a3",
@@ -261,7 +262,41 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("launcher.minNodes/maxNodes = 3:2", "minNodes <= nodes"),
     ),
     ("barcelona", ("rdma.nics[0].hca=",), ("gpu-cluster:rdma.nics[0].hca = ''",)),
-    ("barcelona", ("rdma.nics[0].flavour=macvlan",), ("flavour 'macvlan' needs 'master'",)),
+    (
+        "barcelona",
+        (*BARCELONA_CREATES_NADS, "rdma.nics[0].flavour=macvlan"),
+        ("rdma.nics[0].master is required for flavour 'macvlan'",),
+    ),
+    # keys the stack does not read
+    (
+        "barcelona",
+        ("rdma.nics[0].flavour=macvlan", "rdma.nics[0].master=eno5np0"),
+        ("rdma.nics[0].master is only used when rdma.networkAttachments is 'create' or",),
+    ),
+    (
+        "barcelona",
+        ("rdma.nics[0].subnet=10.0.9.0/24",),
+        ("rdma.nics[0].subnet is only used when rdma.networkAttachments is",),
+    ),
+    (
+        "barcelona",
+        ("rdma.networkAttachments=adopt",),
+        ("rdma.nics[0].subnet is required when rdma.networkAttachments is 'adopt'",),
+    ),
+    ("barcelona", ("tcp.socketIfname=eth0",), ("gpu-cluster:tcp is only used when networkMode",)),
+    (
+        "nerc-production",
+        ("networkMode=rdma",),
+        ("gpu-cluster:rdma is required", "gpu-cluster:tcp is only used when networkMode is 'tcp'"),
+    ),
+    ("gcp-a3", ("openshift.gpuNodeLabel=gpu",), ("gpu-cluster:openshift is only used when",)),
+    ("nerc-production", ("gcp.project=my-project-1",), ("gpu-cluster:gcp is only used when",)),
+    (
+        "gcp-a3",
+        ("networkMode=tcp", "gcp.gpudirectRelease=tcpxo-v1.0.17"),
+        ("gcp.gpudirectRelease is only used when networkMode is 'tcpxo', 'tcpx' or 'rdma'",),
+    ),
+    ("barcelona", ("verify.enabled=false", "verify.iters=5"), ("verify.iters is only used when",)),
     # out of range numbers
     ("barcelona", ("nodes=0",), ("gpu-cluster:nodes = '0'", "greater than or equal to 1")),
     (
@@ -302,12 +337,12 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "barcelona",
-        ("rdma.nics[0].subnet=10.0.103.1/24",),
+        (*BARCELONA_CREATES_NADS, "rdma.nics[0].subnet=10.0.103.1/24"),
         ("rdma.nics[0].subnet = '10.0.103.1/24'", "host bits"),
     ),
     (
         "barcelona",
-        ("rdma.nics[1].subnet=10.0.103.0/25",),
+        (*BARCELONA_CREATES_NADS, "rdma.nics[1].subnet=10.0.103.0/25"),
         ("rdma.nics[1].subnet 10.0.103.0/25 overlaps rdma.nics[0].subnet",),
     ),
     ("gcp-a3", ("gcp.baseCidr=10.0.0.0/20",), ("gcp.baseCidr = '10.0.0.0/20'", "too small")),

@@ -88,7 +88,7 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("barcelona", ("storage.mode=rwx",)): {"delete PersistentVolumeClaim!": 4},
     ("barcelona", ("name=renamed",)): {"replace PersistentVolumeClaim!": 4},
     ("barcelona", ("namespace=elsewhere",)): {"replace PersistentVolumeClaim!": 4},
-    ("barcelona", ("networkMode=tcp",)): {},
+    ("barcelona", ("networkMode=tcp", "!rdma")): {},
     ("barcelona", (IMAGE,)): {},
     ("barcelona", ("gpusPerNode=2",)): {},
     ("barcelona", ("rdma.gidIndex=nccl",)): {},

@@ -166,8 +166,6 @@ def test_the_mode_defaults_to_create_only_for_a_class_the_program_knows_on_gke(
             "create",
             ("storage.storageClassMode = 'create' is only available on platform 'gke'",),
         ),
-        ("gke", None, "reference", ("storageClassMode = 'reference' is only used with",)),
-        ("openshift", None, "create", ("storageClassMode = 'create' is only used with",)),
     ],
 )
 def test_a_class_nobody_creates_is_refused_naming_the_key_and_the_choices(

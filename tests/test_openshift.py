@@ -14,7 +14,17 @@ import pytest
 
 from gpu_cluster.offline.engine import ProgramRun, RecordedResource, run_program
 from gpu_cluster.offline.stack_files import engine_config
-from tests.conftest import ROOT, container, env_of, manifests, one, pod_spec, run_stack
+from tests.conftest import (
+    BARCELONA_ADOPTS_NADS,
+    BARCELONA_CREATES_NADS,
+    ROOT,
+    container,
+    env_of,
+    manifests,
+    one,
+    pod_spec,
+    run_stack,
+)
 
 
 def test_barcelona_builds_the_rdma_cluster() -> None:
@@ -89,7 +99,7 @@ def test_only_the_training_container_runs_as_root_with_ipc_lock_and_nothing_is_p
 
 
 def test_nads_are_sriov_with_one_subnet_each_attached_as_net1_to_net4() -> None:
-    run = run_stack("barcelona", "rdma.networkAttachments=create")
+    run = run_stack("barcelona", *BARCELONA_CREATES_NADS)
     nads = manifests(run, "NetworkAttachmentDefinition")
     configs = {n["metadata"]["name"]: json.loads(n["spec"]["config"]) for n in nads}
     assert sorted(c["ipam"]["range"] for c in configs.values()) == [
@@ -239,7 +249,7 @@ def test_retention_is_opt_out() -> None:
 
 
 def test_switching_barcelona_to_tcp_drops_rdma_pieces_and_keeps_storage() -> None:
-    rdma, tcp = run_stack("barcelona"), run_stack("barcelona", "networkMode=tcp")
+    rdma, tcp = run_stack("barcelona"), run_stack("barcelona", "networkMode=tcp", "!rdma")
     kinds = {m["kind"] for m in tcp.manifests()}
     assert not kinds & {
         "SecurityContextConstraints",
@@ -278,7 +288,6 @@ def test_gid_index_is_detected_by_default_when_a_macvlan_shares_an_hca() -> None
     run = run_stack(
         "barcelona",
         "rdma.nics[0].flavour=macvlan",
-        "rdma.nics[0].master=eno5np0",
         "rdma.nics[0].resource=rdma/rdma_shared_device_a",
     )
     assert env_of(container(run, "detect-rdma"))["RDMA_GID_INDEX"] == "auto"
@@ -427,7 +436,7 @@ def test_created_namespace_survives_destroy_and_renames_unless_opted_out() -> No
 
 
 def test_existing_namespace_and_nads_can_be_adopted() -> None:
-    run = run_stack("barcelona", "namespaceMode=adopt", "rdma.networkAttachments=adopt")
+    run = run_stack("barcelona", "namespaceMode=adopt", *BARCELONA_ADOPTS_NADS)
     (namespace,) = resources_of(run, "Namespace")
     # Cluster-scoped: the import ID is the name. No labels of ours, so the import matches.
     assert namespace.options["import"] == "nccl-test"

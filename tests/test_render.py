@@ -15,7 +15,7 @@ from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.render import FILES, diff, main, read_render, render
 from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import by_case, cli, one_error
-from tests.conftest import STACKS
+from tests.conftest import BARCELONA_CREATES_NADS, STACKS
 
 
 def test_every_stack_renders_through_the_cli(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_cli_diff_prints_the_whole_diff_and_exits_1(
 
 
 def test_namespaces_and_prerequisites_come_first() -> None:
-    created = ("namespaceMode=create", "rdma.networkAttachments=create")
+    created = ("namespaceMode=create", *BARCELONA_CREATES_NADS)
     kinds = [d["kind"] for d in yaml.safe_load_all(render("barcelona", created)["kubernetes.yaml"])]
     assert kinds[0] == "Namespace"
     assert kinds.index("SecurityContextConstraints") < kinds.index("RoleBinding")

@@ -12,24 +12,23 @@ import kubernetes_validate
 import pytest
 
 from gpu_cluster.config.loading import decode_config, load_settings
-from gpu_cluster.offline.stack_files import engine_config
-from tests.conftest import STACKS, manifests, run_stack
+from tests.conftest import BARCELONA_CREATES_NADS, STACKS, edited_config, manifests, run_stack
 from tests.crd_schemas import BY_KIND, CNI_CONFIG
 
 # Stack variants beyond the shipped files: every network mode and storage mode is covered.
 VARIANTS = [(stack, ()) for stack in STACKS] + [
-    ("barcelona", ("networkMode=tcp",)),
+    ("barcelona", ("networkMode=tcp", "!rdma")),
     ("barcelona", ("storage.mode=rwx", "storage.storageClass=ocs-external-storagecluster-cephfs")),
     ("barcelona", ("rdma.gidIndex=auto",)),
     ("barcelona", ("rdma.memlock=machineconfig",)),
-    ("barcelona", ("namespaceMode=create", "rdma.networkAttachments=create")),
+    ("barcelona", ("namespaceMode=create", *BARCELONA_CREATES_NADS)),
     ("gcp-a3", ("networkMode=tcp",)),
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),
 ]
 
 
 def kubernetes_version(stack: str, overrides: tuple[str, ...]) -> str:
-    config, _ = engine_config(stack, overrides)
+    config, _ = edited_config(stack, overrides)
     raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gpu-cluster:")}
     return load_settings(decode_config(raw)).kubernetes_version
 
@@ -63,7 +62,7 @@ def test_the_validators_are_strict() -> None:
     del scc["defaultAddCapabilities"]
     with pytest.raises(jsonschema.ValidationError):
         validate(scc, "1.31")
-    created = run_stack("barcelona", "rdma.networkAttachments=create")
+    created = run_stack("barcelona", *BARCELONA_CREATES_NADS)
     nad = copy.deepcopy(manifests(created, "NetworkAttachmentDefinition")[0])
     nad["spec"]["config"] = json.dumps({"cniVersion": "1.0.0", "name": "x", "type": "sriov"})
     with pytest.raises(jsonschema.ValidationError):
@@ -83,7 +82,7 @@ def test_macvlan_and_host_device_nads_are_valid_cni() -> None:
         "rdma.nics[0].resource=rdma/rdma_shared_device_a",
         "rdma.nics[1].flavour=host-device",
         "rdma.nics[1].resource=nvidia.com/hostdev",
-        "rdma.networkAttachments=create",
+        *BARCELONA_CREATES_NADS,
     )
     configs = {n["metadata"]["name"]: n for n in manifests(run, "NetworkAttachmentDefinition")}
     for nad in configs.values():

@@ -151,7 +151,7 @@ def test_bad_config_names_the_key_and_what_is_allowed(
     [
         (rdma(nic(subnet="10.0.103.7/24")), "gpu-cluster:rdma.nics[0].subnet = '10.0.103.7/24'"),
         (rdma(nic(flavour="ipvlan")), "gpu-cluster:rdma.nics[0].flavour = 'ipvlan'"),
-        (rdma(nic(flavour="macvlan")), "flavour 'macvlan' needs 'master'"),
+        (rdma(nic(flavour="macvlan")), "rdma.nics[0].master is required for flavour 'macvlan'"),
         (rdma(nic(master="eno5np0")), "flavour 'sriov' takes its device from 'resource'"),
         # Multus hands host-device the allocated device; a fixed one would override it.
         (
@@ -174,7 +174,7 @@ def test_bad_config_names_the_key_and_what_is_allowed(
         (rdma(NIC, qpsPerConnection=129), "gpu-cluster:rdma.qpsPerConnection = 129"),
         (
             {**rdma(), "platform": "gke", "gcp": GCP},
-            "gpu-cluster:rdma is only used on platform 'openshift'",
+            "gpu-cluster:rdma is only used when platform is 'openshift'",
         ),
     ],
 )
@@ -205,7 +205,7 @@ def test_rdma_gid_index_accepts_auto_nccl_or_a_number() -> None:
         ({**gke(), "gpusPerNode": 4}, "serves whole machines; set it to 8"),
         (gke(zone="us-east1-b"), "zone 'us-east1-b' is not in region 'us-central1'"),
         (gke(provisioning="reservation"), "provisioning 'reservation' needs 'reservation'"),
-        (gke(reservation="r1"), "'reservation' is only used with provisioning 'reservation'"),
+        (gke(reservation="r1"), "gcp.reservation is only used when gcp.provisioning is"),
         (
             gke(provisioning="reservation", reservation="r", placementMaxDistance=2),
             "brings its own placement",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import manifests, one, run_stack
+from tests.conftest import BARCELONA_CREATES_NADS, manifests, one, run_stack
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
 
@@ -165,7 +165,7 @@ NADS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, str]]] = {
 }
 
 FLAVOURED = (
-    "rdma.networkAttachments=create",
+    *BARCELONA_CREATES_NADS,
     "rdma.nics[0].flavour=macvlan",
     "rdma.nics[0].master=eno5np0",
     "rdma.nics[0].resource=rdma/rdma_shared_device_a",

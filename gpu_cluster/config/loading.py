@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from gpu_cluster.config.gke import cluster_problems
 from gpu_cluster.config.messages import SECRET_MASK, ConfigError, format_errors, leaves
+from gpu_cluster.config.reads import ReadWhen
 from gpu_cluster.config.schema import PROJECT, Settings
 
 SECRET_ENV_KEY = "secretEnv"
@@ -184,6 +185,9 @@ def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> 
     try:
         settings = Settings.model_validate(dict(raw))
     except ValidationError as exc:
+        unread = _unread_sections(raw, exc)
+        if unread:
+            raise ConfigError("invalid stack config:\n  " + "\n  ".join(unread)) from None
         message = format_errors(exc, masked)
         for value in leaves([raw[k] for k in masked if k in raw]):
             message = message.replace(value, SECRET_MASK)
@@ -193,6 +197,26 @@ def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> 
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
     settings._secret_keys = secret  # set once, right after validation
     return settings
+
+
+def _unread_sections(raw: Mapping[str, Any], exc: ValidationError) -> list[str]:
+    """When every top-level key that fails validation is one the rest of the config does not
+    read (`rdma.mtu` set on a tcp stack), that is the answer: completing it would only lead to
+    "not read"."""
+    failing = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+    try:
+        settings = Settings.model_validate({k: v for k, v in raw.items() if k not in failing})
+    except ValidationError:
+        return []
+    fields = {f.alias or n: f for n, f in Settings.model_fields.items()}
+    out = []
+    for key in sorted(failing):
+        metadata = fields[key].metadata if key in fields else []
+        rule = next((m for m in metadata if isinstance(m, ReadWhen)), None)
+        if rule is None or rule.applies(settings):
+            return []
+        out.append(rule.refusal(key))
+    return out
 
 
 def settings_from(

@@ -6,6 +6,7 @@ import ipaddress
 from typing import TYPE_CHECKING
 
 from gpu_cluster.config.gke import gke_problems
+from gpu_cluster.config.reads import unread_keys
 from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, NIC_LINE_RATE_GBPS
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
 from gpu_cluster.facts.gke_storage import (
@@ -44,21 +45,15 @@ def cross_field_problems(s: Settings) -> list[str]:
         )
     if s.network_mode == "rdma" and s.rdma is None and s.platform == "openshift":
         out.append("gpu-cluster:rdma is required when networkMode is 'rdma' (the NIC list)")
-    if s.rdma is not None and s.platform == "gke":
-        out.append(
-            "gpu-cluster:rdma is only used on platform 'openshift'; on GKE the RDMA NICs come "
-            "with gcp.machineType; remove it"
-        )
-    if s.platform == "gke":
-        if s.gcp is None:
-            out.append("gpu-cluster:gcp is required when platform is 'gke' (project, region, zone)")
-        else:
-            out.extend(gke_problems(s, s.gcp))
-    elif s.gcp is not None:
-        out.append("gpu-cluster:gcp is only used when platform is 'gke'; remove it")
+    if s.platform == "gke" and s.gcp is None:
+        out.append("gpu-cluster:gcp is required when platform is 'gke' (project, region, zone)")
+    # Then every key the stack does not read; the rules below look only at what it reads.
+    out.extend(unread_keys(s))
+    if out:
+        return out
+    if s.gcp is not None:
+        out.extend(gke_problems(s, s.gcp))
     if s.openshift.node_names:
-        if s.platform != "openshift":
-            out.append("gpu-cluster:openshift.nodeNames is only used when platform is 'openshift'")
         if len(set(s.openshift.node_names)) != len(s.openshift.node_names):
             out.append("gpu-cluster:openshift.nodeNames lists a node twice")
         if len(s.openshift.node_names) < s.nodes:
@@ -141,11 +136,6 @@ def _verify_problems(s: Settings) -> list[str]:
     """Fabric-check settings that could never PASS."""
     out: list[str] = []
     v = s.verify
-    if v.require_gdr and s.network_mode == "tcp":
-        out.append(
-            "gpu-cluster:verify.requireGdr: GPUDirect RDMA never shows on NCCL's socket "
-            "transport (networkMode 'tcp'); remove it"
-        )
     ceiling = GKE_FABRIC_GBPS.get(s.network_mode)
     if s.network_mode == "rdma" and s.rdma is not None:
         ceiling = NIC_LINE_RATE_GBPS * len(s.rdma.nics)
@@ -171,15 +161,19 @@ def _size_bytes(text: str) -> int:
 
 def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
     out: list[str] = []
-    for field, key in (
-        ("machine_config_pool", "machineConfigPool"),
-        ("machine_config", "machineConfig"),
-    ):
-        if field in rdma.model_fields_set and rdma.memlock != "machineconfig":
-            out.append(
-                f"gpu-cluster:rdma.{key} is only used with rdma.memlock 'machineconfig' "
-                f"(it is {rdma.memlock!r}); remove it or set the strategy"
-            )
+    if rdma.network_attachments != "reference":
+        # What the NetworkAttachmentDefinition needs (a referenced one exists already).
+        for i, nic in enumerate(rdma.nics):
+            if nic.subnet is None:
+                out.append(
+                    f"gpu-cluster:rdma.nics[{i}].subnet is required when rdma.networkAttachments "
+                    f"is {rdma.network_attachments!r} (the attachment's address range)"
+                )
+            if nic.flavour == "macvlan" and nic.master is None:
+                out.append(
+                    f"gpu-cluster:rdma.nics[{i}].master is required for flavour 'macvlan' (the "
+                    "parent host interface)"
+                )
     # Every pod network namespace has `lo` (containernetworking/plugins plugins/main/loopback).
     taken = {POD_PRIMARY_INTERFACE: "the pod's primary interface", "lo": "the pod's loopback"}
     taken.setdefault(rdma.bootstrap_interface, "rdma.bootstrapInterface (NCCL's bootstrap)")
@@ -189,6 +183,8 @@ def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
                 f"gpu-cluster:rdma.nics[{i}].interface = {nic.interface!r} is "
                 f"{taken[nic.interface]}; name the RDMA interfaces net1, net2, ..."
             )
+        if nic.subnet is None:
+            continue
         # Whereabouts hands out the range's addresses minus network and broadcast
         # (k8snetworkplumbingwg/whereabouts pkg/allocate), one per pod.
         usable = max(ipaddress.IPv4Network(nic.subnet).num_addresses - 2, 0)
@@ -207,12 +203,12 @@ def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
     hcas = [nic.hca for nic in rdma.nics]
     if any(hcas) and not all(hcas):
         out.append("gpu-cluster:rdma.nics: give 'hca' for every NIC or for none (detected)")
-    nets = [ipaddress.IPv4Network(nic.subnet) for nic in rdma.nics]
-    for i, a in enumerate(nets):
-        for j in range(i + 1, len(nets)):
-            if a.overlaps(nets[j]):
+    nets = [(i, ipaddress.IPv4Network(n.subnet)) for i, n in enumerate(rdma.nics) if n.subnet]
+    for k, (i, a) in enumerate(nets):
+        for j, b in nets[k + 1 :]:
+            if a.overlaps(b):
                 out.append(
-                    f"gpu-cluster:rdma.nics[{j}].subnet {nets[j]} overlaps rdma.nics[{i}].subnet "
+                    f"gpu-cluster:rdma.nics[{j}].subnet {b} overlaps rdma.nics[{i}].subnet "
                     f"{a}: each NIC needs its own subnet"
                 )
     return out
@@ -226,13 +222,8 @@ def storage_class_problems(
     key, mode_key = "gpu-cluster:storage.storageClass", "gpu-cluster:storage.storageClassMode"
     installed = ", ".join(map(repr, GKE_PREINSTALLED_CLASSES))
     creatable = ", ".join(map(repr, CREATABLE_CLASSES))
-    if storage_class is None:
-        if mode is None:
-            return []
-        return [
-            f"{mode_key} = {mode!r} is only used with storage.storageClass (unset: the claims use "
-            "the cluster's default class); set the class or remove storageClassMode"
-        ]
+    if storage_class is None:  # storageClassMode alone is an unread key (reads.py)
+        return []
     if mode == "create" and platform != "gke":
         return [
             f"{mode_key} = 'create' is only available on platform 'gke' (the program creates "

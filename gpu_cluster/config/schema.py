@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic.alias_generators import to_camel
 
 from gpu_cluster.config import rules
+from gpu_cluster.config.reads import ReadWhen
 from gpu_cluster.config.values import (
     Cidr,
     DnsLabel,
@@ -44,6 +45,24 @@ PROJECT = "gpu-cluster"
 
 Platform = Literal["openshift", "gke"]
 NetworkMode = Literal["tcp", "rdma", "tcpxo", "tcpx"]
+
+
+def _gcp(s: Settings) -> GcpSettings:
+    assert s.gcp is not None  # a GcpSettings field is read only inside gcp
+    return s.gcp
+
+
+# Keys read only in some configurations (reads.py); the predicates get the whole config.
+_NAD_FIELD = ReadWhen(
+    lambda s: s.rdma is not None and s.rdma.network_attachments != "reference",
+    "rdma.networkAttachments is 'create' or 'adopt' (they describe the "
+    "NetworkAttachmentDefinition, which a stack that references it does not render)",
+)
+_MACHINECONFIG = ReadWhen(
+    lambda s: s.rdma is not None and s.rdma.memlock == "machineconfig",
+    "rdma.memlock is 'machineconfig'",
+)
+_CHECK = ReadWhen(lambda s: s.verify.enabled, "verify.enabled is true")
 
 
 class _Model(BaseModel):
@@ -91,7 +110,10 @@ class StorageSettings(_Model):
     # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
     # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE
     # does not install, reference any other (plan/gke_storage.py).
-    storage_class_mode: StorageClassMode | None = None
+    storage_class_mode: Annotated[
+        StorageClassMode | None,
+        ReadWhen(lambda s: s.storage.storage_class is not None, "storage.storageClass is set"),
+    ] = None
     workspace_size: Size = "100Gi"
     datasets_size: Size | None = "500Gi"
     # User data outlives `pulumi destroy` unless the stack opts out explicitly.
@@ -127,18 +149,18 @@ class NicSettings(_Model):
     network: DnsLabel  # NetworkAttachmentDefinition name
     flavour: Literal["sriov", "macvlan", "host-device"]
     resource: ResourceName  # device-plugin resource the pod requests for this NIC
-    subnet: PrivateCidr
-    routes: tuple[Cidr, ...] = ()
+    # The NetworkAttachmentDefinition's IPAM range and routes: required of a stack that creates or
+    # adopts the NADs, unread when it only references them (rules.py).
+    subnet: Annotated[PrivateCidr | None, _NAD_FIELD] = None
+    routes: Annotated[tuple[Cidr, ...], _NAD_FIELD] = ()
     # Host interface for macvlan (its parent) or host-device (the device moved into the pod).
-    master: Interface | None = None
+    master: Annotated[Interface | None, _NAD_FIELD] = None
     # mlx5 device behind the interface; None = detected at pod start (the default: SR-IOV VF
     # device names follow VF allocation, so a pin can go stale).
     hca: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
 
     @model_validator(mode="after")
-    def _master_matches_flavour(self) -> NicSettings:
-        if self.flavour == "macvlan" and self.master is None:
-            raise ValueError("flavour 'macvlan' needs 'master' (the parent host interface)")
+    def _master_only_for_macvlan(self) -> NicSettings:
         if self.flavour != "macvlan" and self.master is not None:
             # Multus hands sriov and host-device the device the kubelet allocated for
             # 'resource'; a fixed device would override it (containernetworking/plugins
@@ -173,13 +195,13 @@ class RdmaSettings(_Model):
     # (cluster-admin; every node of the pool reboots); preconfigured: the nodes already do.
     memlock: MemlockStrategy = "root-ipc-lock"
     # MachineConfigPool of the GPU nodes (memlock: machineconfig).
-    machine_config_pool: DnsLabel = "worker"
+    machine_config_pool: Annotated[DnsLabel, _MACHINECONFIG] = "worker"
     # The memlock MachineConfig is cluster-wide, one per pool, shared by every stack on it
     # (memlock: machineconfig). create: this stack creates and owns it; adopt: it exists (made
     # by a stack since destroyed, or by hand) and this stack takes it over; reference: another
     # stack or the platform team owns it and this one only relies on it. A created or adopted
     # one is kept on `pulumi destroy`: removing it reboots the pool under every other stack.
-    machine_config: ExistingObject = "create"
+    machine_config: Annotated[ExistingObject, _MACHINECONFIG] = "create"
     # NetworkAttachmentDefinitions: create them, adopt existing ones (Pulumi import) or use
     # existing ones by name without managing them.
     network_attachments: ExistingObject = "create"
@@ -230,13 +252,20 @@ class VerifySettings(_Model):
     enabled: bool = True
     # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
     # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
-    expected_busbw_gbps: float | None = Field(default=None, gt=0)
+    expected_busbw_gbps: Annotated[float | None, _CHECK] = Field(default=None, gt=0)
     # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
     # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
-    max_bytes: str | None = Field(default=None, pattern=r"^[0-9]+[KMG]?$")
-    iters: int = Field(default=20, ge=1, le=1000)
+    max_bytes: Annotated[str | None, _CHECK] = Field(default=None, pattern=r"^[0-9]+[KMG]?$")
+    iters: Annotated[int, _CHECK] = Field(default=20, ge=1, le=1000)
     # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
-    require_gdr: bool = False
+    require_gdr: Annotated[
+        bool,
+        ReadWhen(
+            lambda s: s.verify.enabled and s.network_mode != "tcp",
+            "verify.enabled is true and networkMode is not 'tcp' (GPUDirect RDMA never shows on "
+            "NCCL's socket transport)",
+        ),
+    ] = False
     # Launchers run preflight.sh (GPUs, /dev/shm, memlock, RDMA links, DeepSpeed) before
     # training; None = on in rdma mode (a too-small memlock must stop training), off otherwise.
     preflight: bool | None = None
@@ -295,10 +324,20 @@ class GcpSettings(_Model):
     # optionally narrowed to a block or sub-block: <name>/reservationBlocks/<block>[/
     # reservationSubBlocks/<sub-block>] (GoogleCloudPlatform/cluster-toolkit modules/compute/
     # gke-node-pool reservation_definitions.tf; AI-Hypercomputer/xpk src/xpk/core/reservation.py).
-    reservation: str | None = Field(default=None, pattern=RESERVATION_PATTERN)
+    reservation: Annotated[
+        str | None,
+        ReadWhen(
+            lambda s: _gcp(s).provisioning == "reservation", "gcp.provisioning is 'reservation'"
+        ),
+    ] = Field(default=None, pattern=RESERVATION_PATTERN)
     # flex-start only: how long each node may run, in seconds (at most 7 days per flex-start VM,
     # cloud.google.com/kubernetes-engine/docs/concepts/dws); None = GKE's default.
-    max_run_duration_seconds: int | None = Field(default=None, ge=1, le=FLEX_START_MAX_SECONDS)
+    max_run_duration_seconds: Annotated[
+        int | None,
+        ReadWhen(
+            lambda s: _gcp(s).provisioning == "flex-start", "gcp.provisioning is 'flex-start'"
+        ),
+    ] = Field(default=None, ge=1, le=FLEX_START_MAX_SECONDS)
     maintenance_interval: Literal["AS_NEEDED", "PERIODIC"] | None = None
     # REGULAR as cluster-toolkit's gke-a3-highgpu blueprint; a channel is what lets the
     # maintenance exclusion below hold minor upgrades.
@@ -318,7 +357,13 @@ class GcpSettings(_Model):
     placement_max_distance: int | None = Field(default=None, ge=1, le=3)
     # Pinned GPUDirect release (installer, RxDM sidecar or gIB plugin, NCCL settings); None =
     # the newest one published for the GKE minor of minMasterVersion.
-    gpudirect_release: str | None = None
+    gpudirect_release: Annotated[
+        str | None,
+        ReadWhen(
+            lambda s: s.network_mode in ("tcpxo", "tcpx", "rdma"),
+            "networkMode is 'tcpxo', 'tcpx' or 'rdma' (plain 'tcp' runs no GPUDirect release)",
+        ),
+    ] = None
     system_pool: SystemPoolSettings = SystemPoolSettings()
     # Ranges allowed to reach the control plane's endpoint; GKE refuses every other outside
     # address. Required of a stack that creates the cluster (cluster_problems): no default is
@@ -345,8 +390,6 @@ class GcpSettings(_Model):
             raise ValueError(f"zone {self.zone!r} is not in region {self.region!r}")
         if self.provisioning == "reservation" and not self.reservation:
             raise ValueError("provisioning 'reservation' needs 'reservation' (its name)")
-        if self.provisioning != "reservation" and self.reservation:
-            raise ValueError("'reservation' is only used with provisioning 'reservation'")
         if self.provisioning == "reservation" and self.placement_max_distance is not None:
             raise ValueError(
                 "placementMaxDistance: a reservation brings its own placement policy; "
@@ -354,11 +397,6 @@ class GcpSettings(_Model):
             )
         if self.provisioning == "spot" and self.maintenance_interval is not None:
             raise ValueError("maintenanceInterval applies to reserved or on-demand capacity")
-        if self.max_run_duration_seconds is not None and self.provisioning != "flex-start":
-            raise ValueError(
-                "maxRunDurationSeconds is only used with provisioning 'flex-start' "
-                f"(it is {self.provisioning!r})"
-            )
         if self.provisioning == "flex-start" and self.placement_max_distance is not None:
             raise ValueError(
                 "placementMaxDistance: flex-start nodes get best-effort compact placement from "
@@ -387,14 +425,28 @@ class Settings(_Model):
     launcher: LauncherSettings = LauncherSettings()
     nccl: NcclSettings = NcclSettings()
     verify: VerifySettings = VerifySettings()
-    tcp: TcpSettings = TcpSettings()
-    rdma: RdmaSettings | None = None
+    tcp: Annotated[
+        TcpSettings, ReadWhen(lambda s: s.network_mode == "tcp", "networkMode is 'tcp'")
+    ] = TcpSettings()
+    rdma: Annotated[
+        RdmaSettings | None,
+        ReadWhen(
+            lambda s: s.platform == "openshift" and s.network_mode == "rdma",
+            "platform is 'openshift' and networkMode is 'rdma' (on GKE the RDMA NICs come with "
+            "gcp.machineType)",
+        ),
+    ] = None
     code_sync: CodeSyncSettings | None = None
     # Names of the env vars set from `secretEnv` (a Pulumi secret object: name -> token).
     # Only the names reach the schema; the values stay Pulumi secrets end to end.
     secret_env: tuple[EnvName, ...] = ()
-    openshift: OpenShiftSettings = OpenShiftSettings()
-    gcp: GcpSettings | None = None
+    openshift: Annotated[
+        OpenShiftSettings,
+        ReadWhen(lambda s: s.platform == "openshift", "platform is 'openshift'"),
+    ] = OpenShiftSettings()
+    gcp: Annotated[
+        GcpSettings | None, ReadWhen(lambda s: s.platform == "gke", "platform is 'gke'")
+    ] = None
     # Top-level keys set as Pulumi secrets (only SECRET_CAPABLE_KEYS get this far).
     _secret_keys: frozenset[str] = PrivateAttr(default=frozenset())
 

@@ -147,6 +147,7 @@ def network_attachment(nic: NicSettings, rdma: RdmaSettings, namespace: str) -> 
     sriov as the SR-IOV network operator renders a SriovNetwork, host-device and macvlan as
     NVIDIA's network operator renders HostDeviceNetwork and MacvlanNetwork.
     """
+    assert nic.subnet is not None  # required of a stack that renders its NADs (config/rules.py)
     ipam: dict[str, Any] = {"type": "whereabouts", "range": nic.subnet}
     if nic.routes:
         ipam["routes"] = [{"dst": r} for r in nic.routes]

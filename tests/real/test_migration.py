@@ -14,7 +14,7 @@ import shlex
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import BARCELONA_ADOPTS_NADS, BARCELONA_CREATES_NADS, ROOT
 from tests.real.cluster_state import (
     barcelona_before,
     claim_phase,
@@ -35,8 +35,8 @@ OC_KINDS = {
 }
 MODES = {
     "reference": (),
-    "adopt": ("namespaceMode=adopt", "rdma.networkAttachments=adopt"),
-    "create": ("rdma.networkAttachments=create",),
+    "adopt": ("namespaceMode=adopt", *BARCELONA_ADOPTS_NADS),
+    "create": BARCELONA_CREATES_NADS,
 }
 
 

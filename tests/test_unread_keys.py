@@ -1,0 +1,199 @@
+"""Contract (issue #23, class 1): nothing a stack sets is silently ignored.
+
+A key that only some configurations read says so beside its field in the schema (`ReadWhen`,
+gpu_cluster/config/reads.py). For every shipped stack and every key of the schema (the property
+test's KEYS table, which covers the whole schema):
+- a key the stack does not read is refused, whatever value it is given, naming the key (or the
+  section it is in) and when it would be read;
+- a key the stack reads changes what `pulumi up` would do (a resource, its options or an output)
+  for at least one value, so "read" is never just a claim. NOT_SHOWN lists, with reasons, the
+  few (stack, key) pairs where no single-key edit can show it.
+Provider namespaces and stack-file placement are the other ways a key is ignored:
+tests/test_ignored_config.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pulumi
+import pytest
+from pydantic import BaseModel
+
+from gpu_cluster.config.loading import settings_from
+from gpu_cluster.config.messages import nested_model
+from gpu_cluster.config.reads import ReadWhen
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.stack_files import stack_file_config
+from tests.conftest import STACKS, edited_config
+from tests.test_config_properties import KEYS, set_key
+
+# Valid values to try beyond the property test's (which favours boundaries and junk).
+ALTERNATIVES: dict[str, list[Any]] = {
+    "gcp.project": ["other-gpu-project"],
+    "gcp.systemPool.diskSizeGb": [200],
+    "gcp.systemPool.maxNodes": [20],
+    "launcher.deepspeed.precision": ["fp16"],
+    "rdma.bootstrapInterface": ["eth1"],
+    "rdma.ibTimeout": [20],
+    "rdma.nics[0].network": ["eno9np0-network"],
+    "tcp.nsocksPerThread": [2],
+    "pod.cpuLimit": ["500"],
+}
+# Edits a key needs beside it to be valid at all, applied to the baseline too.
+COMPANIONS: dict[str, tuple[tuple[str, Any], ...]] = {
+    **{
+        f"codeSync.{key}": (("codeSync.repo", "https://github.com/org/repo.git"),)
+        for key in ("ref", "period", "credentialsSecret", "image")
+    },
+    # GPUDirect modes fix the machine (and, below, serve whole machines).
+    "gcp.machineType": (("networkMode", "tcp"),),
+    # Flex-start brings its own placement.
+    "gcp.placementMaxDistance": (("gcp.provisioning", "spot"),),
+}
+# Keys read on a stack whose every accepted single-key edit renders the same, with the reason
+# and where the key is shown read instead.
+NOT_SHOWN: dict[tuple[str, str], str] = {
+    **{
+        (stack, "kubernetesVersion"): "gates features (native sidecars, the pod-index label); "
+        "on GKE it must equal gcp.minMasterVersion's minor"
+        for stack in STACKS
+    },
+    **{
+        (stack, "platform"): "switching platform is a new config (every other test shows it)"
+        for stack in STACKS
+    },
+    ("barcelona", "networkMode"): "switching also drops the rdma block (test_openshift)",
+    ("nerc-production", "networkMode"): "switching to rdma needs the NIC list (test_openshift)",
+    ("barcelona", "rdma.networkAttachments"): "create and adopt need the NADs' ranges "
+    "(test_openshift, BARCELONA_CREATES_NADS)",
+    ("barcelona", "rdma.nics[0].hca"): "all NICs or none (test_openshift PINNED)",
+    ("a3-high", "gcp.gpudirectRelease"): "one TCPX release is published for GKE 1.35",
+    ("gcp-a4", "gcp.gpudirectRelease"): "one gIB release is published",
+    **{
+        (stack, "storage.storageClassMode"): "every accepted value is the class's resolved "
+        "default (gcp-a4 shows it read)"
+        for stack in ("a3-high", "barcelona", "gcp-a3", "nerc-production")
+    },
+}
+
+
+def _rules(key: str) -> list[ReadWhen]:
+    """The ReadWhen rules on `key` and on the sections above it, outermost first."""
+    model: type[BaseModel] | None = Settings
+    found: list[ReadWhen] = []
+    for part in re.sub(r"\[\d+\]", "", key).split("."):
+        assert model is not None, key
+        field = next(f for n, f in model.model_fields.items() if (f.alias or n) == part)
+        found += [m for m in field.metadata if isinstance(m, ReadWhen)]
+        model = nested_model(field.annotation)
+    return found
+
+
+def _unread_by(variant: Variant, key: str) -> ReadWhen | None:
+    """The rule that makes `key` unread in `variant`, or None when the variant reads it."""
+    settings, _ = settings_from(*edited_config(*variant))
+    return next((r for r in _rules(key) if not r.applies(settings)), None)
+
+
+def _fingerprint(run: ProgramRun) -> str:
+    resources = [(r.type, r.name, r.inputs, r.options) for r in run.resources]
+    return json.dumps([resources, run.outputs], sort_keys=True, default=str)
+
+
+def _run(variant: Variant, edits: tuple[tuple[str, Any], ...]) -> ProgramRun | str:
+    """The run with `edits` applied, or the refusal's message."""
+    stack = variant[0]
+    config, secret_keys = edited_config(*variant)
+    for key, value in edits:
+        set_key(config, key, value)
+    run = ProgramRun()
+    try:
+        run_program(config, secret_keys, stack, record_into=run)
+    except pulumi.RunError as exc:
+        assert run.resources == [], "registered resources before refusing"
+        return str(exc)
+    return run
+
+
+Variant = tuple[str, tuple[str, ...]]
+GKE_STACKS = {s for s in STACKS if stack_file_config(s)["gpu-cluster:platform"] == "gke"}
+SHIPPED: list[Variant] = [(stack, ()) for stack in STACKS]
+# Switches no shipped stack sets, so that every rule of the schema is exercised.
+SWITCHED: list[Variant] = [
+    ("barcelona", ("verify.enabled=false",)),
+    ("gcp-a3", ("networkMode=tcp",)),
+    ("nerc-production", ("!storage",)),
+]
+UNREAD = [(v, k) for v in SHIPPED + SWITCHED for k in sorted(KEYS) if _unread_by(v, k)]
+READ = [(v, k) for v in SHIPPED for k in sorted(KEYS) if not _unread_by(v, k)]
+
+
+def _id(case: tuple[Variant, str]) -> str:
+    (stack, overrides), key = case
+    return " ".join((stack, *overrides, key))
+
+
+@pytest.mark.parametrize("case", UNREAD, ids=map(_id, UNREAD))
+def test_a_key_the_stack_does_not_read_is_refused(case: tuple[Variant, str]) -> None:
+    variant, key = case
+    values = [v for v in KEYS[key] if v is not None]  # an explicit null is the key left out
+    said = []
+    for value in values:
+        outcome = _run(variant, ((key, value),))
+        assert isinstance(outcome, str), f"{key}={value!r} accepted on {variant} but not read"
+        said.append(outcome)
+    # Named with why it is not read: by its rule, or by a rule of its own section (a sriov NIC
+    # "takes its device from 'resource'; remove 'master'").
+    sections = [key[: m.start()] for m in re.finditer(r"\.|\[|$", key)]
+    assert any(
+        f"gpu-cluster:{section} is only used when" in message
+        or (f"gpu-cluster:{section}:" in message and f"remove '{key.split('.')[-1]}'" in message)
+        for message in said
+        for section in sections
+    ), said
+
+
+@pytest.mark.parametrize("case", READ, ids=map(_id, READ))
+def test_a_key_the_stack_reads_changes_what_it_deploys(case: tuple[Variant, str]) -> None:
+    variant, key = case
+    if (variant[0], key) in NOT_SHOWN:
+        pytest.skip(NOT_SHOWN[variant[0], key])
+    companions = COMPANIONS.get(key, ())
+    if key == "gpusPerNode" and variant[0] in GKE_STACKS:
+        companions = (("networkMode", "tcp"),)
+    base = _run(variant, companions)
+    assert isinstance(base, ProgramRun), base
+    for value in [*KEYS[key], *ALTERNATIVES.get(key, [])]:
+        # A region moves with a zone in it.
+        zone = (("gcp.zone", f"{value}-a"),) if key == "gcp.region" else ()
+        outcome = _run(variant, (*companions, (key, value), *zone))
+        if isinstance(outcome, ProgramRun) and _fingerprint(outcome) != _fingerprint(base):
+            return
+    pytest.fail(f"no value of {key} changed {variant}'s resources, options or outputs")
+
+
+def test_the_unread_cases_cover_each_kind_of_rule() -> None:
+    rules = {_unread_by(variant, key) for variant, key in UNREAD}
+    models: list[type[BaseModel]] = [Settings, *_sections(Settings)]
+    declared = {
+        m
+        for model in models
+        for f in model.model_fields.values()
+        for m in f.metadata
+        if isinstance(m, ReadWhen)
+    }
+    # Every declared rule is exercised by a shipped stack or a SWITCHED variant.
+    assert declared - rules == set()
+
+
+def _sections(model: type[BaseModel]) -> list[type[BaseModel]]:
+    found: list[type[BaseModel]] = []
+    for f in model.model_fields.values():
+        nested = nested_model(f.annotation)
+        if nested is not None:
+            found += [nested, *_sections(nested)]
+    return found
