@@ -140,6 +140,7 @@ KEYS: dict[str, list[Any]] = {
     "gcp.systemPool.minNodes": [1, 2, 0],
     "gcp.systemPool.maxNodes": [10, 1, 101],
     "gcp.systemPool.diskSizeGb": [100, 5],
+    "gcp.allowUncatalogued": [["us-central1-z"], [], ["us-central1-a"], "x"],
     "gcp.authorizedNetworks[0].cidrBlock": ["198.51.100.7/32", "0.0.0.0/0", "10.0.0.1/8", "x"],
     "gcp.authorizedNetworks[0].displayName": ["ci-runner", ""],
 }

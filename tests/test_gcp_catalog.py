@@ -9,15 +9,21 @@ tested as it stands."""
 
 from __future__ import annotations
 
-import ast
 import random
 import string
 import typing
 
 import pytest
 
-from gpu_cluster.config.settings import GcpSettings
-from gpu_cluster.config.stack_config import settings_from
+from gpu_cluster.config.catalog_rules import (
+    gcp_catalog_problems,
+    max_run_duration_problems,
+    node_count_problems,
+    system_pool_machine_type_problems,
+    zone_problems,
+)
+from gpu_cluster.config.loading import settings_from
+from gpu_cluster.config.schema import GcpSettings
 from gpu_cluster.facts.gcp_catalog import (
     CATALOG_DATE,
     GKE_NODES_PER_POOL_PER_ZONE,
@@ -28,15 +34,8 @@ from gpu_cluster.facts.gcp_catalog import (
     ZONES,
     region_of,
 )
-from gpu_cluster.facts.gcp_catalog_checks import (
-    gcp_catalog_problems,
-    max_run_duration_problems,
-    node_count_problems,
-    system_pool_machine_type_problems,
-    zone_problems,
-)
 from gpu_cluster.offline.stack_files import engine_config
-from tests.conftest import ROOT, STACKS
+from tests.conftest import STACKS
 
 MACHINES = sorted(GPU_MACHINE_ZONES)
 CATALOGUED_SYSTEM_TYPES = sorted(t for types in SYSTEM_POOL_MACHINE_TYPES.values() for t in types)
@@ -56,26 +55,6 @@ def a_stack(**changes: typing.Any) -> dict[str, typing.Any]:
         "max_run_duration_seconds": None,
     }
     return {**base, **changes}
-
-
-@pytest.mark.parametrize("module", ["gcp_catalog.py", "gcp_catalog_checks.py"])
-def test_the_catalog_imports_nothing_but_other_facts(module: str) -> None:
-    # gpu_cluster/facts/__init__.py: "Imports nothing from the rest of the package"; and no
-    # pydantic or Pulumi, so the schema and the plan can both read it.
-    tree = ast.parse((ROOT / "gpu_cluster" / "facts" / module).read_text())
-    imported = {
-        alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    } | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    outside = {
-        name
-        for name in imported
-        if name.split(".")[0] in ("gpu_cluster", "pydantic", "pulumi", "pulumi_gcp")
-        and not name.startswith("gpu_cluster.facts.")
-    }
-    assert outside == set()
 
 
 def test_every_machine_the_schema_accepts_has_catalogued_zones() -> None:

@@ -241,8 +241,8 @@ def test_gke_rules(raw: dict[str, Any], expected: str) -> None:
 @pytest.mark.parametrize("machine", ["a4-highgpu-8g", "a3-ultragpu-8g"])
 def test_a3_ultra_and_a4_are_refused_on_demand_capacity(machine: str) -> None:
     for raw, default in (
-        (gke("rdma", machineType=machine), " (the default)"),
-        (gke("rdma", machineType=machine, provisioning="on-demand"), ""),
+        (gke("rdma", machineType=machine, zone="us-central1-b"), " (the default)"),
+        (gke("rdma", machineType=machine, zone="us-central1-b", provisioning="on-demand"), ""),
     ):
         message = error_of(raw)
         assert f"gpu-cluster:gcp.provisioning = 'on-demand'{default}: Google offers" in message
@@ -254,7 +254,8 @@ def test_a3_ultra_and_a4_are_refused_on_demand_capacity(machine: str) -> None:
         ("spot", {}),
         ("reservation", {"reservation": "a4-res/reservationBlocks/block-1"}),
     ):
-        s = load_settings(gke("rdma", machineType=machine, provisioning=provisioning, **extra))
+        raw = gke("rdma", machineType=machine, zone="us-central1-b", provisioning=provisioning)
+        s = load_settings({**raw, "gcp": {**raw["gcp"], **extra}})
         assert s.gcp is not None and s.gcp.provisioning == provisioning
 
 

@@ -31,6 +31,7 @@ from gpu_cluster.offline.stack_files import stack_file_config
 from tests.conftest import STACKS, edited_config
 from tests.test_config_properties import KEYS, set_key
 
+GKE_STACKS = {s for s in STACKS if stack_file_config(s)["gpu-cluster:platform"] == "gke"}
 # Valid values to try beyond the property test's (which favours boundaries and junk).
 ALTERNATIVES: dict[str, list[Any]] = {
     "gcp.project": ["other-gpu-project"],
@@ -71,6 +72,10 @@ NOT_SHOWN: dict[tuple[str, str], str] = {
     ("barcelona", "rdma.networkAttachments"): "create and adopt need the NADs' ranges "
     "(test_openshift, BARCELONA_CREATES_NADS)",
     ("barcelona", "rdma.nics[0].hca"): "all NICs or none (test_openshift PINNED)",
+    **{
+        (stack, "gcp.allowUncatalogued"): "lifts a catalog check (tests/test_gcp_catalog.py)"
+        for stack in GKE_STACKS
+    },
     ("a3-high", "gcp.gpudirectRelease"): "one TCPX release is published for GKE 1.35",
     ("gcp-a4", "gcp.gpudirectRelease"): "one gIB release is published",
     **{
@@ -120,7 +125,6 @@ def _run(variant: Variant, edits: tuple[tuple[str, Any], ...]) -> ProgramRun | s
 
 
 Variant = tuple[str, tuple[str, ...]]
-GKE_STACKS = {s for s in STACKS if stack_file_config(s)["gpu-cluster:platform"] == "gke"}
 SHIPPED: list[Variant] = [(stack, ()) for stack in STACKS]
 # Switches no shipped stack sets, so that every rule of the schema is exercised.
 SWITCHED: list[Variant] = [

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
+from gpu_cluster.config.catalog_rules import gcp_catalog_problems
 from gpu_cluster.facts.gcp import (
     AUTHORIZED_NETWORKS_MAX,
     FLEX_START_MIN_GKE,
@@ -47,6 +48,17 @@ def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
             f"gpu-cluster:networkMode = {s.network_mode!r} needs gcp.machineType "
             f"{' or '.join(map(repr, needed))}, not {gcp.machine_type!r}"
         )
+    out.extend(
+        gcp_catalog_problems(
+            region=gcp.region,
+            zone=gcp.zone,
+            machine_type=gcp.machine_type,
+            system_pool_machine_type=gcp.system_pool.machine_type,
+            nodes=s.nodes,
+            max_run_duration_seconds=gcp.max_run_duration_seconds,
+            allow_uncatalogued=gcp.allow_uncatalogued,
+        )
+    )
     out.extend(_provisioning_problems(gcp))
     out.extend(_authorized_network_problems(gcp))
     have = MACHINE_GPUS[gcp.machine_type]

@@ -310,8 +310,9 @@ class AuthorizedNetwork(_Model):
 
 class GcpSettings(_Model):
     project: str = Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
-    region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]$")
-    zone: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]-[a-z]$")
+    # Checked against the dated catalog of regions and zones (facts/gcp_catalog.py).
+    region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+$")
+    zone: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
     machine_type: Literal["a3-megagpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"] = (
         "a3-megagpu-8g"
     )
@@ -365,6 +366,9 @@ class GcpSettings(_Model):
         ),
     ] = None
     system_pool: SystemPoolSettings = SystemPoolSettings()
+    # Values of gcp.zone or gcp.systemPool.machineType the stack vouches for although the
+    # catalog (facts/gcp_catalog.py, dated) lacks them: a zone or machine newer than the catalog.
+    allow_uncatalogued: tuple[str, ...] = ()
     # Ranges allowed to reach the control plane's endpoint; GKE refuses every other outside
     # address. Required of a stack that creates the cluster (cluster_problems): no default is
     # both safe and deployable.

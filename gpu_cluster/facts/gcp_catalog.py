@@ -1,7 +1,7 @@
 """Where a GKE stack can run, as the catalog below records it on CATALOG_DATE: Compute Engine's
 zones, the zones that offer each GPU machine type the program supports, the machine types the
 CPU system pool may use, and the GKE and Compute Engine limits on a pool's size and a node's run
-time. Pure data plus lookups; gcp_catalog_checks turns it into config messages.
+time. Pure data plus lookups; gpu_cluster/config/catalog_rules.py turns it into config messages.
 
 Every table names its source. The zone tables are Compute Engine's own listing
 (`machineTypes.list` per zone of `zones.list`) as skypilot-org/skypilot-catalog records it,
@@ -11,7 +11,7 @@ because the stored copies of Google's "GPU regions and zones" page
 What the program does with a value the catalog lacks (a zone Google opened after CATALOG_DATE,
 a machine type added since): it refuses it, before any resource is registered, naming
 CATALOG_DATE and the two ways out: refresh the catalog, or vouch for that one value in
-`gcp.allowUncatalogued` (gcp_catalog_checks says why refusing beats warning).
+`gcp.allowUncatalogued` (config/catalog_rules.py says why refusing beats warning).
 
 How to refresh (any `gcloud` with a project that has the Compute Engine API):
 1. GPU zones: `gcloud compute machine-types list --format="value(name,zone)"
