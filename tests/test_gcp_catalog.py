@@ -15,6 +15,7 @@ import typing
 
 import pytest
 
+from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.catalog_rules import (
     gcp_catalog_problems,
     max_run_duration_problems,
@@ -290,7 +291,9 @@ def test_every_problem_is_reported_at_once() -> None:
     ]
 
 
-GKE_STACKS = [s for s in STACKS if settings_from(*engine_config(s))[0].platform == "gke"]
+GKE_STACKS = [
+    s for s in STACKS if settings_from(*engine_config(s), PROVIDER_SETTINGS)[0].platform == "gke"
+]
 
 
 def test_the_shipped_gke_stacks_are_found() -> None:
@@ -299,7 +302,7 @@ def test_the_shipped_gke_stacks_are_found() -> None:
 
 @pytest.mark.parametrize("stack", GKE_STACKS)
 def test_every_shipped_gke_stack_passes_the_catalog(stack: str) -> None:
-    settings, _ = settings_from(*engine_config(stack))
+    settings, _ = settings_from(*engine_config(stack), PROVIDER_SETTINGS)
     gcp = settings.gcp
     assert gcp is not None
     assert (

@@ -9,7 +9,10 @@ from pathlib import Path
 import pulumi
 import pytest
 
+from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
+from gpu_cluster.config.providers import provider_key_problems
 from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import ROOT, by_case, cli, program_copy, refused_stack_file
 
 # Typos of the project's and the Kubernetes provider's namespaces.
@@ -79,10 +82,76 @@ def test_the_providers_namespaces_draw_no_warning(tmp_path: Path) -> None:
     config = {
         "gpu-cluster:platform": "openshift",
         "kubernetes:context": "barcelona",
-        "gcp:project": "p",
         "pulumi:tags": '{"team": "ml"}',
     }
     assert run_program(config, [], "engine").warnings == []
     result = cli("--stack", "barcelona", "--out", str(tmp_path))  # has kubernetes:context
     assert result.returncode == 0, result.stderr
     assert "warning" not in result.stderr
+
+
+# --- keys the stack would lose outside its own namespace -------------------------------------
+
+
+def test_a_key_beside_config_is_refused_in_the_render(tmp_path: Path) -> None:
+    """The Pulumi CLI passes on only what is under `config:` (and drops the rest when it rewrites
+    the file: shown on the real CLI in tests/real/test_pulumi_config.py)."""
+    stack = "gpu-cluster:nodes: 4\nconfig:\n  gpu-cluster:platform: openshift\n"
+    message = refused_stack_file(tmp_path, stack)
+    assert "gpu-cluster:nodes is beside `config:`, not under it" in message
+
+
+def test_a_key_beside_config_stops_the_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under `pulumi up` the program reads its stack file from the project directory (its
+    working directory) for what the engine does not pass on."""
+    (tmp_path / "Pulumi.engine.yaml").write_text("gpu-cluster:nodes: 4\nconfig: {}\n")
+    monkeypatch.chdir(tmp_path)
+    run = ProgramRun()
+    with pytest.raises(pulumi.RunError) as info:
+        run_program({"gpu-cluster:platform": "openshift"}, [], "engine", record_into=run)
+    assert run.resources == []
+    assert "gpu-cluster:nodes is beside `config:`" in str(info.value)
+
+
+# Each provider's settings the other platform never reads, and near misses of real settings.
+OTHER_PLATFORM = [("gke", "kubernetes:context", "barcelona"), ("openshift", "gcp:project", "p-1")]
+MISSPELT_SETTINGS = [("openshift", "kubernetes:contxt"), ("gke", "gcp:projet")]
+
+
+@pytest.mark.parametrize(("platform", "key", "value"), OTHER_PLATFORM)
+def test_a_provider_key_the_platform_never_reads_is_refused(
+    platform: str, key: str, value: str
+) -> None:
+    stack = "gcp-a3" if platform == "gke" else "nerc-production"
+    config, secret_keys = engine_config(stack)
+    config[key] = value
+    run = ProgramRun()
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(config, secret_keys, stack, record_into=run)
+    assert run.resources == []
+    assert f"{key} is only read on platform" in str(info.value)
+
+
+@pytest.mark.parametrize(("platform", "key"), MISSPELT_SETTINGS)
+def test_a_misspelt_provider_setting_is_refused(platform: str, key: str) -> None:
+    stack = "gcp-a3" if platform == "gke" else "nerc-production"
+    config, secret_keys = engine_config(stack)
+    config[key] = "x"
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(config, secret_keys, stack, record_into=ProgramRun())
+    assert f"{key} is not a setting of the" in str(info.value)
+
+
+def test_every_setting_of_the_platforms_provider_is_accepted() -> None:
+    """Generated from the providers' own SDKs: none of their settings is taken for a typo."""
+    for stack, provider in (("nerc-production", "kubernetes"), ("gcp-a3", "gcp")):
+        config, _ = engine_config(stack)
+        keys = [f"{provider}:{name}" for name in PROVIDER_SETTINGS[provider]]
+        assert (
+            provider_key_problems(
+                [*config, *keys], config["gpu-cluster:platform"], PROVIDER_SETTINGS
+            )
+            == []
+        )

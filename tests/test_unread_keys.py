@@ -22,6 +22,7 @@ import pulumi
 import pytest
 from pydantic import BaseModel
 
+from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.messages import nested_model
 from gpu_cluster.config.reads import ReadWhen
@@ -100,7 +101,7 @@ def _rules(key: str) -> list[ReadWhen]:
 
 def _unread_by(variant: Variant, key: str) -> ReadWhen | None:
     """The rule that makes `key` unread in `variant`, or None when the variant reads it."""
-    settings, _ = settings_from(*edited_config(*variant))
+    settings, _ = settings_from(*edited_config(*variant), PROVIDER_SETTINGS)
     return next((r for r in _rules(key) if not r.applies(settings)), None)
 
 

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import inspect
+from pathlib import Path
+
 import pulumi
 import pulumi.runtime
 import pulumi.runtime.config
+import pulumi_gcp
+import pulumi_kubernetes
+import yaml
+from pydantic.alias_generators import to_camel
 
 from gpu_cluster.config.loading import (
     CODE_SYNC_KEY,
     SECRET_ENV_KEY,
     settings_from,
 )
+from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.providers import misplaced_stack_file_keys
 from gpu_cluster.config.schema import PROJECT, Settings
 from gpu_cluster.plan.codesync import SECRET_SOURCE_KEYS
 
@@ -25,8 +34,37 @@ def engine_config_map() -> tuple[dict[str, str], list[str]]:
     return merged, secret
 
 
+def _setting_names(provider_args: type) -> frozenset[str]:
+    """A provider's config keys: its Provider's arguments, camelCase as the stack file spells
+    them (the default provider reads `<provider>:<argument>`)."""
+    names = inspect.signature(provider_args).parameters
+    return frozenset(to_camel(n) for n in names if n not in ("self", "__self__"))
+
+
+PROVIDER_SETTINGS = {
+    "kubernetes": _setting_names(pulumi_kubernetes.ProviderArgs),
+    "gcp": _setting_names(pulumi_gcp.ProviderArgs),
+}
+
+
+def stack_file_problems(project_dir: Path, stack: str) -> list[str]:
+    """Keys of the stack's file that are not Pulumi's (the engine never passes them on, so only
+    the file shows them); none when the file is elsewhere (stackConfigDir, Pulumi Cloud)."""
+    path = project_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        return []
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return []  # the CLI read it; how it reads YAML is offline/stack_files.py's concern
+    return misplaced_stack_file_keys(path.name, data) if isinstance(data, dict) else []
+
+
 def read_settings() -> Settings:
-    settings, warnings = settings_from(*engine_config_map())
+    problems = stack_file_problems(Path.cwd(), pulumi.get_stack())
+    if problems:
+        raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
+    settings, warnings = settings_from(*engine_config_map(), PROVIDER_SETTINGS)
     for warning in warnings:
         pulumi.log.warn(warning)
     return settings

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from gpu_cluster.config.gke import cluster_problems
 from gpu_cluster.config.messages import SECRET_MASK, ConfigError, format_errors, leaves
+from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import ReadWhen
 from gpu_cluster.config.schema import PROJECT, Settings
 
@@ -34,20 +35,6 @@ SECRET_CAPABLE_KEYS = (SECRET_ENV_KEY, CODE_SYNC_KEY)
 _CODE_SYNC_PLAIN_ONLY = ("image", "credentialsSecret")
 
 
-def _edit_distance(a: str, b: str) -> int:
-    """Optimal-string-alignment distance: insertions, deletions, substitutions, swaps."""
-    rows = [list(range(len(b) + 1))]
-    for i, ca in enumerate(a, 1):
-        row = [i]
-        for j, cb in enumerate(b, 1):
-            cost = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb))
-            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
-                cost = min(cost, rows[-2][j - 2] + 1)
-            row.append(cost)
-        rows.append(row)
-    return rows[-1][-1]
-
-
 def check_namespaces(keys: Iterable[str]) -> list[str]:
     """Warnings for config namespaces nothing reads; ConfigError for a key under a misspelt
     namespace of the project or its providers (the program would silently never see it)."""
@@ -63,7 +50,7 @@ def check_namespaces(keys: Iterable[str]) -> list[str]:
                 known
                 for known, limit in _TYPO_DISTANCE.items()
                 if folded == known.replace("-", "")
-                or _edit_distance(namespace.lower(), known) <= limit
+                or edit_distance(namespace.lower(), known) <= limit
             ),
             None,
         )
@@ -220,11 +207,17 @@ def _unread_sections(raw: Mapping[str, Any], exc: ValidationError) -> list[str]:
 
 
 def settings_from(
-    config: Mapping[str, str], secret_keys: Collection[str]
+    config: Mapping[str, str],
+    secret_keys: Collection[str],
+    provider_settings: Mapping[str, Collection[str]],
 ) -> tuple[Settings, list[str]]:
     """Validated settings and warnings from an engine-style config map (fully qualified keys,
-    every namespace); raises ConfigError."""
+    every namespace); raises ConfigError. `provider_settings`: each provider's setting names."""
     warnings = check_namespaces(config)
+    platform = config.get(f"{PROJECT}:platform")
+    problems = provider_key_problems(config, platform, provider_settings)
+    if problems:
+        raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
     prefix = PROJECT + ":"
     own = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
     return load_settings(decode_config(own, secret_keys), secret_keys), warnings

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.engine import ProgramRun, run_program
@@ -107,7 +108,7 @@ def render(
     warnings (config nothing reads) go to `warn`."""
     config, secret_keys = engine_config(stack, overrides, secret_overrides)
     # Validate first, so bad config writes nothing and reads as a config error.
-    settings_from(config, secret_keys)
+    settings_from(config, secret_keys, PROVIDER_SETTINGS)
     run = run_program(config, secret_keys, stack)
     if warn is not None:
         for warning in run.warnings:

@@ -19,6 +19,7 @@ import yaml
 
 from gpu_cluster.config.loading import MAX_EXACT_INT
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.providers import misplaced_stack_file_keys
 from gpu_cluster.config.schema import PROJECT
 from gpu_cluster.offline import goyaml
 
@@ -288,6 +289,9 @@ def stack_file_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, 
         )
         raise FileNotFoundError(f"no stack file {path.name}; stacks here: {', '.join(known)}")
     config = _config_block(path)
+    misplaced = misplaced_stack_file_keys(path.name, _load_yaml(path) or {})
+    if misplaced:
+        raise ConfigError(misplaced[0])
     for key, value in config.items():
         if ":" not in key:
             raise ConfigError(

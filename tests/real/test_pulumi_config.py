@@ -154,3 +154,17 @@ def test_set_path_values_are_stored_as_pulumi_config_set_path_stores_them(
     assert [got[f"gpu-cluster:s{i}"]["x"] for i in range(len(SET_VALUES))] == [
         parsed(json.dumps(stored)) for _, _, stored in SET_VALUES
     ]
+
+
+def test_a_key_beside_config_never_reaches_the_program(tools: Tools, tmp_path: Path) -> None:
+    """Why the offline reader and the program refuse it (tests/test_ignored_config.py): the real
+    CLI passes on only what is under `config:`, and drops the rest when it rewrites the file."""
+    text = "gpu-cluster:nodes: 4\nconfig:\n  gpu-cluster:platform: openshift\n"
+    cli = PulumiCli(tools, project_with({"beside": text}, tmp_path / "cli"), tmp_path / "pulumi")
+    cli.run("stack", "init", "beside")
+    seen = cli_values(cli.config("beside"))
+    assert seen["gpu-cluster:platform"] == "openshift"
+    assert seen.get("gpu-cluster:nodes") != "4"  # Pulumi.yaml's default, if any, not the 4
+    assert "gpu-cluster:nodes" not in (tmp_path / "cli" / "Pulumi.beside.yaml").read_text()
+    with pytest.raises(ConfigError, match="gpu-cluster:nodes is beside `config:`"):
+        offline_values("beside", project_with({"beside": text}, tmp_path / "offline"))

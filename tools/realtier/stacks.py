@@ -7,6 +7,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun, RecordedResource, run_program
@@ -49,7 +50,7 @@ class StackRender:
 @functools.cache
 def render(stack: str, overrides: tuple[str, ...] = ()) -> StackRender:
     config, secret_keys = engine_config(stack, overrides)
-    settings, _warnings = settings_from(config, secret_keys)
+    settings, _warnings = settings_from(config, secret_keys, PROVIDER_SETTINGS)
     return StackRender(stack, settings, run_program(config, secret_keys, stack))
 
 
