@@ -166,25 +166,40 @@ def diff(old: dict[str, str], files: dict[str, str], old_label: str) -> str:
 
 
 def write_render(out: Path, files: dict[str, str]) -> None:
-    """Write `files` into directory `out`, all or nothing: checked first, rendered into a
-    temporary directory beside it, then moved into place (a new directory in one rename; an
-    existing one file by file, keeping anything else in it). Raises OutputError."""
+    """Write `files` into directory `out`, all or nothing: checked first, written whole into a
+    temporary directory, then moved into place. For an existing `out` the temporary directory
+    is made inside it, so the moves never leave its file system: any existing directory one may
+    write to works, whatever its parent (read-only, another file system when `out` is a mount
+    point or a symlink to a directory elsewhere). Its render files are replaced one by one and
+    anything else in it is kept. A new `out` is the temporary directory, made beside it and
+    renamed in one step. Raises OutputError."""
     created: list[Path] = []
     try:
         # Inside the try: `exists()` raises for a path it cannot look up (a name too long).
         if out.exists() and not out.is_dir():
             raise OutputError(f"--out {out}: exists and is not a directory")
+        if out.is_symlink() and not out.exists():
+            # Renaming the new directory onto a dangling link would fail, naming only the
+            # temporary directory (ENOTDIR): name the missing target instead.
+            raise OutputError(
+                f"--out {out}: a symbolic link to {os.readlink(out)}, which is missing"
+            )
         blocked = [name for name in files if (out / name).exists() and not (out / name).is_file()]
         if blocked:
             raise OutputError(f"--out {out}: {', '.join(blocked)} exists and is not a file")
         for parent in reversed([p for p in out.parents if not p.exists()]):
             parent.mkdir()
             created.append(parent)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        existing = out.is_dir()
+        staging = Path(
+            tempfile.mkdtemp(
+                prefix=f".{out.name}.", suffix=".tmp", dir=out if existing else out.parent
+            )
+        )
         try:
             for name, content in files.items():
                 (staging / name).write_text(content)
-            if out.exists():
+            if existing:
                 for name in files:
                     os.replace(staging / name, out / name)
             else:
