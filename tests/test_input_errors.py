@@ -348,6 +348,8 @@ def test_any_directory_one_may_write_to_takes_the_render(
     if new:
         assert [p.name for p in where.iterdir()] == ["a"]
         assert [p.name for p in (where / "a").iterdir()] == ["render"]
+        # The mode mkdir gives its missing parent (the umask's), not a temporary directory's.
+        assert out.stat().st_mode == (where / "a").stat().st_mode
 
 
 def test_a_mount_point_takes_the_render(tmp_path: Path) -> None:

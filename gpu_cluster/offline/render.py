@@ -16,9 +16,9 @@ import contextlib
 import difflib
 import json
 import os
+import secrets
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -191,11 +191,10 @@ def write_render(out: Path, files: dict[str, str]) -> None:
             parent.mkdir()
             created.append(parent)
         existing = out.is_dir()
-        staging = Path(
-            tempfile.mkdtemp(
-                prefix=f".{out.name}.", suffix=".tmp", dir=out if existing else out.parent
-            )
-        )
+        # mkdir, not tempfile.mkdtemp: a new `out` is this directory renamed, and should get the
+        # mode any new directory gets (the umask's), not mkdtemp's 0700.
+        staging = (out if existing else out.parent) / f".{out.name}.{secrets.token_hex(6)}.tmp"
+        staging.mkdir()
         try:
             for name, content in files.items():
                 (staging / name).write_text(content)
