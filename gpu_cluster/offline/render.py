@@ -21,12 +21,13 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict
 
 import yaml
 
 from gpu_cluster.config.settings import ConfigError
 from gpu_cluster.config.stack_config import settings_from
+from gpu_cluster.offline import shapes
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import YamlLoader, engine_config
 
@@ -51,6 +52,40 @@ KIND_ORDER = (
     "Job",
 )
 FILES = ("kubernetes.yaml", "resources.json", "outputs.json")
+
+
+class ObjectMetadata(TypedDict):
+    name: str
+
+
+class KubernetesObject(TypedDict):
+    """What every document of kubernetes.yaml has, whatever its kind: what the API server
+    requires of any object (the program names each; none uses generateName)."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMetadata
+
+
+class ResourceRow(TypedDict):
+    """One row of resources.json: a registered resource."""
+
+    type: str
+    name: str
+    urn: str
+    aliases: list[str]
+    parent: str  # the parent's name, "" for none
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+
+
+# What each file holds (kubernetes.yaml: its documents). `--diff` checks an earlier render
+# against it.
+SHAPES: dict[str, Any] = {
+    "kubernetes.yaml": list[KubernetesObject],
+    "resources.json": list[ResourceRow],
+    "outputs.json": dict[str, Any],
+}
 
 
 def kind_rank(manifest: dict[str, Any]) -> tuple[int, str, str, str]:
@@ -82,7 +117,7 @@ def kubernetes_yaml(run: ProgramRun) -> str:
 
 
 def resources_json(run: ProgramRun) -> str:
-    rows = [
+    rows: list[ResourceRow] = [
         {
             "type": r.type,
             "name": r.name,
@@ -123,8 +158,17 @@ class OutputError(Exception):
     """An --out or --diff directory that cannot be used; the message names the path."""
 
 
+def parse(name: str, text: str) -> Any:
+    """A render file's content: kubernetes.yaml as its list of documents, the others as JSON.
+    Raises ValueError or yaml.YAMLError for text that is neither."""
+    if name.endswith(".json"):
+        return json.loads(text)
+    return list(yaml.load_all(text, Loader=YamlLoader))
+
+
 def read_render(old_dir: Path) -> dict[str, str]:
-    """An earlier render's files, checked to be one (so a typo is not "everything added")."""
+    """An earlier render's files, checked to be one (so a typo is not "everything added"): each
+    file there, and holding what the render writes (SHAPES)."""
     try:
         if not old_dir.is_dir():
             what = "not a directory" if old_dir.exists() else "no such directory"
@@ -140,14 +184,24 @@ def read_render(old_dir: Path) -> dict[str, str]:
     for name in FILES:
         try:
             old[name] = (old_dir / name).read_text()
-            if name.endswith(".json"):
-                json.loads(old[name])
-            else:
-                list(yaml.load_all(old[name], Loader=YamlLoader))
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not a valid render file"
-            raise OutputError(f"--diff {old_dir}: {name}: {reason}") from None
+        except OSError as exc:
+            raise OutputError(f"--diff {old_dir}: {name}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise _invalid(old_dir, name, "not UTF-8 text") from None
+        try:
+            content = parse(name, old[name])
+        except (ValueError, yaml.YAMLError):
+            raise _invalid(
+                old_dir, name, "not JSON" if name.endswith(".json") else "not YAML"
+            ) from None
+        wrong = shapes.problem(content, SHAPES[name])
+        if wrong is not None:
+            raise _invalid(old_dir, name, wrong)
     return old
+
+
+def _invalid(old_dir: Path, name: str, why: str) -> OutputError:
+    return OutputError(f"--diff {old_dir}: {name}: not a valid render file ({why})")
 
 
 def diff(old: dict[str, str], files: dict[str, str], old_label: str) -> str:
