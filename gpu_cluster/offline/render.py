@@ -5,8 +5,10 @@
 Runs `__main__.py` in-process under the Pulumi SDK's mock engine with the stack's config and
 writes `kubernetes.yaml` (every Kubernetes object, in apply order), `resources.json` (every
 registered resource with inputs and options) and `outputs.json` (stack outputs), all or
-nothing. Exit codes: 0 rendered (with --diff: no change), 1 --diff found changes, 2 bad config,
-usage, or an --out / --diff directory that cannot be used (one message; nothing written).
+nothing. A secret value it knows is written as a keyed digest (secret_digest), so that --diff
+sees it change, and says where on stderr. Exit codes: 0 rendered (with --diff: no change),
+1 --diff found changes, 2 bad config, usage, an --out / --diff directory that cannot be used,
+or a key for secret digests that cannot be kept (one message; nothing written).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from gpu_cluster.config.settings import ConfigError
 from gpu_cluster.config.stack_config import settings_from
 from gpu_cluster.offline import shapes
 from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.secret_digest import MARKER, SecretDigestError
 from gpu_cluster.offline.stack_files import YamlLoader, engine_config
 
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
@@ -219,6 +222,52 @@ def diff(old: dict[str, str], files: dict[str, str], old_label: str) -> str:
     return "".join(out)
 
 
+def secret_changes(old: dict[str, str], files: dict[str, str]) -> list[str]:
+    """Where an earlier render (`old`) and `files` both show a secret value they knew (a
+    secret_digest marker) and it differs: each resource input by resource and key path, each
+    output by name. Neither render holds a value, so none is shown. Markers made under
+    different keys cannot be compared: then one line saying so instead."""
+    old_keys, keys = (
+        {m["keyid"] for n in FILES for m in MARKER.finditer(r[n])} for r in (old, files)
+    )
+    if old_keys and keys and old_keys != keys:
+        return [
+            "secrets cannot be compared, and show as changed whether or not they are: its are "
+            f"digested under another key (keyid {', '.join(sorted(old_keys))}; this render's: "
+            f"{', '.join(sorted(keys))}), made by another user, on another machine, or before "
+            "the key file was replaced"
+        ]
+    before = {row["urn"]: row for row in parse("resources.json", old["resources.json"])}
+    changes = [
+        f"secret changed: {row['type']} {row['name']}: {where}"
+        for row in parse("resources.json", files["resources.json"])
+        if row["urn"] in before
+        for where in _changed_markers(before[row["urn"]]["inputs"], row["inputs"], "")
+    ]
+    old_outputs, outputs = (parse("outputs.json", r["outputs.json"]) for r in (old, files))
+    changes += [f"secret changed: output {w}" for w in _changed_markers(old_outputs, outputs, "")]
+    return changes
+
+
+def _changed_markers(old: Any, new: Any, where: str) -> list[str]:
+    """The places, below `where`, that hold a marker in both `old` and `new`, different."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [
+            place
+            for key in sorted(old.keys() & new.keys())
+            for place in _changed_markers(old[key], new[key], f"{where}.{key}" if where else key)
+        ]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            place
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for place in _changed_markers(a, b, f"{where}[{i}]")
+        ]
+    if isinstance(old, str) and isinstance(new, str) and old != new:
+        return [where] if MARKER.fullmatch(old) and MARKER.fullmatch(new) else []
+    return []
+
+
 def write_render(out: Path, files: dict[str, str]) -> None:
     """Write `files` into directory `out`, all or nothing: checked first, written whole into a
     temporary directory, then moved into place. For an existing `out` the temporary directory
@@ -285,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="like --set, as `pulumi config set --secret` (rendered as a redacted placeholder)",
+        help="like --set, as `pulumi config set --secret` (rendered as a keyed digest)",
     )
     parser.add_argument("--diff", metavar="OLD_DIR", help="diff against an earlier render")
     args = parser.parse_args(argv)
@@ -312,12 +361,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"rendered stack {args.stack!r} to {out}/ ({', '.join(FILES)})",
                 file=sys.stderr,
             )
-    except (ConfigError, FileNotFoundError, OutputError) as exc:
+    except (ConfigError, FileNotFoundError, OutputError, SecretDigestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if old is not None:
         changes = diff(old, files, str(args.diff))
         sys.stdout.write(changes)
+        # The diff shows a changed secret as one marker for another; say where it is.
+        for line in secret_changes(old, files):
+            print(f"--diff {args.diff}: {line}", file=sys.stderr)
         return 1 if changes else 0
     return 0
 
