@@ -3,6 +3,8 @@ checkout or in a copy of the program with stack files a test writes."""
 
 from __future__ import annotations
 
+import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -17,9 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ("gpu_cluster", "scripts", "__main__.py", "Pulumi.yaml")
 
 
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, cwd: Path = ROOT, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """The render CLI with `args`; `prefix` runs it under another command (`unshare ...`)."""
     return subprocess.run(
-        [sys.executable, "-m", "gpu_cluster.offline", *args],
+        [*prefix, sys.executable, "-m", "gpu_cluster.offline", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -73,3 +78,35 @@ def by_case(argnames: str, table: Sequence[tuple[Any, ...]]) -> pytest.MarkDecor
     return pytest.mark.parametrize(
         argnames, [row[1:] for row in table], ids=[row[0] for row in table]
     )
+
+
+@functools.cache
+def _unshare(*flags: str) -> tuple[str, ...] | None:
+    """`unshare FLAGS` as a command prefix, None where this machine does not allow it."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    probe = subprocess.run([unshare, *flags, "true"], capture_output=True, check=False)
+    return (unshare, *flags) if probe.returncode == 0 else None
+
+
+def as_a_user() -> tuple[str, ...]:
+    """A command prefix under which file modes bind the command, as they bind any user: none for
+    a user; for root, a user namespace of its own (`unshare --user`, no ID mapped), where the
+    kernel checks root's own files against their owner bits (no capability applies to files
+    whose owner is not mapped into the namespace). Skips the test where neither is possible."""
+    if os.geteuid() != 0:
+        return ()
+    prefix = _unshare("--user")
+    if prefix is None:
+        pytest.skip("running as root, and unshare --user is not allowed: modes do not bind root")
+    return prefix
+
+
+def as_root_of_a_mount_namespace() -> tuple[str, ...]:
+    """A command prefix that may mount file systems (a user and mount namespace of its own, as
+    its root; the mounts go with it); skips the test where the machine does not allow one."""
+    prefix = _unshare("--user", "--map-root-user", "--mount")
+    if prefix is None:
+        pytest.skip("unshare --user --map-root-user --mount is not allowed here")
+    return prefix

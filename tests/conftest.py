@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,15 @@ def edited_config(stack: str, overrides: tuple[str, ...]) -> tuple[dict[str, str
     for key in removed:
         del config[f"gpu-cluster:{key}"]
     return config, secret_keys
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _secret_digest_key_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The key secret values are digested under (offline/secret_digest.py) kept in a directory
+    of the session's own, not the user's; the CLI runs the tests start inherit it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+        yield
 
 
 @functools.cache

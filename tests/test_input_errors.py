@@ -1,14 +1,29 @@
 """Malformed input is answered, never a traceback: a stack file that is not YAML or not shaped
 like one, a --set path that does not fit the config, a number the engine cannot carry, an --out
 that cannot be written. Each exits 2 with one message naming the file (and line) or key, and
-writes nothing (the render goes to a temporary directory and is moved into place whole)."""
+writes nothing (the render goes to a temporary directory and is moved into place whole).
+
+The --out contract, tested for every place below, not one example: any existing directory the
+user may write to takes the render, whatever its parent and file system (a plain directory, a
+symlink to one, one in a read-only directory, on /dev/shm, a symlink from /tmp to /dev/shm, a
+mount point of its own): afterwards it holds the render's files, as `render()` makes them, in
+place of an earlier render's, and the user's other files, nothing else; a new --out below any
+of them is created with its missing parents, holding the render and nothing else. Refused (exit
+2, one message naming the path, nothing written anywhere): an empty path, a file, a path under a
+file, a name too long, a symlink to nothing, a render file's name taken by a directory, a
+directory that cannot be written, a new directory that cannot be created (a read-only parent).
+Where file modes do not bind root, root runs the CLI in a user namespace of its own."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +32,19 @@ import pytest
 
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.render import render
 from gpu_cluster.offline.stack_files import apply_override, engine_config
-from tests.cli import ROOT, by_case, cli, one_error, program_copy, refused_stack_file, tree
+from tests.cli import (
+    ROOT,
+    as_a_user,
+    as_root_of_a_mount_namespace,
+    by_case,
+    cli,
+    one_error,
+    program_copy,
+    refused_stack_file,
+    tree,
+)
 from tests.stack_scalars import SCALARS, SET_VALUES, Expected, Refused, Same, stack_file
 
 GOOD = "config:\n  gpu-cluster:platform: openshift\n"
@@ -184,47 +210,177 @@ def _dir_where_a_file_goes(tmp: Path) -> Path:
     return tmp / "out"
 
 
-# (case, makes the --out path in tmp, what the message must say)
+def _read_only(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o555)
+    return directory
+
+
+def _dangling_symlink(tmp: Path) -> Path:
+    (tmp / "link").symlink_to(tmp / "missing")
+    return tmp / "link"
+
+
+# (case, makes the --out path in tmp, what the message must say, whether the case needs file
+# modes to bind the CLI: root runs it in a user namespace, see tests.cli.as_a_user)
 OUT_PATHS = [
-    ("out-is-a-file", _file, "exists and is not a directory"),
-    ("parent-is-a-file", lambda tmp: _file(tmp) / "render", "cannot write it (Not a directory"),
+    ("out-is-a-file", _file, "exists and is not a directory", False),
+    (
+        "parent-is-a-file",
+        lambda tmp: _file(tmp) / "render",
+        "cannot write it (Not a directory",
+        False,
+    ),
     (
         "directory-where-a-file-goes",
         _dir_where_a_file_goes,
         "outputs.json exists and is not a file",
+        False,
     ),
     # A path component past the file system's NAME_MAX (255 on Linux): `Path.exists()` raises
     # ENAMETOOLONG instead of answering False.
-    ("name-too-long", lambda tmp: tmp / ("x" * 300), "cannot write it (File name too long"),
+    ("name-too-long", lambda tmp: tmp / ("x" * 300), "cannot write it (File name too long", False),
+    ("dangling-symlink", _dangling_symlink, "a symbolic link to ", False),
+    ("read-only-directory", lambda tmp: _read_only(tmp / "out"), "(Permission denied", True),
+    (
+        "new-in-a-read-only-directory",
+        lambda tmp: _read_only(tmp / "ro") / "render",
+        "cannot write it (Permission denied",
+        True,
+    ),
 ]
 
 
-@by_case("make, says", OUT_PATHS)
+@by_case("make, says, modes_bind", OUT_PATHS)
 def test_out_paths_that_cannot_be_written_leave_everything_as_it_was(
-    tmp_path: Path, make: object, says: str
+    tmp_path: Path, make: Callable[[Path], Path], says: str, modes_bind: bool
 ) -> None:
-    assert callable(make)
+    prefix = as_a_user() if modes_bind else ()
     out = make(tmp_path)
     before = tree(tmp_path)
-    result = cli("--stack", "barcelona", "--out", str(out))
+    result = cli("--stack", "barcelona", "--out", str(out), prefix=prefix)
     assert result.returncode == 2
     message = one_error(result.stderr)
     assert says in message and str(out) in message
     assert tree(tmp_path) == before
 
 
-def test_a_new_out_directory_appears_whole_and_an_existing_one_keeps_other_files(
+@functools.cache
+def _barcelona() -> dict[str, str]:
+    return render("barcelona")
+
+
+@pytest.fixture
+def shm() -> Iterator[Callable[[], Path]]:
+    """Makes a directory of this test's own on /dev/shm (tmpfs; on most machines not /tmp's file
+    system, so a move between the two crosses devices); skips the test on a machine without."""
+    made: list[Path] = []
+
+    def make() -> Path:
+        if not os.access("/dev/shm", os.W_OK):
+            pytest.skip("this machine has no writable /dev/shm")
+        made.append(Path(tempfile.mkdtemp(prefix="gpu-cluster-test.", dir="/dev/shm")))
+        return made[-1]
+
+    yield make
+    for path in made:
+        shutil.rmtree(path)
+
+
+def _directory(tmp: Path, shm: Callable[[], Path]) -> tuple[Path, tuple[str, ...]]:
+    (tmp / "out").mkdir()
+    return tmp / "out", ()
+
+
+def _symlink(tmp: Path, shm: Callable[[], Path]) -> tuple[Path, tuple[str, ...]]:
+    (tmp / "real").mkdir()
+    (tmp / "link").symlink_to(tmp / "real")
+    return tmp / "link", ()
+
+
+def _in_a_read_only_directory(tmp: Path, shm: Callable[[], Path]) -> tuple[Path, tuple[str, ...]]:
+    (tmp / "ro" / "out").mkdir(parents=True)
+    _read_only(tmp / "ro")
+    return tmp / "ro" / "out", as_a_user()
+
+
+def _on_dev_shm(tmp: Path, shm: Callable[[], Path]) -> tuple[Path, tuple[str, ...]]:
+    return shm(), ()
+
+
+def _symlink_to_dev_shm(tmp: Path, shm: Callable[[], Path]) -> tuple[Path, tuple[str, ...]]:
+    (tmp / "link").symlink_to(shm())
+    return tmp / "link", ()
+
+
+# (case, makes an existing directory one may write to: (its path, the prefix the CLI runs under))
+PLACES = [
+    ("directory", _directory),
+    ("symlink-to-a-directory", _symlink),
+    ("in-a-read-only-directory", _in_a_read_only_directory),
+    ("on-dev-shm", _on_dev_shm),
+    ("symlink-to-dev-shm", _symlink_to_dev_shm),
+]
+
+
+@pytest.mark.parametrize("new", [False, True], ids=["is-out", "holds-a-new-out"])
+@pytest.mark.parametrize("place", [place for _, place in PLACES], ids=[c for c, _ in PLACES])
+def test_any_directory_one_may_write_to_takes_the_render(
     tmp_path: Path,
+    shm: Callable[[], Path],
+    place: Callable[[Path, Callable[[], Path]], tuple[Path, tuple[str, ...]]],
+    new: bool,
 ) -> None:
-    out = tmp_path / "a" / "b" / "render"
-    assert cli("--stack", "barcelona", "--out", str(out)).returncode == 0
-    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(
-        ["a", "b", "render", "kubernetes.yaml", "resources.json", "outputs.json"]
+    """As --out, the directory keeps its other files and gets the render's, replacing an
+    earlier render; a new --out two levels below it is created whole. Nothing else is left."""
+    where, prefix = place(tmp_path, shm)
+    kept: dict[str, str] = {}
+    if new:
+        out = where / "a" / "render"
+    else:
+        out = where
+        (out / "kubernetes.yaml").write_text("an earlier render\n")
+        kept = {"notes.txt": "mine\n"}
+        (out / "notes.txt").write_text(kept["notes.txt"])
+    result = cli("--stack", "barcelona", "--out", str(out), prefix=prefix)
+    assert result.returncode == 0, result.stderr
+    assert {p.name: p.read_text() for p in out.iterdir()} == {**_barcelona(), **kept}
+    if new:
+        assert [p.name for p in where.iterdir()] == ["a"]
+        assert [p.name for p in (where / "a").iterdir()] == ["render"]
+        # The mode mkdir gives its missing parent (the umask's), not a temporary directory's.
+        assert out.stat().st_mode == (where / "a").stat().st_mode
+
+
+def test_a_mount_point_takes_the_render(tmp_path: Path) -> None:
+    """--out a file system of its own (a tmpfs mounted on it, in a mount namespace of the test's
+    own), with an earlier render and a file of the user's in it."""
+    (tmp_path / "mnt").mkdir()
+    (tmp_path / "seen").mkdir()
+    script = """
+        mount -t tmpfs tmpfs "$1" || exit 77
+        test "$(stat -c %d "$1")" != "$(stat -c %d "$1/..")" || { echo "not mounted" >&2; exit 1; }
+        echo "an earlier render" > "$1/kubernetes.yaml"
+        echo mine > "$1/notes.txt"
+        "$2" -m gpu_cluster.offline --stack barcelona --out "$1" || exit
+        cp -R "$1/." "$3"  # what the mount holds, before it goes with the namespace
+    """
+    result = subprocess.run(
+        [
+            *as_root_of_a_mount_namespace(),
+            *("sh", "-c", script, "sh", str(tmp_path / "mnt"), sys.executable),
+            str(tmp_path / "seen"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    (out / "README").write_text("kept\n")
-    assert cli("--stack", "nerc-production", "--out", str(out)).returncode == 0
-    assert (out / "README").read_text() == "kept\n"
-    assert "coops-767192" in (out / "outputs.json").read_text()
+    if result.returncode == 77:
+        pytest.skip(f"no tmpfs mount in a user namespace here: {result.stderr}")
+    assert result.returncode == 0, result.stderr
+    seen = {p.name: p.read_text() for p in (tmp_path / "seen").iterdir()}
+    assert seen == {**_barcelona(), "notes.txt": "mine\n"}
 
 
 # Config as the engine hands it to the program under `pulumi up`: numbers it cannot carry.

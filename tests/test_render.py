@@ -1,18 +1,44 @@
-"""The offline render CLI: deterministic output, --diff, and bad config writing nothing."""
+"""The offline render CLI: deterministic output, --diff, and bad config writing nothing.
+
+The --diff contract for what it compares with: a directory holding the three render files,
+each of them what the render writes (render.SHAPES: kubernetes.yaml documents that are
+Kubernetes objects with apiVersion, kind and metadata.name; resources.json a list of rows with
+type, name, urn, parent (strings), aliases (a list of strings), inputs and options (objects);
+outputs.json an object). Every shipped stack's render is read back; any file of another
+shape is refused with exit 2 and one message naming the directory, the file and the place in
+it, never shown as everything added. The refused files are generated from a real render: each
+part SHAPES fixes, replaced by a value of every other JSON kind, and each required field left
+out, not hand-picked examples; and SHAPES fixes exactly the fields every shipped render has.
+"""
 
 from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Callable
+import re
+import shutil
+import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, is_typeddict
 
 import pulumi
 import pytest
 import yaml
 
 from gpu_cluster.offline.engine import run_program
-from gpu_cluster.offline.render import FILES, diff, main, read_render, render
+from gpu_cluster.offline.render import (
+    FILES,
+    SHAPES,
+    KubernetesObject,
+    OutputError,
+    ResourceRow,
+    diff,
+    main,
+    parse,
+    read_render,
+    render,
+)
 from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import by_case, cli, one_error
 from tests.conftest import BARCELONA_CREATES_NADS, STACKS
@@ -135,13 +161,29 @@ def _a_file(tmp: Path) -> Path:
     return tmp / "old"
 
 
+def _render_with(tmp: Path, name: str, text: str) -> Path:
+    assert main(["--stack", "barcelona", "--out", str(tmp / "old")]) == 0
+    (tmp / "old" / name).write_text(text)
+    return tmp / "old"
+
+
 # (case, makes the --diff path in tmp, what the message must say)
 BAD_DIFF_DIRS = [
     ("missing", lambda tmp: tmp / "typo", "no such directory"),
     ("a-file", _a_file, "not a directory"),
     ("empty", _no_render, "not a render (no kubernetes.yaml, resources.json, outputs.json)"),
     ("partial", _partial_render, "not a render (no resources.json, outputs.json)"),
-    ("invalid-file", _broken_render, "resources.json: not a valid render file"),
+    ("invalid-file", _broken_render, "resources.json: not a valid render file (not JSON)"),
+    (
+        "list-for-an-object",
+        lambda tmp: _render_with(tmp, "outputs.json", "[]\n"),
+        "outputs.json: not a valid render file (the file is a list, not an object)",
+    ),
+    (
+        "rows-without-their-fields",
+        lambda tmp: _render_with(tmp, "resources.json", '[{"type": "x"}]\n'),
+        "resources.json: not a valid render file ([0] has no 'aliases')",
+    ),
 ]
 
 
@@ -167,3 +209,123 @@ def test_diff_and_out_on_one_directory_compare_before_overwriting(
     assert "-  replicas: 2\n+  replicas: 3\n" in capsys.readouterr().out
     assert "replicas: 3\n" in (tmp_path / "kubernetes.yaml").read_text()
     assert main(args) == 0  # the directory now holds the new render
+
+
+# --- --diff reads back only what the render writes --------------------------------------------
+
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+# A value of each JSON kind, and what a message calls it.
+SAMPLES: tuple[tuple[Any, str], ...] = (
+    (None, "null"),
+    (True, "true or false"),
+    (0, "a number"),
+    ("text", "a string"),
+    ([], "a list"),
+    ({}, "an object"),
+)
+
+
+def _kind(value: Any) -> type:
+    return bool if isinstance(value, bool) else type(value)
+
+
+def _broken(value: Any, shape: Any, where: str) -> Iterator[tuple[str, str, Any]]:
+    """(where, what is wrong there as the message says it, `value` with that one thing wrong):
+    each part of `value` that `shape` fixes replaced by a value of every other JSON kind, and
+    each required field of an object left out."""
+    if shape is Any:
+        return
+    for other, called in SAMPLES:
+        if _kind(other) is not _kind(value):
+            yield where, f"is {called}, not ", other
+    origin = typing.get_origin(shape) or shape
+    if is_typeddict(origin):
+        for key in sorted(origin.__required_keys__):
+            yield where, f"has no {key!r}", {k: v for k, v in value.items() if k != key}
+        for key, hint in typing.get_type_hints(origin).items():
+            inner = f"{where}.{key}" if where else key
+            for at, wrong, broken in _broken(value[key], hint, inner):
+                yield at, wrong, {**value, key: broken}
+    elif origin is list:
+        for i, item in enumerate(value):
+            for at, wrong, broken in _broken(item, typing.get_args(shape)[0], f"{where}[{i}]"):
+                yield at, wrong, [*value[:i], broken, *value[i + 1 :]]
+
+
+def _wrong_shapes() -> list[tuple[str, str, str, str]]:
+    """(case, file name, its text, what the message must say): barcelona's render with one
+    thing wrong, once per place SHAPES fixes (in the first row or document that has it, for
+    every row alike) and kind of wrong."""
+    cases: dict[str, tuple[str, str, str, str]] = {}
+    for name in FILES:
+        content = parse(name, (SNAPSHOTS / "barcelona" / name).read_text())
+        for where, wrong, broken in _broken(content, SHAPES[name], ""):
+            if name.endswith(".yaml") and not isinstance(broken, list):
+                continue  # a YAML stream is a list of documents, whatever they are
+            case = f"{name}:{re.sub(r'[0-9]+', '*', where) or 'file'} {wrong}".removesuffix(
+                ", not "
+            )
+            if case not in cases:
+                text = json.dumps(broken) if name.endswith(".json") else yaml.dump_all(broken)
+                cases[case] = (case, name, text, f"{where or 'the file'} {wrong}")
+    return list(cases.values())
+
+
+WRONG_SHAPES = _wrong_shapes()
+
+
+def test_the_wrong_shapes_cover_every_part_of_every_file() -> None:
+    cases = {case for case, *_ in WRONG_SHAPES}
+    for expected in (
+        "outputs.json:file is a list",
+        "resources.json:[*] has no 'urn'",
+        "resources.json:[*].aliases[*] is a number",
+        "resources.json:[*].options is null",
+        "kubernetes.yaml:[*].metadata has no 'name'",
+        "kubernetes.yaml:[*].metadata.name is an object",
+    ):
+        assert expected in cases
+    assert len(cases) > 80
+
+
+@by_case("name, text, says", WRONG_SHAPES)
+def test_a_render_file_of_another_shape_is_refused(
+    tmp_path: Path, name: str, text: str, says: str
+) -> None:
+    for each in FILES:
+        shutil.copy(SNAPSHOTS / "barcelona" / each, tmp_path / each)
+    (tmp_path / name).write_text(text)
+    with pytest.raises(OutputError) as info:
+        read_render(tmp_path)
+    assert str(info.value).startswith(f"--diff {tmp_path}: {name}: not a valid render file (")
+    assert says in str(info.value)
+
+
+def test_every_shipped_render_reads_back(stack: str) -> None:
+    assert read_render(SNAPSHOTS / stack) == {n: (SNAPSHOTS / stack / n).read_text() for n in FILES}
+
+
+def _objects(value: Any, shape: Any, found: dict[Any, list[dict[str, Any]]]) -> None:
+    """Every object in `value` that `shape` declares as a TypedDict, by TypedDict."""
+    origin = typing.get_origin(shape) or shape
+    if is_typeddict(origin):
+        found.setdefault(origin, []).append(value)
+        for key, hint in typing.get_type_hints(origin).items():
+            _objects(value[key], hint, found)
+    elif origin is list:
+        for item in value:
+            _objects(item, typing.get_args(shape)[0], found)
+
+
+def test_shapes_require_exactly_the_fields_every_render_has() -> None:
+    """SHAPES is what the render writes: each declared object's required fields are the ones
+    every such object in every shipped stack's render has (so no field the render always
+    writes goes unchecked, and none it may leave out is required)."""
+    found: dict[Any, list[dict[str, Any]]] = {}
+    for stack in STACKS:
+        for name in FILES:
+            _objects(parse(name, (SNAPSHOTS / stack / name).read_text()), SHAPES[name], found)
+    assert {ResourceRow, KubernetesObject} <= set(found)
+    for declared, objects in found.items():
+        always = set.intersection(*(set(o) for o in objects))
+        assert always == declared.__required_keys__, declared.__name__

@@ -1,8 +1,26 @@
-"""Tokens from Pulumi secret config reach pods only through a Secret, never in plain sight."""
+"""Tokens from Pulumi secret config reach pods only through a Secret, never in plain sight.
+
+The --diff contract for secrets: a render shows a secret value it knows (`--set-secret`) as
+`[secret hmac=H keyid=K]`, H an HMAC of the value under a random key of the user's, kept
+outside any render (offline/secret_digest.py says why nothing less would do). For every key
+whose secret value the program carries (KEPT_SECRET: each secretEnv token, codeSync's repo,
+ref and period), a changed value is a change: --diff exits 1 and names, on stderr, the resource
+and the key in it that changed, and only that one; the same value exits 0 with no output.
+Neither value appears in the render, the diff or a message, nor does a plain hash of it, and
+the marker changes with the key. Renders made under different keys are said to be
+incomparable, not reported as changed secret by secret. A render that knows no secret value (a
+stack file's `secure:` values cannot be decrypted offline: `[secret]`) never touches the key
+file, and a key file that cannot be made or read exits 2 naming it.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+import stat
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +31,10 @@ from pydantic import BaseModel
 from gpu_cluster.config.messages import ConfigError, nested_model
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun, run_program
-from gpu_cluster.offline.render import FILES, main, render
+from gpu_cluster.offline.render import FILES, main, read_render, render
+from gpu_cluster.offline.secret_digest import MARKER as SECRET_MARKER
 from gpu_cluster.offline.stack_files import engine_config
+from tests.cli import ROOT, cli, one_error, program_copy
 from tests.conftest import container
 
 TOKEN = "hf_DoNotLeakThis123"
@@ -29,7 +49,8 @@ def test_secret_env_goes_through_a_secret_and_never_into_the_render() -> None:
     for name, content in files.items():
         assert TOKEN not in content and WANDB not in content, name
     yaml_text = files["kubernetes.yaml"]
-    assert "stringData:\n  HF_TOKEN: '[secret]'\n  WANDB_API_KEY: '[secret]'\n" in yaml_text
+    marker = r"'\[secret hmac=[0-9a-f]{16} keyid=[0-9a-f]{8}\]'"
+    assert re.search(f"stringData:\n  HF_TOKEN: {marker}\n  WANDB_API_KEY: {marker}\n", yaml_text)
     assert "- name: HF_TOKEN\n          valueFrom:\n            secretKeyRef:\n" in yaml_text
 
 
@@ -169,7 +190,8 @@ def test_a_secret_repository_reaches_git_sync_only_through_a_secret() -> None:
     run = run_program(config, secret_keys, "barcelona")
     (secret,) = [m for m in run.manifests() if m["metadata"]["name"] == "ml-dev-env-code-sync"]
     assert secret["kind"] == "Secret"
-    assert secret["stringData"] == {"period": "[secret]", "ref": "[secret]", "repo": "[secret]"}
+    assert sorted(secret["stringData"]) == ["period", "ref", "repo"]
+    assert all(SECRET_MARKER.fullmatch(value) for value in secret["stringData"].values())
     sidecar = container(run, "git-sync")
     env = {e["name"]: e for e in sidecar["env"]}
     for var, key in (
@@ -220,3 +242,159 @@ def test_secret_keys_of_other_namespaces_never_show(
     assert MARKER not in captured.out + captured.err
     for name in FILES:
         assert MARKER not in (tmp_path / name).read_text(), name
+
+
+# --- --diff sees a secret change, and shows nothing of the value ----------------------------
+
+# Per key whose secret value the program carries: --set-secret arguments giving it a first and
+# a second value (with what else it needs unchanged), and the Secret key that holds it.
+CHANGES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "secretEnv[0]": (
+        ("secretEnv.HF_TOKEN=hf_zq7731a", "secretEnv.WANDB_API_KEY=wandb_zq7731"),
+        ("secretEnv.HF_TOKEN=hf_zq7731b", "secretEnv.WANDB_API_KEY=wandb_zq7731"),
+        "HF_TOKEN",
+    ),
+    "codeSync.repo": (
+        ("codeSync.repo=https://oauth2:zq7731a@git.example.com/t.git",),
+        ("codeSync.repo=https://oauth2:zq7731b@git.example.com/t.git",),
+        "repo",
+    ),
+    "codeSync.ref": (
+        (f"codeSync.repo={REPO}", "codeSync.ref=zq7731-a"),
+        (f"codeSync.repo={REPO}", "codeSync.ref=zq7731-b"),
+        "ref",
+    ),
+    "codeSync.period": (
+        (f"codeSync.repo={REPO}", "codeSync.period=7731s"),
+        (f"codeSync.repo={REPO}", "codeSync.period=7732s"),
+        "period",
+    ),
+}
+
+
+def test_every_key_kept_secret_has_a_change_to_try() -> None:
+    assert set(CHANGES) == KEPT_SECRET
+
+
+def _secret_args(assignments: tuple[str, ...]) -> list[str]:
+    return [arg for a in assignments for arg in ("--set-secret", a)]
+
+
+def _plain_hashes(value: str) -> list[str]:
+    """What a render must not hold: the value, and unkeyed digests of it (16 hex digits, as
+    long as a marker's), from which guessing recovers a short value."""
+    raw = value.split("=", 1)[1]
+    return [raw] + [
+        hashlib.new(algorithm, text.encode()).hexdigest()[:16]
+        for algorithm in ("md5", "sha1", "sha256")
+        for text in (raw, json.dumps(raw))
+    ]
+
+
+@pytest.mark.parametrize("key", sorted(CHANGES))
+def test_a_changed_secret_is_a_change_named_but_not_shown(
+    key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second, secret_key = CHANGES[key]
+    out = tmp_path / "old"
+    assert main(["--stack", "barcelona", *_secret_args(first), "--out", str(out)]) == 0
+    assert main(["--stack", "barcelona", *_secret_args(first), "--diff", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["--stack", "barcelona", *_secret_args(second), "--diff", str(out)]) == 1
+    captured = capsys.readouterr()
+    named = [line for line in captured.err.splitlines() if "secret changed:" in line]
+    assert len(named) == 1, captured.err
+    assert re.fullmatch(
+        rf"--diff {out}: secret changed: kubernetes:core/v1:Secret \S+: stringData\.{secret_key}",
+        named[0],
+    )
+    shown = captured.out + captured.err + "".join(read_render(out).values())
+    for changed in set(first) ^ set(second):
+        for leak in _plain_hashes(changed):
+            assert leak not in shown, changed
+
+
+def _marker_parts(files: dict[str, str], part: str) -> list[str]:
+    return [m[part] for m in SECRET_MARKER.finditer(files["kubernetes.yaml"])]
+
+
+def test_the_marker_is_keyed_by_a_key_kept_outside_the_render(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = (f"secretEnv.HF_TOKEN={TOKEN}",)
+    renders: dict[str, list[dict[str, str]]] = {}
+    for state in ("alice", "bob", "alice"):
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / state))
+        renders.setdefault(state, []).append(render("barcelona", secret_overrides=secret))
+    (first, again), (other,) = renders["alice"], renders["bob"]
+    assert first == again  # one key, one marker for one value: renders stay comparable
+    assert len(_marker_parts(first, "hmac")) == len(_marker_parts(other, "hmac")) == 1
+    # The digest itself depends on the key, not only the key's id beside it.
+    assert _marker_parts(first, "hmac") != _marker_parts(other, "hmac")
+    assert _marker_parts(first, "keyid") != _marker_parts(other, "keyid")
+    key = tmp_path / "alice" / "gpu-cluster" / "secret-digest.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert stat.S_IMODE(key.parent.stat().st_mode) == 0o700
+    assert key.read_text().strip() not in "".join(first.values())
+
+
+def test_renders_under_different_keys_are_said_to_be_incomparable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--stack", "barcelona", "--set-secret", f"secretEnv.HF_TOKEN={TOKEN}"]
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "alice"))
+    assert main([*args, "--out", str(tmp_path / "old")]) == 0
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "bob"))
+    assert main([*args, "--diff", str(tmp_path / "old")]) == 1
+    err = capsys.readouterr().err
+    assert "secrets cannot be compared, and show as changed whether or not they are" in err
+    assert "secret changed:" not in err
+
+
+def test_a_render_that_knows_no_secret_value_leaves_the_key_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stack file's `secure:` value cannot be decrypted offline: `[secret]`, no digest."""
+    stack = (ROOT / "Pulumi.barcelona.yaml").read_text()
+    stack += "  gpu-cluster:secretEnv:\n    HF_TOKEN:\n      secure: v1:AAAAzq7731\n"
+    program = program_copy(tmp_path / "program", {"given": stack})
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    result = cli("--stack", "given", "--out", str(tmp_path / "out"), cwd=program)
+    assert result.returncode == 0, result.stderr
+    assert "  HF_TOKEN: '[secret]'\n" in (tmp_path / "out" / "kubernetes.yaml").read_text()
+    assert not state.exists()
+
+
+def _key_under_a_file(tmp: Path) -> Path:
+    (tmp / "state").write_text("")
+    return tmp / "state"
+
+
+def _not_a_key(tmp: Path) -> Path:
+    (tmp / "state" / "gpu-cluster").mkdir(parents=True)
+    (tmp / "state" / "gpu-cluster" / "secret-digest.key").write_text("not hex\n")
+    return tmp / "state"
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_key_under_a_file, "cannot keep the key for secret digests in "),
+        (_not_a_key, "not a key for secret digests (64 hex digits)"),
+    ],
+    ids=["state-is-a-file", "not-a-key"],
+)
+def test_a_key_that_cannot_be_kept_or_read_is_named(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make: Callable[[Path], Path],
+    says: str,
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(make(tmp_path)))
+    args = ["--set-secret", f"secretEnv.HF_TOKEN={TOKEN}", "--out", str(tmp_path / "out")]
+    result = cli("--stack", "barcelona", *args)
+    assert result.returncode == 2
+    message = one_error(result.stderr)
+    assert says in message and "secret-digest.key" in message and TOKEN not in message
+    assert not (tmp_path / "out").exists()

@@ -1,8 +1,9 @@
 """Run the real program in-process under the Pulumi SDK's mock engine and record everything.
 
 This is what `pulumi preview` would send to the engine, without the CLI, a cloud or a cluster:
-each registered resource's type, name, parent, inputs and options, and the stack outputs.
-Used by the offline render and by the tests.
+each registered resource's type, name, parent, inputs and options, and the stack outputs, with
+each secret value in them replaced by a marker (secret_digest). Used by the offline render and
+by the tests.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from gpu_cluster.config.schema import PROJECT
-from gpu_cluster.offline.stack_files import PROJECT_DIR, SECRET_PLACEHOLDER
+from gpu_cluster.offline.secret_digest import SecretDigests
+from gpu_cluster.offline.stack_files import PROJECT_DIR
 
 # Documentation-range address (RFC 5737) and placeholder CA for the mocked GKE endpoint.
 MOCK_ENDPOINT = "203.0.113.10"
@@ -94,17 +96,18 @@ class _Mocks(mocks.Mocks):
         raise NotImplementedError(f"the program must not call provider functions: {args.token}")
 
 
-def _redact(value: Any) -> Any:
+def _redact(value: Any, digests: SecretDigests) -> Any:
     if rpc.is_rpc_secret(value):
         inner = value.get("value")
-        # A secret map keeps its keys (names, not secrets), so the shape stays valid.
+        # A secret map keeps its keys (names, not secrets), so the shape stays valid, and
+        # --diff names the key whose value changed.
         if isinstance(inner, dict):
-            return {k: SECRET_PLACEHOLDER for k in inner}
-        return SECRET_PLACEHOLDER
+            return {k: digests.marker(v) for k, v in inner.items()}
+        return digests.marker(inner)
     if isinstance(value, dict):
-        return {k: _redact(v) for k, v in value.items()}
+        return {k: _redact(v, digests) for k, v in value.items()}
     if isinstance(value, list):
-        return [_redact(v) for v in value]
+        return [_redact(v, digests) for v in value]
     return value
 
 
@@ -136,9 +139,10 @@ class _RecordingMonitor(mocks.MockMonitor):
     """The SDK's mock monitor, also keeping each registration's options, and giving each
     resource the URN the engine would."""
 
-    def __init__(self, run: ProgramRun) -> None:
+    def __init__(self, run: ProgramRun, digests: SecretDigests) -> None:
         super().__init__(_Mocks())
         self.run = run
+        self.digests = digests
         self.aliases_of: dict[str, tuple[str, ...]] = {}  # each registered URN's aliases
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
@@ -196,7 +200,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                     urn=response.urn,
                     parent=request.parent,
                     custom=bool(request.custom),
-                    inputs=_redact(_plain(inputs)),
+                    inputs=_redact(_plain(inputs), self.digests),
                     options=options,
                     aliases=aliases,
                 )
@@ -217,10 +221,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-async def _resolve(value: Any) -> Any:
+async def _resolve(value: Any, digests: SecretDigests) -> Any:
     output = pulumi.Output.from_input(value)
     resolved = await output.future()
-    return SECRET_PLACEHOLDER if await output.is_secret() else resolved
+    return digests.marker(resolved) if await output.is_secret() else resolved
 
 
 @contextlib.contextmanager
@@ -259,6 +263,7 @@ def run_program(
 
     `record_into` receives the registrations even when the program fails."""
     run = record_into if record_into is not None else ProgramRun()
+    digests = SecretDigests()
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack for every run
     engine_log = logging.Logger("gpu-cluster.engine")  # this run's own, not the global tree
     engine_log.addHandler(_WarningRecorder(run))
@@ -268,7 +273,7 @@ def run_program(
         stack=stack,
         preview=True,
         logger=engine_log,
-        monitor=_RecordingMonitor(run),
+        monitor=_RecordingMonitor(run, digests),
     )
     pulumi.runtime.set_all_config(dict(config), secret_keys or [])
     if str(project_dir) not in sys.path:
@@ -282,6 +287,8 @@ def run_program(
         root = pulumi.runtime.get_root_resource()
         exported = getattr(root, "outputs", {})
         loop = asyncio.get_event_loop()
-        run.outputs = {k: loop.run_until_complete(_resolve(v)) for k, v in sorted(exported.items())}
+        run.outputs = {
+            k: loop.run_until_complete(_resolve(v, digests)) for k, v in sorted(exported.items())
+        }
     run.resources.sort(key=lambda r: (r.type, r.name))
     return run

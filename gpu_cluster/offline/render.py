@@ -5,8 +5,10 @@
 Runs `__main__.py` in-process under the Pulumi SDK's mock engine with the stack's config and
 writes `kubernetes.yaml` (every Kubernetes object, in apply order), `resources.json` (every
 registered resource with inputs and options) and `outputs.json` (stack outputs), all or
-nothing. Exit codes: 0 rendered (with --diff: no change), 1 --diff found changes, 2 bad config,
-usage, or an --out / --diff directory that cannot be used (one message; nothing written).
+nothing. A secret value it knows is written as a keyed digest (secret_digest), so that --diff
+sees it change, and says where on stderr. Exit codes: 0 rendered (with --diff: no change),
+1 --diff found changes, 2 bad config, usage, an --out / --diff directory that cannot be used,
+or a key for secret digests that cannot be kept (one message; nothing written).
 """
 
 from __future__ import annotations
@@ -16,19 +18,21 @@ import contextlib
 import difflib
 import json
 import os
+import secrets
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict
 
 import yaml
 
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.offline import shapes
 from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.secret_digest import MARKER, SecretDigestError
 from gpu_cluster.offline.stack_files import YamlLoader, engine_config
 
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
@@ -52,6 +56,40 @@ KIND_ORDER = (
     "Job",
 )
 FILES = ("kubernetes.yaml", "resources.json", "outputs.json")
+
+
+class ObjectMetadata(TypedDict):
+    name: str
+
+
+class KubernetesObject(TypedDict):
+    """What every document of kubernetes.yaml has, whatever its kind: what the API server
+    requires of any object (the program names each; none uses generateName)."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMetadata
+
+
+class ResourceRow(TypedDict):
+    """One row of resources.json: a registered resource."""
+
+    type: str
+    name: str
+    urn: str
+    aliases: list[str]
+    parent: str  # the parent's name, "" for none
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+
+
+# What each file holds (kubernetes.yaml: its documents). `--diff` checks an earlier render
+# against it.
+SHAPES: dict[str, Any] = {
+    "kubernetes.yaml": list[KubernetesObject],
+    "resources.json": list[ResourceRow],
+    "outputs.json": dict[str, Any],
+}
 
 
 def kind_rank(manifest: dict[str, Any]) -> tuple[int, str, str, str]:
@@ -83,7 +121,7 @@ def kubernetes_yaml(run: ProgramRun) -> str:
 
 
 def resources_json(run: ProgramRun) -> str:
-    rows = [
+    rows: list[ResourceRow] = [
         {
             "type": r.type,
             "name": r.name,
@@ -124,8 +162,17 @@ class OutputError(Exception):
     """An --out or --diff directory that cannot be used; the message names the path."""
 
 
+def parse(name: str, text: str) -> Any:
+    """A render file's content: kubernetes.yaml as its list of documents, the others as JSON.
+    Raises ValueError or yaml.YAMLError for text that is neither."""
+    if name.endswith(".json"):
+        return json.loads(text)
+    return list(yaml.load_all(text, Loader=YamlLoader))
+
+
 def read_render(old_dir: Path) -> dict[str, str]:
-    """An earlier render's files, checked to be one (so a typo is not "everything added")."""
+    """An earlier render's files, checked to be one (so a typo is not "everything added"): each
+    file there, and holding what the render writes (SHAPES)."""
     try:
         if not old_dir.is_dir():
             what = "not a directory" if old_dir.exists() else "no such directory"
@@ -141,14 +188,24 @@ def read_render(old_dir: Path) -> dict[str, str]:
     for name in FILES:
         try:
             old[name] = (old_dir / name).read_text()
-            if name.endswith(".json"):
-                json.loads(old[name])
-            else:
-                list(yaml.load_all(old[name], Loader=YamlLoader))
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not a valid render file"
-            raise OutputError(f"--diff {old_dir}: {name}: {reason}") from None
+        except OSError as exc:
+            raise OutputError(f"--diff {old_dir}: {name}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise _invalid(old_dir, name, "not UTF-8 text") from None
+        try:
+            content = parse(name, old[name])
+        except (ValueError, yaml.YAMLError):
+            raise _invalid(
+                old_dir, name, "not JSON" if name.endswith(".json") else "not YAML"
+            ) from None
+        wrong = shapes.problem(content, SHAPES[name])
+        if wrong is not None:
+            raise _invalid(old_dir, name, wrong)
     return old
+
+
+def _invalid(old_dir: Path, name: str, why: str) -> OutputError:
+    return OutputError(f"--diff {old_dir}: {name}: not a valid render file ({why})")
 
 
 def diff(old: dict[str, str], files: dict[str, str], old_label: str) -> str:
@@ -166,26 +223,86 @@ def diff(old: dict[str, str], files: dict[str, str], old_label: str) -> str:
     return "".join(out)
 
 
+def secret_changes(old: dict[str, str], files: dict[str, str]) -> list[str]:
+    """Where an earlier render (`old`) and `files` both show a secret value they knew (a
+    secret_digest marker) and it differs: each resource input by resource and key path, each
+    output by name. Neither render holds a value, so none is shown. Markers made under
+    different keys cannot be compared: then one line saying so instead."""
+    old_keys, keys = (
+        {m["keyid"] for n in FILES for m in MARKER.finditer(r[n])} for r in (old, files)
+    )
+    if old_keys and keys and old_keys != keys:
+        return [
+            "secrets cannot be compared, and show as changed whether or not they are: its are "
+            f"digested under another key (keyid {', '.join(sorted(old_keys))}; this render's: "
+            f"{', '.join(sorted(keys))}), made by another user, on another machine, or before "
+            "the key file was replaced"
+        ]
+    before = {row["urn"]: row for row in parse("resources.json", old["resources.json"])}
+    changes = [
+        f"secret changed: {row['type']} {row['name']}: {where}"
+        for row in parse("resources.json", files["resources.json"])
+        if row["urn"] in before
+        for where in _changed_markers(before[row["urn"]]["inputs"], row["inputs"], "")
+    ]
+    old_outputs, outputs = (parse("outputs.json", r["outputs.json"]) for r in (old, files))
+    changes += [f"secret changed: output {w}" for w in _changed_markers(old_outputs, outputs, "")]
+    return changes
+
+
+def _changed_markers(old: Any, new: Any, where: str) -> list[str]:
+    """The places, below `where`, that hold a marker in both `old` and `new`, different."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [
+            place
+            for key in sorted(old.keys() & new.keys())
+            for place in _changed_markers(old[key], new[key], f"{where}.{key}" if where else key)
+        ]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            place
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for place in _changed_markers(a, b, f"{where}[{i}]")
+        ]
+    if isinstance(old, str) and isinstance(new, str) and old != new:
+        return [where] if MARKER.fullmatch(old) and MARKER.fullmatch(new) else []
+    return []
+
+
 def write_render(out: Path, files: dict[str, str]) -> None:
-    """Write `files` into directory `out`, all or nothing: checked first, rendered into a
-    temporary directory beside it, then moved into place (a new directory in one rename; an
-    existing one file by file, keeping anything else in it). Raises OutputError."""
+    """Write `files` into directory `out`, all or nothing: checked first, written whole into a
+    temporary directory, then moved into place. For an existing `out` the temporary directory
+    is made inside it, so the moves never leave its file system: any existing directory one may
+    write to works, whatever its parent (read-only, another file system when `out` is a mount
+    point or a symlink to a directory elsewhere). Its render files are replaced one by one and
+    anything else in it is kept. A new `out` is the temporary directory, made beside it and
+    renamed in one step. Raises OutputError."""
     created: list[Path] = []
     try:
         # Inside the try: `exists()` raises for a path it cannot look up (a name too long).
         if out.exists() and not out.is_dir():
             raise OutputError(f"--out {out}: exists and is not a directory")
+        if out.is_symlink() and not out.exists():
+            # Renaming the new directory onto a dangling link would fail, naming only the
+            # temporary directory (ENOTDIR): name the missing target instead.
+            raise OutputError(
+                f"--out {out}: a symbolic link to {os.readlink(out)}, which is missing"
+            )
         blocked = [name for name in files if (out / name).exists() and not (out / name).is_file()]
         if blocked:
             raise OutputError(f"--out {out}: {', '.join(blocked)} exists and is not a file")
         for parent in reversed([p for p in out.parents if not p.exists()]):
             parent.mkdir()
             created.append(parent)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        existing = out.is_dir()
+        # mkdir, not tempfile.mkdtemp: a new `out` is this directory renamed, and should get the
+        # mode any new directory gets (the umask's), not mkdtemp's 0700.
+        staging = (out if existing else out.parent) / f".{out.name}.{secrets.token_hex(6)}.tmp"
+        staging.mkdir()
         try:
             for name, content in files.items():
                 (staging / name).write_text(content)
-            if out.exists():
+            if existing:
                 for name in files:
                     os.replace(staging / name, out / name)
             else:
@@ -218,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="like --set, as `pulumi config set --secret` (rendered as a redacted placeholder)",
+        help="like --set, as `pulumi config set --secret` (rendered as a keyed digest)",
     )
     parser.add_argument("--diff", metavar="OLD_DIR", help="diff against an earlier render")
     args = parser.parse_args(argv)
@@ -245,12 +362,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"rendered stack {args.stack!r} to {out}/ ({', '.join(FILES)})",
                 file=sys.stderr,
             )
-    except (ConfigError, FileNotFoundError, OutputError) as exc:
+    except (ConfigError, FileNotFoundError, OutputError, SecretDigestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if old is not None:
         changes = diff(old, files, str(args.diff))
         sys.stdout.write(changes)
+        # The diff shows a changed secret as one marker for another; say where it is.
+        for line in secret_changes(old, files):
+            print(f"--diff {args.diff}: {line}", file=sys.stderr)
         return 1 if changes else 0
     return 0
 
