@@ -87,6 +87,13 @@ def rows(run: ProgramRun) -> dict[Key, Row]:
     """A run's registrations as `resources.json` rows, keyed as
     gpu_cluster.offline.replacements keys them."""
     return index(
-        {"type": r.type, "name": r.name, "inputs": r.inputs, "options": r.options}
+        {
+            "type": r.type,
+            "name": r.name,
+            "urn": r.urn,
+            "aliases": list(r.aliases),
+            "inputs": r.inputs,
+            "options": r.options,
+        }
         for r in run.resources
     )
