@@ -109,6 +109,22 @@ def schema_key_paths(
     return keys
 
 
+# nerc-production (OpenShift) moved to GKE: the overrides that make its config a valid GKE one.
+# Every resource then moves under another component type, a new URN for the engine.
+TO_GKE = (
+    "platform=gke",
+    "gcp.project=my-project",
+    "gcp.region=us-central1",
+    "gcp.zone=us-central1-a",
+    "gcp.authorizedNetworks[0].cidrBlock=203.0.113.0/24",
+    "gcp.authorizedNetworks[0].displayName=vpn",
+    "gcp.machineType=a3-highgpu-8g",
+    "kubernetesVersion=1.35",
+    "gcp.minMasterVersion=1.35",
+    "storage.storageClass=standard",
+)
+
+
 @pytest.fixture(params=STACKS)
 def stack(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -119,10 +135,27 @@ def plan_of(stack: str, *overrides: str) -> list[Step]:
     return plan(rows(run_stack(stack)), rows(run_stack(stack, *overrides)))
 
 
+def plan_from(stack: str, deployed: tuple[str, ...], edit: tuple[str, ...]) -> list[Step]:
+    """What the engine would do to `stack` deployed with `deployed` overrides (the state the
+    last `pulumi up` wrote) when `edit` is applied on top of them. The edited config is
+    rendered with one override per key (the last one wins, as with --set), so equal configs
+    share one cached render whatever order they were written in."""
+    edited = dict(o.split("=", 1) for o in (*deployed, *edit))
+    after = tuple(f"{key}={value}" for key, value in edited.items())
+    return plan(rows(run_stack(stack, *deployed)), rows(run_stack(stack, *after)))
+
+
 def rows(run: ProgramRun) -> dict[Key, Row]:
     """A run's registrations as `resources.json` rows, keyed as
     gpu_cluster.offline.replacements keys them."""
     return index(
-        {"type": r.type, "name": r.name, "inputs": r.inputs, "options": r.options}
+        {
+            "type": r.type,
+            "name": r.name,
+            "urn": r.urn,
+            "aliases": list(r.aliases),
+            "inputs": r.inputs,
+            "options": r.options,
+        }
         for r in run.resources
     )

@@ -45,3 +45,19 @@ def test_a_resize_destroys_nothing(tmp_path: Path) -> None:
     change = compare("barcelona", base / "barcelona", head / "barcelona")
     assert change.is_changed and change.destructive == []
     assert "data-holding" not in summary(base, head)
+
+
+def test_a_retained_namespace_is_shown_as_staying_and_a_deleted_one_in_bold(tmp_path: Path) -> None:
+    """A namespace dropped from the program (namespaceMode reference) only leaves the state
+    while it is retained; with both opt-outs deployed it is deleted, claims and all."""
+    stack, base, head = "gcp-a3", tmp_path / "base", tmp_path / "head"
+    namespace = "`kubernetes:core/v1:Namespace` | `gpu-cluster-namespace` | removed |"
+    write(base / stack, render(stack, ()))
+    write(head / stack, render(stack, ("namespaceMode=reference",)))
+    assert f"| delete (retained: the object stays in the cluster) | {namespace}" in summary(
+        base, head
+    )
+    opted_out = ("storage.retainOnDelete=false", "storage.protect=false")
+    write(base / stack, render(stack, opted_out))
+    write(head / stack, render(stack, (*opted_out, "namespaceMode=reference")))
+    assert f"| **delete** | {namespace}" in summary(base, head)

@@ -8,10 +8,25 @@ providers' replacement rules); `protect` on the previous render is what makes th
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+from typing import get_args
+
 import pytest
 
+from gpu_cluster.config.settings import Settings, StorageSettings
+from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
-from tests.conftest import STACKS, manifests, one, plan_of, rows, run_stack
+from tests.conftest import (
+    STACKS,
+    TO_GKE,
+    manifests,
+    one,
+    plan_from,
+    plan_of,
+    rows,
+    run_stack,
+)
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
@@ -143,3 +158,163 @@ def test_gke_cluster_is_protected_against_replacement_and_deletion(stack: str) -
     assert [(s.op, s.fields, s.protected) for s in replaced] == [("replace", ("location",), True)]
     (opted,) = run_stack(stack, "gcp.deletionProtection=false").of_type(CLUSTER)
     assert not opted.options["protect"] and opted.inputs["deletionProtection"] is False
+
+
+# --- edits that take a namespace out of the program ------------------------------------------
+
+NAMESPACE = "kubernetes:core/v1:Namespace"
+NAMESPACE_MODES: tuple[str, ...] = get_args(Settings.model_fields["namespace_mode"].annotation)
+# The storage keys that switch a safeguard off (README "Opt-in keys"): the schema's booleans.
+STORAGE_SWITCHES = tuple(
+    f"storage.{field.alias or name}"
+    for name, field in StorageSettings.model_fields.items()
+    if field.annotation is bool
+)
+RETAIN, PROTECT = "storage.retainOnDelete", "storage.protect"
+
+
+def test_the_storage_switches_are_the_two_opt_in_keys() -> None:
+    """A new switch changes what an opt-in is: the checks below must learn it first."""
+    assert set(STORAGE_SWITCHES) == {RETAIN, PROTECT}
+    assert set(NAMESPACE_MODES) == {"create", "adopt", "reference"}
+
+
+def switch_settings() -> Iterator[tuple[str, ...]]:
+    """Every combination of values of the storage switches, as --set overrides."""
+    for values in itertools.product(("true", "false"), repeat=len(STORAGE_SWITCHES)):
+        yield tuple(f"{key}={value}" for key, value in zip(STORAGE_SWITCHES, values, strict=True))
+
+
+def namespace_edits(stack: str) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(deployed overrides, edit): the stack deployed in every namespaceMode with every
+    combination of the switches, then moved to every other mode, to another namespace, or
+    both, with the switches set to any combination in the same update; nerc-production also
+    moved to GKE (a platform change)."""
+    moves = [
+        (f"namespaceMode={after}", *rename)
+        for after in NAMESPACE_MODES
+        for rename in ((), ("namespace=elsewhere",))
+    ]
+    for before, switches in itertools.product(NAMESPACE_MODES, list(switch_settings())):
+        deployed = (f"namespaceMode={before}", *switches)
+        for move, new_switches in itertools.product(moves, list(switch_settings())):
+            if move != (f"namespaceMode={before}",):
+                yield deployed, (*move, *new_switches)
+        if stack == "nerc-production":
+            yield deployed, TO_GKE
+
+
+def settings_of(overrides: tuple[str, ...]) -> dict[str, str]:
+    return dict(o.split("=", 1) for o in overrides)  # the last one wins, as with --set
+
+
+def opted_in(deployed: tuple[str, ...], edit: tuple[str, ...], step: Step) -> bool:
+    """README "Opt-in keys": data may leave the cluster only when the state says not to retain
+    it (the engine reads a removed or replaced resource's retainOnDelete from the state) and
+    protect is off: in the state for a deletion, or in the update itself for a replacement."""
+    state, wanted = settings_of(deployed), settings_of((*deployed, *edit))
+    unprotected = state.get(PROTECT) == "false" or (
+        step.op == "replace" and wanted.get(PROTECT) == "false"
+    )
+    return state.get(RETAIN) == "false" and unprotected
+
+
+def refused(steps: list[Step]) -> list[Step]:
+    """Steps the engine refuses: any one of them fails `pulumi preview`, and so the update."""
+    return [s for s in steps if s.protected and s.op in ("replace", "delete")]
+
+
+def deleted_from_cluster(steps: list[Step]) -> list[Step]:
+    """Claims and namespaces (which take their claims along) whose object the engine would
+    delete: replaced or deleted, neither refused nor retained."""
+    return [
+        s
+        for s in steps
+        if s.type in (PVC, NAMESPACE)
+        and s.op in ("replace", "delete")
+        and not (s.protected or s.retained)
+    ]
+
+
+# One stack per platform and storage layout: the namespace is the same component on every
+# stack of a platform (the GKE stacks differ in hardware and networks, which no edit here
+# touches), and each stack costs about 30 renders.
+NAMESPACE_EDIT_STACKS = ["barcelona", "nerc-production", "gcp-a3"]
+
+
+@pytest.mark.parametrize("stack", NAMESPACE_EDIT_STACKS)
+def test_no_namespace_edit_deletes_a_claim_or_its_namespace_without_the_opt_in(
+    stack: str,
+) -> None:
+    """Kubernetes deletes every claim in a deleted namespace, whatever the claims' protect. So
+    a namespace the program created is retained, or else protected; an edit that takes it out
+    of the program or replaces it stops at preview, or leaves it in the cluster, unless the
+    stack opted out of both retention and protection."""
+    unsafe, namespace_refused, opted_deletions = [], 0, 0
+    for deployed, edit in namespace_edits(stack):
+        steps = plan_from(stack, deployed, edit)
+        deleted = deleted_from_cluster(steps)
+        stopped = refused(steps)
+        unasked = [s for s in deleted if not opted_in(deployed, edit, s)]
+        if unasked and not stopped:
+            unsafe.append(f"{deployed} -> {edit}: {[(s.op, s.type, s.name) for s in unasked]}")
+        if any(s.type == NAMESPACE for s in stopped) and not claim_steps(stopped):
+            namespace_refused += 1  # nothing but the namespace's own protect stops this edit
+        if any(s.type == NAMESPACE for s in deleted) and not stopped:
+            opted_deletions += 1
+    assert unsafe == [], "\n".join(unsafe)
+    # Not vacuous: the namespace's own protection stops edits that touch no claim (a mode
+    # change of a created namespace that is not retained), and the full opt-out lets it go.
+    assert namespace_refused and opted_deletions, (namespace_refused, opted_deletions)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_created_namespace_is_retained_or_protected_unless_both_are_lifted(stack: str) -> None:
+    for switches in switch_settings():
+        run = run_stack(stack, "namespaceMode=create", *switches)
+        (namespace,) = run.of_type(NAMESPACE)
+        retain, protect = (settings_of(switches)[k] == "true" for k in (RETAIN, PROTECT))
+        assert namespace.options["retainOnDelete"] is retain
+        assert namespace.options["protect"] is (protect and not retain), switches
+        # The premise: every claim lives in that namespace.
+        assert {c["metadata"]["namespace"] for c in manifests(run, "PersistentVolumeClaim")} == {
+            namespace.inputs["metadata"]["name"]
+        }
+
+
+def kept_by_destroy_excluding_protected(run: ProgramRun) -> set[str]:
+    """URNs `pulumi destroy --exclude-protected` leaves alone: the protected resources and all
+    they depend on, transitively: parent, dependsOn, provider (pulumi/pulumi v3.259.0
+    pkg/cmd/pulumi/operations/destroy.go getProtectedExcludes, resource/graph
+    TransitiveDependenciesOf; step_generator.go getExcludeDependencies)."""
+    by_urn = {r.urn: r for r in run.resources}
+    # The mock engine gives each resource the ID "<name>-id"; options name providers by ID.
+    providers = {
+        f"{r.name}-id": r.urn for r in run.resources if r.type.startswith("pulumi:providers:")
+    }
+    kept: set[str] = set()
+    todo = [r.urn for r in run.resources if r.options["protect"]]
+    while todo:
+        urn = todo.pop()
+        if urn in kept or urn not in by_urn:
+            continue
+        kept.add(urn)
+        r = by_urn[urn]
+        todo += [r.parent, *r.options["dependsOn"], providers.get(r.options["provider"], "")]
+    return kept
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_destroy_excluding_protected_keeps_the_claims_and_their_namespace(stack: str) -> None:
+    """README: `pulumi destroy --exclude-protected` keeps the claims and the namespace the
+    program created, whichever switch is off alone; both off, it deletes them."""
+    for switches in switch_settings():
+        run = run_stack(stack, "namespaceMode=create", *switches)
+        kept = kept_by_destroy_excluding_protected(run)
+        gone = [
+            r.type
+            for r in run.of_type(PVC) + run.of_type(NAMESPACE)
+            if r.urn not in kept and not r.options["retainOnDelete"]
+        ]
+        both_off = all(settings_of(switches)[k] == "false" for k in (RETAIN, PROTECT))
+        assert (set(gone) == {PVC, NAMESPACE}) if both_off else gone == [], switches

@@ -3,9 +3,12 @@ would replace or delete (read from two real renders with gpu_cluster.offline.rep
 held to a written policy of what may be replaced or deleted and what never may without an opt-in.
 
 `MATRIX` is the reviewed table (edit -> the replacements and deletions of precious resources it
-causes, "!" marking the ones the engine refuses because they are protected); `violations` is the
-policy, independent of the table. A change to the program that makes an edit destroy something
-new fails here twice: the table no longer matches, and the policy names the rule it breaks.
+causes, "!" marking the ones the engine refuses because they are protected, "(retained)" the
+ones that only drop the resource from the state and leave the object in the cluster);
+`FROM_DEPLOYED` the same for edits of a stack deployed with other settings than its file's;
+`violations` is the policy, independent of the tables. A change to the program that makes an
+edit destroy something new fails here twice: the table no longer matches, and the policy names
+the rule it breaks.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_cluster.offline.replacements import PRECIOUS, Step, destructive
-from tests.conftest import plan_of
+from tests.conftest import TO_GKE, plan_from, plan_of
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -41,21 +44,40 @@ def _edits_key(edit: tuple[str, ...], keys: tuple[str, ...]) -> bool:
     return any(e.split("=")[0] in keys for e in edit)
 
 
-def violations(edit: tuple[str, ...], steps: list[Step]) -> list[str]:
-    """The written policy: what may be replaced or deleted, and what never may."""
+# The opt-in keys (README "Opt-in keys") and what each lets go.
+OPT_INS = {
+    PVC: ("storage.protect=false",),
+    CLUSTER: ("gcp.deletionProtection=false",),
+    # A namespace leaves the cluster only with the claims in it: both opt-outs.
+    NAMESPACE: ("storage.protect=false", "storage.retainOnDelete=false"),
+}
+
+
+def violations(
+    edit: tuple[str, ...], steps: list[Step], deployed: tuple[str, ...] = ()
+) -> list[str]:
+    """The written policy: what may be replaced or deleted, and what never may. `deployed`:
+    overrides the stack was deployed with besides its file (they may hold opt-ins)."""
     out = []
+    settings = dict(e.split("=", 1) for e in (*deployed, *edit))  # the last one wins
     refused = [s for s in steps if s.protected and s.op in ("replace", "delete")]
     cluster_refused = any(s.type == CLUSTER for s in refused)
     for s in destructive(steps):
         what = f"{s.op} {s.type} {s.name}"
+        opted_in = s.type in OPT_INS and all(
+            settings.get(key) == value for key, value in (o.split("=") for o in OPT_INS[s.type])
+        )
         if s.type in (PVC, CLUSTER):
             # Never without asking: protect makes the engine stop at preview.
-            if not s.protected:
+            if not s.protected and not opted_in:
                 out.append(f"{what}: {PRECIOUS[s.type]}, and nothing stops it")
         elif s.type == NAMESPACE:
             # Deleting a namespace deletes its claims: only a retained namespace (dropped from
-            # the state, left in the cluster) may go, or the update stops at protected claims.
-            if not s.retained and not any(x.type == PVC for x in refused):
+            # the state, left in the cluster) may go, or the engine refuses it (protected), or
+            # the update stops at protected claims (the engine refuses the whole preview).
+            if not (s.retained or s.protected or opted_in) and not any(
+                x.type == PVC for x in refused
+            ):
                 out.append(f"{what}: its claims would go with it")
         elif s.type == NODE_POOL:
             if not (_edits_key(edit, POOL_KEYS) or cluster_refused):
@@ -70,10 +92,12 @@ def violations(edit: tuple[str, ...], steps: list[Step]) -> list[str]:
 
 
 def summary(steps: list[Step]) -> dict[str, int]:
-    """Destructive steps on precious resources, counted by '<op> <Kind>' ('!' = refused)."""
+    """Destructive steps on precious resources, counted by '<op> <Kind>' ('!' = refused,
+    ' (retained)' = the object stays in the cluster)."""
     out: dict[str, int] = {}
     for s in destructive(steps):
-        key = f"{s.op} {s.type.rsplit(':', 1)[-1]}{'!' if s.protected else ''}"
+        mark = "!" if s.protected else " (retained)" if s.retained else ""
+        key = f"{s.op} {s.type.rsplit(':', 1)[-1]}{mark}"
         out[key] = out.get(key, 0) + 1
     return out
 
@@ -140,9 +164,13 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
         "replace PersistentVolumeClaim!": 4,
     },
     ("gcp-a3", ("namespace=elsewhere",)): {
-        "replace Namespace": 1,
+        "replace Namespace (retained)": 1,
         "replace PersistentVolumeClaim!": 4,
     },
+    # The created namespace leaves the program; retained, it stays with its claims.
+    ("gcp-a3", ("namespaceMode=reference",)): {"delete Namespace (retained)": 1},
+    # Adopted under its own name: the same ID, an ordinary update (no import, no replacement).
+    ("gcp-a3", ("namespaceMode=adopt",)): {},
     ("gcp-a3", (IMAGE,)): {},
     # gcp-a4: GKE, A4, GPUDirect RDMA (second gVNIC VPC, one RoCE VPC with 8 subnets)
     ("gcp-a4", ("nodes=4",)): {},
@@ -171,6 +199,53 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
 }
 
 
+CREATED = "namespaceMode=create"
+NOT_RETAINED = "storage.retainOnDelete=false"
+UNPROTECTED = "storage.protect=false"
+
+# Edits of a stack deployed with overrides of its file (the state an earlier `pulumi up` wrote):
+# (stack, deployed overrides, edit) -> as MATRIX. Above all the edits that take a namespace the
+# program created out of it, which Kubernetes deletes with every claim in it unless it is
+# retained, whatever the claims' own protection.
+FROM_DEPLOYED: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[str, int]] = {
+    # Retained (the default): the namespace leaves the state and stays, with its claims.
+    ("barcelona", (CREATED,), ("namespaceMode=reference",)): {"delete Namespace (retained)": 1},
+    ("barcelona", ("namespaceMode=adopt",), ("namespaceMode=reference",)): {
+        "delete Namespace (retained)": 1
+    },
+    ("barcelona", ("namespaceMode=adopt", NOT_RETAINED), ("namespaceMode=reference",)): {
+        "delete Namespace (retained)": 1  # adopted: existed before the stack, always retained
+    },
+    # Not retained: the namespace carries the claims' protection, so the engine refuses.
+    ("barcelona", (CREATED, NOT_RETAINED), ("namespaceMode=reference",)): {"delete Namespace!": 1},
+    ("gcp-a3", (NOT_RETAINED,), ("namespaceMode=reference",)): {"delete Namespace!": 1},
+    ("gcp-a3", (NOT_RETAINED,), ("namespace=elsewhere",)): {
+        "replace Namespace!": 1,
+        "replace PersistentVolumeClaim!": 4,
+    },
+    # Adopting another namespace imports it in place of the created one, and the engine deletes
+    # the old one without checking its protect: the protected claims stop the update.
+    ("gcp-a3", (NOT_RETAINED,), ("namespaceMode=adopt", "namespace=elsewhere")): {
+        "replace Namespace": 1,
+        "replace PersistentVolumeClaim!": 4,
+    },
+    ("gcp-a3", (NOT_RETAINED,), ("namespaceMode=adopt",)): {},
+    # Lifting protect and deleting in one update: the engine reads protect from the state.
+    ("gcp-a3", (NOT_RETAINED,), (UNPROTECTED, "namespaceMode=reference")): {"delete Namespace!": 1},
+    # Both opt-outs deployed: the namespace goes, and its claims with it.
+    ("gcp-a3", (NOT_RETAINED, UNPROTECTED), ("namespaceMode=reference",)): {"delete Namespace": 1},
+    # Leaving the platform: every claim and the namespace leave the program.
+    ("nerc-production", (CREATED,), TO_GKE): {
+        "delete Namespace (retained)": 1,
+        "delete PersistentVolumeClaim!": 2,
+    },
+    ("nerc-production", (CREATED, NOT_RETAINED), TO_GKE): {
+        "delete Namespace!": 1,
+        "delete PersistentVolumeClaim!": 2,
+    },
+}
+
+
 @pytest.mark.parametrize(
     ("stack", "edit"), list(MATRIX), ids=[f"{s}:{','.join(e)}" for s, e in MATRIX]
 )
@@ -180,6 +255,19 @@ def test_edit_replaces_and_deletes_only_what_the_policy_allows(
     steps = plan_of(stack, *edit)
     assert violations(edit, steps) == []
     assert summary(steps) == MATRIX[stack, edit]
+
+
+@pytest.mark.parametrize(
+    ("stack", "deployed", "edit"),
+    list(FROM_DEPLOYED),
+    ids=[f"{s}:{','.join(d)}:{','.join(e)}" for s, d, e in FROM_DEPLOYED],
+)
+def test_edits_of_a_deployed_stack_replace_and_delete_only_what_the_policy_allows(
+    stack: str, deployed: tuple[str, ...], edit: tuple[str, ...]
+) -> None:
+    steps = plan_from(stack, deployed, edit)
+    assert violations(edit, steps, deployed) == []
+    assert summary(steps) == FROM_DEPLOYED[stack, deployed, edit]
 
 
 def test_the_policy_catches_what_it_forbids() -> None:
@@ -195,6 +283,16 @@ def test_the_policy_catches_what_it_forbids() -> None:
     assert violations(("gcp.provisioning=spot",), [pool]) == []
     retained = Step(NAMESPACE, "ns", "replace", ("metadata.name",), retained=True)
     assert violations(("namespace=elsewhere",), [retained]) == []
+    # A namespace dropped from the program, neither retained nor protected, while no claim
+    # stops the update: allowed only when the stack opted out of both protect and retention.
+    dropped = Step(NAMESPACE, "ns", "delete")
+    edit = ("namespaceMode=reference",)
+    assert len(violations(edit, [dropped], (NOT_RETAINED,))) == 1
+    protected_again = (NOT_RETAINED, UNPROTECTED, "storage.protect=true")  # the last one wins
+    assert len(violations(edit, [dropped], protected_again)) == 1
+    assert violations(edit, [dropped], (NOT_RETAINED, UNPROTECTED)) == []
+    assert violations(edit, [Step(NAMESPACE, "ns", "delete", protected=True)]) == []
+    assert violations((UNPROTECTED,), [claim]) == []
 
 
 def test_the_matrix_covers_every_shipped_stack_and_the_risky_edits() -> None:
@@ -202,6 +300,7 @@ def test_the_matrix_covers_every_shipped_stack_and_the_risky_edits() -> None:
 
     assert {stack for stack, _ in MATRIX} == set(STACKS)
     keys = {e.split("=")[0] for _, edit in MATRIX for e in edit}
+    keys |= {e.split("=")[0] for _, _, edit in FROM_DEPLOYED for e in edit}
     assert {
         "nodes",
         "storage.workspaceSize",
@@ -215,4 +314,6 @@ def test_the_matrix_covers_every_shipped_stack_and_the_risky_edits() -> None:
         "gcp.zone",
         "gcp.minMasterVersion",
         "gcp.releaseChannel",
+        "namespaceMode",
+        "platform",
     } <= keys

@@ -71,3 +71,38 @@ def test_replace_on_changes_option_adds_fields() -> None:
     )
     step = one_step(old, new)
     assert step is not None and step.fields == ("spec.type",)
+
+
+NAMESPACE = "kubernetes:core/v1:Namespace"
+URN = "urn:pulumi:s::p::gpu-cluster:{}Platform$gpu-cluster:namespace:TrainingNamespace${}::ns"
+
+
+def test_a_resource_under_a_new_urn_is_deleted_and_created_unless_aliased() -> None:
+    """A platform change keeps the type and name but not the parent's type: a new URN."""
+    ns = {"metadata": {"name": "training"}}
+    old = {
+        **row(NAMESPACE, "ns", ns, protect=True),
+        "urn": URN.format("openshift:OpenShift", NAMESPACE),
+    }
+    moved = {**row(NAMESPACE, "ns", ns), "urn": URN.format("gke:Gke", NAMESPACE)}
+    assert plan(index([old]), index([moved])) == [
+        Step(NAMESPACE, "ns", "delete", protected=True),
+        Step(NAMESPACE, "ns", "create"),
+    ]
+    aliased = {**moved, "aliases": [old["urn"]]}
+    assert plan(index([old]), index([aliased])) == []
+
+
+def test_adopting_another_object_replaces_without_asking_protect() -> None:
+    """An import of another ID replaces the resource, and the engine deletes the old one
+    without its protect check; an import of the object already in the state is no import."""
+    created = row(NAMESPACE, "ns", {"metadata": {"name": "training"}}, protect=True)
+    same = row(NAMESPACE, "ns", {"metadata": {"name": "training"}}, **{"import": "training"})
+    assert one_step(created, same) is None
+    other = row(NAMESPACE, "ns", {"metadata": {"name": "other"}}, **{"import": "other"})
+    assert one_step(created, other) == Step(NAMESPACE, "ns", "replace", ("metadata.name",))
+    adopted = row(PVC, "c", claim("1Gi", "a"), **{"import": "ns/c"})
+    assert one_step(row(PVC, "c", claim("1Gi", "a"), protect=True), adopted) is None
+    assert one_step(adopted, row(PVC, "c", claim("1Gi", "a"), **{"import": "ns/d"})) == Step(
+        PVC, "c", "replace", ("import",)
+    )

@@ -7,7 +7,8 @@
 Each directory holds one subdirectory per stack, as `python -m gpu_cluster.offline --out`
 writes it. Per stack the summary lists first the replacements and deletions of data-holding or
 slow resources (claims, namespace, cluster, node pool, VPCs) with the field that forces each
-replacement and whether `protect` makes the engine refuse it (gpu_cluster.offline.replacements),
+replacement, whether `protect` makes the engine refuse it and whether `retainOnDelete` leaves
+the object in the cluster (gpu_cluster.offline.replacements),
 then the resources added, removed and changed, grouped by type (from `resources.json`, keyed by
 type and name), the stack outputs that changed, then the unified diff of `kubernetes.yaml` in a
 ```diff block. Exit code 0 (also when something changed), 2 on usage errors.
@@ -190,7 +191,13 @@ def _destructive_markdown(steps: list[Step]) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for s in steps:
-        op = f"{s.op} (refused: protected)" if s.protected else f"**{s.op}**"
+        if s.protected:
+            op = f"{s.op} (refused: protected)"
+        elif s.retained:
+            # Only the state forgets it: a namespace dropped this way keeps its claims.
+            op = f"{s.op} (retained: the object stays in the cluster)"
+        else:
+            op = f"**{s.op}**"
         forced = ", ".join(f"`{f}`" for f in s.fields) or ("removed" if s.op == "delete" else "")
         lines.append(f"| {op} | `{s.type}` | `{s.name}` | {forced} | {PRECIOUS[s.type]} |")
     return [*lines, ""]

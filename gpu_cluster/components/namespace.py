@@ -44,19 +44,22 @@ def adopted(
 class TrainingNamespaceArgs:
     """namespace: its name. mode: create it, or adopt one that exists (imported, untouched).
     labels, annotations: of a created one. retain_on_delete: keep a created one (and every
-    claim in it) on `pulumi destroy` and on replacement."""
+    claim in it) on `pulumi destroy` and on replacement. protect: Pulumi's `protect` on a
+    created one, so that an update or destroy that would delete it stops at preview."""
 
     namespace: str
     mode: Literal["create", "adopt"] = "create"
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     retain_on_delete: bool = True
+    protect: bool = False
 
 
 class TrainingNamespace(pulumi.ComponentResource):
     """The training namespace. Deleting a namespace deletes every claim in it, so a created one
-    is retained unless told otherwise and an adopted one always is. An adopted one is declared by
-    name only and leaves what the platform writes into it alone."""
+    is retained unless told otherwise (and then protected, if told so) and an adopted one always
+    is retained. An adopted one is declared by name only and leaves what the platform writes
+    into it alone."""
 
     namespace: k8s.core.v1.Namespace
 
@@ -81,7 +84,8 @@ class TrainingNamespace(pulumi.ComponentResource):
                     name=a.namespace, labels=a.labels, annotations=a.annotations or None
                 ),
                 opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(retain_on_delete=a.retain_on_delete)
+                    child,
+                    pulumi.ResourceOptions(retain_on_delete=a.retain_on_delete, protect=a.protect),
                 ),
             )
         self.register_outputs({"namespace": self.namespace.metadata.name})

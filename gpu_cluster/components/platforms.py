@@ -63,6 +63,13 @@ def namespace_args(s: Settings) -> TrainingNamespaceArgs | None:
         labels=labels(s),
         annotations=retention_annotations(s.storage.retain_on_delete),
         retain_on_delete=s.storage.retain_on_delete,
+        # Kubernetes deletes every claim in a deleted namespace, whatever the claims' own
+        # `protect`, and an edit that drops the namespace from the program (namespaceMode
+        # reference, a platform change) touches no claim. So a namespace that is not retained
+        # carries the claims' protection itself. A retained one only leaves the state (the
+        # object and its claims stay), so it needs none: protecting it would also stop those
+        # harmless edits until storage.protect is lifted.
+        protect=s.storage.protect and not s.storage.retain_on_delete,
     )
 
 

@@ -5,7 +5,12 @@ Given two renders of a stack (each resource's type, name, inputs and options, as
 the engine would do to each resource: create, delete, replace (and which input forces it) or
 update. The rules are the providers' own:
 
-- A resource whose Pulumi name (URN) disappears is deleted, a new one is created.
+- A resource whose Pulumi name (URN) disappears is deleted, a new one is created; rows that
+  carry their URNs (`resources.json`) are the same resource only under the same URN or an
+  alias of it, so a resource that moves under another component type (a platform change) is
+  deleted and created even though its type and name stay.
+- An `import` option naming another object than the one in the state replaces the resource:
+  the object is imported, and the old one deleted without the engine checking its `protect`.
 - Kubernetes (pulumi/pulumi-kubernetes provider/pkg/provider/diff.go at 94977969, `forceNew`):
   `metadata.name` and `metadata.namespace` of every object, plus per kind below.
 - Google Cloud (hashicorp/terraform-provider-google at e03b7622, the schema's `ForceNew` fields
@@ -142,7 +147,9 @@ class Step:
     type: str
     name: str
     op: Op
-    fields: tuple[str, ...] = ()  # inputs that force the replacement (op == "replace")
+    # Inputs that force the replacement (op == "replace"); ("import",) when only the `import`
+    # option does.
+    fields: tuple[str, ...] = ()
     protected: bool = False  # the previous render has `protect`: the engine refuses delete/replace
     # The previous render has `retainOnDelete`: a delete (also the old half of a replacement)
     # only drops the resource from the state; the object stays in the cluster or cloud.
@@ -239,6 +246,43 @@ def replacing_fields(old: Row, new: Row) -> tuple[str, ...]:
     return tuple(dict.fromkeys(fields))
 
 
+def same_resource(old: Row, new: Row) -> bool:
+    """Whether the engine takes `new` for `old`: the same URN, or the old URN among the new
+    resource's aliases (pulumi/pulumi pkg/resource/deploy/step_generator.go getOldResource).
+    Rows without URNs (written by hand) are matched by their key alone."""
+    old_urn, new_urn = old.get("urn"), new.get("urn")
+    if not old_urn or not new_urn:
+        return True
+    return bool(old_urn == new_urn or old_urn in (new.get("aliases") or ()))
+
+
+def kubernetes_id(row: Row) -> str | None:
+    """The ID pulumi-kubernetes gives an object it creates: "<namespace>/<name>", or "<name>"
+    for a cluster-scoped one (provider/pkg/provider/util.go fqObjName); None for other
+    providers' resources, whose IDs the render cannot know."""
+    if not str(row["type"]).startswith("kubernetes:"):
+        return None
+    metadata = (row.get("inputs") or {}).get("metadata") or {}
+    name, namespace = metadata.get("name"), metadata.get("namespace")
+    if not name:
+        return None
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
+def _imports_another(old: Row, new: Row) -> bool:
+    """The new row imports an object other than the one in the state: the engine imports it in
+    the old one's place and then deletes the old one, never checking the old one's `protect`
+    (step_generator.go: an import when the state's import ID, or else its ID, differs from the
+    goal's; step.go: ImportStep.Apply marks the old one for deletion, which GenerateDeletes
+    carries out as a replacement's delete, exempt from DeleteStep.Apply's protect check). The
+    same ID, as when a created namespace is adopted under its own name, is an ordinary update."""
+    wanted = (new.get("options") or {}).get("import")
+    if not wanted:
+        return False
+    had = (old.get("options") or {}).get("import") or kubernetes_id(old)
+    return had is not None and had != wanted
+
+
 def plan(before: Mapping[Key, Row], after: Mapping[Key, Row]) -> list[Step]:
     """Every resource that is created, deleted, replaced or updated, in a stable order."""
     steps: list[Step] = []
@@ -253,12 +297,16 @@ def plan(before: Mapping[Key, Row], after: Mapping[Key, Row]) -> list[Step]:
         # pkg/resource/deploy/step_generator.go and step.go, DeleteStep.Apply).
         was_protected = bool((old.get("options") or {}).get("protect"))
         retained = bool((old.get("options") or {}).get("retainOnDelete"))
-        if new is None:
+        if new is None or not same_resource(old, new):
             steps.append(Step(*key, "delete", protected=was_protected, retained=retained))
+            if new is not None:
+                steps.append(Step(*key, "create"))
             continue
         still_protected = was_protected and bool((new.get("options") or {}).get("protect"))
         fields = replacing_fields(old, new)
-        if fields:
+        if _imports_another(old, new):
+            steps.append(Step(*key, "replace", fields or ("import",), False, retained))
+        elif fields:
             steps.append(Step(*key, "replace", fields, still_protected, retained))
         elif effective_inputs(old, new) != (old.get("inputs") or {}):
             steps.append(Step(*key, "update", protected=still_protected))
