@@ -14,7 +14,7 @@ from typing import get_args
 
 import pytest
 
-from gpu_cluster.config.settings import Settings, StorageSettings
+from gpu_cluster.config.schema import Settings, StorageSettings
 from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
 from tests.conftest import (

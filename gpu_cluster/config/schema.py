@@ -118,9 +118,10 @@ class StorageSettings(_Model):
     datasets_size: Size | None = "500Gi"
     # User data outlives `pulumi destroy` unless the stack opts out explicitly.
     retain_on_delete: bool = True
-    # Claims carry Pulumi's `protect`: an update or destroy that would delete or replace one (a
-    # changed name, namespace, mode, class or access mode, a per-pod scale-down) stops at preview
-    # until the stack sets this to false for that one update.
+    # Claims carry Pulumi's `protect`, and so does a namespace the program created while it is
+    # not retained: an update or destroy that would delete or replace one (a changed name,
+    # namespace, namespaceMode, storage mode, class or access mode, a per-pod scale-down) stops
+    # at preview until the stack sets this to false for that one update.
     protect: bool = True
 
 
