@@ -14,12 +14,16 @@ from typing import get_args
 
 import pytest
 
+from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
+from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.schema import Settings, StorageSettings
+from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
 from tests.conftest import (
     STACKS,
     TO_GKE,
+    edited_config,
     manifests,
     one,
     plan_from,
@@ -154,7 +158,12 @@ def test_destroy_deletes_user_data_only_when_the_stack_opts_out(stack: str) -> N
 def test_gke_cluster_is_protected_against_replacement_and_deletion(stack: str) -> None:
     (cluster,) = run_stack(stack).of_type(CLUSTER)
     assert cluster.options["protect"] and cluster.inputs["deletionProtection"] is True
-    replaced = [s for s in plan_of(stack, "gcp.zone=us-central1-f") if s.type == CLUSTER]
+    # Another zone of the region that offers the stack's machine (the catalog's).
+    gcp = settings_from(*edited_config(stack, ()), PROVIDER_SETTINGS)[0].gcp
+    assert gcp is not None
+    zone = next(z for z in GPU_MACHINE_ZONES[gcp.machine_type] if z != gcp.zone)
+    moved = (f"gcp.region={zone.rpartition('-')[0]}", f"gcp.zone={zone}")
+    replaced = [s for s in plan_of(stack, *moved) if s.type == CLUSTER]
     assert [(s.op, s.fields, s.protected) for s in replaced] == [("replace", ("location",), True)]
     (opted,) = run_stack(stack, "gcp.deletionProtection=false").of_type(CLUSTER)
     assert not opted.options["protect"] and opted.inputs["deletionProtection"] is False

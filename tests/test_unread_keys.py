@@ -27,6 +27,7 @@ from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.messages import nested_model
 from gpu_cluster.config.reads import ReadWhen
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import stack_file_config
 from tests.conftest import STACKS, edited_config
@@ -172,13 +173,37 @@ def test_a_key_the_stack_reads_changes_what_it_deploys(case: tuple[Variant, str]
         companions = (("networkMode", "tcp"),)
     base = _run(variant, companions)
     assert isinstance(base, ProgramRun), base
-    for value in [*KEYS[key], *ALTERNATIVES.get(key, [])]:
-        # A region moves with a zone in it.
-        zone = (("gcp.zone", f"{value}-a"),) if key == "gcp.region" else ()
-        outcome = _run(variant, (*companions, (key, value), *zone))
+    for value in [*KEYS[key], *ALTERNATIVES.get(key, []), *_catalogued(variant, key)]:
+        # A region moves with a zone in it that offers the machine, a zone with its region.
+        beside: tuple[tuple[str, Any], ...] = ()
+        if key == "gcp.region":
+            beside = (("gcp.zone", _zone_in(variant, value)),)
+        elif key == "gcp.zone" and isinstance(value, str):
+            beside = (("gcp.region", value.rpartition("-")[0]),)
+        outcome = _run(variant, (*companions, *beside, (key, value)))
         if isinstance(outcome, ProgramRun) and _fingerprint(outcome) != _fingerprint(base):
             return
     pytest.fail(f"no value of {key} changed {variant}'s resources, options or outputs")
+
+
+def _zones(variant: Variant) -> tuple[str, ...]:
+    """The zones the catalog has the variant's GPU machine in."""
+    gcp = settings_from(*edited_config(*variant), PROVIDER_SETTINGS)[0].gcp
+    return GPU_MACHINE_ZONES[gcp.machine_type] if gcp else ()
+
+
+def _catalogued(variant: Variant, key: str) -> list[str]:
+    """Zones and regions that offer the variant's machine, as values of gcp.zone / gcp.region."""
+    zones = _zones(variant)
+    if key == "gcp.zone":
+        return list(zones[:3])
+    if key == "gcp.region":
+        return sorted({z.rpartition("-")[0] for z in zones})[:3]
+    return []
+
+
+def _zone_in(variant: Variant, region: object) -> str:
+    return next((z for z in _zones(variant) if z.startswith(f"{region}-")), f"{region}-a")
 
 
 def test_the_unread_cases_cover_each_kind_of_rule() -> None:
