@@ -38,11 +38,12 @@ STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulum
 
 def edited_config(stack: str, overrides: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
     """`stack`'s engine config with `--set`-style overrides; `!key` removes a top-level key
-    (a block the edit leaves unread, which the program would refuse)."""
+    (a block the edit leaves unread, which the program would refuse), `!namespace:key` one of
+    another namespace."""
     removed = [o[1:] for o in overrides if o.startswith("!")]
     config, secret_keys = engine_config(stack, tuple(o for o in overrides if o[:1] != "!"))
     for key in removed:
-        del config[f"gpu-cluster:{key}"]
+        del config[key if ":" in key else f"gpu-cluster:{key}"]
     return config, secret_keys
 
 
@@ -122,6 +123,8 @@ TO_GKE = (
     "kubernetesVersion=1.35",
     "gcp.minMasterVersion=1.35",
     "storage.storageClass=standard",
+    # OpenShift's provider setting: the GKE program would refuse it (it reads only gcp: ones).
+    "!kubernetes:context",
 )
 
 
@@ -140,8 +143,9 @@ def plan_from(stack: str, deployed: tuple[str, ...], edit: tuple[str, ...]) -> l
     last `pulumi up` wrote) when `edit` is applied on top of them. The edited config is
     rendered with one override per key (the last one wins, as with --set), so equal configs
     share one cached render whatever order they were written in."""
-    edited = dict(o.split("=", 1) for o in (*deployed, *edit))
-    after = tuple(f"{key}={value}" for key, value in edited.items())
+    edited = dict(o.split("=", 1) for o in (*deployed, *edit) if "=" in o)
+    removed = tuple(o for o in (*deployed, *edit) if "=" not in o)
+    after = (*(f"{key}={value}" for key, value in edited.items()), *removed)
     return plan(rows(run_stack(stack, *deployed)), rows(run_stack(stack, *after)))
 
 

@@ -214,7 +214,7 @@ def namespace_edits(stack: str) -> Iterator[tuple[tuple[str, ...], tuple[str, ..
 
 
 def settings_of(overrides: tuple[str, ...]) -> dict[str, str]:
-    return dict(o.split("=", 1) for o in overrides)  # the last one wins, as with --set
+    return dict(o.split("=", 1) for o in overrides if "=" in o)  # the last one wins; `!key` removes
 
 
 def opted_in(deployed: tuple[str, ...], edit: tuple[str, ...], step: Step) -> bool:

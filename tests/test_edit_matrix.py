@@ -59,7 +59,8 @@ def violations(
     """The written policy: what may be replaced or deleted, and what never may. `deployed`:
     overrides the stack was deployed with besides its file (they may hold opt-ins)."""
     out = []
-    settings = dict(e.split("=", 1) for e in (*deployed, *edit))  # the last one wins
+    # The last one wins; `!key` (a removal) sets nothing.
+    settings = dict(e.split("=", 1) for e in (*deployed, *edit) if "=" in e)
     refused = [s for s in steps if s.protected and s.op in ("replace", "delete")]
     cluster_refused = any(s.type == CLUSTER for s in refused)
     for s in destructive(steps):
