@@ -56,7 +56,7 @@ def parse_quantity(value: str) -> Fraction:
         raise ValueError(f"not a Kubernetes quantity: {value!r}")
     number = Fraction(match["number"])
     suffix = match["suffix"] or ""
-    if suffix[:1] in ("e", "E"):
+    if suffix[:1] in ("e", "E") and suffix not in _SUFFIX_SCALE:  # not E or Ei
         exponent = int(suffix[1:])
         if abs(exponent) > 64:  # far beyond any resource; keeps the arithmetic bounded
             raise ValueError(f"exponent out of range: {value!r}")
