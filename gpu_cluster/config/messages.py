@@ -70,8 +70,8 @@ def nested_model(annotation: Any) -> type[BaseModel] | None:
 _MAX_SHOWN = 80
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
+def clipped(text: str) -> str:
+    """`text`, cut to _MAX_SHOWN characters."""
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
@@ -80,7 +80,7 @@ def format_errors(exc: ValidationError, secret: Collection[str] = ()) -> str:
     for err in exc.errors():
         loc = err["loc"]
         key = _key_path(loc)
-        shown = SECRET_MASK if loc and loc[0] in secret else _shown(err["input"])
+        shown = SECRET_MASK if loc and loc[0] in secret else clipped(repr(err["input"]))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             allowed = ", ".join(_allowed_keys(loc))

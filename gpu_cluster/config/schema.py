@@ -233,7 +233,8 @@ class VerifySettings(_Model):
     expected_busbw_gbps: float | None = Field(default=None, gt=0)
     # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
     # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
-    max_bytes: str | None = Field(default=None, pattern=r"^[0-9]+[KMG]?$")
+    # Up to 19 digits (2^63 - 1 has 19): rules.py converts it, and int() refuses 4300.
+    max_bytes: str | None = Field(default=None, pattern=r"^[0-9]{1,19}[KMG]?$")
     iters: int = Field(default=20, ge=1, le=1000)
     # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
     require_gdr: bool = False
@@ -304,7 +305,10 @@ class GcpSettings(_Model):
     # maintenance exclusion below hold minor upgrades.
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "UNSPECIFIED"] = "REGULAR"
     # "1.N" (GKE picks the channel's newest patch of that minor) or an exact "1.N.P-gke.B".
-    min_master_version: str = Field(default="1.35", pattern=r"^1\.\d+(\.\d+-gke\.\d+)?$")
+    # Numbers of up to 9 digits: config/gke.py converts them, and int() refuses 4300.
+    min_master_version: str = Field(
+        default="1.35", pattern=r"^1\.\d{1,9}(\.\d{1,9}-gke\.\d{1,9})?$"
+    )
     # Maintenance exclusion NO_MINOR_OR_NODE_UPGRADES until the minor's end of support, so
     # auto-upgrades never move the cluster off the minor its GPUDirect release is pinned for
     # (cluster-toolkit examples/gke-a3-highgpu/gke-a3-highgpu.yaml).

@@ -8,7 +8,6 @@ overrides as `pulumi config set --path` stores them, and the result as the engin
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -17,8 +16,15 @@ from typing import Any
 
 import yaml
 
-from gpu_cluster.config.loading import MAX_EXACT_INT
-from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.loading import (
+    MAX_DEPTH,
+    MAX_EXACT_INT,
+    TOO_DEEP,
+    nesting_depth,
+    number_problems,
+    parse_json,
+)
+from gpu_cluster.config.messages import ConfigError, clipped
 from gpu_cluster.config.schema import PROJECT
 from gpu_cluster.offline import goyaml
 
@@ -27,6 +33,10 @@ SECRET_PLACEHOLDER = "[secret]"
 # libyaml's parser when PyYAML has it: the same documents, several times faster.
 YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TAG = "tag:yaml.org,2002:"
+
+
+class _TooDeep(yaml.scanner.ScannerError):
+    """Nesting deeper than MAX_DEPTH, met by the scanner."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +68,39 @@ class _StackFileLoader(yaml.SafeLoader):
     stays bytes, which config refuses (go-yaml would decode it into text, not always UTF-8).
 
     PyYAML's own parser, not libyaml's: its composer is where a quoted scalar's non-specific
-    `!` tag can still be seen (go-yaml makes such a scalar text; PyYAML would resolve it)."""
+    `!` tag can still be seen (go-yaml makes such a scalar text; PyYAML would resolve it).
+
+    Nesting deeper than MAX_DEPTH is refused as the scanner meets it, naming the config key it
+    is under (go-yaml stops at 10,000 levels: scannerc.go max_flow_level and max_indents;
+    PyYAML would take minutes to scan that far, then compose recursively)."""
 
     # None of YAML 1.1's implicit resolvers: resolve() below decides every plain scalar.
     yaml_implicit_resolvers = {}  # noqa: RUF012 (PyYAML reads it from the class)
+    # What compose_node is composing: the key (or index) of each node open around it.
+    _path: list[Any]
+
+    def fetch_more_tokens(self) -> None:
+        super().fetch_more_tokens()
+        # PyYAML's scanner revisits every open flow level on each token: thousands of levels
+        # take minutes to read. Block nesting counts too (an indent per level).
+        if self.flow_level + len(self.indents) > MAX_DEPTH:
+            raise _TooDeep(problem=TOO_DEEP, problem_mark=self.get_mark())
+
+    def compose_node(self, parent: Any, index: Any) -> yaml.Node:
+        if parent is None:
+            self._path = []
+        self._path.append(index)
+        try:
+            node = super().compose_node(parent, index)
+        except _TooDeep as exc:
+            # Raised where the scanner is; named here, at the config key whose value it is in.
+            if len(self._path) == 3 and getattr(self._path[1], "value", None) == "config":
+                exc.problem = f"{getattr(index, 'value', index)}: {exc.problem}"
+            raise
+        finally:
+            self._path.pop()
+        assert node is not None  # PyYAML composes a node whenever it calls compose_node
+        return node
 
     def resolve(self, kind: Any, value: Any, implicit: tuple[bool, bool]) -> str:
         if kind is yaml.ScalarNode:
@@ -180,11 +219,14 @@ def _config_value_problem(
 ) -> tuple[str, int | None] | None:
     """Why a stack-file value cannot be config, and the line when known (None when it can):
     config holds text, numbers, booleans, lists and mappings, no value may contain itself (a
-    YAML alias loop), and no scalar may be one the loader refused (_Refused)."""
+    YAML alias loop) or nest deeper than MAX_DEPTH (aliases can stack shallow collections), and
+    no scalar may be one the loader refused (_Refused)."""
     if isinstance(value, _Refused):
         return f"{path}: {value.problem}", value.line
     if id(value) in inside:
         return f"{path} contains itself (a YAML alias loop)", None
+    if len(inside) >= MAX_DEPTH and isinstance(value, (list, dict)):
+        return f"{path}: {TOO_DEEP}", None
     if not isinstance(value, _CONFIG_TYPES):
         return (
             f"{path} is a {type(value).__name__}; config holds text, numbers, lists and mappings",
@@ -306,7 +348,7 @@ _PATH = re.compile(r"[^.\[\]:]+(\.[^.\[\]:]+|\[\d+\])*")
 
 
 def _override_error(key: str, problem: str) -> ConfigError:
-    return ConfigError(f"invalid stack config:\n  --set {key}: {problem}")
+    return ConfigError(f"invalid stack config:\n  --set {clipped(key)}: {problem}")
 
 
 def apply_override(config: dict[str, Any], assignment: str, secret: bool = False) -> str:
@@ -331,6 +373,8 @@ def apply_override(config: dict[str, Any], assignment: str, secret: bool = False
     if len(parts) == 1:
         config[top] = raw  # top-level values are always strings
         return top
+    if len(parts) - 1 > MAX_DEPTH:
+        raise _override_error(key, TOO_DEEP)
     # Nested values: "true"/"false" become booleans and base-10 integers numbers, the rest
     # stays text (`yes`, `1e3`, `05`, `0x1F`: goyaml.coerce_path_value). A secret stays text
     # (config/value.go coerceObject leaves a secure value alone).
@@ -344,10 +388,18 @@ def apply_override(config: dict[str, Any], assignment: str, secret: bool = False
         raise _override_error(key, "number too large (at most 2^53 - 1)")
     node = config.get(top)
     if isinstance(node, str):
+        if nesting_depth(node) > MAX_DEPTH:
+            raise _override_error(key, f"{top} is {TOO_DEEP}")
         try:
-            node = json.loads(node)
+            node = parse_json(node)
         except ValueError:
             raise _override_error(key, f"{top} holds a plain value, not an object") from None
+        if number_problems(node, top):
+            raise _override_error(
+                key,
+                f"{top} holds a number beyond 2^53 - 1 or not finite, which the engine "
+                "cannot carry",
+            )
     root = node if node is not None else ({} if isinstance(parts[1], str) else [])
     config[top] = root
     cursor: Any = root
