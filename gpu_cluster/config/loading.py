@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpu_cluster.config.gke import cluster_problems
-from gpu_cluster.config.messages import SECRET_MASK, ConfigError, format_errors, leaves
+from gpu_cluster.config.messages import SECRET_MASK, ConfigError, clipped, format_errors, leaves
 from gpu_cluster.config.schema import PROJECT, Settings
 
 SECRET_ENV_KEY = "secretEnv"
@@ -116,6 +116,8 @@ def _secret_problems(config: Mapping[str, Any], secret: Collection[str]) -> list
                 f"specs or outputs in plain text; set it without --secret (keys that may be "
                 f"secret: {', '.join(SECRET_CAPABLE_KEYS)})"
             )
+        elif key == SECRET_ENV_KEY:
+            out.extend(_secret_env_shape_problems(config[key]))
         elif key == CODE_SYNC_KEY and isinstance(config[key], dict):
             out.extend(
                 f"{PROJECT}:{CODE_SYNC_KEY}.{part} cannot be secret (it names an image or a "
@@ -138,6 +140,35 @@ def _secret_problems(config: Mapping[str, Any], secret: Collection[str]) -> list
             f"set each with `pulumi config set --secret --path {SECRET_ENV_KEY}.NAME`"
         )
     return out
+
+
+def _secret_env_shape_problems(value: Any) -> list[str]:
+    """A secret `secretEnv` must map names to tokens (text). Neither the value nor its part
+    is shown: a token is the secret, and so is anything written where names belong."""
+    usage = f"set each token with `pulumi config set --secret --path {SECRET_ENV_KEY}.NAME TOKEN`"
+    if not isinstance(value, dict):
+        return [
+            f"{PROJECT}:{SECRET_ENV_KEY} must be an object of NAME: token pairs, not "
+            f"{_json_type(value)} (value not shown); {usage}"
+        ]
+    return [
+        f"{PROJECT}:{SECRET_ENV_KEY}.{clipped(name)}: a token must be text, not "
+        f"{_json_type(token)} (value not shown); {usage}"
+        for name, token in value.items()
+        if not isinstance(token, str)
+    ]
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float, Decimal)):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "text" if isinstance(value, str) else "null"
 
 
 def _url_credentials(url: str) -> bool:
@@ -185,8 +216,9 @@ def decode_config(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> 
     `raw` maps keys without the project prefix to what the engine hands the program: every
     value is a string and structured values are JSON text; `secret_keys` are fully qualified.
     Refuses values nested deeper than MAX_DEPTH, secret keys the program would show in plain
-    text, credentials outside secrets and numbers the engine cannot carry. `secretEnv` keeps
-    only its names (so no error message can ever echo a token).
+    text, secrets of a shape their key does not take, credentials outside secrets and numbers
+    the engine cannot carry. `secretEnv` keeps only its names (so no error message can ever
+    echo a token).
     """
     out: dict[str, Any] = {}
     problems: list[str] = []
