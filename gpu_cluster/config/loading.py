@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpu_cluster.config.gke import cluster_problems
-from gpu_cluster.config.messages import SECRET_MASK, ConfigError, clipped, format_errors, leaves
+from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.schema import PROJECT, Settings
 
 SECRET_ENV_KEY = "secretEnv"
@@ -249,17 +249,15 @@ def _secret_top_keys(secret_keys: Collection[str]) -> frozenset[str]:
 
 def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> Settings:
     """Validate decoded stack config; raise ConfigError naming every bad key. Values of
-    `secret_keys` (fully qualified) never appear in a message."""
+    `secret_keys` (fully qualified) never appear in a message: format_errors never formats
+    what is under them."""
     secret = _secret_top_keys(secret_keys)
     # decode_config left only secretEnv's names, which are not secret.
     masked = secret - {SECRET_ENV_KEY}
     try:
         settings = Settings.model_validate(dict(raw))
     except ValidationError as exc:
-        message = format_errors(exc, masked)
-        for value in leaves([raw[k] for k in masked if k in raw]):
-            message = message.replace(value, SECRET_MASK)
-        raise ConfigError(message) from None
+        raise ConfigError(format_errors(exc, masked)) from None
     problems = cluster_problems(settings)
     if problems:
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))

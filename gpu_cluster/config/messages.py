@@ -19,18 +19,6 @@ class ConfigError(ValueError):
 SECRET_MASK = "[secret]"
 
 
-def leaves(value: Any) -> list[str]:
-    """Every non-empty string inside `value`, longest first (so no part of one stays). Other
-    scalars are masked where the message names their key (format_errors)."""
-    if isinstance(value, dict):
-        found = [leaf for v in value.values() for leaf in leaves(v)]
-    elif isinstance(value, list):
-        found = [leaf for v in value for leaf in leaves(v)]
-    else:
-        found = [value] if isinstance(value, str) and value else []
-    return sorted(set(found), key=len, reverse=True)
-
-
 def _key_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
@@ -76,6 +64,10 @@ def clipped(text: str) -> str:
 
 
 def format_errors(exc: ValidationError, secret: Collection[str] = ()) -> str:
+    """One line per problem: the key as written, the value (clipped) and what is allowed. The
+    input of a problem under a `secret` top-level key is never formatted: `[secret]` stands in
+    its place. (The problem's wording there is pydantic's own, which never quotes the input:
+    the parts of a secret `codeSync` that have validators of ours are refused before.)"""
     lines = []
     for err in exc.errors():
         loc = err["loc"]
