@@ -23,6 +23,7 @@ from gpu_cluster.config.loading import (
     nesting_depth,
     number_problems,
     parse_json,
+    settings_from,
 )
 from gpu_cluster.config.messages import ConfigError, clipped
 from gpu_cluster.config.schema import PROJECT
@@ -424,10 +425,10 @@ def _override_error(key: str, problem: str) -> ConfigError:
     return ConfigError(f"invalid stack config:\n  --set {clipped(key)}: {problem}")
 
 
-def apply_override(config: dict[str, Any], assignment: str, secret: bool = False) -> str:
-    """`key=value` as `pulumi config set [--secret] [--path] key value` would store it; returns
-    the fully qualified top-level key it changed. Raises ConfigError naming the key for a path
-    that does not fit the config's shape (never echoing the value, which may be secret)."""
+def _assignment(assignment: str) -> tuple[str, str, list[str | int], str]:
+    """`key=value` taken apart: the key as written, the fully qualified top-level key, the
+    path's parts (the top-level key's name first) and the value. ConfigError for a path that
+    is none (never echoing the value, which may be secret)."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key:
         # The argument is not echoed: with --set-secret it may be the secret itself.
@@ -442,7 +443,14 @@ def apply_override(config: dict[str, Any], assignment: str, secret: bool = False
     parts: list[str | int] = [
         m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _PATH_PART.finditer(path)
     ]
-    top = f"{namespace}:{parts[0]}"
+    return key, f"{namespace}:{parts[0]}", parts, raw
+
+
+def apply_override(config: dict[str, Any], assignment: str, secret: bool = False) -> str:
+    """`key=value` as `pulumi config set [--secret] [--path] key value` would store it; returns
+    the fully qualified top-level key it changed. Raises ConfigError naming the key for a path
+    that does not fit the config's shape (never echoing the value, which may be secret)."""
+    key, top, parts, raw = _assignment(assignment)
     if len(parts) == 1:
         config[top] = raw  # top-level values are always strings
         return top
@@ -539,3 +547,91 @@ def engine_config(
         engine[key] = goyaml.engine_text(engine[key])
         secret_keys.append(key)
     return engine, sorted(set(secret_keys))
+
+
+def checked_config(
+    stack: str,
+    overrides: tuple[str, ...] = (),
+    secret_overrides: tuple[str, ...] = (),
+    project_dir: Path = PROJECT_DIR,
+) -> tuple[dict[str, str], list[str]]:
+    """engine_config, validated as the program validates it (settings_from). Each problem of
+    the ConfigError that names a key written in the stack file starts with the file and that
+    key's line, unless a `--set` changed the key, a key below it or one above it."""
+    config, secret_keys = engine_config(stack, overrides, secret_overrides, project_dir)
+    try:
+        settings_from(config, secret_keys)
+    except ConfigError as exc:
+        path = project_dir / f"Pulumi.{stack}.yaml"
+        changed = [_changed_path(a) for a in (*overrides, *secret_overrides)]
+        lines = {
+            key: line
+            for key, line in _key_lines(path).items()
+            if not any(_on_one_branch(key, c) for c in changed)
+        }
+        raise ConfigError(_with_lines(str(exc), path.name, lines)) from None
+    return config, secret_keys
+
+
+def _changed_path(assignment: str) -> str:
+    """The key path a `--set` assignment changes, fully qualified."""
+    _, top, parts, _ = _assignment(assignment)
+    return top + _path_text(parts)[len(str(parts[0])) :]
+
+
+def _on_one_branch(a: str, b: str) -> bool:
+    """Whether key paths `a` and `b` are one, or one lies below the other."""
+    short, long = sorted((a, b), key=len)
+    return long == short or long.startswith((short + ".", short + "["))
+
+
+def _key_lines(path: Path) -> dict[str, int]:
+    """The line each config key path is first written on in a stack file that reads
+    (`gpu-cluster:pod.cpuRequest` -> 7); keys that come from a merge or an alias have none."""
+    root = yaml.compose(path.read_text(), Loader=_StackFileLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    config = next((v for k, v in root.value if getattr(k, "value", None) == "config"), None)
+    lines: dict[str, int] = {}
+    seen: set[int] = set()
+    stack: list[tuple[str, yaml.Node, int]] = [
+        (k.value, v, k.start_mark.line + 1)
+        for k, v in getattr(config, "value", [])
+        if isinstance(k, yaml.ScalarNode)
+    ]
+    while stack:
+        key, node, line = stack.pop()
+        lines.setdefault(key, line)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(
+                (f"{key}.{k.value}", v, k.start_mark.line + 1)
+                for k, v in node.value
+                if isinstance(k, yaml.ScalarNode) and k.tag != _TAG + "merge"
+            )
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(
+                (f"{key}[{i}]", item, item.start_mark.line + 1) for i, item in enumerate(node.value)
+            )
+    return lines
+
+
+# The key a problem line starts with: `gpu-cluster:rdma.nics[0].subnet ...`.
+_PROBLEM_KEY = re.compile(r"^  ([^\s:]+:[^\s=:/]+)")
+# The last part of a key path: `.name` or `[index]`.
+_LAST_PART = re.compile(r"(\.[^.\[\]]*|\[\d+\])$")
+
+
+def _with_lines(message: str, file: str, lines: dict[str, int]) -> str:
+    """`message` with `file:line: ` before each problem whose key (or the nearest key above
+    it) is in `lines`."""
+    out = []
+    for problem in message.split("\n"):
+        match = _PROBLEM_KEY.match(problem)
+        key = match.group(1) if match else ""
+        while key and key not in lines:
+            key = _LAST_PART.sub("", key) if _LAST_PART.search(key) else ""
+        out.append(f"  {file}:{lines[key]}: {problem[2:]}" if key else problem)
+    return "\n".join(out)
