@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 from gpu_cluster.config import rules
 from gpu_cluster.config.values import (
     Cidr,
+    CpuQuantity,
     DnsLabel,
     EnvName,
     Image,
@@ -60,9 +61,9 @@ class _Model(BaseModel):
 class PodSettings(_Model):
     """Per-pod compute resources of the training container."""
 
-    cpu_request: Quantity = "32"
+    cpu_request: CpuQuantity = "32"
     memory_request: Quantity = "128Gi"
-    cpu_limit: Quantity | None = None
+    cpu_limit: CpuQuantity | None = None
     memory_limit: Quantity = "256Gi"
     # NCCL and the PyTorch dataloader use /dev/shm; the 64 MiB container default breaks them.
     shm_size: Quantity = "64Gi"
@@ -230,7 +231,7 @@ class VerifySettings(_Model):
     enabled: bool = True
     # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
     # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
-    expected_busbw_gbps: float | None = Field(default=None, gt=0)
+    expected_busbw_gbps: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
     # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
     # Up to 19 digits (2^63 - 1 has 19): rules.py converts it, and int() refuses 4300.
