@@ -1,14 +1,20 @@
 """What the config-contract tests share: a config map edited at any key path as the engine
-would hand it over, and values JSON cannot write (nested 10,000 deep, 5,000 digits)."""
+would hand it over, values JSON cannot write (nested 10,000 deep, 5,000 digits), and what
+kind of value each key of the schema takes."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import re
+import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import AfterValidator
+from pydantic.fields import FieldInfo
+
+from gpu_cluster.config import values
 from gpu_cluster.config.schema import PROJECT
 
 
@@ -64,3 +70,41 @@ def set_key(config: dict[str, str], key: str, value: Any) -> None:
     node[last] = _SPLICE if raw is not None else value
     text = json.dumps(root)
     config[top] = text if raw is None else text.replace(json.dumps(_SPLICE), raw)
+
+
+Kind = Literal["int", "float", "quantity", "cpu", "size", "bytes", "other"]
+
+
+def kind_of(key: str, field: FieldInfo) -> Kind:
+    """What a key of the schema takes, from its field: a number, a Kubernetes quantity (of
+    CPU, or a size that must be above zero), a byte count (verify.maxBytes), or other."""
+    metadata = [*field.metadata, *_metadata(field.annotation)]
+    validators = {m.func for m in metadata if isinstance(m, AfterValidator)}
+    if values._cpu in validators:
+        return "cpu"
+    if values._size in validators:
+        return "size"
+    if values._quantity in validators:
+        return "quantity"
+    if key == "verify.maxBytes":
+        return "bytes"
+    found = _types(field.annotation)
+    if float in found:
+        return "float"
+    return "int" if int in found else "other"
+
+
+def _metadata(annotation: Any) -> list[Any]:
+    found = list(getattr(annotation, "__metadata__", ()))
+    for arg in typing.get_args(annotation):
+        found += _metadata(arg)
+    return found
+
+
+def _types(annotation: Any) -> set[Any]:
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is Literal:
+        return set()
+    if not args:
+        return {annotation}
+    return {t for arg in args for t in _types(arg)}
