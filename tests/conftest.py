@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from gpu_cluster.config.messages import nested_model
 from gpu_cluster.config.schema import Settings
@@ -93,21 +94,26 @@ def env_of(c: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env", [])}
 
 
-def schema_key_paths(
+def schema_leaves(
     list_item: str, model: type[BaseModel] = Settings, prefix: str = ""
-) -> list[str]:
-    """Every leaf key of the stack-config schema as a user writes it, a list of sections
-    spelled with `list_item` (`[0]` for a --set path, `[]` as README writes it)."""
-    keys: list[str] = []
+) -> dict[str, FieldInfo]:
+    """Every leaf key of the stack-config schema as a user writes it, with its field; a list
+    of sections spelled with `list_item` (`[0]` for a --set path, `[]` as README writes it)."""
+    leaves: dict[str, FieldInfo] = {}
     for name, field in model.model_fields.items():
         key = prefix + (field.alias or name)
         nested = nested_model(field.annotation)
         if nested is None:
-            keys.append(key)
+            leaves[key] = field
         else:
             item = list_item if "tuple" in str(field.annotation) else ""
-            keys.extend(schema_key_paths(list_item, nested, f"{key}{item}."))
-    return keys
+            leaves.update(schema_leaves(list_item, nested, f"{key}{item}."))
+    return leaves
+
+
+def schema_key_paths(list_item: str) -> list[str]:
+    """schema_leaves' keys."""
+    return list(schema_leaves(list_item))
 
 
 # nerc-production (OpenShift) moved to GKE: the overrides that make its config a valid GKE one.

@@ -395,6 +395,7 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("plain-integer-cpu", openshift(pod={"cpuRequest": 32, "cpuLimit": 64})),
     ("plain-integer-storage", openshift(storage={"workspaceSize": 107374182400})),
     ("decimal-exponent", openshift(pod={"memoryRequest": "1e9", "memoryLimit": "2E9"})),
+    ("exa-suffixes", openshift(pod={"memoryLimit": "1E"}, storage={"workspaceSize": "7Ei"})),
     ("millicores", openshift(pod={"cpuRequest": "500m", "cpuLimit": "1"})),
     ("fractional-quantity", openshift(pod={"cpuRequest": ".5", "cpuLimit": "1.5"})),
     ("namespace-starting-with-a-digit", openshift(namespace="0-team")),
@@ -417,7 +418,16 @@ def test_nothing_kubernetes_accepts_is_refused(raw: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("32", 32), ("500m", 0.5), ("1Ki", 1024), ("1e3", 1000), ("1.5G", 1.5e9), (".5", 0.5)],
+    [
+        ("32", 32),
+        ("500m", 0.5),
+        ("1Ki", 1024),
+        ("1e3", 1000),
+        ("1.5G", 1.5e9),
+        (".5", 0.5),
+        ("1E", 10**18),
+        ("7Ei", 7 * 2**60),
+    ],
 )
 def test_quantities_parse_as_the_api_server_reads_them(text: str, value: float) -> None:
     assert parse_quantity(text) == value

@@ -31,7 +31,8 @@ from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import stack_file_config
 from tests.conftest import STACKS, edited_config
-from tests.test_config_properties import KEYS, set_key
+from tests.contract import set_key
+from tests.test_config_properties import KEYS
 
 GKE_STACKS = {s for s in STACKS if stack_file_config(s)["gpu-cluster:platform"] == "gke"}
 # Valid values to try beyond the property test's (which favours boundaries and junk).

@@ -7,12 +7,13 @@ import json
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
 
 from gpu_cluster.config.gke import cluster_problems
-from gpu_cluster.config.messages import SECRET_MASK, ConfigError, format_errors, leaves
+from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import ReadWhen
 from gpu_cluster.config.schema import PROJECT, Settings
@@ -27,6 +28,11 @@ PROVIDER_NAMESPACES = ("kubernetes", "gcp", "pulumi")
 _TYPO_DISTANCE = {PROJECT: 3, "kubernetes": 2}
 # The engine carries numbers as IEEE doubles: larger integers would change on the way.
 MAX_EXACT_INT = 2**53 - 1
+# How deep a config value may nest lists and objects. The schema's deepest key,
+# rdma.nics[0].routes[0], is 4 levels down; json, PyYAML, pydantic and the checks here recurse
+# once per level, so a value nested thousands deep would end in a RecursionError.
+MAX_DEPTH = 32
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep (config keys nest at most 4)"
 # Top-level keys whose values may be Pulumi secrets: each reaches the cluster only through a
 # Kubernetes Secret (workload.py). Every other key becomes names, specs or outputs in plain text.
 SECRET_CAPABLE_KEYS = (SECRET_ENV_KEY, CODE_SYNC_KEY)
@@ -71,17 +77,18 @@ def check_namespaces(keys: Iterable[str]) -> list[str]:
     ]
 
 
-def _numbers_out_of_range(value: Any, path: str) -> list[str]:
+def number_problems(value: Any, path: str) -> list[str]:
+    """A problem for each number in `value` the engine cannot carry exactly."""
     if isinstance(value, bool):
         return []
     if isinstance(value, float) and not math.isfinite(value):
         return [f"{PROJECT}:{path}: not a finite number"]
-    if isinstance(value, (int, float)) and abs(value) > MAX_EXACT_INT:
+    if isinstance(value, (int, float, Decimal)) and not -MAX_EXACT_INT <= value <= MAX_EXACT_INT:
         return [f"{PROJECT}:{path}: number too large (at most 2^53 - 1, the engine's exact range)"]
     if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _numbers_out_of_range(v, f"{path}.{k}")]
+        return [p for k, v in value.items() for p in number_problems(v, f"{path}.{k}")]
     if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _numbers_out_of_range(v, f"{path}[{i}]")]
+        return [p for i, v in enumerate(value) for p in number_problems(v, f"{path}[{i}]")]
     return []
 
 
@@ -97,6 +104,8 @@ def _secret_problems(config: Mapping[str, Any], secret: Collection[str]) -> list
                 f"specs or outputs in plain text; set it without --secret (keys that may be "
                 f"secret: {', '.join(SECRET_CAPABLE_KEYS)})"
             )
+        elif key == SECRET_ENV_KEY:
+            out.extend(_secret_env_shape_problems(config[key]))
         elif key == CODE_SYNC_KEY and isinstance(config[key], dict):
             out.extend(
                 f"{PROJECT}:{CODE_SYNC_KEY}.{part} cannot be secret (it names an image or a "
@@ -121,6 +130,35 @@ def _secret_problems(config: Mapping[str, Any], secret: Collection[str]) -> list
     return out
 
 
+def _secret_env_shape_problems(value: Any) -> list[str]:
+    """A secret `secretEnv` must map names to tokens (text). Neither the value nor its part
+    is shown: a token is the secret, and so is anything written where names belong."""
+    usage = f"set each token with `pulumi config set --secret --path {SECRET_ENV_KEY}.NAME TOKEN`"
+    if not isinstance(value, dict):
+        return [
+            f"{PROJECT}:{SECRET_ENV_KEY} must be an object of NAME: token pairs, not "
+            f"{_json_type(value)} (value not shown); {usage}"
+        ]
+    return [
+        f"{PROJECT}:{SECRET_ENV_KEY}.{clipped(name)}: a token must be text, not "
+        f"{_json_type(token)} (value not shown); {usage}"
+        for name, token in value.items()
+        if not isinstance(token, str)
+    ]
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float, Decimal)):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "text" if isinstance(value, str) else "null"
+
+
 def _url_credentials(url: str) -> bool:
     """Whether a repository URL carries a password or token (`https://user:token@host/...`,
     `https://token@host/...`); ssh's `git@host` names a user, not a credential."""
@@ -131,25 +169,59 @@ def _url_credentials(url: str) -> bool:
     return bool(at) and (scheme != "ssh" or ":" in userinfo)
 
 
+# Strings (whose brackets do not nest anything) and brackets.
+_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+
+
+def nesting_depth(text: str) -> int:
+    """How deep JSON text nests arrays and objects, read without parsing it (json.loads
+    recurses once per level)."""
+    depth = deepest = 0
+    for token in _JSON_NESTING.findall(text):
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def _json_int(digits: str) -> int | Decimal:
+    # Python refuses to convert more than 4300 digits to an int (ValueError); an integer that
+    # long is far beyond MAX_EXACT_INT, and a Decimal lets number_problems say so.
+    return int(digits) if len(digits) <= 20 else Decimal(digits)
+
+
+def parse_json(text: str) -> Any:
+    """Structured config text (an object or a list) as the engine hands it; ValueError when it
+    is not JSON. Callers check nesting_depth first: json.loads recurses once per level."""
+    return json.loads(text, parse_int=_json_int)
+
+
 def decode_config(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> dict[str, Any]:
     """Turn Pulumi's config map (strings, objects as JSON text) into plain values.
 
     `raw` maps keys without the project prefix to what the engine hands the program: every
     value is a string and structured values are JSON text; `secret_keys` are fully qualified.
-    Refuses secret keys the program would show in plain text, credentials outside secrets and
-    numbers the engine cannot carry. `secretEnv` keeps only its names (so no error message can
-    ever echo a token).
+    Refuses values nested deeper than MAX_DEPTH, secret keys the program would show in plain
+    text, secrets of a shape their key does not take, credentials outside secrets and numbers
+    the engine cannot carry. `secretEnv` keeps only its names (so no error message can ever
+    echo a token).
     """
     out: dict[str, Any] = {}
+    problems: list[str] = []
     for key, value in raw.items():
         if isinstance(value, str) and value[:1] in ("{", "["):
-            # Malformed JSON stays a string; the schema then says what it should be.
-            with contextlib.suppress(json.JSONDecodeError, ValueError):
-                value = json.loads(value)
+            if nesting_depth(value) > MAX_DEPTH:
+                problems.append(f"{PROJECT}:{key}: {TOO_DEEP}")
+                continue
+            # Not JSON: stays text, and the schema says what the key takes.
+            with contextlib.suppress(ValueError):
+                value = parse_json(value)
         out[key] = value
     secret = _secret_top_keys(secret_keys)
-    problems = _secret_problems(out, secret)
-    problems += [p for key, value in out.items() for p in _numbers_out_of_range(value, key)]
+    problems += _secret_problems(out, secret)
+    problems += [p for key, value in out.items() for p in number_problems(value, key)]
     if problems:
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
     if SECRET_ENV_KEY in out:
@@ -165,7 +237,8 @@ def _secret_top_keys(secret_keys: Collection[str]) -> frozenset[str]:
 
 def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> Settings:
     """Validate decoded stack config; raise ConfigError naming every bad key. Values of
-    `secret_keys` (fully qualified) never appear in a message."""
+    `secret_keys` (fully qualified) never appear in a message: format_errors never formats
+    what is under them."""
     secret = _secret_top_keys(secret_keys)
     # decode_config left only secretEnv's names, which are not secret.
     masked = secret - {SECRET_ENV_KEY}
@@ -175,10 +248,7 @@ def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> 
         unread = _unread_sections(raw, exc)
         if unread:
             raise ConfigError("invalid stack config:\n  " + "\n  ".join(unread)) from None
-        message = format_errors(exc, masked)
-        for value in leaves([raw[k] for k in masked if k in raw]):
-            message = message.replace(value, SECRET_MASK)
-        raise ConfigError(message) from None
+        raise ConfigError(format_errors(exc, masked)) from None
     problems = cluster_problems(settings)
     if problems:
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))

@@ -19,18 +19,6 @@ class ConfigError(ValueError):
 SECRET_MASK = "[secret]"
 
 
-def leaves(value: Any) -> list[str]:
-    """Every non-empty string inside `value`, longest first (so no part of one stays). Other
-    scalars are masked where the message names their key (format_errors)."""
-    if isinstance(value, dict):
-        found = [leaf for v in value.values() for leaf in leaves(v)]
-    elif isinstance(value, list):
-        found = [leaf for v in value for leaf in leaves(v)]
-    else:
-        found = [value] if isinstance(value, str) and value else []
-    return sorted(set(found), key=len, reverse=True)
-
-
 def _key_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
@@ -70,17 +58,21 @@ def nested_model(annotation: Any) -> type[BaseModel] | None:
 _MAX_SHOWN = 80
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
+def clipped(text: str) -> str:
+    """`text`, cut to _MAX_SHOWN characters."""
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
 def format_errors(exc: ValidationError, secret: Collection[str] = ()) -> str:
+    """One line per problem: the key as written, the value (clipped) and what is allowed. The
+    input of a problem under a `secret` top-level key is never formatted: `[secret]` stands in
+    its place. (The problem's wording there is pydantic's own, which never quotes the input:
+    the parts of a secret `codeSync` that have validators of ours are refused before.)"""
     lines = []
     for err in exc.errors():
         loc = err["loc"]
         key = _key_path(loc)
-        shown = SECRET_MASK if loc and loc[0] in secret else _shown(err["input"])
+        shown = SECRET_MASK if loc and loc[0] in secret else clipped(repr(err["input"]))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             allowed = ", ".join(_allowed_keys(loc))

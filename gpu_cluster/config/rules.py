@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.reads import unread_keys
-from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, NIC_LINE_RATE_GBPS
+from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, GPU_LINK_MAX_GBPS, NIC_LINE_RATE_GBPS
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
 from gpu_cluster.facts.gke_storage import (
     CREATABLE_CLASSES,
@@ -33,6 +33,8 @@ MODES_BY_PLATFORM: dict[str, tuple[str, ...]] = {
 
 # Smallest all-reduce of the fabric check's sweep (scripts/allreduce_check.py --min-bytes).
 CHECK_MIN_BYTES = 8
+# Largest: PyTorch sizes tensors and NCCL counts elements in 64 bits.
+CHECK_MAX_BYTES = 2**63 - 1
 
 
 def cross_field_problems(s: Settings) -> list[str]:
@@ -136,19 +138,26 @@ def _verify_problems(s: Settings) -> list[str]:
     """Fabric-check settings that could never PASS."""
     out: list[str] = []
     v = s.verify
-    ceiling = GKE_FABRIC_GBPS.get(s.network_mode)
+    ceiling, carrier = GKE_FABRIC_GBPS.get(s.network_mode), "the fabric's NICs"
     if s.network_mode == "rdma" and s.rdma is not None:
         ceiling = NIC_LINE_RATE_GBPS * len(s.rdma.nics)
+    if ceiling is None:
+        ceiling, carrier = GPU_LINK_MAX_GBPS, "the fastest GPU link (NVLink 5)"
     expected = v.expected_busbw_gbps
-    if expected is not None and ceiling is not None and expected > ceiling:
+    if expected is not None and expected > ceiling:
         out.append(
             f"gpu-cluster:verify.expectedBusbwGbps = {v.expected_busbw_gbps:g}: above the "
-            f"{ceiling:g} GB/s the fabric's NICs can carry, so the check could never pass"
+            f"{ceiling:g} GB/s {carrier} can carry, so the check could never pass"
         )
     if v.max_bytes is not None and _size_bytes(v.max_bytes) < CHECK_MIN_BYTES:
         out.append(
             f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: the sweep starts at "
             f"{CHECK_MIN_BYTES} bytes; use at least {CHECK_MIN_BYTES}"
+        )
+    if v.max_bytes is not None and _size_bytes(v.max_bytes) > CHECK_MAX_BYTES:
+        out.append(
+            f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: above 2^63 - 1 bytes, more than "
+            "a tensor or an NCCL count holds"
         )
     return out
 

@@ -19,6 +19,7 @@ from gpu_cluster.config import rules
 from gpu_cluster.config.reads import ReadWhen
 from gpu_cluster.config.values import (
     Cidr,
+    CpuQuantity,
     DnsLabel,
     EnvName,
     Image,
@@ -79,9 +80,9 @@ class _Model(BaseModel):
 class PodSettings(_Model):
     """Per-pod compute resources of the training container."""
 
-    cpu_request: Quantity = "32"
+    cpu_request: CpuQuantity = "32"
     memory_request: Quantity = "128Gi"
-    cpu_limit: Quantity | None = None
+    cpu_limit: CpuQuantity | None = None
     memory_limit: Quantity = "256Gi"
     # NCCL and the PyTorch dataloader use /dev/shm; the 64 MiB container default breaks them.
     shm_size: Quantity = "64Gi"
@@ -253,10 +254,13 @@ class VerifySettings(_Model):
     enabled: bool = True
     # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
     # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
-    expected_busbw_gbps: Annotated[float | None, _CHECK] = Field(default=None, gt=0)
+    expected_busbw_gbps: Annotated[float | None, _CHECK] = Field(
+        default=None, gt=0, allow_inf_nan=False
+    )
     # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
     # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
-    max_bytes: Annotated[str | None, _CHECK] = Field(default=None, pattern=r"^[0-9]+[KMG]?$")
+    # Up to 19 digits (2^63 - 1 has 19): rules.py converts it, and int() refuses 4300.
+    max_bytes: Annotated[str | None, _CHECK] = Field(default=None, pattern=r"^[0-9]{1,19}[KMG]?$")
     iters: Annotated[int, _CHECK] = Field(default=20, ge=1, le=1000)
     # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
     require_gdr: Annotated[
@@ -345,7 +349,10 @@ class GcpSettings(_Model):
     # maintenance exclusion below hold minor upgrades.
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "UNSPECIFIED"] = "REGULAR"
     # "1.N" (GKE picks the channel's newest patch of that minor) or an exact "1.N.P-gke.B".
-    min_master_version: str = Field(default="1.35", pattern=r"^1\.\d+(\.\d+-gke\.\d+)?$")
+    # Numbers of up to 9 digits: config/gke.py converts them, and int() refuses 4300.
+    min_master_version: str = Field(
+        default="1.35", pattern=r"^1\.\d{1,9}(\.\d{1,9}-gke\.\d{1,9})?$"
+    )
     # Maintenance exclusion NO_MINOR_OR_NODE_UPGRADES until the minor's end of support, so
     # auto-upgrades never move the cluster off the minor its GPUDirect release is pinned for
     # (cluster-toolkit examples/gke-a3-highgpu/gke-a3-highgpu.yaml).

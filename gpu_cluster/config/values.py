@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BeforeValidator, Field
 
 from gpu_cluster.facts.gcp import USABLE_PRIVATE_RANGES
 from gpu_cluster.facts.kubernetes import (
+    CPU_QUANTITY_MAX,
     DNS_1035_LABEL,
     DNS_1123_LABEL,
     DNS_LABEL_MAX,
@@ -18,6 +19,7 @@ from gpu_cluster.facts.kubernetes import (
     IMAGE_REFERENCE,
     LABEL_VALUE_MAX,
     QUALIFIED_NAME,
+    QUANTITY_MAX,
     parse_quantity,
 )
 
@@ -36,6 +38,19 @@ def _quantity(value: str) -> str:
         raise ValueError("must be a Kubernetes quantity such as 64Gi, 500Mi, 32 or 1e9") from None
     if amount < 0:
         raise ValueError("must not be negative")
+    if amount > QUANTITY_MAX:
+        raise ValueError(
+            "must be at most 2^63 - 1, the most a Kubernetes quantity holds (beyond it the API "
+            "server caps or overflows it)"
+        )
+    return value
+
+
+def _cpu(value: str) -> str:
+    if parse_quantity(value) > CPU_QUANTITY_MAX:
+        raise ValueError(
+            "must be at most (2^63 - 1) / 1000 cores: Kubernetes reads CPU in millicores, an int64"
+        )
     return value
 
 
@@ -130,6 +145,7 @@ def _private_cidr(value: str) -> str:
 
 
 Quantity = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity)]
+CpuQuantity = Annotated[Quantity, AfterValidator(_cpu)]
 Size = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity), AfterValidator(_size)]
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Namespace = Annotated[str, AfterValidator(_namespace)]

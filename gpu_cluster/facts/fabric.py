@@ -9,3 +9,6 @@ NIC_LINE_RATE_GBPS = 50.0
 # A3 Ultra / A4: 8 x 400 Gb/s CX-7 RoCE NICs, 3,200 Gb/s per VM (cloud.google.com/compute/docs/
 # gpus/gpu-network-bandwidth).
 GKE_FABRIC_GBPS = {"tcpxo": 200.0, "tcpx": 100.0, "rdma": 400.0}
+# Fastest link any GPU has: fifth-generation NVLink, 18 links of 100 GB/s, 1.8 TB/s per
+# Blackwell GPU (nvidia.com/en-us/data-center/nvlink); no fabric's bus bandwidth exceeds it.
+GPU_LINK_MAX_GBPS = 1800.0

@@ -29,6 +29,14 @@ _SUFFIX_SCALE: dict[str, Fraction] = {
     **{s: Fraction(10) ** e for s, e in (("n", -9), ("u", -6), ("m", -3), ("k", 3), ("M", 6))},
     **{s: Fraction(10) ** e for s, e in (("G", 9), ("T", 12), ("P", 15), ("E", 18))},
 }
+# The most a quantity holds: "Largest (in magnitude) number allowed", 2^63 - 1
+# (kubernetes/apimachinery pkg/api/resource math.go maxAllowed). ParseQuantity silently caps a
+# binary-SI quantity there ("8Ei" parses as 2^63 - 1), and what reads a decimal one beyond it
+# overflows (quantity.go Value: "an overflowed result is undefined and must not be used").
+QUANTITY_MAX = 2**63 - 1
+# CPU is read in millicores (quantity.go MilliValue, which overflows an int64 above
+# MaxMilliValue, math.go): at most QUANTITY_MAX thousandths of a core.
+CPU_QUANTITY_MAX = Fraction(QUANTITY_MAX, 1000)
 # DNS-1035 label: Service names and names that become GCP resource names
 # (kubernetes/apimachinery pkg/util/validation/validation.go IsDNS1035Label).
 DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -56,7 +64,7 @@ def parse_quantity(value: str) -> Fraction:
         raise ValueError(f"not a Kubernetes quantity: {value!r}")
     number = Fraction(match["number"])
     suffix = match["suffix"] or ""
-    if suffix[:1] in ("e", "E"):
+    if suffix[:1] in ("e", "E") and suffix not in _SUFFIX_SCALE:  # not E or Ei
         exponent = int(suffix[1:])
         if abs(exponent) > 64:  # far beyond any resource; keeps the arithmetic bounded
             raise ValueError(f"exponent out of range: {value!r}")

@@ -27,13 +27,11 @@ from typing import Any, NoReturn, TypedDict
 
 import yaml
 
-from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
-from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline import shapes
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.secret_digest import MARKER, SecretDigestError
-from gpu_cluster.offline.stack_files import YamlLoader, engine_config
+from gpu_cluster.offline.stack_files import YamlLoader, checked_config
 
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
 KIND_ORDER = (
@@ -144,9 +142,8 @@ def render(
 ) -> dict[str, str]:
     """File name -> content for one stack; raises ConfigError for bad config. The program's
     warnings (config nothing reads) go to `warn`."""
-    config, secret_keys = engine_config(stack, overrides, secret_overrides)
-    # Validate first, so bad config writes nothing and reads as a config error.
-    settings_from(config, secret_keys, PROVIDER_SETTINGS)
+    # Validated first, so bad config writes nothing and reads as a config error.
+    config, secret_keys = checked_config(stack, overrides, secret_overrides)
     run = run_program(config, secret_keys, stack)
     if warn is not None:
         for warning in run.warnings:

@@ -8,17 +8,25 @@ overrides as `pulumi config set --path` stores them, and the result as the engin
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
-from gpu_cluster.config.loading import MAX_EXACT_INT
-from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
+from gpu_cluster.config.loading import (
+    MAX_DEPTH,
+    MAX_EXACT_INT,
+    TOO_DEEP,
+    nesting_depth,
+    number_problems,
+    parse_json,
+    settings_from,
+)
+from gpu_cluster.config.messages import ConfigError, clipped
 from gpu_cluster.config.providers import misplaced_stack_file_keys
 from gpu_cluster.config.schema import PROJECT
 from gpu_cluster.offline import goyaml
@@ -28,6 +36,10 @@ SECRET_PLACEHOLDER = "[secret]"
 # libyaml's parser when PyYAML has it: the same documents, several times faster.
 YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TAG = "tag:yaml.org,2002:"
+
+
+class _TooDeep(yaml.scanner.ScannerError):
+    """Nesting deeper than MAX_DEPTH, met by the scanner."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +71,52 @@ class _StackFileLoader(yaml.SafeLoader):
     stays bytes, which config refuses (go-yaml would decode it into text, not always UTF-8).
 
     PyYAML's own parser, not libyaml's: its composer is where a quoted scalar's non-specific
-    `!` tag can still be seen (go-yaml makes such a scalar text; PyYAML would resolve it)."""
+    `!` tag can still be seen (go-yaml makes such a scalar text; PyYAML would resolve it).
+
+    Two limits keep any file an answer: nesting deeper than MAX_DEPTH is refused as the
+    scanner meets it, naming the config key it is under (go-yaml stops at 10,000 levels:
+    scannerc.go max_flow_level and max_indents; PyYAML would take minutes to scan that far,
+    then compose recursively), and so is a document whose aliases expand as go-yaml refuses
+    (_excessive_aliasing)."""
 
     # None of YAML 1.1's implicit resolvers: resolve() below decides every plain scalar.
     yaml_implicit_resolvers = {}  # noqa: RUF012 (PyYAML reads it from the class)
+    # What compose_node is composing: the key (or index) of each node open around it.
+    _path: list[Any]
+
+    def fetch_more_tokens(self) -> None:
+        super().fetch_more_tokens()
+        # PyYAML's scanner revisits every open flow level on each token: thousands of levels
+        # take minutes to read. Block nesting counts too (an indent per level).
+        if self.flow_level + len(self.indents) > MAX_DEPTH:
+            raise _TooDeep(problem=TOO_DEEP, problem_mark=self.get_mark())
+
+    def compose_node(self, parent: Any, index: Any) -> yaml.Node:
+        if parent is None:
+            self._path = []
+        self._path.append(index)
+        try:
+            node = super().compose_node(parent, index)
+        except _TooDeep as exc:
+            # Raised where the scanner is; named here, at the config key whose value it is in.
+            if len(self._path) == 3 and getattr(self._path[1], "value", None) == "config":
+                exc.problem = f"{getattr(index, 'value', index)}: {exc.problem}"
+            raise
+        finally:
+            self._path.pop()
+        assert node is not None  # PyYAML composes a node whenever it calls compose_node
+        return node
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        refused = _excessive_aliasing(node)
+        if refused is not None:
+            key, mark = refused
+            raise yaml.constructor.ConstructorError(
+                problem=f"{key + ': ' if key else ''}its YAML aliases expand to more than the "
+                "Pulumi CLI reads (go-yaml: document contains excessive aliasing)",
+                problem_mark=mark,
+            )
+        return super().construct_document(node)
 
     def resolve(self, kind: Any, value: Any, implicit: tuple[bool, bool]) -> str:
         if kind is yaml.ScalarNode:
@@ -173,6 +227,66 @@ for _tag in ("bool", "int", "float", "null", "timestamp", "merge"):
 for _tag in ("set", "omap", "pairs"):
     _StackFileLoader.add_constructor(_TAG + _tag, _StackFileLoader.construct_other_tag)
 _StackFileLoader.add_constructor(None, _StackFileLoader.construct_other_tag)
+
+
+def _alias_ratio(decoded: int) -> float:
+    """gopkg.in/yaml.v3 decode.go allowedAliasRatio: the share of decoded nodes that may come
+    from alias expansion, 99% up to 400,000 decodes, falling to 10% at 4,000,000."""
+    low, high = 400_000, 4_000_000
+    if decoded <= low:
+        return 0.99
+    if decoded >= high:
+        return 0.10
+    return 0.99 - 0.89 * (decoded - low) / (high - low)
+
+
+def _excessive_aliasing(root: yaml.Node) -> tuple[str, yaml.Mark] | None:
+    """Where go-yaml stops decoding a document whose aliases expand too far (a "billion
+    laughs"), as its decoder counts (decode.go unmarshal: more than 1000 nodes decoded, more
+    than 100 of them through aliases, and their share above _alias_ratio), merge keys aside:
+    the config key being decoded and its mark, or None. Walked without recursion, and only as
+    far as go-yaml would go, so a bomb costs no more than the limit. An alias inside what it
+    names is not followed: _config_value_problem refuses that loop by name."""
+    decoded, aliased = 1, 0  # the document node
+    seen: set[int] = set()
+    stack = [_Decoding(root, False, None, False, ())]
+    while stack:
+        node, inside, key, is_config, around = stack.pop()
+        if id(node) in around:
+            continue
+        if id(node) in seen and not inside:
+            decoded += 1  # the alias node itself; what it names is decoded again below
+            inside = True
+        seen.add(id(node))
+        decoded += 1
+        aliased += inside
+        if aliased > 100 and decoded > 1000 and aliased / decoded > _alias_ratio(decoded):
+            return key or ("", node.start_mark)
+        around = (*around, id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(_Decoding(n, inside, key, False, around) for n in reversed(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            for key_node, value in reversed(node.value):
+                named = key
+                if is_config and isinstance(key_node, yaml.ScalarNode):
+                    named = (key_node.value, key_node.start_mark)
+                config = node is root and getattr(key_node, "value", None) == "config"
+                stack.append(_Decoding(value, inside, named, config, around))
+                if key_node.tag != _TAG + "merge":
+                    stack.append(_Decoding(key_node, inside, named, False, around))
+    return None
+
+
+class _Decoding(NamedTuple):
+    """A node _excessive_aliasing is to count."""
+
+    node: yaml.Node
+    inside: bool  # reached through an alias
+    key: tuple[str, yaml.Mark] | None  # the config key it is under, and where that is written
+    is_config: bool  # the `config:` mapping itself
+    around: tuple[int, ...]  # the nodes being decoded around it
+
+
 _CONFIG_TYPES = (str, int, float, bool, type(None), list, dict)
 
 
@@ -181,11 +295,14 @@ def _config_value_problem(
 ) -> tuple[str, int | None] | None:
     """Why a stack-file value cannot be config, and the line when known (None when it can):
     config holds text, numbers, booleans, lists and mappings, no value may contain itself (a
-    YAML alias loop), and no scalar may be one the loader refused (_Refused)."""
+    YAML alias loop) or nest deeper than MAX_DEPTH (aliases can stack shallow collections), and
+    no scalar may be one the loader refused (_Refused)."""
     if isinstance(value, _Refused):
         return f"{path}: {value.problem}", value.line
     if id(value) in inside:
         return f"{path} contains itself (a YAML alias loop)", None
+    if len(inside) >= MAX_DEPTH and isinstance(value, (list, dict)):
+        return f"{path}: {TOO_DEEP}", None
     if not isinstance(value, _CONFIG_TYPES):
         return (
             f"{path} is a {type(value).__name__}; config holds text, numbers, lists and mappings",
@@ -310,13 +427,13 @@ _PATH = re.compile(r"[^.\[\]:]+(\.[^.\[\]:]+|\[\d+\])*")
 
 
 def _override_error(key: str, problem: str) -> ConfigError:
-    return ConfigError(f"invalid stack config:\n  --set {key}: {problem}")
+    return ConfigError(f"invalid stack config:\n  --set {clipped(key)}: {problem}")
 
 
-def apply_override(config: dict[str, Any], assignment: str, secret: bool = False) -> str:
-    """`key=value` as `pulumi config set [--secret] [--path] key value` would store it; returns
-    the fully qualified top-level key it changed. Raises ConfigError naming the key for a path
-    that does not fit the config's shape (never echoing the value, which may be secret)."""
+def _assignment(assignment: str) -> tuple[str, str, list[str | int], str]:
+    """`key=value` taken apart: the key as written, the fully qualified top-level key, the
+    path's parts (the top-level key's name first) and the value. ConfigError for a path that
+    is none (never echoing the value, which may be secret)."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key:
         # The argument is not echoed: with --set-secret it may be the secret itself.
@@ -331,10 +448,19 @@ def apply_override(config: dict[str, Any], assignment: str, secret: bool = False
     parts: list[str | int] = [
         m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _PATH_PART.finditer(path)
     ]
-    top = f"{namespace}:{parts[0]}"
+    return key, f"{namespace}:{parts[0]}", parts, raw
+
+
+def apply_override(config: dict[str, Any], assignment: str, secret: bool = False) -> str:
+    """`key=value` as `pulumi config set [--secret] [--path] key value` would store it; returns
+    the fully qualified top-level key it changed. Raises ConfigError naming the key for a path
+    that does not fit the config's shape (never echoing the value, which may be secret)."""
+    key, top, parts, raw = _assignment(assignment)
     if len(parts) == 1:
         config[top] = raw  # top-level values are always strings
         return top
+    if len(parts) - 1 > MAX_DEPTH:
+        raise _override_error(key, TOO_DEEP)
     # Nested values: "true"/"false" become booleans and base-10 integers numbers, the rest
     # stays text (`yes`, `1e3`, `05`, `0x1F`: goyaml.coerce_path_value). A secret stays text
     # (config/value.go coerceObject leaves a secure value alone).
@@ -348,10 +474,18 @@ def apply_override(config: dict[str, Any], assignment: str, secret: bool = False
         raise _override_error(key, "number too large (at most 2^53 - 1)")
     node = config.get(top)
     if isinstance(node, str):
+        if nesting_depth(node) > MAX_DEPTH:
+            raise _override_error(key, f"{top} is {TOO_DEEP}")
         try:
-            node = json.loads(node)
+            node = parse_json(node)
         except ValueError:
             raise _override_error(key, f"{top} holds a plain value, not an object") from None
+        if number_problems(node, top):
+            raise _override_error(
+                key,
+                f"{top} holds a number beyond 2^53 - 1 or not finite, which the engine "
+                "cannot carry",
+            )
     root = node if node is not None else ({} if isinstance(parts[1], str) else [])
     config[top] = root
     cursor: Any = root
@@ -418,3 +552,91 @@ def engine_config(
         engine[key] = goyaml.engine_text(engine[key])
         secret_keys.append(key)
     return engine, sorted(set(secret_keys))
+
+
+def checked_config(
+    stack: str,
+    overrides: tuple[str, ...] = (),
+    secret_overrides: tuple[str, ...] = (),
+    project_dir: Path = PROJECT_DIR,
+) -> tuple[dict[str, str], list[str]]:
+    """engine_config, validated as the program validates it (settings_from). Each problem of
+    the ConfigError that names a key written in the stack file starts with the file and that
+    key's line, unless a `--set` changed the key, a key below it or one above it."""
+    config, secret_keys = engine_config(stack, overrides, secret_overrides, project_dir)
+    try:
+        settings_from(config, secret_keys, PROVIDER_SETTINGS)
+    except ConfigError as exc:
+        path = project_dir / f"Pulumi.{stack}.yaml"
+        changed = [_changed_path(a) for a in (*overrides, *secret_overrides)]
+        lines = {
+            key: line
+            for key, line in _key_lines(path).items()
+            if not any(_on_one_branch(key, c) for c in changed)
+        }
+        raise ConfigError(_with_lines(str(exc), path.name, lines)) from None
+    return config, secret_keys
+
+
+def _changed_path(assignment: str) -> str:
+    """The key path a `--set` assignment changes, fully qualified."""
+    _, top, parts, _ = _assignment(assignment)
+    return top + _path_text(parts)[len(str(parts[0])) :]
+
+
+def _on_one_branch(a: str, b: str) -> bool:
+    """Whether key paths `a` and `b` are one, or one lies below the other."""
+    short, long = sorted((a, b), key=len)
+    return long == short or long.startswith((short + ".", short + "["))
+
+
+def _key_lines(path: Path) -> dict[str, int]:
+    """The line each config key path is first written on in a stack file that reads
+    (`gpu-cluster:pod.cpuRequest` -> 7); keys that come from a merge or an alias have none."""
+    root = yaml.compose(path.read_text(), Loader=_StackFileLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    config = next((v for k, v in root.value if getattr(k, "value", None) == "config"), None)
+    lines: dict[str, int] = {}
+    seen: set[int] = set()
+    stack: list[tuple[str, yaml.Node, int]] = [
+        (k.value, v, k.start_mark.line + 1)
+        for k, v in getattr(config, "value", [])
+        if isinstance(k, yaml.ScalarNode)
+    ]
+    while stack:
+        key, node, line = stack.pop()
+        lines.setdefault(key, line)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(
+                (f"{key}.{k.value}", v, k.start_mark.line + 1)
+                for k, v in node.value
+                if isinstance(k, yaml.ScalarNode) and k.tag != _TAG + "merge"
+            )
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(
+                (f"{key}[{i}]", item, item.start_mark.line + 1) for i, item in enumerate(node.value)
+            )
+    return lines
+
+
+# The key a problem line starts with: `gpu-cluster:rdma.nics[0].subnet ...`.
+_PROBLEM_KEY = re.compile(r"^  ([^\s:]+:[^\s=:/]+)")
+# The last part of a key path: `.name` or `[index]`.
+_LAST_PART = re.compile(r"(\.[^.\[\]]*|\[\d+\])$")
+
+
+def _with_lines(message: str, file: str, lines: dict[str, int]) -> str:
+    """`message` with `file:line: ` before each problem whose key (or the nearest key above
+    it) is in `lines`."""
+    out = []
+    for problem in message.split("\n"):
+        match = _PROBLEM_KEY.match(problem)
+        key = match.group(1) if match else ""
+        while key and key not in lines:
+            key = _LAST_PART.sub("", key) if _LAST_PART.search(key) else ""
+        out.append(f"  {file}:{lines[key]}: {problem[2:]}" if key else problem)
+    return "\n".join(out)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import STACKS
-from tests.test_config_properties import own_keys, plausible_edit, run_edited
+from tests.test_config_properties import Edit, own_keys, plausible_edit, run_edited
 from tests.test_schemas import VARIANTS
 from tools.realtier.build import Tools
 from tools.realtier.controlplane import ControlPlane
@@ -59,7 +59,7 @@ def test_every_variant_is_admitted(api: Kube, stack: str, overrides: tuple[str, 
     assert admitted(api, run.manifests()) == []
 
 
-def plausible_edits(stack: str) -> st.SearchStrategy[list[tuple[str, Any]]]:
+def plausible_edits(stack: str) -> st.SearchStrategy[list[Edit]]:
     """One to three edits of the stack's own platform's keys, to values from the property test's
     table: most render, unlike the property test's junk, so the API server sees many configs."""
     return st.lists(plausible_edit(own_keys(stack)), min_size=1, max_size=3)
@@ -74,7 +74,7 @@ def plausible_edits(stack: str) -> st.SearchStrategy[list[tuple[str, Any]]]:
 )
 @given(case=st.sampled_from(STACKS).flatmap(lambda s: st.tuples(st.just(s), plausible_edits(s))))
 def test_every_config_the_program_accepts_is_admitted(
-    api: Kube, case: tuple[str, list[tuple[str, Any]]]
+    api: Kube, case: tuple[str, list[Edit]]
 ) -> None:
     stack, changes = case
     run = ProgramRun()
