@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Usage: launch-all.sh CLI NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...]
+# Usage: launch-all.sh CLI --context CONTEXT NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...]
 #
-# Runs on your machine (the stack output launchCommand is this script inline): starts LAUNCHER
-# SCRIPT ARGS in the training container of pods STATEFULSET-0..NODES-1 with `CLI exec` (oc or
-# kubectl), waits for all, and exits with the exit code of the first pod that fails (0 if none).
+# Runs on your machine, never inside a pod (the stack outputs launchCommand and verifyCommand
+# run it through `python3 -m gpu_cluster.launch_all`): starts LAUNCHER SCRIPT ARGS in the
+# training container of pods STATEFULSET-0..NODES-1 with `CLI --context CONTEXT exec` (oc or
+# kubectl; the context is required, so it never acts on whichever cluster is current), waits for
+# all, and exits with the exit code of the first pod that fails (0 if none).
 # When one pod fails, the others would wait for it in NCCL until they time out, so the training
 # on every other pod is stopped at once (launch-stop.sh in each pod). On Ctrl-C (or SIGTERM) the
 # same happens and it exits 130: `CLI exec` does not pass signals on, so without this the
 # remote processes would keep running. Written for bash 3.2 too (macOS).
 set -euo pipefail
 
-if (($# < 6)); then
-  echo "usage: launch-all.sh CLI NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...]" >&2
+if (($# < 8)) || [[ $2 != --context || -z $3 ]]; then
+  echo "usage: launch-all.sh CLI --context CONTEXT NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT" \
+    "[ARGS...]" >&2
   exit 2
 fi
-cli=$1 namespace=$2 sts=$3 nodes=$4
-shift 4
+cli=$1 context=$3 namespace=$4 sts=$5 nodes=$6
+shift 6
 [[ $nodes =~ ^[1-9][0-9]*$ ]] || {
   echo "launch-all: NODES='$nodes' is not a positive integer" >&2
   exit 2
@@ -27,7 +30,7 @@ failed=$state/failed
 : >"$failed"
 
 on_pod() {
-  "$cli" exec -n "$namespace" "$sts-$1" -c "$CONTAINER" -- "${@:2}"
+  "$cli" --context "$context" exec -n "$namespace" "$sts-$1" -c "$CONTAINER" -- "${@:2}"
 }
 
 stop_all() {

@@ -380,9 +380,11 @@ def test_stack_outputs_tell_the_user_what_to_run_next() -> None:
     )
     assert outputs["nodePoolName"] == "a3mega"
     assert outputs["clusterEndpoint"] == "203.0.113.10"
-    assert str(outputs["launchCommand"]).endswith(
-        "launch-all kubectl training gpu-cluster 2 /opt/gpu-cluster/launch-torchrun.sh "
-        "/workspace/train.py"
+    # Every command names the context get-credentials writes, not whichever one is current.
+    assert outputs["launchCommand"] == (
+        "python3 -m gpu_cluster.launch_all"
+        " kubectl --context gke_my-gpu-project_us-central1-a_gpu-cluster"
+        " training gpu-cluster 2 /opt/gpu-cluster/launch-torchrun.sh /workspace/train.py"
     )
 
 

@@ -481,30 +481,26 @@ def run_with_fake_oc(command: str, oc_body: str, tmp_path: Path) -> CompletedPro
     oc.write_text(f'#!/usr/bin/env bash\necho "$*" >>"{tmp_path}/oc.log"\n{oc_body}\n')
     oc.chmod(0o755)
     env = {"PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    # From the project directory, where `python3 -m gpu_cluster.launch_all` finds the package.
     return subprocess.run(
-        ["bash", "-c", command], env=env, capture_output=True, text=True, check=False
+        ["bash", "-c", command], env=env, cwd=ROOT, capture_output=True, text=True, check=False
     )
 
 
 def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
     run = run_stack("barcelona")
-    # launch-all.sh runs locally, read from pod 0's copy of the scripts; here pod 0 hands out
-    # a stand-in that prints the arguments it was started with.
-    result = run_with_fake_oc(
-        str(run.outputs["launchCommand"]), """echo 'echo "args: $0 $*"'""", tmp_path
-    )
+    # The repository's launch-all.sh runs here and starts the launcher in each pod.
+    result = run_with_fake_oc(str(run.outputs["launchCommand"]), "exit 0", tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "oc.log").read_text() == (
-        "exec -n nccl-test ml-dev-env-0 -c training -- cat /opt/gpu-cluster/launch-all.sh\n"
-    )
-    assert result.stdout == (
-        "args: launch-all oc nccl-test ml-dev-env 2 /opt/gpu-cluster/launch-torchrun.sh"
-        " /workspace/train.py\n"
-    )
+    assert sorted((tmp_path / "oc.log").read_text().splitlines()) == [
+        f"--context barcelona exec -n nccl-test ml-dev-env-{i} -c training --"
+        " /opt/gpu-cluster/launch-torchrun.sh /workspace/train.py"
+        for i in (0, 1)
+    ]
     data = one(run, "ConfigMap")["data"]
-    assert data["launch-all.sh"] == (ROOT / "scripts/launch-all.sh").read_text()
-    # ...and the stop script it calls in each pod is there too.
+    # The stop script it calls in each pod is there; launch-all.sh itself never runs in a pod.
     assert data["launch-stop.sh"] == (ROOT / "scripts/launch-stop.sh").read_text()
+    assert "launch-all.sh" not in data
 
 
 @pytest.mark.parametrize("detected", [True, False])
@@ -571,12 +567,15 @@ def test_migration_guide_keeps_the_seeds_claims_by_the_names_barcelona_registers
         assert f"oc delete {kind.lower()} {meta['name']} -n {meta['namespace']}" in guide
 
 
-def test_launch_command_fails_when_pod_0_cannot_hand_out_launch_all(tmp_path: Path) -> None:
-    # Pod 0 not running: `bash -c ""` would exit 0 and look like a finished training.
+def test_launch_command_fails_when_a_pod_is_not_there(tmp_path: Path) -> None:
     run = run_stack("barcelona")
-    not_found = """echo 'Error from server (NotFound): pods "ml-dev-env-0" not found' >&2; exit 1"""
+    not_found = (
+        '[[ " $* " == *" ml-dev-env-0 "*"train.py"* ]] || exit 0;'
+        """ echo 'Error from server (NotFound): pods "ml-dev-env-0" not found' >&2; exit 1"""
+    )
     result = run_with_fake_oc(str(run.outputs["launchCommand"]), not_found, tmp_path)
     assert result.returncode == 1 and "NotFound" in result.stderr
+    assert "first failure: ml-dev-env-0, exit 1" in result.stderr
 
 
 def test_sync_command_fails_when_a_pod_does_not_get_the_code(tmp_path: Path) -> None:
@@ -590,5 +589,6 @@ def test_sync_command_fails_when_a_pod_does_not_get_the_code(tmp_path: Path) -> 
     ok = run_with_fake_oc(str(run.outputs["syncCommand"]), "exit 0", tmp_path / "ok")
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "ok/oc.log").read_text().splitlines() == [
-        f"rsync -n nccl-test -c training ./ ml-dev-env-{i}:/workspace/" for i in (0, 1)
+        f"--context barcelona rsync -n nccl-test -c training ./ ml-dev-env-{i}:/workspace/"
+        for i in (0, 1)
     ]

@@ -120,5 +120,5 @@ print(json.dumps({{"package": gpu_cluster.__file__, "scripts_path": str(SCRIPTS_
     assert found["scripts_path"].startswith(installed)
     assert set(found["types"]) == {r.type for r in render_example().resources}
     [shipped] = found["scripts"]
-    for name in ("launch-torchrun.sh", "preflight.sh", "launch-all.sh"):
+    for name in ("launch-torchrun.sh", "preflight.sh", "launch-stop.sh"):
         assert shipped[name] == (ROOT / "scripts" / name).read_text()

@@ -707,13 +707,16 @@ LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
 
 @pytest.fixture
 def fake_oc(tmp_path: Path) -> Path:
-    """`oc exec -n NS POD -c training -- CMD...` on pretend pods: each launch is logged and
+    """`oc --context ctx exec -n NS POD -c training -- CMD...` on pretend pods (any other
+    context is refused, as a missing one would be): each launch is logged and
     touches started-<pod>, then exits with the code in rc-<pod> (0 if absent); "hang" waits
     until launch-stop.sh is exec'd on that pod, then exits 143 as a SIGTERMed torchrun would."""
     oc = tmp_path / "oc"
     oc.write_text(
         "#!/usr/bin/env bash\n"
         f"state={tmp_path}\n"
+        "[[ $1 == --context && $2 == ctx ]] || exit 98\n"
+        "shift 2\n"
         "[[ $1 == exec && $2 == -n && $5 == -c && $6 == training && $7 == -- ]] || exit 99\n"
         "pod=$4; shift 7\n"
         "if [[ $1 == /opt/gpu-cluster/launch-stop.sh ]]; then\n"
@@ -738,7 +741,8 @@ def _as_from_a_terminal() -> None:
 
 
 def launch_all(oc: Path, nodes: int = 3) -> subprocess.Popen[str]:
-    argv = [str(oc), "ns", "train", str(nodes), "/opt/gpu-cluster/launch-torchrun.sh", "t.py"]
+    argv = [str(oc), "--context", "ctx", "ns", "train", str(nodes)]
+    argv += ["/opt/gpu-cluster/launch-torchrun.sh", "t.py"]
     return subprocess.Popen(
         ["bash", str(LAUNCH_ALL), *argv],
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
@@ -792,9 +796,14 @@ def test_launch_all_on_ctrl_c_stops_the_remote_training(fake_oc: Path) -> None:
 
 
 def test_launch_all_usage(fake_oc: Path) -> None:
-    result = run(LAUNCH_ALL, {}, str(fake_oc), "ns", "train", "0", "/x.sh", "t.py")
+    result = run(LAUNCH_ALL, {}, str(fake_oc), "--context", "ctx", "ns", "train", "0", "/x", "t")
     assert result.returncode == 2 and "NODES='0'" in result.stderr
     assert run(LAUNCH_ALL, {}, "oc").returncode == 2
+    # No context, or an empty one: refused, never the current context.
+    for context in ([], ["--context", ""]):
+        result = run(LAUNCH_ALL, {}, str(fake_oc), *context, "ns", "train", "1", "/x", "t")
+        assert result.returncode == 2 and "usage" in result.stderr
+    assert log_lines(fake_oc) == []
 
 
 def test_launch_stop_terms_the_recorded_launcher(tmp_path: Path) -> None:

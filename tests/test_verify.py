@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
+from gpu_cluster.offline.engine import run_program
+from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.launch import quantity_bytes
+from gpu_cluster.plan.outputs import COMMAND_OUTPUTS
 from gpu_cluster.plan.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW
 from tests.conftest import ROOT, container, env_of, one, run_stack
 
 
 def verify_argv(stack: str, *overrides: str) -> list[str]:
-    """What launch-all.sh is started with: CLI NAMESPACE STATEFULSET NODES COMMAND..."""
-    command = str(run_stack(stack, *overrides).outputs["verifyCommand"])
-    return shlex.split(command.split('bash -c "$launch_all" launch-all ', 1)[1])
+    """What launch-all.sh is started with: CLI --context CONTEXT NAMESPACE STATEFULSET NODES
+    COMMAND..."""
+    argv = shlex.split(str(run_stack(stack, *overrides).outputs["verifyCommand"]))
+    assert argv[:3] == ["python3", "-m", "gpu_cluster.launch_all"]
+    return argv[3:]
 
 
 def verify_args(stack: str, *overrides: str) -> list[str]:
@@ -51,8 +59,8 @@ def test_each_stack_checks_its_own_transport_and_bandwidth(
 
 
 def test_the_command_runs_on_every_pod_with_a_fixed_world() -> None:
-    assert verify_argv("barcelona", "nodes=4")[:10] == [
-        *("oc", "nccl-test", "ml-dev-env", "4"),
+    assert verify_argv("barcelona", "nodes=4")[:12] == [
+        *("oc", "--context", "barcelona", "nccl-test", "ml-dev-env", "4"),
         *("env", "TORCHRUN_NNODES=4", "RDZV_ID=verify-ml-dev-env"),
         "/opt/gpu-cluster/launch-torchrun.sh",
         "/opt/gpu-cluster/allreduce_check.py",
@@ -60,12 +68,11 @@ def test_the_command_runs_on_every_pod_with_a_fixed_world() -> None:
     ]
 
 
-# A stand-in `oc`: pod 0 hands out the real launch-all.sh; pod 1's check fails at once; pod 0's
-# waits (as a rank waits in the rendezvous for a peer that died) until launch-stop.sh runs.
+# A stand-in `oc`: pod 1's check fails at once; pod 0's waits (as a rank waits in the rendezvous
+# for a peer that died) until launch-stop.sh runs.
 FAKE_OC = """#!/usr/bin/env bash
 echo "$*" >>"$STATE/oc.log"
 case "$*" in
-  *"cat /opt/gpu-cluster/launch-all.sh") cat "$LAUNCH_ALL" ;;
   *launch-stop.sh) touch "$STATE/stopped" ;;
   *ml-dev-env-1*) exit 1 ;;
   *) for _ in $(seq 300); do [[ -e $STATE/stopped ]] && exit 143; sleep 0.1; done ;;
@@ -78,20 +85,17 @@ def test_a_pod_that_fails_stops_the_check_everywhere_and_sets_the_exit_code(
 ) -> None:
     (tmp_path / "oc").write_text(FAKE_OC)
     (tmp_path / "oc").chmod(0o755)
-    env = {
-        "PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "STATE": str(tmp_path),
-        "LAUNCH_ALL": str(ROOT / "scripts" / "launch-all.sh"),
-    }
+    env = {"PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}", "STATE": str(tmp_path)}
     command = str(run_stack("barcelona").outputs["verifyCommand"])
     result = subprocess.run(
-        ["bash", "-c", command], env=env, capture_output=True, text=True, check=False
+        ["bash", "-c", command], env=env, cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 1, result.stderr
     assert "ml-dev-env-1 failed (exit 1)" in result.stderr
     log = (tmp_path / "oc.log").read_text().splitlines()
     stops = [line for line in log if line.endswith("/opt/gpu-cluster/launch-stop.sh")]
-    assert sorted(line.split()[3] for line in stops) == ["ml-dev-env-0", "ml-dev-env-1"]
+    assert sorted(line.split()[5] for line in stops) == ["ml-dev-env-0", "ml-dev-env-1"]
+    assert all(line.startswith("--context barcelona exec ") for line in log)
 
 
 def test_overrides_and_opt_out() -> None:
@@ -136,3 +140,79 @@ def test_quantities_convert_to_bytes() -> None:
     assert quantity_bytes("500M") == 500 * 10**6
     assert quantity_bytes("1.5Gi") == 3 * 2**29
     assert quantity_bytes("1000") == 1000
+
+
+# --- every output command: the stack's cluster, and no code from it ---------------------------
+
+# A stand-in for oc and kubectl: logs its arguments and answers every call with shell code that
+# leaves a mark if it runs, so a command that ran anything a pod sent back would show it.
+FAKE_CLI = """#!/usr/bin/env bash
+echo "$*" >>"$STATE/cli.log"
+echo 'touch "$STATE/ran-pod-output"'
+"""
+# python3 without site-packages: the launcher entry point needs no dependency installed.
+BARE_PYTHON3 = f'#!/usr/bin/env bash\nexec {shlex.quote(sys.executable)} -S "$@"\n'
+
+
+def stack_context(stack: str) -> str:
+    """The kube context the stack deploys to: its kubernetes:context on OpenShift, the one
+    `gcloud container clusters get-credentials` writes on GKE."""
+    config, _ = engine_config(stack)
+    if "kubernetes:context" in config:
+        return config["kubernetes:context"]
+    gcp = json.loads(config["gpu-cluster:gcp"])
+    name = config.get("gpu-cluster:name", "gpu-cluster")
+    return f"gke_{gcp['project']}_{gcp['zone']}_{name}"
+
+
+def run_with_fake_cli(command: str, tmp_path: Path) -> tuple[CompletedProcess[str], list[str]]:
+    """`command` in bash from the project directory, against the stand-in oc and kubectl."""
+    tmp_path.mkdir()
+    for name, body in (("oc", FAKE_CLI), ("kubectl", FAKE_CLI), ("python3", BARE_PYTHON3)):
+        (tmp_path / name).write_text(body)
+        (tmp_path / name).chmod(0o755)
+    result = subprocess.run(
+        ["bash", "-c", command],
+        env={
+            "PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "STATE": str(tmp_path),
+        },
+        cwd=ROOT,
+        input="",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    log = tmp_path / "cli.log"
+    return result, log.read_text().splitlines() if log.exists() else []
+
+
+def test_every_command_names_the_stacks_context_and_runs_no_code_from_the_cluster(
+    stack: str, tmp_path: Path
+) -> None:
+    outputs = run_stack(stack).outputs
+    commands = {k for k in outputs if k.endswith("Command") and k != "getCredentialsCommand"}
+    assert commands == set(COMMAND_OUTPUTS)
+    context = stack_context(stack)
+    for key in sorted(commands):
+        result, calls = run_with_fake_cli(str(outputs[key]), tmp_path / key)
+        assert result.returncode == 0, (key, result.stderr)
+        assert calls, key
+        assert [c for c in calls if not c.startswith(f"--context {context} ")] == [], key
+        # Nothing a pod answered ran here, and launch-all.sh was never asked of a pod.
+        assert not (tmp_path / key / "ran-pod-output").exists(), key
+        assert not any("launch-all" in c for c in calls), key
+    # ...and the pods are not handed launch-all.sh either: it runs only on the workstation.
+    assert "launch-all.sh" not in one(run_stack(stack), "ConfigMap")["data"]
+
+
+def test_a_stack_without_a_context_exports_commands_that_refuse_to_run(tmp_path: Path) -> None:
+    config, secret_keys = engine_config("barcelona")
+    del config["kubernetes:context"]
+    run = run_program(config, secret_keys, "barcelona")
+    message = "this stack sets no kubernetes:context"
+    assert any(message in w for w in run.warnings)
+    for key in COMMAND_OUTPUTS:
+        result, calls = run_with_fake_cli(str(run.outputs[key]), tmp_path / key)
+        assert result.returncode == 1 and message in result.stderr, key
+        assert calls == [], key

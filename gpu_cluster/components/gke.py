@@ -32,7 +32,7 @@ from gpu_cluster.facts.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, plan_address
 from gpu_cluster.facts.gpudirect import RDMA_MACHINES, GibRelease, GpuDirectRelease
 from gpu_cluster.plan.gke_storage import storage_class_to_create
 from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
-from gpu_cluster.plan.outputs import stack_outputs
+from gpu_cluster.plan.outputs import gke_context, stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
 
 # Node label GKE sets on every node.
@@ -234,7 +234,8 @@ class GkePlatform(pulumi.ComponentResource):
         self.system_pool = cluster.system_pool
         self.node_pool = gpu_pool.node_pool
         self.outputs = {
-            **stack_outputs(s, cli="kubectl"),
+            # The context get-credentials writes: the commands fail until it has run.
+            **stack_outputs(s, "kubectl", gke_context(s)),
             "clusterName": self.cluster.name,
             "clusterEndpoint": self.cluster.endpoint,
             "nodePoolName": self.node_pool.name,

@@ -21,7 +21,7 @@ from gpu_cluster.components.training_access import (
 from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
-from gpu_cluster.plan.outputs import stack_outputs
+from gpu_cluster.plan.outputs import COMMAND_OUTPUTS, no_context_message, stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
 from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION
 
@@ -57,8 +57,12 @@ class OpenShiftPlatform(pulumi.ComponentResource):
         name: str,
         settings: Settings,
         secret_env: pulumi.Output[dict[str, str]] | None = None,
+        kube_context: str | None = None,
+        secret_context: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """kube_context: the stack's `kubernetes:context`, which the exported commands name
+        (as secrets when `secret_context`: the stack holds the context as one)."""
         super().__init__("gpu-cluster:openshift:OpenShiftPlatform", name, None, opts)
         s = settings
         # The pieces used to be this component's own children: they keep their URNs by alias.
@@ -112,5 +116,10 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )
-        self.outputs: dict[str, object] = stack_outputs(s, cli="oc")
+        self.outputs: dict[str, object] = stack_outputs(s, "oc", kube_context)
+        if secret_context:
+            for key in set(COMMAND_OUTPUTS) & set(self.outputs):
+                self.outputs[key] = pulumi.Output.secret(self.outputs[key])
+        if kube_context is None:
+            pulumi.log.warn(no_context_message("oc"), self)
         self.register_outputs({"namespace": s.namespace})

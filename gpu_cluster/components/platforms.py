@@ -9,7 +9,11 @@ from typing import Protocol
 import pulumi
 
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
-from gpu_cluster.components.stack_config import code_sync_secret, secret_env_values
+from gpu_cluster.components.stack_config import (
+    code_sync_secret,
+    kube_context,
+    secret_env_values,
+)
 from gpu_cluster.components.workload import TrainingWorkloadArgs, retention_annotations
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan import launch
@@ -28,7 +32,6 @@ SHIPPED_SCRIPTS = (
     "preflight.sh",
     "rdma-sysfs.sh",
     "launch-stop.sh",
-    launch.LAUNCH_ALL,
 )
 
 
@@ -125,7 +128,7 @@ def build_platform(settings: Settings) -> Platform:
     if settings.platform == "openshift":
         from gpu_cluster.components.openshift import OpenShiftPlatform
 
-        return OpenShiftPlatform("gpu-cluster", settings, secret_env)
+        return OpenShiftPlatform("gpu-cluster", settings, secret_env, *kube_context())
     from gpu_cluster.components.gke import GkePlatform
 
     return GkePlatform("gpu-cluster", settings, secret_env)

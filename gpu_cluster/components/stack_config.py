@@ -22,6 +22,7 @@ from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.providers import misplaced_stack_file_keys
 from gpu_cluster.config.schema import PROJECT, Settings
 from gpu_cluster.plan.codesync import SECRET_SOURCE_KEYS
+from gpu_cluster.plan.outputs import CONTEXT_KEY
 
 
 def engine_config_map() -> tuple[dict[str, str], list[str]]:
@@ -32,6 +33,14 @@ def engine_config_map() -> tuple[dict[str, str], list[str]]:
     merged = {**pulumi.runtime.get_config_env(), **pulumi.runtime.config.CONFIG.get()}
     secret = sorted(k for k in merged if pulumi.runtime.is_config_secret(k))
     return merged, secret
+
+
+def kube_context() -> tuple[str | None, bool]:
+    """The kube context the default kubernetes provider deploys to (`kubernetes:context`),
+    which an OpenShift stack's commands name (None when the stack sets none), and whether the
+    stack holds it as a secret."""
+    config, secret = engine_config_map()
+    return config.get(CONTEXT_KEY) or None, CONTEXT_KEY in secret
 
 
 def _setting_names(provider_args: type) -> frozenset[str]:

@@ -7,6 +7,7 @@ the pod env, and the stack exports the commands.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from gpu_cluster.config.schema import Settings
@@ -87,24 +88,36 @@ def deepspeed_config(s: Settings) -> dict[str, Any]:
     }
 
 
-# Runs on the user's machine, read from pod 0's copy of the scripts (scripts/launch-all.sh).
-LAUNCH_ALL = "launch-all.sh"
+# Runs on the user's machine, from the installed package or the repository (never a copy read
+# from a pod: whoever can edit the namespace's ConfigMap would run code on the workstation).
+LAUNCH_ALL_MODULE = "gpu_cluster.launch_all"
 
 
-def launch_command(s: Settings, cli: str, script: str = f"{WORKSPACE_PATH}/train.py") -> str:
+@dataclass(frozen=True)
+class Kube:
+    """How the user's commands reach the stack's cluster: `cli` (oc or kubectl) with `context`
+    named on every call, never whatever context is current."""
+
+    cli: str
+    context: str
+
+    def argv(self, *args: str) -> list[str]:
+        return [self.cli, "--context", self.context, *args]
+
+
+def launch_command(s: Settings, kube: Kube, script: str = f"{WORKSPACE_PATH}/train.py") -> str:
     """One command that starts the configured launcher on every pod, exits with the first
     failing pod's code and stops every pod's training on a failure or Ctrl-C."""
-    return on_every_pod(s, cli, [f"{SCRIPTS_DIR}/launch-{s.launcher.kind}.sh", script])
+    return on_every_pod(s, kube, [f"{SCRIPTS_DIR}/launch-{s.launcher.kind}.sh", script])
 
 
-def on_every_pod(s: Settings, cli: str, command: list[str]) -> str:
-    """`command` in every pod's training container through launch-all.sh (fetched from pod 0):
-    exits with the first failing pod's code, stops the others on that failure or on Ctrl-C."""
-    pod0 = [cli, "exec", "-n", s.namespace, f"{s.name}-0", "-c", TRAINING_CONTAINER, "--"]
-    fetch = shlex.join([*pod0, "cat", f"{SCRIPTS_DIR}/{LAUNCH_ALL}"])
-    args = shlex.join([cli, s.namespace, s.name, str(s.nodes), *command])
-    # `&&`: if pod 0 cannot hand the script out, `bash -c ""` would exit 0 as if training ended.
-    return f'launch_all="$({fetch})" && bash -c "$launch_all" launch-all {args}'
+def on_every_pod(s: Settings, kube: Kube, command: list[str]) -> str:
+    """`command` in every pod's training container through the package's launch-all.sh: exits
+    with the first failing pod's code, stops the others on that failure or on Ctrl-C."""
+    target = kube.argv(s.namespace, s.name, str(s.nodes))
+    # python3, not python: macOS has only the former. From the project directory the package
+    # imports without installing (it needs nothing outside the standard library to get here).
+    return shlex.join(["python3", "-m", LAUNCH_ALL_MODULE, *target, *command])
 
 
 # The shell starts with what the launchers source: the NCCL settings detect-rdma.sh wrote
@@ -112,16 +125,16 @@ def on_every_pod(s: Settings, cli: str, command: list[str]) -> str:
 _SHELL = 'if [ -f "$NCCL_ENV_FILE" ]; then . "$NCCL_ENV_FILE"; fi; exec bash'
 
 
-def shell_command(s: Settings, cli: str) -> str:
-    pod0 = [cli, "exec", "-it", "-n", s.namespace, f"{s.name}-0", "-c", TRAINING_CONTAINER]
+def shell_command(s: Settings, kube: Kube) -> str:
+    pod0 = kube.argv("exec", "-it", "-n", s.namespace, f"{s.name}-0", "-c", TRAINING_CONTAINER)
     return shlex.join([*pod0, "--", "bash", "-c", _SHELL])
 
 
-def sync_command(s: Settings, cli: str, local_dir: str = "./") -> str:
+def sync_command(s: Settings, kube: Kube, local_dir: str = "./") -> str:
     """Copy local code to every pod's workspace (per-pod storage has no shared volume)."""
-    verb = "rsync" if cli == "oc" else "cp"  # kubectl has no rsync
+    verb = "rsync" if kube.cli == "oc" else "cp"  # kubectl has no rsync
+    copy = shlex.join(kube.argv(verb, "-n", s.namespace, "-c", TRAINING_CONTAINER, local_dir))
     # `|| exit` in a subshell: stop at the first failed pod with its code, not the last pod's.
     return (
-        f"(for i in $(seq 0 {s.nodes - 1}); do {cli} {verb} -n {s.namespace} "
-        f"-c {TRAINING_CONTAINER} {local_dir} {s.name}-$i:{WORKSPACE_PATH}/ || exit; done)"
+        f"(for i in $(seq 0 {s.nodes - 1}); do {copy} {s.name}-$i:{WORKSPACE_PATH}/ || exit; done)"
     )

@@ -4,7 +4,7 @@ it on every pod after `pulumi up` (pure)."""
 from __future__ import annotations
 
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.plan.launch import on_every_pod
+from gpu_cluster.plan.launch import Kube, on_every_pod
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
 CHECK_SCRIPT = "allreduce_check.py"
@@ -91,14 +91,14 @@ def check_args(s: Settings) -> list[str]:
     return args
 
 
-def verify_command(s: Settings, cli: str) -> str:
+def verify_command(s: Settings, kube: Kube) -> str:
     """Runs the all-reduce check on every pod; pod 0 prints the report and the verdict, and the
     command exits with the first failing pod's code (0 PASS, 1 FAIL). Through launch-all.sh, as
     training is: a pod that fails early or Ctrl-C stops the check on every pod instead of
     leaving the other ranks waiting in the rendezvous."""
     return on_every_pod(
         s,
-        cli,
+        kube,
         [
             # A fixed world and its own rendezvous id: never joins a running training job.
             "env",
