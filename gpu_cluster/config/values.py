@@ -46,7 +46,7 @@ def _size(value: str) -> str:
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > DNS_LABEL_MAX or not DNS_1035_LABEL.match(value):
+    if len(value) > DNS_LABEL_MAX or not DNS_1035_LABEL.fullmatch(value):
         raise ValueError(
             "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, "
             f"at most {DNS_LABEL_MAX} characters"
@@ -55,7 +55,7 @@ def _dns_label(value: str) -> str:
 
 
 def _namespace(value: str) -> str:
-    if len(value) > DNS_LABEL_MAX or not DNS_1123_LABEL.match(value):
+    if len(value) > DNS_LABEL_MAX or not DNS_1123_LABEL.fullmatch(value):
         raise ValueError(
             "must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending "
             f"with a letter or digit, at most {DNS_LABEL_MAX} characters"
@@ -64,7 +64,7 @@ def _namespace(value: str) -> str:
 
 
 def _subdomain(value: str) -> str:
-    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.match(value):
+    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.fullmatch(value):
         raise ValueError(
             "must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', at most "
             f"{DNS_SUBDOMAIN_MAX} characters"
@@ -73,7 +73,7 @@ def _subdomain(value: str) -> str:
 
 
 def _node_name(value: str) -> str:
-    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.match(value):
+    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.fullmatch(value):
         raise ValueError("must be a Kubernetes node name (lower-case DNS subdomain)")
     return value
 
@@ -82,9 +82,9 @@ def _label_key(value: str) -> str:
     prefix, slash, name = value.rpartition("/")
     if (
         # IsQualifiedName: a written '/' needs a non-empty prefix ("prefix part must be non-empty")
-        (slash and (len(prefix) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.match(prefix)))
+        (slash and (len(prefix) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.fullmatch(prefix)))
         or len(name) > LABEL_VALUE_MAX
-        or not QUALIFIED_NAME.match(name)
+        or not QUALIFIED_NAME.fullmatch(name)
     ):
         raise ValueError(
             "must be a label key: an optional DNS subdomain prefix and '/', then at most 63 "
@@ -94,7 +94,7 @@ def _label_key(value: str) -> str:
 
 
 def _image(value: str) -> str:
-    if not IMAGE_REFERENCE.match(value):
+    if not IMAGE_REFERENCE.fullmatch(value):
         raise ValueError(
             "must be an image reference with an explicit tag or digest, e.g. registry/repo:1.2.3"
         )
@@ -104,7 +104,7 @@ def _image(value: str) -> str:
 
 
 def _resource_name(value: str) -> str:
-    if not EXTENDED_RESOURCE_NAME.match(value):
+    if not EXTENDED_RESOURCE_NAME.fullmatch(value):
         raise ValueError("must be an extended resource name such as openshift.io/eno5np0rdma")
     return value
 

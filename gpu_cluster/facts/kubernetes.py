@@ -17,12 +17,14 @@ STATEFULSET_NAME_MAX = 63 - len("-") - 10
 # The pod's primary (cluster network) interface: CNI plugins and Multus name it eth0.
 POD_PRIMARY_INTERFACE = "eth0"
 
+# The rules below are whole-string rules: use them with fullmatch. Go's `$` matches only at
+# the end of the text, Python's also before a final newline ("team\n" would pass `match`).
 # Kubernetes quantity grammar (kubernetes/apimachinery pkg/api/resource/quantity.go):
 # <signedNumber><suffix>, number = digits | digits.digits | digits. | .digits, suffix = binary SI
 # (Ki..Ei), decimal SI (n, u, m, "", k, M, G, T, P, E) or a decimal exponent (e3, E-2).
 _QUANTITY = re.compile(
-    r"^(?P<number>[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
+    r"(?P<number>[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?"
 )
 _SUFFIX_SCALE: dict[str, Fraction] = {
     **{s: Fraction(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
@@ -31,27 +33,27 @@ _SUFFIX_SCALE: dict[str, Fraction] = {
 }
 # DNS-1035 label: Service names and names that become GCP resource names
 # (kubernetes/apimachinery pkg/util/validation/validation.go IsDNS1035Label).
-DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 # DNS-1123 label: namespaces (IsDNS1123Label; may start with a digit).
-DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # Label keys and values (IsQualifiedName, IsValidLabelValue): 63 characters per name part.
-QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 LABEL_VALUE_MAX = 63
 DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253
 IMAGE_REFERENCE = re.compile(
-    r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
-    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$"
+    r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})"
 )
 EXTENDED_RESOURCE_NAME = re.compile(
-    r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+    r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 )
 
 
 def parse_quantity(value: str) -> Fraction:
     """The exact value of a Kubernetes quantity string; ValueError when it is not one."""
-    match = _QUANTITY.match(value)
+    match = _QUANTITY.fullmatch(value)
     if not match:
         raise ValueError(f"not a Kubernetes quantity: {value!r}")
     number = Fraction(match["number"])
