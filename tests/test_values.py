@@ -11,6 +11,14 @@ import pytest
 
 from gpu_cluster.config.loading import load_settings
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.facts.kubernetes import (
+    QUANTITY_MAX,
+    QUANTITY_MIN_STEP,
+    parse_quantity,
+    resource_quantity,
+    round_up,
+)
+from tests import value_grammar as grammar
 
 NIC = {
     "interface": "net1",
@@ -67,3 +75,63 @@ def test_a_final_newline_is_refused_as_the_api_server_refuses_it(kind: str) -> N
     """Go's `$` ends at the end of the text; Python's `re.match` with `$` let "team\\n" through."""
     assert refusal(WITH_VALUE[kind](VALID[kind])) is None
     assert refusal(WITH_VALUE[kind](VALID[kind] + "\n")) is not None
+
+
+# --- quantities ------------------------------------------------------------------------------
+
+
+def quantity_refusal(case: grammar.Quantity) -> str | None:
+    """Why the program refuses the quantity (None: it takes it), from how the case was built."""
+    if case.mantissa is None:
+        return "must be a Kubernetes quantity"
+    if not case.digits:
+        return "has no digits"
+    written = case.written
+    if written != 0 and (written is None or not QUANTITY_MIN_STEP <= abs(written) <= QUANTITY_MAX):
+        return "outside what Kubernetes holds"
+    if written is not None and written < 0:
+        return "must not be negative"
+    return None
+
+
+@pytest.mark.parametrize("case", grammar.quantities(), ids=lambda c: repr(c.text))
+def test_quantities_read_as_kubernetes_reads_them(case: grammar.Quantity) -> None:
+    """Every form ParseQuantity reads is read to the same value (rounded up to 1n), or refused
+    saying why: no digits (Kubernetes reads 0), beyond what it holds, negative."""
+    expected = quantity_refusal(case)
+    for raw, field in (
+        (openshift(pod={"cpuRequest": case.text, "cpuLimit": None}), "pod.cpuRequest"),
+        (openshift(pod={"shmSize": case.text}), "pod.shmSize"),
+    ):
+        message = refusal(raw)
+        if expected is None:
+            assert message is None, message
+            written = case.written
+            assert written is not None
+            assert parse_quantity(case.text.strip(" ")) == round_up(written, QUANTITY_MIN_STEP)
+        else:
+            assert message is not None and f"gpu-cluster:{field}" in message, message
+            assert expected in message, message
+    size_message = refusal(openshift(storage={"workspaceSize": case.text}))
+    if expected is None and case.written == 0:
+        assert size_message is not None and "greater than zero" in size_message
+    else:
+        assert (size_message is None) == (expected is None), size_message
+
+
+def test_the_quantity_table_covers_the_grammar() -> None:
+    verdicts = [quantity_refusal(c) for c in grammar.quantities()]
+    assert verdicts.count(None) >= 100
+    for reason in ("must be a Kubernetes quantity", "has no digits", "outside", "negative"):
+        assert sum(1 for v in verdicts if v and reason in v) >= 10
+
+
+@pytest.mark.parametrize(("request_", "limit"), grammar.REQUEST_LIMIT_PAIRS)
+def test_requests_and_limits_compare_in_milli_units_as_the_api_server_does(
+    request_: str, limit: str
+) -> None:
+    over = resource_quantity(request_) > resource_quantity(limit)
+    message = refusal(openshift(pod={"cpuRequest": request_, "cpuLimit": limit}))
+    assert (message is not None) == over, message
+    if over:
+        assert message is not None and f"cpuRequest {request_} is above cpuLimit" in message

@@ -38,7 +38,7 @@ from gpu_cluster.facts.gcp import (
     Provisioning,
 )
 from gpu_cluster.facts.gke_storage import StorageClassMode
-from gpu_cluster.facts.kubernetes import parse_quantity
+from gpu_cluster.facts.kubernetes import resource_quantity
 
 PROJECT = "gpu-cluster"
 
@@ -75,7 +75,7 @@ class PodSettings(_Model):
             ("cpu", self.cpu_request, self.cpu_limit),
             ("memory", self.memory_request, self.memory_limit),
         ):
-            if limit is not None and parse_quantity(request) > parse_quantity(limit):
+            if limit is not None and resource_quantity(request) > resource_quantity(limit):
                 raise ValueError(
                     f"{resource}Request {request} is above {resource}Limit {limit}; Kubernetes "
                     "refuses a request larger than its limit"

@@ -18,22 +18,35 @@ from gpu_cluster.facts.kubernetes import (
     IMAGE_REFERENCE,
     LABEL_VALUE_MAX,
     QUALIFIED_NAME,
+    QUANTITY,
+    QUANTITY_JSON_PADDING,
+    QUANTITY_MAX,
+    QuantityRangeError,
     parse_quantity,
 )
 
 
-def _as_text(value: Any) -> Any:
-    """Plain numbers are valid quantities (`cpuRequest: 32`, `memoryLimit: 1e9`)."""
+def _quantity_text(value: Any) -> Any:
+    """Plain numbers are valid quantities (`cpuRequest: 32`, `memoryLimit: 1e9`); the API server
+    trims the spaces around one (QUANTITY_JSON_PADDING), so they go."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
-    return value
+    return value.strip(QUANTITY_JSON_PADDING) if isinstance(value, str) else value
 
 
 def _quantity(value: str) -> str:
     try:
         amount = parse_quantity(value)
+    except QuantityRangeError:
+        raise ValueError(
+            f"is outside what Kubernetes holds (1n to {QUANTITY_MAX}): it rounds smaller amounts "
+            "up, caps binary ones (Ki..Ei) and reads larger ones wrongly as 64-bit integers"
+        ) from None
     except ValueError:
         raise ValueError("must be a Kubernetes quantity such as 64Gi, 500Mi, 32 or 1e9") from None
+    number = QUANTITY.fullmatch(value)
+    if number is not None and not (number["whole"] or number["fraction"]):
+        raise ValueError("has no digits: Kubernetes reads it as 0; write the amount, e.g. 64Gi")
     if amount < 0:
         raise ValueError("must not be negative")
     return value
@@ -129,8 +142,10 @@ def _private_cidr(value: str) -> str:
     return str(network)
 
 
-Quantity = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity)]
-Size = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity), AfterValidator(_size)]
+Quantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(_quantity)]
+Size = Annotated[
+    str, BeforeValidator(_quantity_text), AfterValidator(_quantity), AfterValidator(_size)
+]
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Namespace = Annotated[str, AfterValidator(_namespace)]
 Subdomain = Annotated[str, AfterValidator(_subdomain)]

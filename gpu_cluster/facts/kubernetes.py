@@ -3,6 +3,7 @@ versions that brought the features the program relies on."""
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -19,18 +20,33 @@ POD_PRIMARY_INTERFACE = "eth0"
 
 # The rules below are whole-string rules: use them with fullmatch. Go's `$` matches only at
 # the end of the text, Python's also before a final newline ("team\n" would pass `match`).
-# Kubernetes quantity grammar (kubernetes/apimachinery pkg/api/resource/quantity.go):
-# <signedNumber><suffix>, number = digits | digits.digits | digits. | .digits, suffix = binary SI
-# (Ki..Ei), decimal SI (n, u, m, "", k, M, G, T, P, E) or a decimal exponent (e3, E-2).
-_QUANTITY = re.compile(
-    r"(?P<number>[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?"
+# Quantities as kubernetes/apimachinery pkg/api/resource/quantity.go reads them (v0.35.4,
+# parseQuantityString): a sign, digits, '.' and digits (each part may be empty: "Gi", "+" and "."
+# read as 0), then suffix letters, a sign and digits, all of which must name a suffix.
+QUANTITY = re.compile(
+    r"(?P<sign>[+-]?)(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?"
+    r"(?P<suffix>[eEinumkKMGTP]*[+-]?[0-9]*)"
 )
-_SUFFIX_SCALE: dict[str, Fraction] = {
-    **{s: Fraction(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
-    **{s: Fraction(10) ** e for s, e in (("n", -9), ("u", -6), ("m", -3), ("k", 3), ("M", 6))},
-    **{s: Fraction(10) ** e for s, e in (("G", 9), ("T", 12), ("P", 15), ("E", 18))},
+# The suffixes (suffix.go newSuffixer): binary SI, decimal SI, or e/E and an int64 exponent that
+# Kubernetes keeps in 32 bits (interpret: int32(parsed)).
+_BINARY_SUFFIX = {s: 10 * (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))}
+_DECIMAL_SUFFIX = {
+    **{"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6},
+    **{"G": 9, "T": 12, "P": 15, "E": 18},
 }
+_EXPONENT_SUFFIX = re.compile(r"[eE](?P<exponent>[+-]?[0-9]+)")
+# ParseQuantity rounds up (away from zero) to 1n; a binary SI value is capped at 2^63 - 1
+# (math.go maxAllowed); 64-bit readers (Quantity.Value, MilliValue) overflow past it.
+QUANTITY_MAX = 2**63 - 1
+QUANTITY_MIN_STEP = Fraction(1, 10**9)
+# Container requests and limits and claim sizes are ResourceLists: the API server rounds them up
+# to 1m before it validates them (kubernetes/kubernetes pkg/apis/core/v1/defaults.go
+# SetDefaults_ResourceList, v1.35.4), so a request and its limit are compared in milli units.
+RESOURCE_LIST_STEP = Fraction(1, 1000)
+# Strings in a request body reach Quantity.UnmarshalJSON as their JSON text, which trims
+# whitespace (quantity.go): spaces, the one kind every JSON encoder leaves unescaped.
+QUANTITY_JSON_PADDING = " "
+
 # DNS-1035 label: Service names and names that become GCP resource names
 # (kubernetes/apimachinery pkg/util/validation/validation.go IsDNS1035Label).
 DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -51,16 +67,66 @@ EXTENDED_RESOURCE_NAME = re.compile(
 )
 
 
-def parse_quantity(value: str) -> Fraction:
-    """The exact value of a Kubernetes quantity string; ValueError when it is not one."""
-    match = _QUANTITY.fullmatch(value)
-    if not match:
-        raise ValueError(f"not a Kubernetes quantity: {value!r}")
-    number = Fraction(match["number"])
-    suffix = match["suffix"] or ""
-    if suffix[:1] in ("e", "E"):
-        exponent = int(suffix[1:])
-        if abs(exponent) > 64:  # far beyond any resource; keeps the arithmetic bounded
-            raise ValueError(f"exponent out of range: {value!r}")
-        return number * Fraction(10) ** exponent
-    return number * _SUFFIX_SCALE.get(suffix, Fraction(1))
+class QuantityRangeError(ValueError):
+    """Kubernetes parses the text but does not hold the number it writes: beyond 2^63 - 1 (capped,
+    or overflowing its 64-bit readers; an exponent past 32 bits wraps), or a non-zero amount
+    below 1n (rounded up)."""
+
+
+def parse_quantity(text: str) -> Fraction:
+    """The value Kubernetes reads from a quantity (rounded up to 1n); ValueError when it refuses
+    the text, QuantityRangeError when it does not hold the number written."""
+    match = QUANTITY.fullmatch(text)
+    if not text or match is None:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    base, exponent = _suffix(match["suffix"])
+    whole, fraction = match["whole"], match["fraction"] or ""
+    digits = (whole + fraction).lstrip("0")
+    if not whole + fraction and (exponent >= 50 if base == 2 else int32(exponent) < -9):
+        # No digits: the int64 path reads 0, the inf.Dec path (binary suffixes from Pi,
+        # exponents below -9) fails ("unable to parse numeric part of quantity").
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    if not digits:
+        return Fraction(0)
+    # The magnitude first, so that 1e2147483647 is not worked out digit by digit.
+    leading = len(whole + fraction) - len(digits)
+    magnitude = len(whole) - leading - 1 + exponent * math.log10(base)
+    if magnitude > 19:
+        raise QuantityRangeError(f"above {QUANTITY_MAX}: {text!r}")
+    if magnitude < -10:
+        raise QuantityRangeError(f"below 1n: {text!r}")
+    value = Fraction(int(whole + fraction), 10 ** len(fraction)) * Fraction(base) ** exponent
+    if value > QUANTITY_MAX:
+        raise QuantityRangeError(f"above {QUANTITY_MAX}: {text!r}")
+    if value < QUANTITY_MIN_STEP:
+        raise QuantityRangeError(f"below 1n: {text!r}")
+    value = round_up(value, QUANTITY_MIN_STEP)
+    return -value if match["sign"] == "-" else value
+
+
+def resource_quantity(text: str) -> Fraction:
+    """A quantity's value in a ResourceList, as the API server validates it (RESOURCE_LIST_STEP)."""
+    return round_up(parse_quantity(text), RESOURCE_LIST_STEP)
+
+
+def round_up(value: Fraction, step: Fraction) -> Fraction:
+    """`value` rounded away from zero to a multiple of `step` (inf.RoundUp)."""
+    steps = math.ceil(abs(value) / step)
+    return steps * step if value >= 0 else -steps * step
+
+
+def int32(number: int) -> int:
+    """`number` as Go's int32(number) keeps it: the low 32 bits, two's complement."""
+    return (number + 2**31) % 2**32 - 2**31
+
+
+def _suffix(suffix: str) -> tuple[int, int]:
+    """(base, exponent) of a quantity's suffix; ValueError when Kubernetes knows no such suffix."""
+    if suffix in _BINARY_SUFFIX:
+        return 2, _BINARY_SUFFIX[suffix]
+    if suffix in _DECIMAL_SUFFIX:
+        return 10, _DECIMAL_SUFFIX[suffix]
+    match = _EXPONENT_SUFFIX.fullmatch(suffix)
+    if match is None or not -(2**63) <= int(match["exponent"]) < 2**63:  # strconv.ParseInt
+        raise ValueError(f"not a quantity suffix: {suffix!r}")
+    return 10, int(match["exponent"])

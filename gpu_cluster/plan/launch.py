@@ -6,10 +6,12 @@ the pod env, and the stack exports the commands.
 
 from __future__ import annotations
 
+import math
 import shlex
 from typing import Any
 
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.facts.kubernetes import parse_quantity
 from gpu_cluster.plan.nccl import NCCL_ENV_FILE
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
@@ -61,28 +63,10 @@ def rendezvous_env(s: Settings) -> dict[str, str]:
     }
 
 
-_SUFFIX = {
-    "": 1,
-    "m": 0.001,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-
-
 def quantity_bytes(quantity: str) -> int:
-    """A Kubernetes quantity (validated by the schema) in bytes."""
-    number = quantity.rstrip("kKMGTPEim")
-    return int(float(number) * _SUFFIX[quantity[len(number) :]])
+    """A Kubernetes quantity (validated by the schema) in bytes, rounded up as the kubelet sizes a
+    memory-backed emptyDir (pkg/volume/emptydir/empty_dir.go: size=sizeLimit.Value())."""
+    return math.ceil(parse_quantity(quantity))
 
 
 def hostfile(s: Settings) -> str:

@@ -1,0 +1,162 @@
+"""The real API server judges the stack's value types: values generated from each grammar
+(tests/value_grammar.py) are put where the stack puts them and created as a dry run, and the
+program and the API server must agree both ways. What the program accepts is admitted (and read
+to the same value); what the API server admits the program accepts, or refuses with a message
+naming why the program needs more (the `NEEDS_MORE` reasons). The generator's own labels are
+checked too: a text built to leave a grammar is one the API server cannot decode."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_cluster.facts.kubernetes import parse_quantity, resource_quantity
+from tests import value_grammar as grammar
+from tests.test_values import openshift, refusal
+from tools.realtier.build import Tools
+from tools.realtier.controlplane import ControlPlane
+from tools.realtier.kube import CreateError, Kube, install_crds
+
+pytestmark = pytest.mark.real
+Object = dict[str, Any]
+NAMESPACE = "default"
+
+
+@pytest.fixture(scope="module")
+def api(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    workdir: Path = tmp_path_factory.mktemp("value-contract") / "control-plane"
+    with ControlPlane(tools, workdir=workdir) as plane:
+        kube = Kube(plane.kubeconfig)
+        install_crds(kube, tools.crds)
+        yield kube
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The API server's answer to a dry-run create: the object as it would be stored, or the
+    refusal's HTTP status and message."""
+
+    stored: Object | None
+    status: int = 0
+    message: str = ""
+
+
+def verdict(kube: Kube, obj: Object) -> Verdict:
+    try:
+        return Verdict(kube.create(obj, dry_run=True))
+    except CreateError as error:
+        return Verdict(None, error.status, error.body)
+
+
+def pod(**spec: Any) -> Object:
+    container = {"name": "c", "image": "registry.example/c:1", **spec.pop("container", {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NAMESPACE},
+        "spec": {"containers": [container], **spec},
+    }
+
+
+def claim(size: str) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "c", "namespace": NAMESPACE},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
+    }
+
+
+def disagreement(
+    value: str, api: Verdict, program: str | None, needs_more: tuple[str, ...]
+) -> str | None:
+    """Why the API server's and the program's verdicts on `value` disagree (None: they agree)."""
+    if program is None and api.stored is None:
+        return f"{value!r}: the program takes it, the API server refuses it: {api.message}"
+    if (
+        program is not None
+        and api.stored is not None
+        and not any(reason in program for reason in needs_more)
+    ):
+        return f"{value!r}: the API server admits it, the program refuses it: {program}"
+    return None
+
+
+# --- quantities ------------------------------------------------------------------------------
+
+# Quantities the API server admits and the program refuses, saying so.
+QUANTITY_NEEDS_MORE = ("has no digits", "outside what Kubernetes holds")
+
+
+@dataclass(frozen=True)
+class QuantityUse:
+    """Where the stack puts a quantity: the object, where the API server stores it, the stack
+    config that sets it and how the API server reads it for validation."""
+
+    manifest: Callable[[str], Object]
+    stored: Callable[[Object], str]
+    config: Callable[[str], dict[str, Any]]
+    value: Callable[[str], Fraction]
+
+
+QUANTITY_USES = {
+    "claim size": QuantityUse(
+        claim,
+        lambda o: o["spec"]["resources"]["requests"]["storage"],
+        lambda v: openshift(storage={"workspaceSize": v}),
+        resource_quantity,
+    ),
+    "cpu request": QuantityUse(
+        lambda v: pod(container={"resources": {"requests": {"cpu": v}}}),
+        lambda o: o["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+        lambda v: openshift(pod={"cpuRequest": v, "cpuLimit": None}),
+        resource_quantity,
+    ),
+    "/dev/shm size": QuantityUse(
+        lambda v: pod(volumes=[{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": v}}]),
+        lambda o: o["spec"]["volumes"][0]["emptyDir"]["sizeLimit"],
+        lambda v: openshift(pod={"shmSize": v}),
+        parse_quantity,
+    ),
+}
+
+
+@pytest.mark.parametrize("use", sorted(QUANTITY_USES))
+def test_quantities_agree_with_the_api_server(api: Kube, use: str) -> None:
+    where = QUANTITY_USES[use]
+    problems = []
+    for case in grammar.quantities():
+        answer = verdict(api, where.manifest(case.text))
+        program = refusal(where.config(case.text))
+        if (case.mantissa is None) != (answer.status == 400):
+            problems.append(
+                f"{case.text!r}: built as a quantity={case.mantissa is not None}, "
+                f"the API server answers {answer.status or 'admitted'}"
+            )
+        problem = disagreement(case.text, answer, program, QUANTITY_NEEDS_MORE)
+        if problem:
+            problems.append(problem)
+        elif program is None and answer.stored is not None:
+            stored = where.stored(answer.stored)
+            if parse_quantity(stored) != where.value(case.text.strip(" ")):
+                problems.append(f"{case.text!r}: stored as {stored!r}, read differently here")
+    assert problems == []
+
+
+def test_requests_and_limits_compare_as_the_api_server_compares_them(api: Kube) -> None:
+    problems = []
+    for request, limit in grammar.REQUEST_LIMIT_PAIRS:
+        resources = {"requests": {"cpu": request}, "limits": {"cpu": limit}}
+        answer = verdict(api, pod(container={"resources": resources}))
+        program = refusal(openshift(pod={"cpuRequest": request, "cpuLimit": limit}))
+        if (answer.stored is None) != (program is not None):
+            problems.append(
+                f"{request} <= {limit}: API {answer.status or 'admits'}, "
+                f"program {program or 'takes it'}"
+            )
+    assert problems == []

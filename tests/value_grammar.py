@@ -1,0 +1,137 @@
+"""Values generated from the grammars the stack's value types stand for, each labelled with what
+its construction makes it: the offline tests (tests/test_values.py) hold the program's value
+types to the labels, and the real tier (tests/real/test_value_contract.py) holds the labels, and
+the program, to the real API server.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+
+from gpu_cluster.facts.kubernetes import int32
+
+# --- quantities: kubernetes/apimachinery pkg/api/resource/quantity.go -----------------------
+
+SIGNS = ("", "+", "-")
+# <number> ::= <digits> | <digits>.<digits> | <digits>. | .<digits>; ParseQuantity also reads a
+# number with no digits at all ("", ".") as 0.
+NUMBERS = ("0", "5", "007", "1234567", "1.", "1.5", ".5", "0.000000001", "123456789.123456789")
+DIGITLESS = ("", ".")
+BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# <decimalExponent> ::= "e" <signedNumber> | "E" <signedNumber>: around 1n, 1 and 2^63, and past
+# 32 bits (Kubernetes keeps the exponent in an int32: 4294967296 wraps to 0).
+EXPONENTS = ("e3", "E3", "e+3", "e-3", "E-12", "e0", "e03", "e-9", "e-10", "e18", "e19")
+WRAPPING_EXPONENTS = ("e4294967296", "e-4294967296", "e9223372036854775807")
+# Texts that are no quantity, each a way of leaving the grammar.
+NOT_QUANTITIES = (
+    "5K",  # the kilo suffix is k; K is no suffix
+    "5ki",
+    "5KI",
+    "5gi",
+    "5mi",
+    "5GiB",
+    "5Gi3",
+    "5k3",
+    "5e",  # an exponent needs digits
+    "5E+",
+    "5ee3",
+    "5eE3",
+    "5e3.5",
+    "5e9223372036854775808",  # beyond int64: strconv.ParseInt fails
+    "+-5",
+    "--5",
+    "5-",
+    "5+1",
+    "5.5.5",
+    "1,5",
+    "0x10",
+    "5 Gi",
+    "\t5Gi",  # whitespace other than spaces: JSON encoders escape it, so nothing trims it
+    "5Gi\n",
+    "\u00a05Gi",
+    "\u0663",  # ARABIC-INDIC DIGIT THREE: digits are ASCII
+    "five",
+    "",
+)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A quantity text and the number it writes: mantissa x base^exponent (None: no quantity)."""
+
+    text: str
+    mantissa: Fraction | None
+    base: int = 10
+    exponent: int = 0
+    digits: bool = True
+
+    @property
+    def written(self) -> Fraction | None:
+        """The exact number, for exponents small enough to work out (None otherwise)."""
+        if self.mantissa is None or (self.mantissa and abs(self.exponent) > 100):
+            return None
+        return (
+            self.mantissa * Fraction(self.base) ** self.exponent if self.mantissa else Fraction(0)
+        )
+
+
+def _number(sign: str, number: str) -> Fraction:
+    whole, _, fraction = number.partition(".")
+    value = Fraction(f"{whole or '0'}.{fraction or '0'}")
+    return -value if sign == "-" else value
+
+
+def _suffixes() -> list[tuple[str, int, int]]:
+    return [
+        *((s, 2, e) for s, e in BINARY_SI.items()),
+        *((s, 10, e) for s, e in DECIMAL_SI.items()),
+        *((s, 10, int(s[1:])) for s in (*EXPONENTS, *WRAPPING_EXPONENTS)),
+    ]
+
+
+def _digitless_reads_zero(base: int, exponent: int) -> bool:
+    """ParseQuantity reads a number without digits as 0 on its int64 path; its inf.Dec path
+    (binary suffixes from Pi on, scales below 1n) cannot parse it."""
+    return exponent < 50 if base == 2 else int32(exponent) >= -9
+
+
+def quantities() -> list[Quantity]:
+    """Every sign x number x suffix of the grammar, digitless numbers, space-padded ones (the API
+    server trims spaces), and texts that leave the grammar."""
+    out = [
+        Quantity(sign + number + suffix, _number(sign, number), base, exponent)
+        for sign, number, (suffix, base, exponent) in itertools.product(SIGNS, NUMBERS, _suffixes())
+    ]
+    out += [
+        Quantity(
+            sign + number + suffix,
+            Fraction(0) if _digitless_reads_zero(base, exponent) else None,
+            base,
+            exponent,
+            digits=False,
+        )
+        for sign, number, (suffix, base, exponent) in itertools.product(
+            SIGNS, DIGITLESS, _suffixes()
+        )
+        if sign + number + suffix  # "" is no quantity (ParseQuantity: ErrFormatWrong)
+    ]
+    out += [
+        Quantity(padded, Fraction(5), 2, 30)
+        for padded in (" 5Gi", "5Gi ", "  5Gi  ")  # Quantity.UnmarshalJSON trims the spaces
+    ]
+    out += [Quantity(text, None) for text in NOT_QUANTITIES]
+    return out
+
+
+# Requests and limits near equality, in several notations: the API server compares them after
+# rounding both up to 1m (SetDefaults_ResourceList).
+REQUEST_LIMIT_PAIRS = [
+    (request, limit)
+    for request, limit in itertools.product(
+        ("1", "1000m", "1.0001", "1.0005", "1.001", "1.0011", "1001m", "1000000001n", "1e0"),
+        ("1", "1.0001", "1.001", "1000001u"),
+    )
+] + [("2G", "1.9Gi"), ("1Ki", "1.024k"), ("1025", "1Ki"), ("1Mi", "1048576"), ("1E", "1Ei")]
