@@ -8,9 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_cluster.config.loading import load_settings
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.rules import CHECK_MIN_BYTES
 from gpu_cluster.facts.kubernetes import (
     QUANTITY_MAX,
     QUANTITY_MIN_STEP,
@@ -18,7 +21,9 @@ from gpu_cluster.facts.kubernetes import (
     resource_quantity,
     round_up,
 )
+from gpu_cluster.plan.verify import check_args
 from tests import value_grammar as grammar
+from tests.test_allreduce_check import ac as allreduce_check
 
 NIC = {
     "interface": "net1",
@@ -135,3 +140,40 @@ def test_requests_and_limits_compare_in_milli_units_as_the_api_server_does(
     assert (message is not None) == over, message
     if over:
         assert message is not None and f"cpuRequest {request_} is above cpuLimit" in message
+
+
+# --- the fabric check's largest size ---------------------------------------------------------
+
+
+def max_bytes_refusal(text: str) -> str | None:
+    return refusal(openshift(verify={"maxBytes": text}))
+
+
+def test_max_bytes_is_what_the_check_script_reads() -> None:
+    """verify.maxBytes reaches allreduce_check.py --max-bytes as written: every size the script
+    reads is taken (from 8 bytes, where the sweep starts) and reaches it as the same number."""
+    for text, size in grammar.sweep_sizes():
+        message = max_bytes_refusal(text)
+        if size is None:
+            assert message is not None and "a size the fabric check reads" in message, text
+        elif size < CHECK_MIN_BYTES:
+            assert message is not None and "the sweep starts at 8 bytes" in message, text
+        else:
+            assert message is None, message
+            args = check_args(load_settings(openshift(verify={"maxBytes": text})))
+            assert allreduce_check.build_parser().parse_args(args).max_bytes == size
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(text=st.text(alphabet="0123456789\u0663kKmMgGtTpbBiI .+-\t\n", max_size=8))
+def test_max_bytes_agrees_with_the_check_script_on_any_text(text: str) -> None:
+    try:
+        size: int | None = allreduce_check.parse_size(text)
+    except ValueError:
+        size = None
+    message = max_bytes_refusal(text)
+    assert (message is None) == (size is not None and size >= CHECK_MIN_BYTES), message
+
+
+def test_a_plain_integer_is_a_size_in_bytes() -> None:
+    assert load_settings(openshift(verify={"maxBytes": 1 << 30})).verify.max_bytes == "1073741824"

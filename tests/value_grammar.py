@@ -135,3 +135,27 @@ REQUEST_LIMIT_PAIRS = [
         ("1", "1.0001", "1.001", "1000001u"),
     )
 ] + [("2G", "1.9Gi"), ("1Ki", "1.024k"), ("1025", "1Ki"), ("1Mi", "1048576"), ("1E", "1Ei")]
+
+
+# --- fabric-check sizes: scripts/allreduce_check.py parse_size ------------------------------
+
+SWEEP_UNITS = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+
+
+def sweep_sizes() -> list[tuple[str, int | None]]:
+    """(text, bytes the check script reads, None when it reads none): digits, a unit in either
+    case, B or iB in any case (also without a unit: "8iB" is 8), whitespace around and before
+    the unit; and near misses."""
+    out: list[tuple[str, int | None]] = []
+    for number, unit, tail in itertools.product(
+        ("0", "4", "8", "0008", "64", "1024"),
+        [u for letter in SWEEP_UNITS for u in {letter, letter.upper()}],
+        ("", "b", "B", "ib", "iB", "IB"),
+    ):
+        out.append((number + unit + tail, int(number) << SWEEP_UNITS[unit.lower()]))
+    out += [(" 64M", 64 << 20), ("64M\t", 64 << 20), ("64 M", 64 << 20), ("1 GiB ", 1 << 30)]
+    out += [
+        (text, None)
+        for text in ("", "G", "1.5G", "-8", "+8", "8P", "8bi", "8KiBx", "8 K B", "1e9", "8 8")
+    ]
+    return out

@@ -6,6 +6,7 @@ import ipaddress
 from typing import TYPE_CHECKING
 
 from gpu_cluster.config.gke import gke_problems
+from gpu_cluster.config.values import sweep_bytes
 from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, NIC_LINE_RATE_GBPS
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
 from gpu_cluster.facts.gke_storage import (
@@ -155,18 +156,12 @@ def _verify_problems(s: Settings) -> list[str]:
             f"gpu-cluster:verify.expectedBusbwGbps = {v.expected_busbw_gbps:g}: above the "
             f"{ceiling:g} GB/s the fabric's NICs can carry, so the check could never pass"
         )
-    if v.max_bytes is not None and _size_bytes(v.max_bytes) < CHECK_MIN_BYTES:
+    if v.max_bytes is not None and sweep_bytes(v.max_bytes) < CHECK_MIN_BYTES:
         out.append(
             f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: the sweep starts at "
             f"{CHECK_MIN_BYTES} bytes; use at least {CHECK_MIN_BYTES}"
         )
     return out
-
-
-def _size_bytes(text: str) -> int:
-    """Bytes of a verify.maxBytes value (binary units, as the check script reads them)."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text.rstrip("KMG")) * units.get(text[-1], 1)
 
 
 def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:

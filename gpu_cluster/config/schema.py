@@ -30,6 +30,7 @@ from gpu_cluster.config.values import (
     ResourceName,
     Size,
     Subdomain,
+    SweepSize,
 )
 from gpu_cluster.facts.gcp import (
     FLEX_START_MAX_SECONDS,
@@ -233,7 +234,7 @@ class VerifySettings(_Model):
     expected_busbw_gbps: float | None = Field(default=None, gt=0)
     # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
     # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
-    max_bytes: str | None = Field(default=None, pattern=r"^[0-9]+[KMG]?$")
+    max_bytes: SweepSize | None = None
     iters: int = Field(default=20, ge=1, le=1000)
     # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
     require_gdr: bool = False

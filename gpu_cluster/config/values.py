@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
@@ -55,6 +56,37 @@ def _quantity(value: str) -> str:
 def _size(value: str) -> str:
     if parse_quantity(value) <= 0:
         raise ValueError("must be greater than zero (Kubernetes refuses zero-size claims)")
+    return value
+
+
+# verify.maxBytes reaches scripts/allreduce_check.py --max-bytes as written, so it is what that
+# script's parse_size reads: the same pattern and binary units (tests/test_values.py holds the
+# two together, on generated sizes).
+_SWEEP_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_SWEEP_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def sweep_bytes(text: str) -> int:
+    """Bytes of a verify.maxBytes value, as the fabric check reads it; ValueError if it does not."""
+    match = _SWEEP_SIZE.match(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r}")
+    return int(match.group(1)) * _SWEEP_UNITS[match.group(2).lower()]
+
+
+def _integer_text(value: Any) -> Any:
+    """A plain integer is a size in bytes (`maxBytes: 1073741824`)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _sweep_size(value: str) -> str:
+    try:
+        sweep_bytes(value)
+    except ValueError:
+        raise ValueError(
+            "must be a size the fabric check reads: a whole number, optionally followed by K, M, "
+            "G or T (binary units, any case) and B or iB, e.g. 8, 64M, 1G or 8GiB"
+        ) from None
     return value
 
 
@@ -152,6 +184,7 @@ Subdomain = Annotated[str, AfterValidator(_subdomain)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 Image = Annotated[str, AfterValidator(_image)]
+SweepSize = Annotated[str, BeforeValidator(_integer_text), AfterValidator(_sweep_size)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
