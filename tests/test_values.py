@@ -177,3 +177,37 @@ def test_max_bytes_agrees_with_the_check_script_on_any_text(text: str) -> None:
 
 def test_a_plain_integer_is_a_size_in_bytes() -> None:
     assert load_settings(openshift(verify={"maxBytes": 1 << 30})).verify.max_bytes == "1073741824"
+
+
+# --- names -----------------------------------------------------------------------------------
+
+# Each name type's generated table, and the key its values go to.
+NAMES = {
+    "resource": (grammar.resource_names, "gpu-cluster:rdma.nics[0].resource"),
+    "labelKey": (grammar.label_keys, "gpu-cluster:openshift.gpuNodeLabel"),
+}
+
+
+def name_cases() -> list[tuple[str, grammar.Name]]:
+    return [(kind, case) for kind, (table, _) in NAMES.items() for case in table()]
+
+
+@pytest.mark.parametrize(
+    ("kind", "case"), name_cases(), ids=lambda x: repr(x.value[:40]) if hasattr(x, "value") else x
+)
+def test_names_are_taken_as_kubernetes_takes_them(kind: str, case: grammar.Name) -> None:
+    """What the API server takes, the program takes, or refuses saying why it needs more."""
+    message = refusal(WITH_VALUE[kind](case.value))
+    if case.kubernetes and not case.needs_more:
+        assert message is None, message
+    else:
+        assert message is not None and NAMES[kind][1] in message, message
+        assert case.needs_more in message, message
+
+
+@pytest.mark.parametrize("kind", sorted(NAMES))
+def test_each_name_table_holds_both_sides_of_its_rules(kind: str) -> None:
+    cases = NAMES[kind][0]()
+    assert sum(c.kubernetes for c in cases) >= 10
+    assert sum(not c.kubernetes for c in cases) >= 10
+    assert len({c.value for c in cases}) == len(cases)

@@ -159,3 +159,103 @@ def sweep_sizes() -> list[tuple[str, int | None]]:
         for text in ("", "G", "1.5G", "-8", "+8", "8P", "8bi", "8KiBx", "8 K B", "1e9", "8 8")
     ]
     return out
+
+
+# --- names: kubernetes/apimachinery pkg/api/validate/content (dns.go, kube.go) -------------
+
+
+@dataclass(frozen=True)
+class Name:
+    """A generated name: whether the API server takes it where the stack puts it, and, when the
+    program refuses it all the same, what its message says about why."""
+
+    value: str
+    kubernetes: bool
+    needs_more: str = ""
+
+
+def label(length: int) -> str:
+    """A DNS-1123 label of `length` (lower-case letters, digits and '-', inner only)."""
+    body = ("a-0b" * length)[: max(length - 2, 0)]
+    return ("x" + body + "9")[:length] if length > 1 else "x"[:length]
+
+
+def subdomain(length: int) -> str:
+    """A DNS-1123 subdomain of `length`: labels of up to 63 joined by dots."""
+    parts, left = [], length
+    while left > 0:
+        size = min(63, left if left <= 63 else left - 2)  # never leave a lone dot
+        parts.append(label(size))
+        left -= size + 1
+    return ".".join(parts)
+
+
+def qualified(length: int) -> str:
+    """A qualified name part of `length`: letters in both cases, digits, '-', '_', '.'."""
+    body = ("B-c_D.e" * length)[: max(length - 2, 0)]
+    return ("A" + body + "z")[:length] if length > 1 else "A"[:length]
+
+
+QUALIFIED_NAME_PARTS = ("x", "eno5np0rdma", "rdma_shared_device_a", "Foo_Bar.baz", "9", "a-b")
+BAD_NAME_PARTS = ("-x", "x-", ".x", "_x", "x y", "x\u00e9", "x/y")
+SUBDOMAIN_PREFIXES = ("example.com", "openshift.io", "rdma", "0vendor.io", "a-b.c-d", "nvidia.com")
+BAD_PREFIXES = (
+    "Example.com",
+    "ex_ample.com",
+    "-example.com",
+    "example.com.",
+    "example..com",
+    "exa mple.com",
+)
+
+
+def label_keys() -> list[Name]:
+    """Qualified names: an optional subdomain prefix and '/', a name part of at most 63."""
+    names = [*QUALIFIED_NAME_PARTS[:-1], qualified(63)]
+    out = [Name(n, True) for n in names]
+    out += [Name(f"{p}/{n}", True) for p in (*SUBDOMAIN_PREFIXES, subdomain(253)) for n in names]
+    out += [Name(f"kubernetes.io/{n}", True) for n in ("hostname", "arch")]
+    out += [Name(qualified(64), False), Name("example.com/" + qualified(64), False)]
+    out += [Name(f"{subdomain(254)}/x", False)]
+    out += [Name(f"{p}/x", False) for p in BAD_PREFIXES]
+    out += [Name(f"example.com/{n}", False) for n in BAD_NAME_PARTS]
+    out += [Name(n, False) for n in BAD_NAME_PARTS[:-1]]
+    out += [Name(v, False) for v in ("", "/", "/x", "x/", "a/b/c", "gpu\n")]
+    return out
+
+
+# What the program says when the API server would take a resource the stack cannot use.
+NATIVE_RESOURCE = "one of Kubernetes' own resources"
+
+
+def resource_names() -> list[Name]:
+    """Names a container may request: extended resources (<domain>/<name>, the prefix at most
+    244 so that requests.<name> stays a qualified name), Kubernetes' own ones (unprefixed, or
+    kubernetes.io/ anywhere in them), and each way of leaving those rules."""
+    names = [*QUALIFIED_NAME_PARTS[:-1], qualified(63)]
+    out = [Name(f"{p}/{n}", True) for p in (*SUBDOMAIN_PREFIXES, subdomain(244)) for n in names]
+    out += [Name(f"{subdomain(n)}/x", False) for n in (245, 253, 254)]
+    out += [Name(f"{p}/x", False) for p in BAD_PREFIXES]
+    out += [Name(f"example.com/{n}", False) for n in (*BAD_NAME_PARTS, qualified(64))]
+    out += [
+        Name("kubernetes.io.example.com/x", True),  # no "kubernetes.io/" in it
+        Name("example.com/kubernetes.io", True),
+        Name("requests/x", True),  # the quota prefix is "requests."
+        Name("requestsx.io/x", True),
+        Name("requests.example.com/x", False),
+        Name("requests.io/x", False),
+    ]
+    out += [
+        Name(n, True, NATIVE_RESOURCE)
+        for n in (
+            "kubernetes.io/x",
+            "foo.kubernetes.io/x",
+            "xkubernetes.io/x",  # IsNativeResource looks for "kubernetes.io/" anywhere
+            "cpu",
+            "memory",
+            "ephemeral-storage",
+        )
+    ]
+    out += [Name(n, False) for n in ("pods", "foo", "nvidia.com", "", "/", "/x", "x/", "a/b/c")]
+    out += [Name("example.com/x\n", False)]
+    return out

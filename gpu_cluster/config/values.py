@@ -15,15 +15,15 @@ from gpu_cluster.facts.kubernetes import (
     DNS_LABEL_MAX,
     DNS_SUBDOMAIN,
     DNS_SUBDOMAIN_MAX,
-    EXTENDED_RESOURCE_NAME,
     IMAGE_REFERENCE,
-    LABEL_VALUE_MAX,
-    QUALIFIED_NAME,
     QUANTITY,
     QUANTITY_JSON_PADDING,
     QUANTITY_MAX,
     QuantityRangeError,
+    container_resource_problem,
+    is_native_resource,
     parse_quantity,
+    qualified_name_problem,
 )
 
 
@@ -124,16 +124,12 @@ def _node_name(value: str) -> str:
 
 
 def _label_key(value: str) -> str:
-    prefix, slash, name = value.rpartition("/")
-    if (
-        # IsQualifiedName: a written '/' needs a non-empty prefix ("prefix part must be non-empty")
-        (slash and (len(prefix) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.fullmatch(prefix)))
-        or len(name) > LABEL_VALUE_MAX
-        or not QUALIFIED_NAME.fullmatch(name)
-    ):
+    problem = qualified_name_problem(value)
+    if problem is not None:
         raise ValueError(
-            "must be a label key: an optional DNS subdomain prefix and '/', then at most 63 "
-            "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+            f"must be a label key: an optional DNS subdomain prefix and '/', then at most 63 "
+            f"letters, digits, '-', '_' or '.', starting and ending with a letter or digit; it "
+            f"{problem}"
         )
     return value
 
@@ -149,8 +145,18 @@ def _image(value: str) -> str:
 
 
 def _resource_name(value: str) -> str:
-    if not EXTENDED_RESOURCE_NAME.fullmatch(value):
-        raise ValueError("must be an extended resource name such as openshift.io/eno5np0rdma")
+    problem = container_resource_problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"{problem}: Kubernetes refuses it as a container's resource; a device plugin's "
+            "resource is an extended resource, <domain>/<name>, e.g. openshift.io/eno5np0rdma"
+        )
+    if is_native_resource(value):
+        raise ValueError(
+            "is one of Kubernetes' own resources (unprefixed, or in the kubernetes.io/ "
+            "namespace), which no device plugin can register: the kubelet takes extended "
+            "resources only; name the NIC's device-plugin resource, e.g. openshift.io/eno5np0rdma"
+        )
     return value
 
 

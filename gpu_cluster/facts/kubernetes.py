@@ -62,9 +62,71 @@ IMAGE_REFERENCE = re.compile(
     r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})"
 )
-EXTENDED_RESOURCE_NAME = re.compile(
-    r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-)
+# Resource names (kubernetes/kubernetes pkg/apis/core/helper/helpers.go, v1.35.4). Kubernetes'
+# own are unprefixed or have "kubernetes.io/" anywhere in them (IsNativeResource); a container
+# may request the unprefixed cpu, memory, ephemeral-storage and hugepages-<size>
+# (IsStandardContainerResourceName).
+RESOURCE_DEFAULT_NAMESPACE = "kubernetes.io/"
+STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+HUGE_PAGES_PREFIX = "hugepages-"
+# Every other resource is extended: it must not start with "requests." (ResourceQuota's prefix),
+# and "requests.<name>", its name in a quota, must be a qualified name too
+# (IsExtendedResourceName). Only extended resources can a device plugin register
+# (pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go Register).
+RESOURCE_QUOTA_PREFIX = "requests."
+
+
+def qualified_name_problem(value: str) -> str | None:
+    """Why `value` is no qualified name (a label key, a resource name), None when it is one
+    (kubernetes/apimachinery pkg/api/validate/content/kube.go IsLabelKey, v0.35.4)."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return "has more than one '/'"
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            return "has an empty prefix before '/'"
+        if len(prefix) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.fullmatch(prefix):
+            return (
+                "has a prefix that is no DNS-1123 subdomain (lower-case letters, digits, '-' and "
+                f"'.', starting and ending with a letter or digit, at most {DNS_SUBDOMAIN_MAX})"
+            )
+    name = parts[-1]
+    if not name:
+        return "has an empty name part"
+    if len(name) > LABEL_VALUE_MAX or not QUALIFIED_NAME.fullmatch(name):
+        return (
+            f"has a name part that is not 1 to {LABEL_VALUE_MAX} letters, digits, '-', '_' or "
+            "'.', starting and ending with a letter or digit"
+        )
+    return None
+
+
+def is_native_resource(name: str) -> bool:
+    """Kubernetes' own resource: unprefixed, or in the kubernetes.io/ namespace."""
+    return "/" not in name or RESOURCE_DEFAULT_NAMESPACE in name
+
+
+def container_resource_problem(name: str) -> str | None:
+    """Why the API server refuses `name` in a container's requests or limits, None when it takes
+    it (pkg/apis/core/validation/validation.go validateContainerResourceName, v1.35.4)."""
+    problem = qualified_name_problem(name)
+    if problem is not None:
+        return problem
+    if "/" not in name:
+        if name in STANDARD_CONTAINER_RESOURCES or name.startswith(HUGE_PAGES_PREFIX):
+            return None
+        return "is no standard container resource and has no '<domain>/' prefix"
+    if is_native_resource(name):
+        return None
+    if name.startswith(RESOURCE_QUOTA_PREFIX):
+        return f"starts with {RESOURCE_QUOTA_PREFIX!r}, ResourceQuota's prefix for requests"
+    if qualified_name_problem(RESOURCE_QUOTA_PREFIX + name) is not None:
+        return (
+            f"has a prefix longer than {DNS_SUBDOMAIN_MAX - len(RESOURCE_QUOTA_PREFIX)} "
+            f"characters: its quota name {RESOURCE_QUOTA_PREFIX}<name> must be a qualified name"
+        )
+    return None
 
 
 class QuantityRangeError(ValueError):

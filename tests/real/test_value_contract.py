@@ -16,8 +16,12 @@ from typing import Any
 import pytest
 
 from gpu_cluster.facts.kubernetes import parse_quantity, resource_quantity
+from gpu_cluster.offline.engine import run_program
+from gpu_cluster.offline.stack_files import engine_config
 from tests import value_grammar as grammar
-from tests.test_values import openshift, refusal
+from tests.real.test_api_contract import admitted
+from tests.test_config_properties import set_key
+from tests.test_values import NAMES, WITH_VALUE, openshift, refusal
 from tools.realtier.build import Tools
 from tools.realtier.controlplane import ControlPlane
 from tools.realtier.kube import CreateError, Kube, install_crds
@@ -159,4 +163,74 @@ def test_requests_and_limits_compare_as_the_api_server_compares_them(api: Kube) 
                 f"{request} <= {limit}: API {answer.status or 'admits'}, "
                 f"program {program or 'takes it'}"
             )
+    assert problems == []
+
+
+# --- names -----------------------------------------------------------------------------------
+
+
+# How many of the values the program takes are rendered into the whole stack and created: an
+# even spread (a render takes a third of a second; every value is created in the small object).
+RENDERED = 12
+
+
+def spread(values: list[str], count: int = RENDERED) -> list[str]:
+    return values[:: max(1, -(-len(values) // count))]
+
+
+def rendered_refusals(kube: Kube, stack: str, key: str, value: str) -> list[str]:
+    """The shipped stack with `key` set to the text `value`, rendered and created as a dry run."""
+    config, secret_keys = engine_config(stack)
+    set_key(config, key, value)
+    return admitted(kube, run_program(config, secret_keys, stack).manifests())
+
+
+@dataclass(frozen=True)
+class NameUse:
+    """Where the stack puts a name (the smallest object that carries it as the stack does), and
+    the shipped stack and key that set it, to render the whole stack with it."""
+
+    manifest: Callable[[str], Object]
+    stack: str
+    key: str
+
+
+def node_affinity(key: str, values: tuple[str, ...] = ("true",)) -> Object:
+    term = {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
+    required = {"nodeSelectorTerms": [term]}
+    return pod(
+        affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    )
+
+
+NAME_USES = {
+    "resource": NameUse(
+        lambda v: pod(container={"resources": {"requests": {v: "1"}, "limits": {v: "1"}}}),
+        "barcelona",
+        "rdma.nics[0].resource",
+    ),
+    "labelKey": NameUse(node_affinity, "nerc-production", "openshift.gpuNodeLabel"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NAME_USES))
+def test_names_agree_with_the_api_server(api: Kube, kind: str) -> None:
+    use, (table, _) = NAME_USES[kind], NAMES[kind]
+    problems, taken = [], []
+    for case in table():
+        answer = verdict(api, use.manifest(case.value))
+        program = refusal(WITH_VALUE[kind](case.value))
+        if case.kubernetes != (answer.stored is not None):
+            problems.append(
+                f"{case.value!r}: built as taken={case.kubernetes}, the API server answers "
+                f"{answer.status or 'admitted'} {answer.message[:300]}"
+            )
+        needs_more = (case.needs_more,) if case.needs_more else ()
+        problem = disagreement(case.value, answer, program, needs_more)
+        if problem:
+            problems.append(problem)
+        elif program is None:
+            taken.append(case.value)
+    for value in spread(taken):
+        problems += rendered_refusals(api, use.stack, use.key, value)
     assert problems == []
