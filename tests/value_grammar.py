@@ -259,3 +259,55 @@ def resource_names() -> list[Name]:
     out += [Name(n, False) for n in ("pods", "foo", "nvidia.com", "", "/", "/x", "x/", "a/b/c")]
     out += [Name("example.com/x\n", False)]
     return out
+
+
+DNS_LABELS = ("x", "x9", label(63), "abc", "a--b", "gpu-cluster")
+DIGIT_FIRST = ("0-team", "9", "1abc")
+NOT_DNS_LABELS = (label(64), "Team", "team_a", "team.a", "-team", "team-", "", "te am", "t\u00ebam")
+SUBDOMAINS = ("ceph.rbd", "ceph.rbd-fast", "0.0", "1a", "x" * 100, label(63), subdomain(253))
+NOT_SUBDOMAINS = (subdomain(254), "Fast_SSD", ".a", "a.", "a..b", "-a", "a-", "A.b", "", "a b")
+# What the program says of a name the Service rule takes but the StatefulSet's revision label
+# cannot hold (STATEFULSET_NAME_MAX).
+REVISION_LABEL = "controller-revision-hash"
+NODE_NAME = "must be a Kubernetes node name"
+
+
+def namespaces() -> list[Name]:
+    """DNS-1123 labels, which may start with a digit (IsDNS1123Label, at most 63)."""
+    return (
+        [Name(n, True) for n in (*DNS_LABELS, *DIGIT_FIRST)]
+        + [Name(n, False) for n in NOT_DNS_LABELS]
+        + [Name("team\n", False)]
+    )
+
+
+def stack_names() -> list[Name]:
+    """DNS-1035 labels, the Service rule (no digit first); the program's `name` also names the
+    StatefulSet, whose pods' revision label holds a name of at most 52."""
+    return (
+        [Name(n, True) for n in (*(n for n in DNS_LABELS if len(n) <= 52), label(52))]
+        + [Name(n, True, REVISION_LABEL) for n in (label(53), label(63))]
+        + [Name(n, False) for n in (*DIGIT_FIRST, *NOT_DNS_LABELS)]
+    )
+
+
+def subdomains() -> list[Name]:
+    """DNS-1123 subdomains: labels joined by dots, at most 253 (a label may be longer than 63)."""
+    return [Name(n, True) for n in SUBDOMAINS] + [Name(n, False) for n in NOT_SUBDOMAINS]
+
+
+def storage_classes() -> list[Name]:
+    """A claim's class: a subdomain, or "" for none (the claim binds to a volume without one)."""
+    return [Name(n.value, n.kubernetes or n.value == "") for n in subdomains()]
+
+
+def node_names() -> list[Name]:
+    """Node names where the stack puts them: values of a kubernetes.io/hostname node affinity,
+    label values (at most 63, letters in both cases, digits, '-', '_', '.'). A node's name is a
+    DNS-1123 subdomain, which the program asks of every value."""
+    values = ("gpu-1", "node.example.com", "10.0.0.1", label(63), f"{label(31)}.{label(31)}")
+    return (
+        [Name(n, True) for n in values]
+        + [Name(n, True, NODE_NAME) for n in ("GPU_1", "gpu_1", "a..b", "", "Node.example.com")]
+        + [Name(n, False) for n in (subdomain(64), subdomain(253), "-gpu", "gpu-", "gpu 1")]
+    )

@@ -29,6 +29,7 @@ from gpu_cluster.config.values import (
     Quantity,
     ResourceName,
     Size,
+    StorageClassName,
     Subdomain,
     SweepSize,
 )
@@ -88,7 +89,8 @@ class StorageSettings(_Model):
     """Workspace and datasets volumes: shared RWX claims or one claim per pod."""
 
     mode: Literal["rwx", "per-pod"] = "rwx"
-    storage_class: Subdomain | None = None  # a StorageClass name (DNS-1123 subdomain)
+    # A StorageClass name (DNS-1123 subdomain), or "" for none: pre-provisioned volumes.
+    storage_class: StorageClassName | None = None
     # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
     # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE
     # does not install, reference any other (plan/gke_storage.py).
@@ -125,7 +127,7 @@ class NicSettings(_Model):
     """One RDMA NIC as the pod sees it (net1..netN) and how Multus attaches it."""
 
     interface: Interface
-    network: DnsLabel  # NetworkAttachmentDefinition name
+    network: Subdomain  # NetworkAttachmentDefinition name (a custom resource's: DNS subdomain)
     flavour: Literal["sriov", "macvlan", "host-device"]
     resource: ResourceName  # device-plugin resource the pod requests for this NIC
     subnet: PrivateCidr

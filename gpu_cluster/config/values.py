@@ -16,6 +16,7 @@ from gpu_cluster.facts.kubernetes import (
     DNS_SUBDOMAIN,
     DNS_SUBDOMAIN_MAX,
     IMAGE_REFERENCE,
+    LABEL_VALUE_MAX,
     QUANTITY,
     QUANTITY_JSON_PADDING,
     QUANTITY_MAX,
@@ -93,8 +94,8 @@ def _sweep_size(value: str) -> str:
 def _dns_label(value: str) -> str:
     if len(value) > DNS_LABEL_MAX or not DNS_1035_LABEL.fullmatch(value):
         raise ValueError(
-            "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, "
-            f"at most {DNS_LABEL_MAX} characters"
+            "must be a DNS-1035 label (Kubernetes' rule for Service names): lower-case letters, "
+            f"digits and '-', starting with a letter, at most {DNS_LABEL_MAX} characters"
         )
     return value
 
@@ -117,9 +118,20 @@ def _subdomain(value: str) -> str:
     return value
 
 
+def _storage_class(value: str) -> str:
+    """A claim's class: a StorageClass name, or "" for none (the claim binds to a pre-provisioned
+    volume without a class; pkg/apis/core/validation ValidatePersistentVolumeClaimSpec)."""
+    return _subdomain(value) if value else value
+
+
 def _node_name(value: str) -> str:
     if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.fullmatch(value):
         raise ValueError("must be a Kubernetes node name (lower-case DNS subdomain)")
+    if len(value) > LABEL_VALUE_MAX:
+        raise ValueError(
+            f"has {len(value)} characters: the pods' node affinity matches it as a "
+            f"kubernetes.io/hostname label value, which holds at most {LABEL_VALUE_MAX}"
+        )
     return value
 
 
@@ -187,6 +199,7 @@ Size = Annotated[
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Namespace = Annotated[str, AfterValidator(_namespace)]
 Subdomain = Annotated[str, AfterValidator(_subdomain)]
+StorageClassName = Annotated[str, AfterValidator(_storage_class)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 Image = Annotated[str, AfterValidator(_image)]

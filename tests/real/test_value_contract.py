@@ -14,8 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gpu_cluster.facts.kubernetes import parse_quantity, resource_quantity
+from gpu_cluster.facts.kubernetes import (
+    DNS_1035_LABEL,
+    DNS_1123_LABEL,
+    DNS_SUBDOMAIN,
+    QUALIFIED_NAME,
+    parse_quantity,
+    resource_quantity,
+)
 from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.stack_files import engine_config
 from tests import value_grammar as grammar
@@ -178,7 +187,7 @@ def spread(values: list[str], count: int = RENDERED) -> list[str]:
     return values[:: max(1, -(-len(values) // count))]
 
 
-def rendered_refusals(kube: Kube, stack: str, key: str, value: str) -> list[str]:
+def rendered_refusals(kube: Kube, stack: str, key: str, value: Any) -> list[str]:
     """The shipped stack with `key` set to the text `value`, rendered and created as a dry run."""
     config, secret_keys = engine_config(stack)
     set_key(config, key, value)
@@ -188,11 +197,13 @@ def rendered_refusals(kube: Kube, stack: str, key: str, value: str) -> list[str]
 @dataclass(frozen=True)
 class NameUse:
     """Where the stack puts a name (the smallest object that carries it as the stack does), and
-    the shipped stack and key that set it, to render the whole stack with it."""
+    the shipped stack and how to set the name in its config, to render the whole stack with it."""
 
     manifest: Callable[[str], Object]
     stack: str
     key: str
+    # The config value for the name (a list for nodeNames).
+    setting: Callable[[str], Any] = lambda v: v
 
 
 def node_affinity(key: str, values: tuple[str, ...] = ("true",)) -> Object:
@@ -203,6 +214,12 @@ def node_affinity(key: str, values: tuple[str, ...] = ("true",)) -> Object:
     )
 
 
+def named(api_version: str, kind: str, name: str, **fields: Any) -> Object:
+    namespace = {} if kind == "Namespace" else {"namespace": NAMESPACE}
+    metadata = {"name": name, **namespace}
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
+
+
 NAME_USES = {
     "resource": NameUse(
         lambda v: pod(container={"resources": {"requests": {v: "1"}, "limits": {v: "1"}}}),
@@ -210,6 +227,28 @@ NAME_USES = {
         "rdma.nics[0].resource",
     ),
     "labelKey": NameUse(node_affinity, "nerc-production", "openshift.gpuNodeLabel"),
+    "name": NameUse(
+        lambda v: named("v1", "Service", v, spec={"clusterIP": "None", "ports": [{"port": 1}]}),
+        "nerc-production",
+        "name",
+    ),
+    "namespace": NameUse(lambda v: named("v1", "Namespace", v), "gcp-a3", "namespace"),
+    "storageClass": NameUse(
+        lambda v: {**claim("1Gi"), "spec": {**claim("1Gi")["spec"], "storageClassName": v}},
+        "barcelona",
+        "storage.storageClass",
+    ),
+    "network": NameUse(
+        lambda v: named("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", v, spec={}),
+        "barcelona",
+        "rdma.nics[0].network",
+    ),
+    "nodeName": NameUse(
+        lambda v: node_affinity("kubernetes.io/hostname", (v,)),
+        "barcelona",
+        "openshift.nodeNames",
+        lambda v: [v, "another-node"],
+    ),
 }
 
 
@@ -232,5 +271,38 @@ def test_names_agree_with_the_api_server(api: Kube, kind: str) -> None:
         elif program is None:
             taken.append(case.value)
     for value in spread(taken):
-        problems += rendered_refusals(api, use.stack, use.key, value)
+        problems += rendered_refusals(api, use.stack, use.key, use.setting(value))
     assert problems == []
+
+
+# Names the API server takes that the program refuses, per kind: the reasons its messages give.
+NAMES_NEED_MORE = {
+    "resource": (grammar.NATIVE_RESOURCE,),
+    "name": (grammar.REVISION_LABEL,),
+    "nodeName": (grammar.NODE_NAME,),
+    "namespace": ("keeps",),  # kube-* and the platform's own (rules.namespace_problems)
+}
+# Random names: shaped by each rule's own pattern, or any text from the characters the rules
+# mention (and some they do not).
+_SHAPES = {
+    "resource": f"({DNS_SUBDOMAIN.pattern})/({QUALIFIED_NAME.pattern})",
+    "labelKey": f"(({DNS_SUBDOMAIN.pattern})/)?({QUALIFIED_NAME.pattern})",
+    "name": DNS_1035_LABEL.pattern,
+    "namespace": DNS_1123_LABEL.pattern,
+    "storageClass": f"({DNS_SUBDOMAIN.pattern})?",
+    "network": DNS_SUBDOMAIN.pattern,
+    "nodeName": DNS_SUBDOMAIN.pattern,
+}
+_CHARACTERS = "abz019-._/AZ \u00e9"
+
+
+@pytest.mark.parametrize("kind", sorted(NAME_USES))
+@settings(max_examples=80, derandomize=True, database=None, deadline=None)
+@given(data=st.data())
+def test_random_names_agree_with_the_api_server(api: Kube, kind: str, data: st.DataObject) -> None:
+    value = data.draw(
+        st.from_regex(_SHAPES[kind], fullmatch=True) | st.text(_CHARACTERS, max_size=70)
+    )
+    answer = verdict(api, NAME_USES[kind].manifest(value))
+    program = refusal(WITH_VALUE[kind](value))
+    assert disagreement(value, answer, program, NAMES_NEED_MORE.get(kind, ())) is None
