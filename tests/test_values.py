@@ -15,8 +15,11 @@ from gpu_cluster.config.loading import load_settings
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.rules import CHECK_MIN_BYTES
 from gpu_cluster.facts.kubernetes import (
+    KUBERNETES_NAMESPACE_PREFIXES,
+    PLATFORM_NAMESPACES,
     QUANTITY_MAX,
     QUANTITY_MIN_STEP,
+    SYSTEM_NAMESPACES,
     parse_quantity,
     resource_quantity,
     round_up,
@@ -218,3 +221,47 @@ def test_each_name_table_holds_both_sides_of_its_rules(kind: str) -> None:
     assert sum(c.kubernetes for c in cases) >= 5
     assert sum(not c.kubernetes for c in cases) >= 5
     assert len({c.value for c in cases}) == len(cases)
+
+
+# --- namespaces the stack must not create ----------------------------------------------------
+
+GKE = {
+    "platform": "gke",
+    "networkMode": "tcpxo",
+    "kubernetesVersion": "1.35",
+    "gcp": {
+        "project": "my-gpu-project",
+        "region": "us-central1",
+        "zone": "us-central1-a",
+        "authorizedNetworks": [{"cidrBlock": "203.0.113.0/24", "displayName": "operators"}],
+    },
+}
+PLATFORMS = {"openshift": openshift(), "gke": GKE}
+
+
+def kept_namespaces(platform: str) -> list[str]:
+    """Every namespace Kubernetes or `platform` creates or keeps, and names under their prefixes."""
+    names, prefixes = PLATFORM_NAMESPACES[platform]
+    under = [f"{p}team" for p in (*KUBERNETES_NAMESPACE_PREFIXES, *prefixes)]
+    return [*SYSTEM_NAMESPACES, *names, *under]
+
+
+@pytest.mark.parametrize(
+    ("platform", "namespace"),
+    [(p, n) for p in sorted(PLATFORMS) for n in kept_namespaces(p)],
+)
+def test_a_namespace_every_cluster_has_or_the_platform_keeps_is_not_created(
+    platform: str, namespace: str
+) -> None:
+    message = refusal({**PLATFORMS[platform], "namespace": namespace})
+    assert message is not None and f"gpu-cluster:namespace = {namespace!r}" in message, message
+    assert "namespaceMode: reference" in message and "adopt" in message, message
+    for mode in ("reference", "adopt"):
+        raw = {**PLATFORMS[platform], "namespace": namespace, "namespaceMode": mode}
+        assert refusal(raw) is None
+
+
+def test_another_platforms_namespaces_may_be_created() -> None:
+    assert refusal({**GKE, "namespace": "openshift-team"}) is None
+    assert refusal(openshift(namespace="gke-team")) is None
+    assert refusal(openshift(namespace="kubeflow")) is None  # "kube-" is the prefix, not "kube"

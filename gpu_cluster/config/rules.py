@@ -16,10 +16,13 @@ from gpu_cluster.facts.gke_storage import (
 )
 from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
 from gpu_cluster.facts.kubernetes import (
+    KUBERNETES_NAMESPACE_PREFIXES,
     MIN_KUBERNETES_MINOR,
     NATIVE_SIDECAR_MINOR,
+    PLATFORM_NAMESPACES,
     POD_PRIMARY_INTERFACE,
     STATEFULSET_NAME_MAX,
+    SYSTEM_NAMESPACES,
 )
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
@@ -83,6 +86,7 @@ def cross_field_problems(s: Settings) -> list[str]:
             f"run as native sidecars, which need 1.{NATIVE_SIDECAR_MINOR} or newer"
         )
     out.extend(_name_problems(s))
+    out.extend(namespace_problems(s))
     out.extend(
         storage_class_problems(s.platform, s.storage.storage_class, s.storage.storage_class_mode)
     )
@@ -250,4 +254,30 @@ def storage_class_problems(
         f"use a class GKE installs ({installed}), one the stack creates ({creatable}), or, "
         f"for a class that already exists in the cluster, set storage.storageClassMode: "
         "reference"
+    ]
+
+
+def namespace_problems(s: Settings) -> list[str]:
+    """A namespace the stack is to create that every cluster has, or that Kubernetes or the
+    platform keeps for itself."""
+    if s.namespace_mode != "create":
+        return []
+    key, name = f"gpu-cluster:namespace = {s.namespace!r}", s.namespace
+    if name in SYSTEM_NAMESPACES:
+        return [
+            f"{key}: the API server creates it in every cluster, so namespaceMode 'create' "
+            "fails with AlreadyExists; use namespaceMode: reference (it stays as it is) or "
+            "adopt (the stack manages it)"
+        ]
+    names, prefixes = PLATFORM_NAMESPACES[s.platform]
+    if name.startswith(KUBERNETES_NAMESPACE_PREFIXES):
+        whose = "Kubernetes keeps kube-* for its own namespaces"
+    elif name in names or name.startswith(prefixes):
+        platform = {"openshift": "OpenShift", "gke": "GKE"}[s.platform]
+        whose = f"{platform} keeps {', '.join([*names, *(p + '*' for p in prefixes)])} for itself"
+    else:
+        return []
+    return [
+        f"{key}: {whose}; choose another name for the stack to create, or, for one that exists, "
+        "namespaceMode: reference or adopt"
     ]

@@ -18,6 +18,27 @@ STATEFULSET_NAME_MAX = 63 - len("-") - 10
 # The pod's primary (cluster network) interface: CNI plugins and Multus name it eth0.
 POD_PRIMARY_INTERFACE = "eth0"
 
+# Namespaces the API server creates in every cluster (kubernetes/kubernetes v1.35.4
+# pkg/controlplane/apiserver/options/options.go SystemNamespaces, and kube-node-lease from
+# cmd/kube-apiserver/app/options/options.go): creating one fails with AlreadyExists.
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Kubernetes keeps kube-* for its own namespaces (kubernetes/website d402f4b
+# content/en/docs/concepts/overview/working-with-objects/namespaces.md: "Avoid creating
+# namespaces with the prefix kube-").
+KUBERNETES_NAMESPACE_PREFIXES = ("kube-",)
+# Namespace names each platform keeps for itself: (names, prefixes).
+PLATFORM_NAMESPACES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # A project request refuses them (openshift/openshift-apiserver 08af395
+    # pkg/project/apiserver/registry/projectrequest/delegated/delegated.go ForbiddenNames,
+    # ForbiddenPrefixes); OpenShift's operators run in openshift-*.
+    "openshift": (("openshift", "kubernetes", "kube"), ("openshift-", "kubernetes-", "kube-")),
+    # Managed Service for Prometheus: gmp-system, gmp-public (GoogleCloudPlatform/prometheus-engine
+    # 8412dd6 pkg/operator/operator.go); GKE's managed namespaces are gke-* (gke-managed-system,
+    # gke-gmp-system, ...), where GKE Warden refuses writes ("managed-namespaces-limitation",
+    # quoted in tailscale/tailscale#9475).
+    "gke": (("gmp-system", "gmp-public"), ("gke-",)),
+}
+
 # The rules below are whole-string rules: use them with fullmatch. Go's `$` matches only at
 # the end of the text, Python's also before a final newline ("team\n" would pass `match`).
 # Quantities as kubernetes/apimachinery pkg/api/resource/quantity.go reads them (v0.35.4,

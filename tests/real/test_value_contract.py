@@ -22,6 +22,7 @@ from gpu_cluster.facts.kubernetes import (
     DNS_1123_LABEL,
     DNS_SUBDOMAIN,
     QUALIFIED_NAME,
+    SYSTEM_NAMESPACES,
     parse_quantity,
     resource_quantity,
 )
@@ -306,3 +307,11 @@ def test_random_names_agree_with_the_api_server(api: Kube, kind: str, data: st.D
     answer = verdict(api, NAME_USES[kind].manifest(value))
     program = refusal(WITH_VALUE[kind](value))
     assert disagreement(value, answer, program, NAMES_NEED_MORE.get(kind, ())) is None
+
+
+def test_the_namespaces_every_cluster_has_exist_on_the_api_server(api: Kube) -> None:
+    """The program refuses to create SYSTEM_NAMESPACES because the API server made them: a
+    create of each is refused as AlreadyExists, and of no other name the program refuses."""
+    for namespace in SYSTEM_NAMESPACES:
+        assert verdict(api, named("v1", "Namespace", namespace)).status == 409, namespace
+    assert verdict(api, named("v1", "Namespace", "kube-team")).stored is not None
