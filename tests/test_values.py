@@ -265,3 +265,23 @@ def test_another_platforms_namespaces_may_be_created() -> None:
     assert refusal({**GKE, "namespace": "openshift-team"}) is None
     assert refusal(openshift(namespace="gke-team")) is None
     assert refusal(openshift(namespace="kubeflow")) is None  # "kube-" is the prefix, not "kube"
+
+
+# --- images ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", grammar.images(), ids=lambda c: repr(c.value[:50]))
+def test_images_are_taken_as_the_kubelet_parses_them(case: grammar.Image) -> None:
+    """Every reference the kubelet can pull is taken if pinned (a digest, or a tag other than
+    latest); refused saying it moves if not; and every other one refused saying why."""
+    for raw, key in (
+        (openshift(image=case.value), "gpu-cluster:image"),
+        (openshift(codeSync={"repo": "https://x/r.git", "image": case.value}), "codeSync.image"),
+    ):
+        message = refusal(raw)
+        if case.pullable and case.pinned:
+            assert message is None, message
+        else:
+            assert message is not None and key in message, message
+            reason = "kubelet can pull" if not case.pullable else "latest"
+            assert reason in message, message

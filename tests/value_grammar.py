@@ -311,3 +311,77 @@ def node_names() -> list[Name]:
         + [Name(n, True, NODE_NAME) for n in ("GPU_1", "gpu_1", "a..b", "", "Node.example.com")]
         + [Name(n, False) for n in (subdomain(64), subdomain(253), "-gpu", "gpu-", "gpu 1")]
     )
+
+
+# --- images: distribution/reference regexp.go and normalize.go, as the kubelet parses them --
+
+
+@dataclass(frozen=True)
+class Image:
+    """A generated image reference: whether the kubelet can parse it (ParseImageName), and
+    whether it is pinned (a digest, or a tag other than latest)."""
+
+    value: str
+    pullable: bool
+    pinned: bool = True
+
+
+HEX = "0123456789abcdef" * 8
+DIGESTS = ("", "@sha256:" + HEX[:64], "@sha384:" + HEX[:96], "@sha512:" + HEX[:128])
+BAD_DIGESTS = (
+    "@sha256:" + HEX[:63],
+    "@sha256:" + HEX[:64].upper(),  # the kubelet's digests are lower-case hex
+    "@md5:" + HEX[:32],  # in the grammar, but no algorithm the kubelet verifies
+    "@blake3:" + HEX[:64],
+    "@sha256:" + "g" * 64,
+    "@sha256",
+    "@",
+)
+REGISTRIES = (
+    "",
+    "nvcr.io/",
+    "localhost/",
+    "localhost:5000/",
+    "registry.example.com:443/",
+    "Registry.Example.COM/",  # a registry's name may have upper-case letters
+    "UPPER/",  # ... which alone makes the first component a registry
+    "[::1]:5000/",
+    "[fe80::1]/",
+    "10.0.0.1:5000/",
+    "my-registry/",  # no '.', ':' or upper case: a Docker Hub namespace
+    "reg_istry.io/",  # no host name, but a path component: the grammar takes it as one
+)
+BAD_REGISTRIES = ("-registry.io/", "registry.io:port/", "[::1/", "localhost:/")
+REPOSITORIES = ("pytorch", "nvidia/pytorch", "a/b/c/d", "a__b", "a--b", "a---b", "a.b_c", "0abc")
+BAD_REPOSITORIES = ("Pytorch", "-a", "a-", "a..b", "a___b", "a_-b", "a//b", "")
+TAGS = ("", ":1.2.3", ":25.01-py3", ":V1", ":_x", ":" + "a" * 128, ":LATEST", ":latest")
+BAD_TAGS = (":" + "a" * 129, ":-x", ":.x", ":", ":a b", ":\u00e9")
+
+
+def images() -> list[Image]:
+    """Registries x repositories, and one repository with every tag and digest form (tag and
+    digest together too), each way of leaving the grammar, and the length and case rules."""
+    name = "nvcr.io/nvidia/pytorch"
+    out = [Image(f"{r}{p}:1", True) for r in REGISTRIES for p in REPOSITORIES]
+    out += [
+        Image(name + tag + digest, True, bool(digest) or tag not in ("", ":latest"))
+        for tag in TAGS
+        for digest in DIGESTS
+    ]
+    out += [Image(f"{r}x:1", False) for r in BAD_REGISTRIES]
+    out += [Image(f"nvcr.io/{p}:1", False) for p in BAD_REPOSITORIES]
+    out += [Image(name + t, False) for t in BAD_TAGS]
+    out += [Image(name + d, False) for d in BAD_DIGESTS]
+    out += [
+        Image("x" * 247 + ":1", True),  # docker.io/library/<247>: a 255-character path
+        Image("x" * 248 + ":1", False),
+        Image("r.io/" + "/".join(["x" * 127, "y" * 127]) + ":1", True),
+        Image("r.io/" + "/".join(["x" * 128, "y" * 127]) + ":1", False),
+        Image("a" * 64, False),  # 64 hex digits: an image ID, not a name
+        Image("a" * 64 + ":1", True),
+        Image("Ubuntu:1", False),  # docker.io/library/Ubuntu: upper case in the path
+        Image("upper/Repo:1", False),
+        Image(" x:1", False),
+        Image("x:1 ", False),
+    ]
+    return out

@@ -15,7 +15,7 @@ from gpu_cluster.facts.kubernetes import (
     DNS_LABEL_MAX,
     DNS_SUBDOMAIN,
     DNS_SUBDOMAIN_MAX,
-    IMAGE_REFERENCE,
+    IMAGE_DEFAULT_TAG,
     LABEL_VALUE_MAX,
     QUANTITY,
     QUANTITY_JSON_PADDING,
@@ -23,6 +23,7 @@ from gpu_cluster.facts.kubernetes import (
     QuantityRangeError,
     container_resource_problem,
     is_native_resource,
+    parse_image,
     parse_quantity,
     qualified_name_problem,
 )
@@ -147,11 +148,19 @@ def _label_key(value: str) -> str:
 
 
 def _image(value: str) -> str:
-    if not IMAGE_REFERENCE.fullmatch(value):
+    try:
+        image = parse_image(value)
+    except ValueError as exc:
         raise ValueError(
-            "must be an image reference with an explicit tag or digest, e.g. registry/repo:1.2.3"
+            f"must be an image reference the kubelet can pull; it {exc} (e.g. "
+            "registry.example.com:5000/team/repo:1.2.3 or repo@sha256:<64 hex digits>)"
+        ) from None
+    if image.digest is None and image.tag is None:
+        raise ValueError(
+            f"names no tag or digest, so the kubelet pulls ':{IMAGE_DEFAULT_TAG}', which moves; "
+            "pin a version tag or a digest"
         )
-    if value.endswith(":latest"):
+    if image.digest is None and image.tag == IMAGE_DEFAULT_TAG:
         raise ValueError("':latest' is mutable; pin a version tag or a digest")
     return value
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 
 # apps.kubernetes.io/pod-index pod label: beta (on by default) in Kubernetes 1.28.
@@ -79,10 +80,32 @@ QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 LABEL_VALUE_MAX = 63
 DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253
-IMAGE_REFERENCE = re.compile(
-    r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
-    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})"
+# Image references in distribution/reference's grammar (github.com/distribution/reference v0.6.0
+# regexp.go; Go's \w is ASCII): [domain[:port]/]path[:tag][@digest], a path component lower-case
+# alphanumerics joined by '.', '_', '__' or runs of '-'.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+IMAGE_NAME = re.compile(
+    rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
 )
+IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>{IMAGE_NAME.pattern})(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?"
+    r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}))?"
+)
+# RepositoryNameTotalLengthMax (reference.go): the path, without the domain, at most 255.
+IMAGE_PATH_MAX = 255
+# The kubelet reads images with ParseNormalizedNamed (kubernetes/kubernetes v1.35.4
+# pkg/util/parsers/parsers.go ParseImageName, which links sha256 and sha512 in); a digest's
+# algorithm must be one it can verify, in lower-case hex of its length
+# (opencontainers/go-digest v1.0.0 algorithm.go), and no tag or digest means :latest.
+IMAGE_DIGESTS = {"sha256": 64, "sha384": 96, "sha512": 128}
+IMAGE_DEFAULT_TAG = "latest"
+# normalize.go splitDockerDomain: a first component is a registry when it is localhost, has a
+# '.' or ':', or has upper-case letters; else the image is on Docker Hub, under library/ when
+# it has no namespace.
+DOCKER_HUB = ("docker.io", "index.docker.io")  # the registry, and its legacy name
+DOCKER_HUB_OFFICIAL = "library/"
 # Resource names (kubernetes/kubernetes pkg/apis/core/helper/helpers.go, v1.35.4). Kubernetes'
 # own are unprefixed or have "kubernetes.io/" anywhere in them (IsNativeResource); a container
 # may request the unprefixed cpu, memory, ephemeral-storage and hugepages-<size>
@@ -148,6 +171,51 @@ def container_resource_problem(name: str) -> str | None:
             f"characters: its quota name {RESOURCE_QUOTA_PREFIX}<name> must be a qualified name"
         )
     return None
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    """An image as the kubelet reads it: the normalized name, and the tag and digest written."""
+
+    name: str
+    tag: str | None
+    digest: str | None
+
+
+def parse_image(text: str) -> ImageReference:
+    """The image `text` names, as the kubelet parses it; ValueError saying why it cannot."""
+    if re.fullmatch(r"[a-f0-9]{64}", text):
+        raise ValueError("is 64 hexadecimal digits, which the kubelet reads as an image ID")
+    first, slash, rest = text.partition("/")
+    if not slash:
+        domain, remainder = DOCKER_HUB[0], text
+    elif first == DOCKER_HUB[1]:
+        domain, remainder = DOCKER_HUB[0], rest
+    elif first == "localhost" or set(first) & {".", ":"} or first.lower() != first:
+        domain, remainder = first, rest
+    else:
+        domain, remainder = DOCKER_HUB[0], text
+    if domain == DOCKER_HUB[0] and "/" not in remainder:
+        remainder = DOCKER_HUB_OFFICIAL + remainder
+    if remainder.partition(":")[0].lower() != remainder.partition(":")[0]:
+        raise ValueError("has upper-case letters in its repository path")
+    match = IMAGE_REFERENCE.fullmatch(f"{domain}/{remainder}")
+    if match is None:
+        raise ValueError("is not in the image reference grammar")
+    name = IMAGE_NAME.fullmatch(match["name"])
+    assert name is not None  # the reference's name part is a name
+    if len(name["path"]) > IMAGE_PATH_MAX:
+        raise ValueError(f"has a repository path longer than {IMAGE_PATH_MAX} characters")
+    if match["digest"]:
+        algorithm, _, encoded = match["digest"].partition(":")
+        length = IMAGE_DIGESTS.get(algorithm)
+        if length is None:
+            raise ValueError(
+                f"has a {algorithm} digest; the kubelet verifies sha256, sha384, sha512"
+            )
+        if not re.fullmatch(f"[a-f0-9]{{{length}}}", encoded):
+            raise ValueError(f"has a {algorithm} digest that is not {length} lower-case hex digits")
+    return ImageReference(match["name"], match["tag"], match["digest"])
 
 
 class QuantityRangeError(ValueError):

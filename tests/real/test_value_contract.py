@@ -315,3 +315,25 @@ def test_the_namespaces_every_cluster_has_exist_on_the_api_server(api: Kube) -> 
     for namespace in SYSTEM_NAMESPACES:
         assert verdict(api, named("v1", "Namespace", namespace)).status == 409, namespace
     assert verdict(api, named("v1", "Namespace", "kube-team")).stored is not None
+
+
+# --- images ----------------------------------------------------------------------------------
+
+# The API server takes any image without surrounding whitespace; the program asks for what the
+# kubelet can parse (tests/test_values.py holds it to distribution/reference's grammar) and pins.
+IMAGE_NEEDS_MORE = ("the kubelet can pull", "latest")
+
+
+def test_images_agree_with_the_api_server(api: Kube) -> None:
+    problems, taken = [], []
+    for case in grammar.images():
+        answer = verdict(api, pod(container={"image": case.value}))
+        program = refusal(openshift(image=case.value))
+        problem = disagreement(case.value, answer, program, IMAGE_NEEDS_MORE)
+        if problem:
+            problems.append(problem)
+        elif program is None:
+            taken.append(case.value)
+    for value in spread(taken):
+        problems += rendered_refusals(api, "barcelona", "image", value)
+    assert problems == []
