@@ -5,6 +5,7 @@ the same generated values in tests/real/test_value_contract.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +27,10 @@ from gpu_cluster.facts.kubernetes import (
 )
 from gpu_cluster.plan.verify import check_args
 from tests import value_grammar as grammar
+from tests.fake_sysfs import HCAS
 from tests.test_allreduce_check import ac as allreduce_check
+from tests.test_preflight import healthy_node, passes, preflight
+from tests.test_scripts import detect
 
 NIC = {
     "interface": "net1",
@@ -285,3 +289,40 @@ def test_images_are_taken_as_the_kubelet_parses_them(case: grammar.Image) -> Non
             assert message is not None and key in message, message
             reason = "kubelet can pull" if not case.pullable else "latest"
             assert reason in message, message
+
+
+# --- interface names -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", grammar.interface_names(), ids=lambda c: repr(c.value))
+def test_interface_names_are_taken_as_the_kernel_and_the_pod_scripts_take_them(
+    case: grammar.Name,
+) -> None:
+    """A node's interface (macvlan's master) may have any name the kernel allows; an interface
+    in the pod only one the pod's scripts read as well, or the program says so."""
+    host = refusal(rdma_nic(flavour="macvlan", master=case.value))
+    assert (host is None) == case.kubernetes, host
+    other_nic = {**NIC, "interface": "roce9"}
+    bootstrap = openshift(
+        networkMode="rdma", rdma={"nics": [other_nic], "bootstrapInterface": case.value}
+    )
+    for raw in (rdma_nic(interface=case.value), bootstrap):
+        message = refusal(raw)
+        if case.kubernetes and not case.needs_more:
+            assert message is None, message
+        else:
+            assert message is not None and (case.needs_more or "interface name") in message
+
+
+def test_the_pod_scripts_read_every_interface_name_the_program_takes(tmp_path: Path) -> None:
+    """The accepted names reach detect-rdma.sh and preflight.sh (RDMA_INTERFACES): each finds
+    its interface on a node whose SR-IOV VFs carry those names."""
+    taken = [c.value for c in grammar.interface_names() if c.kubernetes and not c.needs_more]
+    for start in range(0, len(taken), len(HCAS)):
+        names = tuple(taken[start : start + len(HCAS)])
+        node = healthy_node(tmp_path / f"node{start}", names)
+        result = detect(node.sys, tmp_path / f"env{start}/nccl.env", ifaces=",".join(names))
+        assert result.returncode == 0, result.stderr
+        for iface, hca in zip(names, HCAS, strict=False):
+            assert f"{iface} -> {hca}:1 gid index 3" in result.stdout
+        passes(preflight(node.env()))

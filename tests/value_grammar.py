@@ -385,3 +385,26 @@ def images() -> list[Image]:
         Image("x:1 ", False),
     ]
     return out
+
+
+# --- interface names: the kernel's dev_valid_name, the CNI's CNI_IFNAME, the pod's scripts --
+
+# What the program says of a name the kernel takes but the pod's scripts do not read.
+POD_SCRIPTS = "the pod's scripts"
+
+
+def interface_names() -> list[Name]:
+    """Names of up to 15 bytes the kernel takes (`kubernetes` here: a host interface can have
+    it), those the pod's scripts read too (no `needs_more`), and each way of leaving the
+    kernel's rule: empty, 16 bytes, '.', '..', '/', ':', '%', whitespace bytes."""
+    scripts_read = ("net1", "eth1", "ens1f0np0", "net1.100", "roce_0", "a-b", "A", "0", "...")
+    kernel_only = ("net@1", "net#1", "n\u00e9t1", "net,1", "net*", "net$1", "net'1", "\u00e9" * 7)
+    return (
+        [Name(n, True) for n in (*scripts_read, "-net1", "x" * 15)]
+        + [Name(n, True, POD_SCRIPTS) for n in kernel_only]
+        + [
+            Name(n, False)
+            for n in ("", "x" * 16, "\u00e9" * 8, ".", "..", "net/1", "net:1", "net%d", "net 1")
+        ]
+        + [Name(n, False) for n in ("net\t1", "net1\n", "\u00e01", "\u00a0net")]
+    )

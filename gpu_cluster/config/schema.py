@@ -20,6 +20,7 @@ from gpu_cluster.config.values import (
     Cidr,
     DnsLabel,
     EnvName,
+    HostInterface,
     Image,
     Interface,
     LabelKey,
@@ -133,7 +134,7 @@ class NicSettings(_Model):
     subnet: PrivateCidr
     routes: tuple[Cidr, ...] = ()
     # Host interface for macvlan (its parent) or host-device (the device moved into the pod).
-    master: Interface | None = None
+    master: HostInterface | None = None
     # mlx5 device behind the interface; None = detected at pod start (the default: SR-IOV VF
     # device names follow VF allocation, so a pin can go stale).
     hca: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")

@@ -22,6 +22,7 @@ from gpu_cluster.facts.kubernetes import (
     QUANTITY_MAX,
     QuantityRangeError,
     container_resource_problem,
+    interface_name_problem,
     is_native_resource,
     parse_image,
     parse_quantity,
@@ -181,6 +182,28 @@ def _resource_name(value: str) -> str:
     return value
 
 
+# The pod's scripts read interface names of letters, digits, '_', '.' and '-' only: the names
+# reach a shell file they source (scripts/detect-rdma.sh split_devices, preflight.sh check_iface).
+_POD_INTERFACE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _host_interface(value: str) -> str:
+    problem = interface_name_problem(value)
+    if problem is not None:
+        raise ValueError(f"must be a network interface name; it {problem}")
+    return value
+
+
+def _pod_interface(value: str) -> str:
+    _host_interface(value)
+    if not _POD_INTERFACE.fullmatch(value):
+        raise ValueError(
+            "must be an interface name of letters, digits, '_', '.' and '-': the pod's scripts "
+            "(detect-rdma.sh, preflight.sh) read no other characters"
+        )
+    return value
+
+
 def _cidr(value: str) -> str:
     if "/" not in value:
         raise ValueError("must be an IPv4 CIDR with a prefix length, e.g. 10.0.0.0/8")
@@ -216,5 +239,6 @@ SweepSize = Annotated[str, BeforeValidator(_integer_text), AfterValidator(_sweep
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
-Interface = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,14}$")]
+Interface = Annotated[str, AfterValidator(_pod_interface)]  # an interface in the pod
+HostInterface = Annotated[str, AfterValidator(_host_interface)]  # a node's interface
 EnvName = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]

@@ -40,6 +40,15 @@ PLATFORM_NAMESPACES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gke": (("gmp-system", "gmp-public"), ("gke-",)),
 }
 
+# Network interface names: at most 15 bytes (IFNAMSIZ, 16 with the NUL), not "." or "..", no
+# '/', ':' or whitespace (torvalds/linux net/core/dev.c dev_valid_name); the CNI checks a pod's
+# CNI_IFNAME the same way (containernetworking/cni 3f51e88 pkg/utils/utils.go
+# ValidateInterfaceName). The kernel's isspace goes byte by byte (lib/ctype.c: \t to \r, space
+# and Latin-1's no-break space 0xa0), and a '%' makes a new name a template it numbers
+# (dev_get_valid_name), so no interface is named with one.
+IFNAME_MAX_BYTES = 15
+IFNAME_FORBIDDEN_BYTES = frozenset(b"/:%\0\t\n\v\f\r \xa0")
+
 # The rules below are whole-string rules: use them with fullmatch. Go's `$` matches only at
 # the end of the text, Python's also before a final newline ("team\n" would pass `match`).
 # Quantities as kubernetes/apimachinery pkg/api/resource/quantity.go reads them (v0.35.4,
@@ -118,6 +127,24 @@ HUGE_PAGES_PREFIX = "hugepages-"
 # (IsExtendedResourceName). Only extended resources can a device plugin register
 # (pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go Register).
 RESOURCE_QUOTA_PREFIX = "requests."
+
+
+def interface_name_problem(name: str) -> str | None:
+    """Why no network interface can have `name`, None when one can."""
+    raw = name.encode()
+    if not raw:
+        return "is empty"
+    if len(raw) > IFNAME_MAX_BYTES:
+        return f"has {len(raw)} bytes; an interface name has at most {IFNAME_MAX_BYTES}"
+    if name in (".", ".."):
+        return f"is {name!r}"
+    forbidden = sorted({c for c in name if set(c.encode()) & IFNAME_FORBIDDEN_BYTES})
+    if forbidden:
+        return (
+            f"has {', '.join(map(repr, forbidden))}: the kernel refuses '/', ':', '%' and "
+            "whitespace bytes (0xa0 among them) in interface names"
+        )
+    return None
 
 
 def qualified_name_problem(value: str) -> str | None:
