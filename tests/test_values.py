@@ -55,6 +55,7 @@ WITH_VALUE = {
     "namespace": lambda v: openshift(namespace=v),
     "storageClass": lambda v: openshift(storage={"storageClass": v}),
     "nodeName": lambda v: openshift(nodes=1, openshift={"nodeNames": [v]}),
+    "secretEnv": lambda v: openshift(secretEnv=[v]),
     "labelKey": lambda v: openshift(openshift={"gpuNodeLabel": v}),
     "image": lambda v: openshift(image=v),
     "resource": lambda v: rdma_nic(resource=v),
@@ -67,6 +68,7 @@ VALID = {
     "namespace": "team",
     "storageClass": "ceph.rbd",
     "nodeName": "gpu-1",
+    "secretEnv": "HF_TOKEN",
     "labelKey": "nvidia.com/gpu.present",
     "image": "nvcr.io/nvidia/pytorch:25.01-py3",
     "resource": "openshift.io/eno5np0rdma",
@@ -199,6 +201,7 @@ NAMES = {
     "storageClass": (grammar.storage_classes, "gpu-cluster:storage.storageClass"),
     "network": (grammar.subdomains, "gpu-cluster:rdma.nics[0].network"),
     "nodeName": (grammar.node_names, "gpu-cluster:openshift.nodeNames"),
+    "secretEnv": (grammar.secret_env_names, "gpu-cluster:secretEnv"),
 }
 
 

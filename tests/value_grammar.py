@@ -408,3 +408,22 @@ def interface_names() -> list[Name]:
         ]
         + [Name(n, False) for n in ("net\t1", "net1\n", "\u00e01", "\u00a0net")]
     )
+
+
+# --- secretEnv names: environment variable names that also key a Secret ---------------------
+
+# What the program says of a name Kubernetes takes for a variable but not as a Secret's key.
+SECRET_KEY = "the key of the Secret"
+
+
+def secret_env_names() -> list[Name]:
+    """Environment variable names (printable ASCII but '=', IsRelaxedEnvVarName): `kubernetes`
+    is the API server taking the variable; those a Secret key cannot be (IsConfigMapKey:
+    letters, digits, '-', '_', '.', at most 253, no '.', '..' or leading '..') need more."""
+    keys = ("HF_TOKEN", "hf_token", "hf.token", "hf-token", "1TOKEN", "_", "-x", "a" * 253)
+    variables_only = ("a b", "$X", "a:b", "a/b", "a@b", "~", ".", "..", "..a", "a" * 254)
+    return (
+        [Name(n, True) for n in keys]
+        + [Name(n, True, SECRET_KEY) for n in variables_only]
+        + [Name(n, False) for n in ("", "a=b", "\u00e9", "a\tb", "TOKEN\n")]
+    )

@@ -6,7 +6,7 @@ import ipaddress
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator
 
 from gpu_cluster.facts.gcp import USABLE_PRIVATE_RANGES
 from gpu_cluster.facts.kubernetes import (
@@ -15,12 +15,14 @@ from gpu_cluster.facts.kubernetes import (
     DNS_LABEL_MAX,
     DNS_SUBDOMAIN,
     DNS_SUBDOMAIN_MAX,
+    ENV_VAR_NAME,
     IMAGE_DEFAULT_TAG,
     LABEL_VALUE_MAX,
     QUANTITY,
     QUANTITY_JSON_PADDING,
     QUANTITY_MAX,
     QuantityRangeError,
+    config_map_key_problem,
     container_resource_problem,
     interface_name_problem,
     is_native_resource,
@@ -204,6 +206,20 @@ def _pod_interface(value: str) -> str:
     return value
 
 
+def _secret_env_name(value: str) -> str:
+    if not ENV_VAR_NAME.fullmatch(value):
+        raise ValueError(
+            "must be an environment variable name: printable ASCII characters other than '='"
+        )
+    problem = config_map_key_problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"is also the key of the Secret <name>-env that holds its token, and it {problem}, "
+            "which Kubernetes refuses in a Secret key"
+        )
+    return value
+
+
 def _cidr(value: str) -> str:
     if "/" not in value:
         raise ValueError("must be an IPv4 CIDR with a prefix length, e.g. 10.0.0.0/8")
@@ -241,4 +257,4 @@ Cidr = Annotated[str, AfterValidator(_cidr)]
 PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
 Interface = Annotated[str, AfterValidator(_pod_interface)]  # an interface in the pod
 HostInterface = Annotated[str, AfterValidator(_host_interface)]  # a node's interface
-EnvName = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]
+EnvName = Annotated[str, AfterValidator(_secret_env_name)]  # a secretEnv variable

@@ -49,6 +49,14 @@ PLATFORM_NAMESPACES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 IFNAME_MAX_BYTES = 15
 IFNAME_FORBIDDEN_BYTES = frozenset(b"/:%\0\t\n\v\f\r \xa0")
 
+# Environment variable names: printable ASCII but '=' (apimachinery IsRelaxedEnvVarName; the
+# API server uses it since RelaxedEnvironmentVariableValidation went GA, locked on, in 1.34).
+ENV_VAR_NAME = re.compile(r"[\x20-\x3c\x3e-\x7e]+")
+# Secret and ConfigMap keys (IsConfigMapKey): letters, digits, '-', '_' and '.', at most 253, not
+# "." or ".." nor starting with "..".
+CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+CONFIG_MAP_KEY_MAX = 253
+
 # The rules below are whole-string rules: use them with fullmatch. Go's `$` matches only at
 # the end of the text, Python's also before a final newline ("team\n" would pass `match`).
 # Quantities as kubernetes/apimachinery pkg/api/resource/quantity.go reads them (v0.35.4,
@@ -144,6 +152,15 @@ def interface_name_problem(name: str) -> str | None:
             f"has {', '.join(map(repr, forbidden))}: the kernel refuses '/', ':', '%' and "
             "whitespace bytes (0xa0 among them) in interface names"
         )
+    return None
+
+
+def config_map_key_problem(key: str) -> str | None:
+    """Why `key` cannot key a Secret or ConfigMap, None when it can."""
+    if not CONFIG_MAP_KEY.fullmatch(key) or len(key) > CONFIG_MAP_KEY_MAX:
+        return f"is not 1 to {CONFIG_MAP_KEY_MAX} letters, digits, '-', '_' and '.'"
+    if key in (".", "..") or key.startswith(".."):
+        return "is '.' or '..' or starts with '..'"
     return None
 
 

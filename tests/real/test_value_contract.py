@@ -7,6 +7,7 @@ checked too: a text built to leave a grammar is one the API server cannot decode
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -336,4 +337,47 @@ def test_images_agree_with_the_api_server(api: Kube) -> None:
             taken.append(case.value)
     for value in spread(taken):
         problems += rendered_refusals(api, "barcelona", "image", value)
+    assert problems == []
+
+
+# --- secretEnv names -------------------------------------------------------------------------
+
+
+def secret_env_objects(name: str) -> list[Object]:
+    """What the stack makes of a secretEnv name: a Secret keyed by it, and the variable reading
+    that key."""
+    source = {"secretKeyRef": {"name": "env", "key": name}}
+    return [
+        named("v1", "Secret", "env", stringData={name: "token"}),
+        pod(container={"env": [{"name": name, "valueFrom": source}]}),
+    ]
+
+
+def test_secret_env_names_agree_with_the_api_server(api: Kube) -> None:
+    """The API server takes any printable-ASCII variable name but '='; the stack keys its
+    Secret by the name too, so the program takes what both admit and says why of the rest."""
+    problems, taken = [], []
+    for case in grammar.secret_env_names():
+        variable = verdict(api, pod(container={"env": [{"name": case.value, "value": "x"}]}))
+        stack = all(verdict(api, o).stored is not None for o in secret_env_objects(case.value))
+        program = refusal(WITH_VALUE["secretEnv"](case.value))
+        if case.kubernetes != (variable.stored is not None) or stack != (
+            case.kubernetes and not case.needs_more
+        ):
+            problems.append(f"{case.value!r}: built otherwise than the API server answers")
+        if (program is None) != stack:
+            problems.append(f"{case.value!r}: the stack's objects admitted={stack}, {program}")
+        elif (
+            program is not None
+            and variable.stored is not None
+            and grammar.SECRET_KEY not in program
+        ):
+            problems.append(f"{case.value!r}: refused without saying why: {program}")
+        elif program is None:
+            taken.append(case.value)
+    for value in spread(taken):
+        config, secret_keys = engine_config("nerc-production")
+        config["gpu-cluster:secretEnv"] = json.dumps({value: "token"})
+        run = run_program(config, [*secret_keys, "gpu-cluster:secretEnv"], "nerc-production")
+        problems += admitted(api, run.manifests())
     assert problems == []
