@@ -16,11 +16,13 @@ from gpu_cluster.config.loading import load_settings
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.rules import CHECK_MIN_BYTES
 from gpu_cluster.facts.kubernetes import (
+    GIT_SYNC_MIN_PERIOD_NS,
     KUBERNETES_NAMESPACE_PREFIXES,
     PLATFORM_NAMESPACES,
     QUANTITY_MAX,
     QUANTITY_MIN_STEP,
     SYSTEM_NAMESPACES,
+    parse_go_duration,
     parse_quantity,
     resource_quantity,
     round_up,
@@ -329,3 +331,21 @@ def test_the_pod_scripts_read_every_interface_name_the_program_takes(tmp_path: P
         for iface, hca in zip(names, HCAS, strict=False):
             assert f"{iface} -> {hca}:1 gid index 3" in result.stdout
         passes(preflight(node.env()))
+
+
+# --- codeSync.period -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "nanoseconds"), grammar.go_durations())
+def test_sync_periods_are_the_go_durations_git_sync_takes(
+    text: str, nanoseconds: int | None
+) -> None:
+    """git-sync reads GITSYNC_PERIOD with time.ParseDuration and stops below 10ms."""
+    message = refusal(openshift(codeSync={"repo": "https://x/r.git", "period": text}))
+    if nanoseconds is None:
+        assert message is not None and "must be a Go duration" in message, message
+    elif nanoseconds < GIT_SYNC_MIN_PERIOD_NS:
+        assert message is not None and "at least 10ms" in message, message
+    else:
+        assert message is None, message
+        assert parse_go_duration(text) == nanoseconds

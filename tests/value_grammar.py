@@ -427,3 +427,40 @@ def secret_env_names() -> list[Name]:
         + [Name(n, True, SECRET_KEY) for n in variables_only]
         + [Name(n, False) for n in ("", "a=b", "\u00e9", "a\tb", "TOKEN\n")]
     )
+
+
+# --- codeSync.period: Go durations (time.ParseDuration), at least 10ms for git-sync -----------
+
+GO_UNITS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6}
+GO_UNITS.update({"s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9})
+
+
+def go_durations() -> list[tuple[str, int | None]]:
+    """(text, nanoseconds time.ParseDuration reads, None when it fails): every number form with
+    every unit, sums of parts, signs, "0", the int64 bounds; and texts outside the grammar."""
+    out: list[tuple[str, int | None]] = []
+    for number, unit in itertools.product(("0", "10", "1.5", ".5", "5.", "007"), GO_UNITS):
+        whole, _, fraction = number.partition(".")
+        exact = Fraction(f"{whole or '0'}.{fraction or '0'}") * GO_UNITS[unit]
+        out.append((number + unit, int(exact)))
+    out += [("1h30m", 5400 * 10**9), ("1m0.5s", 60_500_000_000), ("2h45m30s1ms", 9_930_001 * 10**6)]
+    out += [("+1s", 10**9), ("-1s", -(10**9)), ("0", 0), ("-0", 0), ("10ms", 10**7)]
+    out += [("9223372036854775807ns", 2**63 - 1), ("2562047h47m16.854775807s", 2**63 - 1)]
+    out += [
+        (text, None)
+        for text in (
+            "",
+            "1",  # a unit is required but for "0"
+            ".s",
+            "5 s",
+            "5S",
+            "5sec",
+            "1h-30m",
+            "--1s",
+            "1.2.3s",
+            "9223372036854775808ns",
+            "2562047h47m16.854775808s",
+            " 5s",
+        )
+    ]
+    return out

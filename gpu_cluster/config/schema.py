@@ -33,6 +33,7 @@ from gpu_cluster.config.values import (
     StorageClassName,
     Subdomain,
     SweepSize,
+    SyncPeriod,
 )
 from gpu_cluster.facts.gcp import (
     FLEX_START_MAX_SECONDS,
@@ -219,7 +220,7 @@ class CodeSyncSettings(_Model):
 
     repo: str = Field(pattern=r"^(https://|ssh://|git@)\S+$")
     ref: str = "main"
-    period: str = Field(default="60s", pattern=r"^[0-9]+(s|m|h)$")
+    period: SyncPeriod = "60s"
     # Existing Secret with keys `username` and `password` (an HTTPS token); None = public repo.
     credentials_secret: Subdomain | None = None
     # kubernetes/git-sync release (registry.k8s.io/git-sync/git-sync): v4.7.1, newest v4 release

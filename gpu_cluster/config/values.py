@@ -16,6 +16,7 @@ from gpu_cluster.facts.kubernetes import (
     DNS_SUBDOMAIN,
     DNS_SUBDOMAIN_MAX,
     ENV_VAR_NAME,
+    GIT_SYNC_MIN_PERIOD_NS,
     IMAGE_DEFAULT_TAG,
     LABEL_VALUE_MAX,
     QUANTITY,
@@ -26,6 +27,7 @@ from gpu_cluster.facts.kubernetes import (
     container_resource_problem,
     interface_name_problem,
     is_native_resource,
+    parse_go_duration,
     parse_image,
     parse_quantity,
     qualified_name_problem,
@@ -220,6 +222,19 @@ def _secret_env_name(value: str) -> str:
     return value
 
 
+def _sync_period(value: str) -> str:
+    try:
+        period = parse_go_duration(value)
+    except ValueError:
+        raise ValueError(
+            "must be a Go duration, as git-sync reads it: numbers with units ns, us, ms, s, m or "
+            "h, e.g. 60s, 1m30s or 1.5h"
+        ) from None
+    if period < GIT_SYNC_MIN_PERIOD_NS:
+        raise ValueError("must be at least 10ms (git-sync stops on a shorter period)")
+    return value
+
+
 def _cidr(value: str) -> str:
     if "/" not in value:
         raise ValueError("must be an IPv4 CIDR with a prefix length, e.g. 10.0.0.0/8")
@@ -251,6 +266,7 @@ StorageClassName = Annotated[str, AfterValidator(_storage_class)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 Image = Annotated[str, AfterValidator(_image)]
+SyncPeriod = Annotated[str, AfterValidator(_sync_period)]
 SweepSize = Annotated[str, BeforeValidator(_integer_text), AfterValidator(_sweep_size)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 Cidr = Annotated[str, AfterValidator(_cidr)]

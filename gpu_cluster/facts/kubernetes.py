@@ -57,6 +57,17 @@ ENV_VAR_NAME = re.compile(r"[\x20-\x3c\x3e-\x7e]+")
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 CONFIG_MAP_KEY_MAX = 253
 
+# Go durations as time.ParseDuration reads them (golang/go src/time/format.go): an optional
+# sign, then numbers (digits, '.' and digits, one side at least) each with a unit, or "0".
+GO_DURATION_UNITS = {
+    **{"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6},
+    **{"s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9},
+}
+_GO_DURATION_PART = re.compile(r"(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?(?P<unit>[^0-9.]*)")
+# git-sync reads GITSYNC_PERIOD with time.ParseDuration and stops on a period below 10ms
+# (kubernetes/git-sync main.go, v4: "--period must be at least 10ms").
+GIT_SYNC_MIN_PERIOD_NS = 10 * 10**6
+
 # The rules below are whole-string rules: use them with fullmatch. Go's `$` matches only at
 # the end of the text, Python's also before a final newline ("team\n" would pass `match`).
 # Quantities as kubernetes/apimachinery pkg/api/resource/quantity.go reads them (v0.35.4,
@@ -153,6 +164,38 @@ def interface_name_problem(name: str) -> str | None:
             "whitespace bytes (0xa0 among them) in interface names"
         )
     return None
+
+
+def parse_go_duration(text: str) -> int:
+    """Nanoseconds of a Go duration, as time.ParseDuration reads it; ValueError when it fails."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if body == "0":
+        return 0
+    if not body:
+        raise ValueError(f"not a Go duration: {text!r}")
+    total, rest = 0, body
+    while rest:
+        part = _GO_DURATION_PART.match(rest)
+        assert part is not None  # every group may be empty
+        whole, fraction, unit = part["whole"], part["fraction"], part["unit"]
+        if not (whole or fraction) or unit not in GO_DURATION_UNITS:
+            raise ValueError(f"not a Go duration: {text!r}")
+        value, scale = int(whole or "0"), GO_DURATION_UNITS[unit]
+        if value > (2**63) // scale:
+            raise ValueError(f"Go duration out of range: {text!r}")
+        # leadingFraction keeps digits while they fit in 63 bits; the part is added in float64.
+        digits, places = 0, 1.0
+        for digit in fraction or "":
+            if digits * 10 + int(digit) > 2**63 - 1:
+                break
+            digits, places = digits * 10 + int(digit), places * 10
+        total += value * scale + int(digits * (scale / places))
+        if total > 2**63:
+            raise ValueError(f"Go duration out of range: {text!r}")
+        rest = rest[part.end() :]
+    if text[:1] != "-" and total > 2**63 - 1:
+        raise ValueError(f"Go duration out of range: {text!r}")
+    return -total if text[:1] == "-" else total
 
 
 def config_map_key_problem(key: str) -> str | None:
