@@ -1,5 +1,7 @@
-"""Kubernetes' own rules for the values a stack names: quantities, names, label keys, and the
-versions that brought the features the program relies on."""
+"""Kubernetes' own rules for the values a stack names (quantities, names, label keys, resource
+names, namespaces), those of what runs beside it (the kubelet's image references, the kernel's
+and the CNI's interface names, git-sync's period), and the versions that brought the features
+the program relies on."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ NATIVE_SIDECAR_MINOR = 29
 STATEFULSET_NAME_MAX = 63 - len("-") - 10
 # The pod's primary (cluster network) interface: CNI plugins and Multus name it eth0.
 POD_PRIMARY_INTERFACE = "eth0"
+
+# The patterns below are whole-string rules: use them with fullmatch. Go's `$` matches only at
+# the end of the text, Python's also before a final newline ("team\n" would pass `match`).
 
 # Namespaces the API server creates in every cluster (kubernetes/kubernetes v1.35.4
 # pkg/controlplane/apiserver/options/options.go SystemNamespaces, and kube-node-lease from
@@ -68,8 +73,6 @@ _GO_DURATION_PART = re.compile(r"(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?(?P
 # (kubernetes/git-sync main.go, v4: "--period must be at least 10ms").
 GIT_SYNC_MIN_PERIOD_NS = 10 * 10**6
 
-# The rules below are whole-string rules: use them with fullmatch. Go's `$` matches only at
-# the end of the text, Python's also before a final newline ("team\n" would pass `match`).
 # Quantities as kubernetes/apimachinery pkg/api/resource/quantity.go reads them (v0.35.4,
 # parseQuantityString): a sign, digits, '.' and digits (each part may be empty: "Gi", "+" and "."
 # read as 0), then suffix letters, a sign and digits, all of which must name a suffix.
@@ -98,12 +101,12 @@ RESOURCE_LIST_STEP = Fraction(1, 1000)
 QUANTITY_JSON_PADDING = " "
 
 # DNS-1035 label: Service names and names that become GCP resource names
-# (kubernetes/apimachinery pkg/util/validation/validation.go IsDNS1035Label).
+# (kubernetes/apimachinery v0.35.4 pkg/api/validate/content/dns.go IsDNS1035Label).
 DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 # DNS-1123 label: namespaces (IsDNS1123Label; may start with a digit).
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-# Label keys and values (IsQualifiedName, IsValidLabelValue): 63 characters per name part.
+# Label keys and values (content/kube.go IsLabelKey, IsLabelValue): 63 characters per name part.
 QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 LABEL_VALUE_MAX = 63
 DNS_LABEL_MAX = 63
@@ -121,7 +124,8 @@ IMAGE_REFERENCE = re.compile(
     rf"(?P<name>{IMAGE_NAME.pattern})(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?"
     r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}))?"
 )
-# RepositoryNameTotalLengthMax (reference.go): the path, without the domain, at most 255.
+# RepositoryNameTotalLengthMax (distribution/reference reference.go): the path, without the
+# domain, at most 255.
 IMAGE_PATH_MAX = 255
 # The kubelet reads images with ParseNormalizedNamed (kubernetes/kubernetes v1.35.4
 # pkg/util/parsers/parsers.go ParseImageName, which links sha256 and sha512 in); a digest's
