@@ -207,10 +207,12 @@ IFACES = ("net1", "net2", "net3", "net4")
 HCAS = ("mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9")
 
 
-def sriov_node(root: Path, v2_index: dict[str, int] | None = None) -> Path:
-    """net1..net4 -> mlx5_6..mlx5_9 (PCI-linked), RoCE v2 IPv4 GID at 3 unless overridden.
-    Also a host-side mlx5_0 that belongs to no pod interface."""
-    for n, (iface, hca) in enumerate(zip(IFACES, HCAS, strict=True), start=1):
+def sriov_node(
+    root: Path, v2_index: dict[str, int] | None = None, ifaces: tuple[str, ...] = IFACES
+) -> Path:
+    """net1..net4 (or `ifaces`) -> mlx5_6..mlx5_9 (PCI-linked), RoCE v2 IPv4 GID at 3 unless
+    overridden. Also a host-side mlx5_0 that belongs to no pod interface."""
+    for n, (iface, hca) in enumerate(zip(ifaces, HCAS[: len(ifaces)], strict=True), start=1):
         add_netdev(root, iface, hca, ips=(pod_ip(n),))
         idx = (v2_index or {}).get(iface, 3)
         add_hca(root, hca, sriov_table(iface, pod_ip(n), v2_index=idx))

@@ -22,6 +22,7 @@ import pytest
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.facts.kubernetes import parse_go_duration
 from gpu_cluster.offline.render import FILES, main
 from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import schema_key_paths
@@ -145,5 +146,15 @@ def test_a_secret_equal_to_any_part_of_the_message_leaves_the_message_as_it_is(
     )
     baseline = refusal([*repo, f"{secret_key}=neutral-value-zq"], capsys)
     parts = {*re.findall(r"[\w:.'-]+", baseline), *baseline} - {"\n"}
+    if secret_key == "codeSync.period":  # a part that is a Go duration is a period after all
+        parts = {p for p in parts if not _is_go_duration(p)}
     for value in sorted(parts):
         assert refusal([*repo, f"{secret_key}={value}"], capsys) == baseline, value
+
+
+def _is_go_duration(text: str) -> bool:
+    try:
+        parse_go_duration(text)
+    except ValueError:
+        return False
+    return True

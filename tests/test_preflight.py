@@ -54,6 +54,7 @@ Result = subprocess.CompletedProcess[str]
 @dataclass
 class Node:
     root: Path
+    ifaces: tuple[str, ...] = IFACES
 
     @property
     def sys(self) -> Path:
@@ -80,7 +81,7 @@ class Node:
             "PATH": str(self.bin),
             "GPUS_PER_NODE": str(GPUS),
             "SHM_MIN_BYTES": "32Gi",
-            "RDMA_INTERFACES": ",".join(IFACES),
+            "RDMA_INTERFACES": ",".join(self.ifaces),
             "RDMA_GID_INDEX": "auto",
             "NCCL_ENV_FILE": str(self.env_file),
             "SYSFS_ROOT": str(self.sys),
@@ -159,8 +160,13 @@ def real_tool(name: str) -> str:
 def node(tmp_path: Path) -> Node:
     """A healthy OpenShift RoCE node: 4 GPUs, 64 GiB /dev/shm, IPC_LOCK, net1..net4 up on
     SR-IOV VFs whose ports are ACTIVE, verbs devices present, detect-rdma's env file written."""
-    n = Node(tmp_path / "node")
-    bring_up(sriov_node(n.sys))
+    return healthy_node(tmp_path / "node")
+
+
+def healthy_node(root: Path, ifaces: tuple[str, ...] = IFACES) -> Node:
+    """The `node` fixture's node, its RDMA interfaces named `ifaces` (RDMA_INTERFACES too)."""
+    n = Node(root, ifaces)
+    bring_up(sriov_node(n.sys, ifaces=ifaces))
     n.dev.mkdir(parents=True)
     n.set_gpus(GPUS)
     # Other NVIDIA nodes that are not GPUs.

@@ -78,8 +78,8 @@ def test_plain_text_tokens_are_refused(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_secret_env_names_are_validated_without_echoing_values() -> None:
     with pytest.raises(ConfigError) as info:
-        render("nerc-production", secret_overrides=(f"secretEnv.hf-token={TOKEN}",))
-    assert "gpu-cluster:secretEnv[0] = 'hf-token'" in str(info.value)
+        render("nerc-production", secret_overrides=(f"secretEnv.hf token={TOKEN}",))
+    assert "gpu-cluster:secretEnv[0] = 'hf token'" in str(info.value)
     assert TOKEN not in str(info.value)
 
 

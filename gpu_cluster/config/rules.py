@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.reads import unread_keys
+from gpu_cluster.config.values import sweep_bytes
 from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, GPU_LINK_MAX_GBPS, NIC_LINE_RATE_GBPS
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
 from gpu_cluster.facts.gke_storage import (
@@ -16,10 +17,13 @@ from gpu_cluster.facts.gke_storage import (
 )
 from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
 from gpu_cluster.facts.kubernetes import (
+    KUBERNETES_NAMESPACE_PREFIXES,
     MIN_KUBERNETES_MINOR,
     NATIVE_SIDECAR_MINOR,
+    PLATFORM_NAMESPACES,
     POD_PRIMARY_INTERFACE,
     STATEFULSET_NAME_MAX,
+    SYSTEM_NAMESPACES,
 )
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
@@ -79,6 +83,7 @@ def cross_field_problems(s: Settings) -> list[str]:
             f"run as native sidecars, which need 1.{NATIVE_SIDECAR_MINOR} or newer"
         )
     out.extend(_name_problems(s))
+    out.extend(namespace_problems(s))
     out.extend(
         storage_class_problems(s.platform, s.storage.storage_class, s.storage.storage_class_mode)
     )
@@ -149,23 +154,17 @@ def _verify_problems(s: Settings) -> list[str]:
             f"gpu-cluster:verify.expectedBusbwGbps = {v.expected_busbw_gbps:g}: above the "
             f"{ceiling:g} GB/s {carrier} can carry, so the check could never pass"
         )
-    if v.max_bytes is not None and _size_bytes(v.max_bytes) < CHECK_MIN_BYTES:
+    if v.max_bytes is not None and sweep_bytes(v.max_bytes) < CHECK_MIN_BYTES:
         out.append(
             f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: the sweep starts at "
             f"{CHECK_MIN_BYTES} bytes; use at least {CHECK_MIN_BYTES}"
         )
-    if v.max_bytes is not None and _size_bytes(v.max_bytes) > CHECK_MAX_BYTES:
+    if v.max_bytes is not None and sweep_bytes(v.max_bytes) > CHECK_MAX_BYTES:
         out.append(
             f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: above 2^63 - 1 bytes, more than "
             "a tensor or an NCCL count holds"
         )
     return out
-
-
-def _size_bytes(text: str) -> int:
-    """Bytes of a verify.maxBytes value (binary units, as the check script reads them)."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text.rstrip("KMG")) * units.get(text[-1], 1)
 
 
 def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
@@ -255,4 +254,30 @@ def storage_class_problems(
         f"use a class GKE installs ({installed}), one the stack creates ({creatable}), or, "
         f"for a class that already exists in the cluster, set storage.storageClassMode: "
         "reference"
+    ]
+
+
+def namespace_problems(s: Settings) -> list[str]:
+    """A namespace the stack is to create that every cluster has, or that Kubernetes or the
+    platform keeps for itself."""
+    if s.namespace_mode != "create":
+        return []
+    key, name = f"gpu-cluster:namespace = {s.namespace!r}", s.namespace
+    if name in SYSTEM_NAMESPACES:
+        return [
+            f"{key}: the API server creates it in every cluster, so namespaceMode 'create' "
+            "fails with AlreadyExists; use namespaceMode: reference (it stays as it is) or "
+            "adopt (the stack manages it)"
+        ]
+    names, prefixes = PLATFORM_NAMESPACES[s.platform]
+    if name.startswith(KUBERNETES_NAMESPACE_PREFIXES):
+        whose = "Kubernetes keeps kube-* for its own namespaces"
+    elif name in names or name.startswith(prefixes):
+        platform = {"openshift": "OpenShift", "gke": "GKE"}[s.platform]
+        whose = f"{platform} keeps {', '.join([*names, *(p + '*' for p in prefixes)])} for itself"
+    else:
+        return []
+    return [
+        f"{key}: {whose}; choose another name for the stack to create, or, for one that exists, "
+        "namespaceMode: reference or adopt"
     ]

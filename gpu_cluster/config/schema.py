@@ -22,6 +22,7 @@ from gpu_cluster.config.values import (
     CpuQuantity,
     DnsLabel,
     EnvName,
+    HostInterface,
     Image,
     Interface,
     LabelKey,
@@ -31,7 +32,10 @@ from gpu_cluster.config.values import (
     Quantity,
     ResourceName,
     Size,
+    StorageClassName,
     Subdomain,
+    SweepSize,
+    SyncPeriod,
 )
 from gpu_cluster.facts.gcp import (
     FLEX_START_MAX_SECONDS,
@@ -40,7 +44,7 @@ from gpu_cluster.facts.gcp import (
     Provisioning,
 )
 from gpu_cluster.facts.gke_storage import StorageClassMode
-from gpu_cluster.facts.kubernetes import parse_quantity
+from gpu_cluster.facts.kubernetes import resource_quantity
 
 PROJECT = "gpu-cluster"
 
@@ -95,7 +99,7 @@ class PodSettings(_Model):
             ("cpu", self.cpu_request, self.cpu_limit),
             ("memory", self.memory_request, self.memory_limit),
         ):
-            if limit is not None and parse_quantity(request) > parse_quantity(limit):
+            if limit is not None and resource_quantity(request) > resource_quantity(limit):
                 raise ValueError(
                     f"{resource}Request {request} is above {resource}Limit {limit}; Kubernetes "
                     "refuses a request larger than its limit"
@@ -107,7 +111,8 @@ class StorageSettings(_Model):
     """Workspace and datasets volumes: shared RWX claims or one claim per pod."""
 
     mode: Literal["rwx", "per-pod"] = "rwx"
-    storage_class: Subdomain | None = None  # a StorageClass name (DNS-1123 subdomain)
+    # A StorageClass name (DNS-1123 subdomain), or "" for none: pre-provisioned volumes.
+    storage_class: StorageClassName | None = None
     # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
     # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE
     # does not install, reference any other (plan/gke_storage.py).
@@ -148,7 +153,7 @@ class NicSettings(_Model):
     """One RDMA NIC as the pod sees it (net1..netN) and how Multus attaches it."""
 
     interface: Interface
-    network: DnsLabel  # NetworkAttachmentDefinition name
+    network: Subdomain  # NetworkAttachmentDefinition name (a custom resource's: DNS subdomain)
     flavour: Literal["sriov", "macvlan", "host-device"]
     resource: ResourceName  # device-plugin resource the pod requests for this NIC
     # The NetworkAttachmentDefinition's IPAM range and routes: required of a stack that creates or
@@ -156,7 +161,7 @@ class NicSettings(_Model):
     subnet: Annotated[PrivateCidr | None, _NAD_FIELD] = None
     routes: Annotated[tuple[Cidr, ...], _NAD_FIELD] = ()
     # Host interface for macvlan (its parent) or host-device (the device moved into the pod).
-    master: Annotated[Interface | None, _NAD_FIELD] = None
+    master: Annotated[HostInterface | None, _NAD_FIELD] = None
     # mlx5 device behind the interface; None = detected at pod start (the default: SR-IOV VF
     # device names follow VF allocation, so a pin can go stale).
     hca: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
@@ -239,7 +244,7 @@ class CodeSyncSettings(_Model):
 
     repo: str = Field(pattern=r"^(https://|ssh://|git@)\S+$")
     ref: str = "main"
-    period: str = Field(default="60s", pattern=r"^[0-9]+(s|m|h)$")
+    period: SyncPeriod = "60s"
     # Existing Secret with keys `username` and `password` (an HTTPS token); None = public repo.
     credentials_secret: Subdomain | None = None
     # kubernetes/git-sync release (registry.k8s.io/git-sync/git-sync): v4.7.1, newest v4 release
@@ -259,8 +264,7 @@ class VerifySettings(_Model):
     )
     # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
     # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
-    # Up to 19 digits (2^63 - 1 has 19): rules.py converts it, and int() refuses 4300.
-    max_bytes: Annotated[str | None, _CHECK] = Field(default=None, pattern=r"^[0-9]{1,19}[KMG]?$")
+    max_bytes: Annotated[SweepSize | None, _CHECK] = None
     iters: Annotated[int, _CHECK] = Field(default=20, ge=1, le=1000)
     # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
     require_gdr: Annotated[

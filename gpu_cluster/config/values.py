@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator
 
 from gpu_cluster.facts.gcp import USABLE_PRIVATE_RANGES
 from gpu_cluster.facts.kubernetes import (
@@ -15,27 +16,46 @@ from gpu_cluster.facts.kubernetes import (
     DNS_LABEL_MAX,
     DNS_SUBDOMAIN,
     DNS_SUBDOMAIN_MAX,
-    EXTENDED_RESOURCE_NAME,
-    IMAGE_REFERENCE,
+    ENV_VAR_NAME,
+    GIT_SYNC_MIN_PERIOD_NS,
+    IMAGE_DEFAULT_TAG,
     LABEL_VALUE_MAX,
-    QUALIFIED_NAME,
+    QUANTITY,
+    QUANTITY_JSON_PADDING,
     QUANTITY_MAX,
+    QuantityRangeError,
+    config_map_key_problem,
+    container_resource_problem,
+    interface_name_problem,
+    is_native_resource,
+    parse_go_duration,
+    parse_image,
     parse_quantity,
+    qualified_name_problem,
 )
 
 
-def _as_text(value: Any) -> Any:
-    """Plain numbers are valid quantities (`cpuRequest: 32`, `memoryLimit: 1e9`)."""
+def _quantity_text(value: Any) -> Any:
+    """Plain numbers are valid quantities (`cpuRequest: 32`, `memoryLimit: 1e9`); the API server
+    trims the spaces around one (QUANTITY_JSON_PADDING), so they go."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
-    return value
+    return value.strip(QUANTITY_JSON_PADDING) if isinstance(value, str) else value
 
 
 def _quantity(value: str) -> str:
     try:
         amount = parse_quantity(value)
+    except QuantityRangeError:
+        raise ValueError(
+            f"is outside what Kubernetes holds (1n to {QUANTITY_MAX}): it rounds smaller amounts "
+            "up, caps binary ones (Ki..Ei) and reads larger ones wrongly as 64-bit integers"
+        ) from None
     except ValueError:
         raise ValueError("must be a Kubernetes quantity such as 64Gi, 500Mi, 32 or 1e9") from None
+    number = QUANTITY.fullmatch(value)
+    if number is not None and not (number["whole"] or number["fraction"]):
+        raise ValueError("has no digits: Kubernetes reads it as 0; write the amount, e.g. 64Gi")
     if amount < 0:
         raise ValueError("must not be negative")
     if amount > QUANTITY_MAX:
@@ -60,17 +80,48 @@ def _size(value: str) -> str:
     return value
 
 
-def _dns_label(value: str) -> str:
-    if len(value) > DNS_LABEL_MAX or not DNS_1035_LABEL.match(value):
+# verify.maxBytes reaches scripts/allreduce_check.py --max-bytes as written, so it is what that
+# script's parse_size reads: the same pattern and binary units (tests/test_values.py holds the
+# two together, on generated sizes).
+_SWEEP_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_SWEEP_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def sweep_bytes(text: str) -> int:
+    """Bytes of a verify.maxBytes value, as the fabric check reads it; ValueError if it does not."""
+    match = _SWEEP_SIZE.match(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r}")
+    return int(match.group(1)) * _SWEEP_UNITS[match.group(2).lower()]
+
+
+def _integer_text(value: Any) -> Any:
+    """A plain integer is a size in bytes (`maxBytes: 1073741824`)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _sweep_size(value: str) -> str:
+    try:
+        sweep_bytes(value)
+    except ValueError:
         raise ValueError(
-            "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, "
-            f"at most {DNS_LABEL_MAX} characters"
+            "must be a size the fabric check reads: a whole number, optionally followed by K, M, "
+            "G or T (binary units, any case) and B or iB, e.g. 8, 64M, 1G or 8GiB"
+        ) from None
+    return value
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > DNS_LABEL_MAX or not DNS_1035_LABEL.fullmatch(value):
+        raise ValueError(
+            "must be a DNS-1035 label (Kubernetes' rule for Service names): lower-case letters, "
+            f"digits and '-', starting with a letter, at most {DNS_LABEL_MAX} characters"
         )
     return value
 
 
 def _namespace(value: str) -> str:
-    if len(value) > DNS_LABEL_MAX or not DNS_1123_LABEL.match(value):
+    if len(value) > DNS_LABEL_MAX or not DNS_1123_LABEL.fullmatch(value):
         raise ValueError(
             "must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending "
             f"with a letter or digit, at most {DNS_LABEL_MAX} characters"
@@ -79,7 +130,7 @@ def _namespace(value: str) -> str:
 
 
 def _subdomain(value: str) -> str:
-    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.match(value):
+    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.fullmatch(value):
         raise ValueError(
             "must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', at most "
             f"{DNS_SUBDOMAIN_MAX} characters"
@@ -87,40 +138,114 @@ def _subdomain(value: str) -> str:
     return value
 
 
+def _storage_class(value: str) -> str:
+    """A claim's class: a StorageClass name, or "" for none (the claim binds to a pre-provisioned
+    volume without a class; pkg/apis/core/validation ValidatePersistentVolumeClaimSpec)."""
+    return _subdomain(value) if value else value
+
+
 def _node_name(value: str) -> str:
-    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.match(value):
+    if len(value) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.fullmatch(value):
         raise ValueError("must be a Kubernetes node name (lower-case DNS subdomain)")
+    if len(value) > LABEL_VALUE_MAX:
+        raise ValueError(
+            f"has {len(value)} characters: the pods' node affinity matches it as a "
+            f"kubernetes.io/hostname label value, which holds at most {LABEL_VALUE_MAX}"
+        )
     return value
 
 
 def _label_key(value: str) -> str:
-    prefix, slash, name = value.rpartition("/")
-    if (
-        # IsQualifiedName: a written '/' needs a non-empty prefix ("prefix part must be non-empty")
-        (slash and (len(prefix) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.match(prefix)))
-        or len(name) > LABEL_VALUE_MAX
-        or not QUALIFIED_NAME.match(name)
-    ):
+    problem = qualified_name_problem(value)
+    if problem is not None:
         raise ValueError(
-            "must be a label key: an optional DNS subdomain prefix and '/', then at most 63 "
-            "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+            f"must be a label key: an optional DNS subdomain prefix and '/', then at most 63 "
+            f"letters, digits, '-', '_' or '.', starting and ending with a letter or digit; it "
+            f"{problem}"
         )
     return value
 
 
 def _image(value: str) -> str:
-    if not IMAGE_REFERENCE.match(value):
+    try:
+        image = parse_image(value)
+    except ValueError as exc:
         raise ValueError(
-            "must be an image reference with an explicit tag or digest, e.g. registry/repo:1.2.3"
+            f"must be an image reference the kubelet can pull; it {exc} (e.g. "
+            "registry.example.com:5000/team/repo:1.2.3 or repo@sha256:<64 hex digits>)"
+        ) from None
+    if image.digest is None and image.tag is None:
+        raise ValueError(
+            f"names no tag or digest, so the kubelet pulls ':{IMAGE_DEFAULT_TAG}', which moves; "
+            "pin a version tag or a digest"
         )
-    if value.endswith(":latest"):
+    if image.digest is None and image.tag == IMAGE_DEFAULT_TAG:
         raise ValueError("':latest' is mutable; pin a version tag or a digest")
     return value
 
 
 def _resource_name(value: str) -> str:
-    if not EXTENDED_RESOURCE_NAME.match(value):
-        raise ValueError("must be an extended resource name such as openshift.io/eno5np0rdma")
+    problem = container_resource_problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"{problem}: Kubernetes refuses it as a container's resource; a device plugin's "
+            "resource is an extended resource, <domain>/<name>, e.g. openshift.io/eno5np0rdma"
+        )
+    if is_native_resource(value):
+        raise ValueError(
+            "is one of Kubernetes' own resources (unprefixed, or in the kubernetes.io/ "
+            "namespace), which no device plugin can register: the kubelet takes extended "
+            "resources only; name the NIC's device-plugin resource, e.g. openshift.io/eno5np0rdma"
+        )
+    return value
+
+
+# The pod's scripts read interface names of letters, digits, '_', '.' and '-' only: the names
+# reach a shell file they source (scripts/detect-rdma.sh split_devices, preflight.sh check_iface).
+_POD_INTERFACE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _host_interface(value: str) -> str:
+    problem = interface_name_problem(value)
+    if problem is not None:
+        raise ValueError(f"must be a network interface name; it {problem}")
+    return value
+
+
+def _pod_interface(value: str) -> str:
+    _host_interface(value)
+    if not _POD_INTERFACE.fullmatch(value):
+        raise ValueError(
+            "must be an interface name of letters, digits, '_', '.' and '-': the pod's scripts "
+            "(detect-rdma.sh, preflight.sh) read no other characters"
+        )
+    return value
+
+
+def _secret_env_name(value: str) -> str:
+    if not ENV_VAR_NAME.fullmatch(value):
+        raise ValueError(
+            "must be an environment variable name: printable ASCII characters other than '='"
+        )
+    problem = config_map_key_problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"is also the key of the Secret <name>-env that holds its token, and it {problem}, "
+            "which Kubernetes refuses in a Secret key"
+        )
+    return value
+
+
+def _sync_period(value: str) -> str:
+    try:
+        period = parse_go_duration(value)
+    except ValueError:
+        raise ValueError(
+            "must be a Go duration, as git-sync reads it: numbers with units ns, us, ms, s, m or "
+            "h, e.g. 60s, 1m30s or 1.5h"
+        ) from None
+    if period < GIT_SYNC_MIN_PERIOD_NS:
+        raise ValueError("must be at least 10ms (git-sync stops on a shorter period)")
     return value
 
 
@@ -144,17 +269,23 @@ def _private_cidr(value: str) -> str:
     return str(network)
 
 
-Quantity = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity)]
+Quantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(_quantity)]
 CpuQuantity = Annotated[Quantity, AfterValidator(_cpu)]
-Size = Annotated[str, BeforeValidator(_as_text), AfterValidator(_quantity), AfterValidator(_size)]
+Size = Annotated[
+    str, BeforeValidator(_quantity_text), AfterValidator(_quantity), AfterValidator(_size)
+]
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Namespace = Annotated[str, AfterValidator(_namespace)]
 Subdomain = Annotated[str, AfterValidator(_subdomain)]
+StorageClassName = Annotated[str, AfterValidator(_storage_class)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 Image = Annotated[str, AfterValidator(_image)]
+SyncPeriod = Annotated[str, AfterValidator(_sync_period)]
+SweepSize = Annotated[str, BeforeValidator(_integer_text), AfterValidator(_sweep_size)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
-Interface = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,14}$")]
-EnvName = Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]
+Interface = Annotated[str, AfterValidator(_pod_interface)]  # an interface in the pod
+HostInterface = Annotated[str, AfterValidator(_host_interface)]  # a node's interface
+EnvName = Annotated[str, AfterValidator(_secret_env_name)]  # a secretEnv variable

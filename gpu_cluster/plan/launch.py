@@ -6,6 +6,7 @@ the pod env, and the stack exports the commands.
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -64,8 +65,9 @@ def rendezvous_env(s: Settings) -> dict[str, str]:
 
 
 def quantity_bytes(quantity: str) -> int:
-    """A Kubernetes quantity (validated by the schema) in whole bytes."""
-    return int(parse_quantity(quantity))
+    """A Kubernetes quantity (validated by the schema) in bytes, rounded up as the kubelet sizes a
+    memory-backed emptyDir (pkg/volume/emptydir/empty_dir.go: size=sizeLimit.Value())."""
+    return math.ceil(parse_quantity(quantity))
 
 
 def hostfile(s: Settings) -> str:
