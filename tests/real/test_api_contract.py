@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gpu_cluster.offline.engine import ProgramRun, run_program
-from gpu_cluster.offline.stack_files import engine_config
-from tests.conftest import STACKS
+from tests.conftest import STACKS, edited_config
 from tests.test_config_properties import Edit, own_keys, plausible_edit, run_edited
 from tests.test_schemas import VARIANTS
 from tools.realtier.build import Tools
@@ -54,7 +53,7 @@ def admitted(kube: Kube, objects: list[Object]) -> list[str]:
 
 @pytest.mark.parametrize(("stack", "overrides"), VARIANTS)
 def test_every_variant_is_admitted(api: Kube, stack: str, overrides: tuple[str, ...]) -> None:
-    config, secret_keys = engine_config(stack, overrides)
+    config, secret_keys = edited_config(stack, overrides)
     run = run_program(config, secret_keys, stack)
     assert admitted(api, run.manifests()) == []
 
