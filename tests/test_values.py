@@ -34,14 +34,7 @@ from tests.fake_sysfs import HCAS
 from tests.test_allreduce_check import ac as allreduce_check
 from tests.test_preflight import healthy_node, passes, preflight
 from tests.test_scripts import detect
-
-NIC = {
-    "interface": "net1",
-    "network": "eno5np0-network",
-    "flavour": "sriov",
-    "resource": "openshift.io/eno5np0rdma",
-    "subnet": "10.0.103.0/24",
-}
+from tests.test_settings import NIC
 
 
 def openshift(**extra: Any) -> dict[str, Any]:

@@ -48,3 +48,13 @@ def cluster(tools: Tools, tmp_path: Path) -> Iterator[Cluster]:
         kube = Kube(plane.kubeconfig)
         install_crds(kube, tools.crds)
         yield Cluster(plane, kube, tools)
+
+
+@pytest.fixture(scope="module")
+def api(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    """One control plane with the upstream CRDs for a whole module of dry-run creates."""
+    workdir = tmp_path_factory.mktemp("api") / "control-plane"
+    with ControlPlane(tools, workdir=workdir) as plane:
+        kube = Kube(plane.kubeconfig)
+        install_crds(kube, tools.crds)
+        yield kube

@@ -6,8 +6,6 @@ stored), its namespace created for real first."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -19,21 +17,10 @@ from gpu_cluster.offline.engine import ProgramRun, run_program
 from tests.conftest import STACKS, edited_config
 from tests.test_config_properties import Edit, own_keys, plausible_edit, run_edited
 from tests.test_schemas import VARIANTS
-from tools.realtier.build import Tools
-from tools.realtier.controlplane import ControlPlane
-from tools.realtier.kube import CreateError, Kube, install_crds
+from tools.realtier.kube import CreateError, Kube
 
 pytestmark = pytest.mark.real
 Object = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def api(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    workdir: Path = tmp_path_factory.mktemp("api-contract") / "control-plane"
-    with ControlPlane(tools, workdir=workdir) as plane:
-        kube = Kube(plane.kubeconfig)
-        install_crds(kube, tools.crds)
-        yield kube
 
 
 def admitted(kube: Kube, objects: list[Object]) -> list[str]:

@@ -8,10 +8,9 @@ checked too: a text built to leave a grammar is one the API server cannot decode
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,22 +32,11 @@ from tests import value_grammar as grammar
 from tests.contract import set_key
 from tests.real.test_api_contract import admitted
 from tests.test_values import NAMES, WITH_VALUE, openshift, refusal
-from tools.realtier.build import Tools
-from tools.realtier.controlplane import ControlPlane
-from tools.realtier.kube import CreateError, Kube, install_crds
+from tools.realtier.kube import CreateError, Kube
 
 pytestmark = pytest.mark.real
 Object = dict[str, Any]
 NAMESPACE = "default"
-
-
-@pytest.fixture(scope="module")
-def api(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    workdir: Path = tmp_path_factory.mktemp("value-contract") / "control-plane"
-    with ControlPlane(tools, workdir=workdir) as plane:
-        kube = Kube(plane.kubeconfig)
-        install_crds(kube, tools.crds)
-        yield kube
 
 
 @dataclass(frozen=True)
