@@ -344,8 +344,8 @@ def _load_yaml(path: Path) -> Any:
         raise ConfigError(f"{path.name}: cannot read it: {exc}") from None
 
 
-def _config_block(path: Path) -> dict[str, Any]:
-    """The `config:` mapping of a project or stack file, checked for shape."""
+def _document(path: Path) -> dict[Any, Any]:
+    """A project or stack file's top-level mapping ({} for an empty file)."""
     data = _load_yaml(path)
     if data is None:
         return {}
@@ -354,6 +354,11 @@ def _config_block(path: Path) -> dict[str, Any]:
             f"{path.name}: must be a YAML mapping (with a `config:` key), not a "
             f"{type(data).__name__}"
         )
+    return data
+
+
+def _config_block(path: Path, data: dict[Any, Any]) -> dict[str, Any]:
+    """The `config:` mapping of `path`'s document `data`, checked for shape."""
     config = data.get("config")
     if config is None:
         return {}
@@ -390,7 +395,7 @@ def project_defaults(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
     """Defaults declared in Pulumi.yaml's `config:` block, keyed `gpu-cluster:<key>`."""
     out: dict[str, Any] = {}
     path = project_dir / "Pulumi.yaml"
-    for key, decl in _config_block(path).items():
+    for key, decl in _config_block(path, _document(path)).items():
         if isinstance(decl, dict) and "default" in decl:
             full = key if ":" in key else f"{PROJECT}:{key}"
             _refuse_config_value(path, full, decl["default"])
@@ -405,8 +410,9 @@ def stack_file_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, 
             p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml")
         )
         raise FileNotFoundError(f"no stack file {path.name}; stacks here: {', '.join(known)}")
-    config = _config_block(path)
-    misplaced = misplaced_stack_file_keys(path.name, _load_yaml(path) or {})
+    data = _document(path)
+    config = _config_block(path, data)
+    misplaced = misplaced_stack_file_keys(path.name, data)
     if misplaced:
         raise ConfigError(misplaced[0])
     for key, value in config.items():
