@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from gpu_cluster.config.gke import cluster_problems
 from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
-from gpu_cluster.config.reads import ReadWhen
+from gpu_cluster.config.reads import read_rule
 from gpu_cluster.config.schema import PROJECT, Settings
 
 SECRET_ENV_KEY = "secretEnv"
@@ -268,8 +268,7 @@ def _unread_sections(raw: Mapping[str, Any], exc: ValidationError) -> list[str]:
     fields = {f.alias or n: f for n, f in Settings.model_fields.items()}
     out = []
     for key in sorted(failing):
-        metadata = fields[key].metadata if key in fields else []
-        rule = next((m for m in metadata if isinstance(m, ReadWhen)), None)
+        rule = read_rule(fields.get(key))
         if rule is None or rule.applies(settings):
             return []
         out.append(rule.refusal(key))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 if TYPE_CHECKING:  # the schema imports this module
     from gpu_cluster.config.schema import Settings
@@ -30,6 +31,11 @@ class ReadWhen:
         return f"gpu-cluster:{key} is only used when {self.when}; remove it"
 
 
+def read_rule(field: FieldInfo | None) -> ReadWhen | None:
+    """The ReadWhen on a schema field, None when the stack always reads it."""
+    return next((m for m in field.metadata if isinstance(m, ReadWhen)), None) if field else None
+
+
 def unread_keys(root: Settings) -> list[str]:
     """One message per key the stack sets but does not read (a section counts once)."""
     out: list[str] = []
@@ -42,7 +48,7 @@ def unread_keys(root: Settings) -> list[str]:
                 continue
             field = fields[name]
             key = path + (field.alias or name)
-            rule = next((m for m in field.metadata if isinstance(m, ReadWhen)), None)
+            rule = read_rule(field)
             if rule is not None and not rule.applies(root):
                 out.append(rule.refusal(key))
                 continue
