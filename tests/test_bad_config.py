@@ -152,6 +152,12 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("gpu-cluster:rdma is only used when platform is 'openshift'",),
     ),
     ("nerc-production", ("networkMode=rdma",), ("gpu-cluster:rdma is required",)),
+    # keys that begin like pydantic's branch names (int..., str...) keep their place in the path
+    (
+        "barcelona",
+        ("rdma.nics[0].interface=net 1",),
+        ("gpu-cluster:rdma.nics[0].interface = 'net 1'",),
+    ),
     (
         "gcp-a3",
         ("gcp.machineType=a3-highgpu-8g",),

@@ -19,13 +19,17 @@ class ConfigError(ValueError):
 SECRET_MASK = "[secret]"
 
 
+# The branch names pydantic gives a union's plain scalar members in an error's location.
+_SCALAR_BRANCHES = frozenset({"int", "str", "float", "bool", "bytes", "none"})
+
+
 def _key_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part.startswith(("function-after", "literal", "int", "str", "tagged-union")):
-            continue  # pydantic's union-branch names, not keys
+        elif "[" in part or part in _SCALAR_BRANCHES:
+            continue  # pydantic's union-branch names (literal[...], function-after[...]), not keys
         else:
             path += ("." if path else "") + part
     return path
