@@ -152,6 +152,12 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("gpu-cluster:rdma is only used when platform is 'openshift'",),
     ),
     ("nerc-production", ("networkMode=rdma",), ("gpu-cluster:rdma is required",)),
+    # a NIC's resource must not replace the GPU request in the container's one resources map
+    (
+        "barcelona",
+        ("rdma.nics[1].resource=nvidia.com/gpu",),
+        ("gpu-cluster:rdma.nics[1].resource = 'nvidia.com/gpu'", "the GPUs' resource"),
+    ),
     # keys that begin like pydantic's branch names (int..., str...) keep their place in the path
     (
         "barcelona",

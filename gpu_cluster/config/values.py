@@ -18,6 +18,7 @@ from gpu_cluster.facts.kubernetes import (
     DNS_SUBDOMAIN_MAX,
     ENV_VAR_NAME,
     GIT_SYNC_MIN_PERIOD_NS,
+    GPU_RESOURCE,
     IMAGE_DEFAULT_TAG,
     LABEL_VALUE_MAX,
     QUANTITY,
@@ -196,6 +197,13 @@ def _resource_name(value: str) -> str:
             "is one of Kubernetes' own resources (unprefixed, or in the kubernetes.io/ "
             "namespace), which no device plugin can register: the kubelet takes extended "
             "resources only; name the NIC's device-plugin resource, e.g. openshift.io/eno5np0rdma"
+        )
+    if value == GPU_RESOURCE:
+        # The training container asks for its GPUs under this name (gpusPerNode): a NIC asking
+        # under it too would replace that request in the one resources map, not add to it.
+        raise ValueError(
+            "is the GPUs' resource (gpusPerNode), not a NIC's; name the NIC's device-plugin "
+            "resource, e.g. openshift.io/eno5np0rdma"
         )
     return value
 

@@ -18,6 +18,9 @@ NATIVE_SIDECAR_MINOR = 29
 # to 10 characters, and a label value holds 63 (kubernetes/kubernetes
 # pkg/controller/history/controller_history.go ControllerRevisionName; issue #64023).
 STATEFULSET_NAME_MAX = 63 - len("-") - 10
+# The resource NVIDIA's device plugin advertises GPUs as (NVIDIA/k8s-device-plugin README,
+# "Running GPU Jobs"); GKE's GPU plugin uses the same name.
+GPU_RESOURCE = "nvidia.com/gpu"
 # The pod's primary (cluster network) interface: CNI plugins and Multus name it eth0.
 POD_PRIMARY_INTERFACE = "eth0"
 
