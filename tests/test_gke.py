@@ -428,11 +428,14 @@ def test_system_pool_is_sized_for_the_gpu_machine_as_cluster_toolkit_sizes_it(
     assert (system["machineType"], system["diskSizeGb"]) == (machine, disk)
 
 
-def test_kubernetes_provider_waits_for_both_pools() -> None:
+def test_kubernetes_provider_waits_for_the_system_pool_not_the_gpu_pool() -> None:
+    """The cluster's own objects are created while the GPU pool comes up
+    (tests/test_dependency_graph.py follows every other path to it)."""
     run = run_stack("gcp-a3")
     (provider,) = run.of_type("pulumi:providers:kubernetes")
-    pool_urns = {r.urn for r in run.of_type("gcp:container/nodePool:NodePool")}
-    assert pool_urns <= set(provider.options["dependsOn"])
+    pool_urns = {r.inputs["name"]: r.urn for r in run.of_type("gcp:container/nodePool:NodePool")}
+    assert pool_urns["system"] in provider.options["dependsOn"]
+    assert pool_urns["a3mega"] not in provider.options["dependsOn"]
 
 
 @pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])

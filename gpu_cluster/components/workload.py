@@ -214,10 +214,12 @@ class TrainingWorkloadArgs:
     node. image: the training image. gpus_per_node: GPUs each pod requests. pod: the training
     container's requests, limits and /dev/shm size. storage: the workspace and datasets claims.
     claims_after: what every claim waits for (the StorageClass it names, when the platform
-    creates it). master_port: the rendezvous port. service_name: the headless Service's.
-    scripts: the scripts ConfigMap's files. env: the training container's plain env
-    (rendezvous). networking: the network mode's contribution to the pod. placement: where pods
-    run, as which UID.
+    creates it). pods_after: what the StatefulSet waits for besides its own objects (the GPU
+    nodes, their agents, the pods' grants and networks); the other objects wait only for what
+    the component does (the namespace). master_port: the rendezvous port. service_name: the
+    headless Service's. scripts: the scripts ConfigMap's files. env: the training container's
+    plain env (rendezvous). networking: the network mode's contribution to the pod. placement:
+    where pods run, as which UID.
     service_account: the pods' ServiceAccount. sidecars, sidecar_volumes, sidecar_mounts: extra
     init containers (code sync) with their volumes and the training container's mounts of them.
     secret_env_keys, secret_env: env variables from a Secret (<name>-env) and its data.
@@ -240,6 +242,7 @@ class TrainingWorkloadArgs:
     placement: PodPlacement
     service_account: pulumi.Input[str]
     claims_after: tuple[pulumi.Resource, ...] = ()
+    pods_after: tuple[pulumi.Resource, ...] = ()
     sidecars: tuple[Container, ...] = ()
     sidecar_volumes: tuple[Volume, ...] = ()
     sidecar_mounts: tuple[Mount, ...] = ()
@@ -375,7 +378,12 @@ class TrainingWorkload(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # The claims exist before any pod asks for them.
-                depends_on=[config_map, *secrets, *(claim for _, _, claim in claims)],
+                depends_on=[
+                    config_map,
+                    *secrets,
+                    *(claim for _, _, claim in claims),
+                    *a.pods_after,
+                ],
                 ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS)
                 if a.storage.mode == "per-pod"
                 else None,
