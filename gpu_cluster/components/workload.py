@@ -79,6 +79,12 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 # Tells the Kubernetes provider not to wait for a claim to bind: with WaitForFirstConsumer
 # storage classes it binds only once a pod uses it (pulumi-kubernetes annotations).
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# How long `pulumi up` waits for every training pod to run; the provider's default is 10 min
+# (pulumi/pulumi-kubernetes provider/pkg/await/statefulset.go DefaultStatefulSetTimeoutMins). A
+# new GPU node first pulls the whole training image: 5-15 min for the 10-50 GB of AI/ML images
+# (kubernetes.recipes/recipes/configuration/image-pull-optimization-kubernetes); twice the top of
+# that leaves room for the claims' disks and the init containers.
+POD_START_MINUTES = 30
 # Marks storage the stack chose not to keep on destroy (storage.retainOnDelete: false), so the
 # policy pack can tell a deliberate opt-out from a mistake.
 RETAIN_OPT_OUT = "gpu-cluster/retain-on-delete"
@@ -387,6 +393,9 @@ class TrainingWorkload(pulumi.ComponentResource):
                 ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS)
                 if a.storage.mode == "per-pod"
                 else None,
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=f"{POD_START_MINUTES}m", update=f"{POD_START_MINUTES}m"
+                ),
             ),
         )
 

@@ -199,6 +199,14 @@ class _RecordingMonitor(mocks.MockMonitor):
             if request.importId:
                 # Only when set, so renders of stacks that adopt nothing stay as they were.
                 options["import"] = request.importId
+            timeouts = request.customTimeouts
+            if timeouts.create or timeouts.update or timeouts.delete:
+                # Likewise only where the program sets any.
+                options["customTimeouts"] = {
+                    "create": timeouts.create,
+                    "update": timeouts.update,
+                    "delete": timeouts.delete,
+                }
             self.run.resources.append(
                 RecordedResource(
                     type=request.type,
