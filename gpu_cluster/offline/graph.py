@@ -70,6 +70,14 @@ class Graph:
         assert parent in self.rows, f"{urn}: parent {parent} is not in the render"
         return parent
 
+    def with_edge(self, urn: str, prerequisite: str, why: str) -> Graph:
+        """A copy with one more edge (bench/: the graph as it was before an edge was cut)."""
+        copy = Graph(())
+        copy.rows = self.rows
+        copy.edges = {u: list(e) for u, e in self.edges.items()}
+        copy.edges[urn].append(Edge(urn, prerequisite, why))
+        return copy
+
     def label(self, urn: str) -> str:
         row = self.rows[urn]
         return f"{row['type']} {row['name']}"
@@ -113,3 +121,31 @@ class Graph:
                     seen.add(edge.prerequisite)
                     stack.append(edge.prerequisite)
         return seen
+
+    def finish_times(self, duration: Callable[[str], float]) -> dict[str, float]:
+        """When each resource is done if everything starts as soon as what it waits for is
+        done and takes `duration(urn)`: the critical-path schedule of `pulumi up`."""
+        done: dict[str, float] = {}
+        visiting: set[str] = set()
+
+        def finish(urn: str) -> float:
+            if urn in done:
+                return done[urn]
+            assert urn not in visiting, f"dependency cycle through {self.label(urn)}"
+            visiting.add(urn)
+            start = max((finish(e.prerequisite) for e in self.edges[urn]), default=0.0)
+            visiting.discard(urn)
+            done[urn] = start + duration(urn)
+            return done[urn]
+
+        for urn in self.rows:
+            finish(urn)
+        return done
+
+    def critical_path(self, urn: str, finish: Mapping[str, float]) -> list[str]:
+        """The chain of resources that decides when `urn` is done (`finish`: finish_times)."""
+        path = [urn]
+        while self.edges[path[-1]]:
+            last = max(self.edges[path[-1]], key=lambda e: finish[e.prerequisite])
+            path.append(last.prerequisite)
+        return path[::-1]
