@@ -428,11 +428,44 @@ def test_system_pool_is_sized_for_the_gpu_machine_as_cluster_toolkit_sizes_it(
     assert (system["machineType"], system["diskSizeGb"]) == (machine, disk)
 
 
-def test_kubernetes_provider_waits_for_both_pools() -> None:
+def test_kubernetes_provider_waits_for_the_system_pool_not_the_gpu_pool() -> None:
+    """The cluster's own objects are created while the GPU pool comes up
+    (tests/test_dependency_graph.py follows every other path to it)."""
     run = run_stack("gcp-a3")
     (provider,) = run.of_type("pulumi:providers:kubernetes")
-    pool_urns = {r.urn for r in run.of_type("gcp:container/nodePool:NodePool")}
-    assert pool_urns <= set(provider.options["dependsOn"])
+    pool_urns = {r.inputs["name"]: r.urn for r in run.of_type("gcp:container/nodePool:NodePool")}
+    assert pool_urns["system"] in provider.options["dependsOn"]
+    assert pool_urns["a3mega"] not in provider.options["dependsOn"]
+
+
+def timeouts(run: ProgramRun, type_: str, name: str) -> dict[str, str]:
+    (row,) = [r for r in run.of_type(type_) if r.name == name]
+    found: dict[str, str] = row.options["customTimeouts"]
+    return found
+
+
+@pytest.mark.parametrize(("nodes", "update"), [(2, "120m"), (24, "120m"), (64, "320m")])
+def test_gpu_pool_timeouts_fit_a_slow_create_and_a_node_by_node_update(
+    nodes: int, update: str
+) -> None:
+    """Two hours to create (a GPU pool has taken ~35 min, past a 30 min timeout), five minutes
+    per node for a rolling update, with the create figure as its floor."""
+    run = run_stack("gcp-a3", f"nodes={nodes}")
+    assert timeouts(run, "gcp:container/nodePool:NodePool", "gpu-cluster-a3mega") == {
+        "create": "120m",
+        "update": update,
+        "delete": "60m",
+    }
+
+
+@pytest.mark.parametrize("stack", ["gcp-a3", "barcelona"])
+def test_the_workload_waits_long_enough_for_a_large_image_on_new_nodes(stack: str) -> None:
+    run = run_stack(stack)
+    assert timeouts(run, "kubernetes:apps/v1:StatefulSet", "gpu-cluster-workload") == {
+        "create": "30m",
+        "update": "30m",
+        "delete": "",  # the provider's default: deleting pods pulls no image
+    }
 
 
 @pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])

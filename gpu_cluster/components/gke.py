@@ -179,10 +179,10 @@ class GkePlatform(pulumi.ComponentResource):
             f"{name}-k8s",
             kubeconfig=cluster.kubeconfig,
             enable_server_side_apply=True,
-            # Cluster DNS runs on the system pool, the GPUDirect daemons on the A3 pool.
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[cluster.system_pool, gpu_pool.node_pool]
-            ),
+            # The cluster's own objects need its system pool (cluster DNS, GKE's webhooks), never
+            # the GPU pool: they are created while it comes up; only what runs on GPU nodes
+            # waits for it (the node agents and the training pods, below).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster.system_pool]),
         )
         in_cluster = pulumi.ResourceOptions.merge(
             moved, pulumi.ResourceOptions(providers=[provider])
@@ -196,7 +196,9 @@ class GkePlatform(pulumi.ComponentResource):
             release = gib_release(s)
         elif plan.gpu_nics:
             release = gpudirect_release(s)
-        gpudirect = GpuDirectNodes(name, GpuDirectNodesArgs(nics, release), in_cluster)
+        gpudirect = GpuDirectNodes(
+            name, GpuDirectNodesArgs(nics, release, agents_after=(gpu_pool.node_pool,)), in_cluster
+        )
         access = TrainingAccess(
             name,
             TrainingAccessArgs(s.name, s.namespace, labels(s), after=depends[:1]),
@@ -224,10 +226,9 @@ class GkePlatform(pulumi.ComponentResource):
                 access.service_account_name,
                 secret_env,
                 claims_after,
+                pods_after=(gpu_pool.node_pool, *gpudirect.ready),
             ),
-            opts=pulumi.ResourceOptions(
-                parent=self, providers=[provider], depends_on=[*depends, *gpudirect.ready]
-            ),
+            opts=pulumi.ResourceOptions(parent=self, providers=[provider], depends_on=depends),
         )
 
         self.cluster = cluster.cluster

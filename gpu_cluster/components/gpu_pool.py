@@ -54,6 +54,26 @@ LOCAL_SSD_COUNT = {
     "a3-ultragpu-8g": 32,
     "a4-highgpu-8g": 32,
 }
+# How long `pulumi up` waits for GKE to create the pool. A pool of a GPU cluster took ~35 min,
+# past a 30 min timeout that then orphaned the cluster (NVIDIA/aicr#2065); the Terraform
+# provider's own node pool default went from 30 to 60 min (GoogleCloudPlatform/magic-modules
+# #17295) and then to 2 h after a 1 h 15 min node replacement (GoogleCloudPlatform/
+# magic-modules#18250). Also the floor of an update (one that replaces no node).
+POOL_CREATE_MINUTES = 120
+# An update that recreates nodes does so one at a time (UPGRADE_SETTINGS: no surge, one
+# unavailable), about 4-5 min each (gke-labs/kube-agents#1286: 35-45 min for 9 nodes).
+POOL_UPDATE_MINUTES_PER_NODE = 5
+# Deletion: the Terraform provider's node pool default (GoogleCloudPlatform/magic-modules#17295).
+POOL_DELETE_MINUTES = 60
+
+
+def pool_timeouts(node_count: int) -> pulumi.CustomTimeouts:
+    """Create, update and delete timeouts for a pool of `node_count` nodes (its maximum for a
+    flex-start pool): a large pool's rolling update takes longer than any fixed figure."""
+    update = max(POOL_CREATE_MINUTES, POOL_UPDATE_MINUTES_PER_NODE * node_count)
+    return pulumi.CustomTimeouts(
+        create=f"{POOL_CREATE_MINUTES}m", update=f"{update}m", delete=f"{POOL_DELETE_MINUTES}m"
+    )
 
 
 @dataclass(frozen=True)
@@ -220,6 +240,10 @@ class GpuNodePool(pulumi.ComponentResource):
                 management=NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=True),
                 upgrade_settings=UPGRADE_SETTINGS,
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(a.after)),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(a.after),
+                custom_timeouts=pool_timeouts(a.node_count),
+            ),
         )
         self.register_outputs({"nodePoolName": self.node_pool.name})

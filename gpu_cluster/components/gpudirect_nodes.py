@@ -67,10 +67,12 @@ class GpuNicNetwork:
 class GpuDirectNodesArgs:
     """gpu_nics: the GPU NICs in NIC order (GKENetworkParamSet and Network gpu<N>... per NIC).
     release: the pinned GPUDirect (TCPX/TCPXO) or gIB release whose node agents run on the GPU
-    nodes, or None for the network objects only."""
+    nodes, or None for the network objects only. agents_after: what the node agents wait for
+    (the GPU node pool); the network objects wait for no node."""
 
     gpu_nics: Sequence[GpuNicNetwork]
     release: GpuDirectRelease | GibRelease | None
+    agents_after: Sequence[pulumi.Resource] = ()
 
 
 class GpuDirectNodes(pulumi.ComponentResource):
@@ -98,13 +100,23 @@ class GpuDirectNodes(pulumi.ComponentResource):
                         ),
                     )
                 )
+        # The agents wait for the GPU nodes: the Kubernetes provider's DaemonSet await is
+        # kstatus's (pulumi/pulumi-kubernetes provider/pkg/await/daemonset.go), which calls a
+        # DaemonSet with no matching node (desiredNumberScheduled 0) ready at once
+        # (kubernetes-sigs/cli-utils pkg/kstatus/status/core.go daemonsetConditions). Created
+        # before the pool they would prove nothing, and the training pods would race them onto
+        # the new nodes (the NRI injector must run before a pod's containers are created to
+        # give them their devices). After the pool, ready means on every GPU node.
+        after = pulumi.ResourceOptions(parent=self, depends_on=list(args.agents_after))
         if isinstance(args.release, GibRelease):
-            self.ready.append(self._gib_installer(name, args.release))
+            self.ready.append(self._gib_installer(name, args.release, after))
         elif args.release is not None:
-            self.ready.extend(self._node_agents(name, args.release))
+            self.ready.extend(self._node_agents(name, args.release, after))
         self.register_outputs({})
 
-    def _node_agents(self, name: str, release: GpuDirectRelease) -> list[pulumi.Resource]:
+    def _node_agents(
+        self, name: str, release: GpuDirectRelease, opts: pulumi.ResourceOptions
+    ) -> list[pulumi.Resource]:
         """The NCCL plugin installer and NRI device injector DaemonSets (kube-system).
 
         Both are vendor node agents that change the host (load kernel modules, bind PCI devices,
@@ -167,6 +179,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
                 _host_path("var-lib", "/var/lib"),
                 _host_path("library-dir-host", "/home/kubernetes/bin"),
             ],
+            opts=opts,
         )
         injector = self._node_agent(
             f"{name}-device-injector",
@@ -186,10 +199,13 @@ class GpuDirectNodes(pulumi.ComponentResource):
                 )
             ],
             volumes=[_host_path("dev", "/dev"), _host_path("nri", "/var/run/nri")],
+            opts=opts,
         )
         return [installer, injector]
 
-    def _gib_installer(self, name: str, release: GibRelease) -> k8s.apps.v1.DaemonSet:
+    def _gib_installer(
+        self, name: str, release: GibRelease, opts: pulumi.ResourceOptions
+    ) -> k8s.apps.v1.DaemonSet:
         """Google's gIB installer (CEA gpudirect-rdma/nccl-rdma-installer.yaml as of the
         release, see gpu_cluster/facts/gpudirect.py): copies the plugin, its NCCL, tuner
         configs and set_nccl_env.sh to the node. No device injector: the RDMA NICs reach pods
@@ -215,6 +231,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
                 _host_path("library-dir-host", HOST_LIB_DIR, "DirectoryOrCreate"),
                 _host_path("gib", GIB_HOST_DIR),
             ],
+            opts=opts,
         )
 
     def _node_agent(
@@ -225,6 +242,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
         init_containers: list[ContainerArgs],
         containers: list[ContainerArgs],
         volumes: list[VolumeArgs],
+        opts: pulumi.ResourceOptions,
     ) -> k8s.apps.v1.DaemonSet:
         """A vendor node agent DaemonSet in kube-system, in the host's network and PID space."""
         selector = {"k8s-app": app}
@@ -255,7 +273,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
                 selector=LabelSelectorArgs(match_labels=selector),
                 template=PodTemplateSpecArgs(metadata=ObjectMetaArgs(labels=selector), spec=spec),
             ),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=opts,
         )
 
 

@@ -103,18 +103,25 @@ class OpenShiftPlatform(pulumi.ComponentResource):
                 networking,
                 annotations={**networking.annotations, REQUIRED_SCC_ANNOTATION: scc.name},
             )
-        ready = [*depends, *access.ready]
+        # What the pods need besides the namespace: their grants and networks. The workload's
+        # other objects wait only for the namespace.
+        pods_after = list(access.ready)
         if rdma is not None and rdma.network_attachments != "reference":
             adopt = rdma.network_attachments == "adopt"
             nads = RdmaNetworks(name, RdmaNetworksArgs(s.namespace, rdma, adopt, depends), moved)
-            ready.extend(nads.attachments)
+            pods_after.extend(nads.attachments)
 
         self.workload = TrainingWorkload(
             f"{name}-workload",
             workload_args(
-                s, networking, openshift_placement(s), access.service_account_name, secret_env
+                s,
+                networking,
+                openshift_placement(s),
+                access.service_account_name,
+                secret_env,
+                pods_after=tuple(pods_after),
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
         self.outputs: dict[str, object] = stack_outputs(s, "oc", kube_context)
         if secret_context:

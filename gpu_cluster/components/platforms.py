@@ -83,9 +83,11 @@ def workload_args(
     service_account: pulumi.Input[str],
     secret_env: pulumi.Output[dict[str, str]] | None = None,
     claims_after: tuple[pulumi.Resource, ...] = (),
+    pods_after: tuple[pulumi.Resource, ...] = (),
 ) -> TrainingWorkloadArgs:
     """The training workload of stack `s`, with the platform's networking and placement;
-    `claims_after`: what the claims wait for (the StorageClass a GKE stack creates)."""
+    `claims_after`: what the claims wait for (the StorageClass a GKE stack creates);
+    `pods_after`: what the pods wait for (TrainingWorkloadArgs.pods_after)."""
     code_sync_source = code_sync_secret(s)
     sidecars = (
         code_sync(s.code_sync, f"{s.name}-code-sync" if code_sync_source is not None else None)
@@ -103,6 +105,7 @@ def workload_args(
         pod=s.pod,
         storage=s.storage,
         claims_after=claims_after,
+        pods_after=pods_after,
         master_port=s.launcher.master_port,
         service_name=launch.service_name(s),
         scripts=scripts_data(s),

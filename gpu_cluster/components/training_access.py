@@ -115,8 +115,11 @@ class TrainingAccess(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
     ) -> k8s.rbac.v1.RoleBinding:
         """The SCC, and a Role + RoleBinding letting only the training account use it."""
+        # Cluster-scoped: it waits for no namespace.
         created = ManifestResource(
-            f"{name}-scc", scc_manifest(scc.name, scc.capabilities, any_user=scc.any_user), child
+            f"{name}-scc",
+            scc_manifest(scc.name, scc.capabilities, any_user=scc.any_user),
+            pulumi.ResourceOptions(parent=child.parent),
         )
         role = k8s.rbac.v1.Role(
             f"{name}-use-scc",

@@ -79,6 +79,12 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 # Tells the Kubernetes provider not to wait for a claim to bind: with WaitForFirstConsumer
 # storage classes it binds only once a pod uses it (pulumi-kubernetes annotations).
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# How long `pulumi up` waits for every training pod to run; the provider's default is 10 min
+# (pulumi/pulumi-kubernetes provider/pkg/await/statefulset.go DefaultStatefulSetTimeoutMins). A
+# new GPU node first pulls the whole training image: 5-15 min for the 10-50 GB of AI/ML images
+# (kubernetes.recipes/recipes/configuration/image-pull-optimization-kubernetes); twice the top of
+# that leaves room for the claims' disks and the init containers.
+POD_START_MINUTES = 30
 # Marks storage the stack chose not to keep on destroy (storage.retainOnDelete: false), so the
 # policy pack can tell a deliberate opt-out from a mistake.
 RETAIN_OPT_OUT = "gpu-cluster/retain-on-delete"
@@ -214,10 +220,12 @@ class TrainingWorkloadArgs:
     node. image: the training image. gpus_per_node: GPUs each pod requests. pod: the training
     container's requests, limits and /dev/shm size. storage: the workspace and datasets claims.
     claims_after: what every claim waits for (the StorageClass it names, when the platform
-    creates it). master_port: the rendezvous port. service_name: the headless Service's.
-    scripts: the scripts ConfigMap's files. env: the training container's plain env
-    (rendezvous). networking: the network mode's contribution to the pod. placement: where pods
-    run, as which UID.
+    creates it). pods_after: what the StatefulSet waits for besides its own objects (the GPU
+    nodes, their agents, the pods' grants and networks); the other objects wait only for what
+    the component does (the namespace). master_port: the rendezvous port. service_name: the
+    headless Service's. scripts: the scripts ConfigMap's files. env: the training container's
+    plain env (rendezvous). networking: the network mode's contribution to the pod. placement:
+    where pods run, as which UID.
     service_account: the pods' ServiceAccount. sidecars, sidecar_volumes, sidecar_mounts: extra
     init containers (code sync) with their volumes and the training container's mounts of them.
     secret_env_keys, secret_env: env variables from a Secret (<name>-env) and its data.
@@ -240,6 +248,7 @@ class TrainingWorkloadArgs:
     placement: PodPlacement
     service_account: pulumi.Input[str]
     claims_after: tuple[pulumi.Resource, ...] = ()
+    pods_after: tuple[pulumi.Resource, ...] = ()
     sidecars: tuple[Container, ...] = ()
     sidecar_volumes: tuple[Volume, ...] = ()
     sidecar_mounts: tuple[Mount, ...] = ()
@@ -375,10 +384,18 @@ class TrainingWorkload(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # The claims exist before any pod asks for them.
-                depends_on=[config_map, *secrets, *(claim for _, _, claim in claims)],
+                depends_on=[
+                    config_map,
+                    *secrets,
+                    *(claim for _, _, claim in claims),
+                    *a.pods_after,
+                ],
                 ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS)
                 if a.storage.mode == "per-pod"
                 else None,
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=f"{POD_START_MINUTES}m", update=f"{POD_START_MINUTES}m"
+                ),
             ),
         )
 

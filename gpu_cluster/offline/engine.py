@@ -88,9 +88,15 @@ def _computed_state(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, 
     return state
 
 
+def mock_id(name: str) -> str:
+    """The ID the mock engine gives the resource named `name` (a provider reference ends
+    with it)."""
+    return f"{name}-id"
+
+
 class _Mocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        return f"{args.name}-id", _computed_state(args.typ, args.name, args.inputs)
+        return mock_id(args.name), _computed_state(args.typ, args.name, args.inputs)
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], None]:
         raise NotImplementedError(f"the program must not call provider functions: {args.token}")
@@ -193,6 +199,14 @@ class _RecordingMonitor(mocks.MockMonitor):
             if request.importId:
                 # Only when set, so renders of stacks that adopt nothing stay as they were.
                 options["import"] = request.importId
+            timeouts = request.customTimeouts
+            if timeouts.create or timeouts.update or timeouts.delete:
+                # Likewise only where the program sets any.
+                options["customTimeouts"] = {
+                    "create": timeouts.create,
+                    "update": timeouts.update,
+                    "delete": timeouts.delete,
+                }
             self.run.resources.append(
                 RecordedResource(
                     type=request.type,

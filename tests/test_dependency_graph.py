@@ -1,0 +1,184 @@
+"""What `pulumi up` makes each resource wait for, read from every shipped stack's render
+(gpu_cluster/offline/graph.py: dependsOn, provider and parent edges).
+
+Only what runs on GPU nodes waits for the GPU node pool: the training pods (StatefulSet) and
+the node agents (DaemonSets, see gpudirect_nodes.py for why they do). Every other Kubernetes
+object waits only for the objects it names or lives in, and on GKE for the cluster and its
+system pool (the provider). A failure names the chain of edges that makes the wait."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+from gpu_cluster.components.gke_cluster import SYSTEM_POOL
+from gpu_cluster.config.schema import PROJECT
+from gpu_cluster.offline.graph import PROVIDER_TYPE_PREFIX, Edge, Graph
+from gpu_cluster.offline.render import resources_json
+from tests.conftest import STACKS, run_stack
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+GKE_STACKS = [s for s in STACKS if run_stack(s).of_type(NODE_POOL)]
+# The Kubernetes kinds each kind may wait for directly: the namespace it lives in and the
+# objects it names. Waiting for these one's own prerequisites is allowed too (allowed_kinds).
+NAMESPACED = ("Namespace",)
+NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
+    "Namespace": (),
+    "StorageClass": (),
+    "SecurityContextConstraints": (),
+    "MachineConfig": (),
+    "GKENetworkParamSet": (),
+    "Network": (),
+    "DaemonSet": (),
+    "ServiceAccount": NAMESPACED,
+    "ConfigMap": NAMESPACED,
+    "Secret": NAMESPACED,
+    "Service": NAMESPACED,
+    "NetworkPolicy": NAMESPACED,
+    "NetworkAttachmentDefinition": NAMESPACED,
+    "PersistentVolumeClaim": (*NAMESPACED, "StorageClass"),
+    "Role": (*NAMESPACED, "SecurityContextConstraints"),  # it grants `use` of that SCC
+    "RoleBinding": (*NAMESPACED, "Role", "ServiceAccount"),
+    # The training pods: their account and its grants, networks, scripts, secrets, claims,
+    # Service (its DNS), the node agents, the memlock MachineConfig.
+    "StatefulSet": (
+        *NAMESPACED,
+        "ServiceAccount",
+        "RoleBinding",
+        "MachineConfig",
+        "NetworkAttachmentDefinition",
+        "GKENetworkParamSet",
+        "Network",
+        "ConfigMap",
+        "Secret",
+        "PersistentVolumeClaim",
+        "Service",
+        "DaemonSet",
+    ),
+}
+# Kinds that run on the GPU nodes and so wait for the GPU pool.
+ON_GPU_NODES = ("StatefulSet", "DaemonSet")
+# The cloud resources a GKE Network object names besides the cluster: its VPC and subnet.
+NETWORK_CLOUD_TYPES = ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork")
+
+
+@functools.cache
+def graph(stack: str) -> Graph:
+    return Graph(json.loads(resources_json(run_stack(stack))))
+
+
+def kind(g: Graph, urn: str) -> str | None:
+    """The Kubernetes kind of a Kubernetes object, None for anything else."""
+    row = g.rows[urn]
+    if not row["type"].startswith("kubernetes:"):
+        return None
+    return str(row["inputs"]["kind"])
+
+
+def is_component(g: Graph, urn: str) -> bool:
+    return str(g.rows[urn]["type"]).startswith(f"{PROJECT}:")
+
+
+def is_gpu_pool(g: Graph, urn: str) -> bool:
+    row = g.rows[urn]
+    return bool(row["type"] == NODE_POOL and row["inputs"]["name"] != SYSTEM_POOL)
+
+
+def kubernetes_objects(g: Graph) -> list[str]:
+    return sorted(urn for urn in g.rows if kind(g, urn) is not None)
+
+
+def of_kind(g: Graph, wanted: str) -> list[str]:
+    return [urn for urn in kubernetes_objects(g) if kind(g, urn) == wanted]
+
+
+def provider(g: Graph) -> str | None:
+    found = [u for u, r in g.rows.items() if r["type"] == f"{PROVIDER_TYPE_PREFIX}kubernetes"]
+    return found[0] if found else None
+
+
+@functools.cache
+def allowed_kinds(of: str) -> frozenset[str]:
+    """The kinds `of` may wait for, directly or through one of them."""
+    direct = NAMES_ITS_PREREQUISITES[of]
+    return frozenset(direct).union(*(allowed_kinds(k) for k in direct))
+
+
+def allowed_cloud(g: Graph, urn: str) -> set[str]:
+    """The cloud resources a Kubernetes object may wait for: what the provider waits for (the
+    cluster, its system pool), the GPU pool for what runs on GPU nodes, a Network object's
+    VPC and subnet."""
+    p = provider(g)
+    allowed = g.waits_for(p) if p is not None else set()
+    k = kind(g, urn)
+    if k in ON_GPU_NODES:
+        for pool in (u for u in g.rows if is_gpu_pool(g, u)):
+            allowed |= {pool, *g.waits_for(pool)}
+    if k in ("GKENetworkParamSet", "Network"):
+        allowed |= {u for u in g.rows if g.rows[u]["type"] in NETWORK_CLOUD_TYPES}
+    return allowed
+
+
+def needless_waits(g: Graph, urn: str) -> list[str]:
+    """Each resource `urn` waits for and need not, as the chain of edges to it."""
+    k = kind(g, urn)
+    assert k is not None and k in NAMES_ITS_PREREQUISITES, f"no rule for {g.label(urn)}"
+    cloud = allowed_cloud(g, urn) | ({p} if (p := provider(g)) else set())
+    needless = [
+        other
+        for other in sorted(g.waits_for(urn))
+        if not is_component(g, other)
+        and (kind(g, other) not in allowed_kinds(k) if kind(g, other) else other not in cloud)
+    ]
+    return [_chain(g, urn, other) for other in needless]
+
+
+def _chain(g: Graph, urn: str, other: str) -> str:
+    path: list[Edge] | None = g.path_to(urn, lambda u: u == other)
+    assert path is not None
+    return g.describe(path)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_kubernetes_object_waits_only_for_what_it_names(stack: str) -> None:
+    g = graph(stack)
+    offenders = [chain for urn in kubernetes_objects(g) for chain in needless_waits(g, urn)]
+    assert offenders == [], "needless waits:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("stack", GKE_STACKS)
+def test_nothing_but_what_runs_on_gpu_nodes_waits_for_the_gpu_pool(stack: str) -> None:
+    g = graph(stack)
+    waiting = {
+        urn: g.path_to(urn, lambda u: is_gpu_pool(g, u))
+        for urn in [*kubernetes_objects(g), provider(g) or ""]
+        if urn and kind(g, urn) not in ON_GPU_NODES
+    }
+    offenders = [g.describe(path) for path in waiting.values() if path is not None]
+    assert offenders == [], "wait for the GPU pool:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("stack", GKE_STACKS)
+def test_the_training_pods_and_node_agents_wait_for_the_gpu_pool(stack: str) -> None:
+    g = graph(stack)
+    (pool,) = [u for u in g.rows if is_gpu_pool(g, u)]
+    for urn in of_kind(g, "StatefulSet") + of_kind(g, "DaemonSet"):
+        assert pool in g.waits_for(urn), g.label(urn)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_training_pods_wait_for_everything_they_use(stack: str) -> None:
+    """The pods start only once their account, grants, networks, node agents, scripts and
+    claims exist (a missing edge would let them start too early, or fail)."""
+    g = graph(stack)
+    (pods,) = of_kind(g, "StatefulSet")
+    used = [
+        urn
+        for urn in kubernetes_objects(g)
+        if kind(g, urn) in NAMES_ITS_PREREQUISITES["StatefulSet"]
+    ]
+    assert used
+    missing = [g.label(urn) for urn in used if urn not in g.waits_for(pods)]
+    assert missing == []
