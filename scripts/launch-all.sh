@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
-# Usage: launch-all.sh CLI --context CONTEXT NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...]
+# Usage: launch-all.sh CLI TARGET... NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...]
+#   TARGET: --kubeconfig FILE and/or --context CONTEXT (then --cluster CLUSTER if the stack sets it)
 #
 # Runs on your machine, never inside a pod (the stack outputs launchCommand and verifyCommand
 # run it through `python3 -m gpu_cluster.launch_all`): starts LAUNCHER SCRIPT ARGS in the
-# training container of pods STATEFULSET-0..NODES-1 with `CLI --context CONTEXT exec` (oc or
-# kubectl; the context is required, so it never acts on whichever cluster is current), waits for
-# all, and exits with the exit code of the first pod that fails (0 if none).
+# training container of pods STATEFULSET-0..NODES-1 with `CLI TARGET... exec` (oc or kubectl;
+# a kubeconfig file or a context is required, so it never acts on whichever cluster is current),
+# waits for all, and exits with the exit code of the first pod that fails (0 if none).
 # When one pod fails, the others would wait for it in NCCL until they time out, so the training
 # on every other pod is stopped at once (launch-stop.sh in each pod). On Ctrl-C (or SIGTERM) the
 # same happens and it exits 130: `CLI exec` does not pass signals on, so without this the
 # remote processes would keep running. Written for bash 3.2 too (macOS).
 set -euo pipefail
 
-if (($# < 8)) || [[ $2 != --context || -z $3 ]]; then
-  echo "usage: launch-all.sh CLI --context CONTEXT NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT" \
-    "[ARGS...]" >&2
+usage() {
+  echo "usage: launch-all.sh CLI [--kubeconfig FILE] [--context CONTEXT] [--cluster CLUSTER]" \
+    "NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...] (a kubeconfig file or a context" \
+    "is required)" >&2
   exit 2
+}
+(($# >= 1)) || usage
+cli=$1
+shift
+target=()
+named=0
+while (($# >= 2)) && [[ $1 == --kubeconfig || $1 == --context || $1 == --cluster ]]; do
+  [[ -n $2 ]] || usage
+  [[ $1 == --cluster ]] || named=1
+  target+=("$1" "$2")
+  shift 2
+done
+if ((named == 0 || $# < 5)); then
+  usage
 fi
-cli=$1 context=$3 namespace=$4 sts=$5 nodes=$6
-shift 6
+namespace=$1 sts=$2 nodes=$3
+shift 3
 [[ $nodes =~ ^[1-9][0-9]*$ ]] || {
   echo "launch-all: NODES='$nodes' is not a positive integer" >&2
   exit 2
@@ -30,7 +46,7 @@ failed=$state/failed
 : >"$failed"
 
 on_pod() {
-  "$cli" --context "$context" exec -n "$namespace" "$sts-$1" -c "$CONTAINER" -- "${@:2}"
+  "$cli" "${target[@]}" exec -n "$namespace" "$sts-$1" -c "$CONTAINER" -- "${@:2}"
 }
 
 stop_all() {

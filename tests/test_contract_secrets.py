@@ -88,6 +88,9 @@ def test_a_secret_under_any_key_of_the_schema_never_shows(
 # (warned about), misspelt namespaces and keys the schema does not have (refused).
 OTHER_KEYS = [
     "kubernetes:context",
+    # The commands name these too (outputs.kube_target): held as secrets when either is one.
+    "kubernetes:kubeconfig",
+    "kubernetes:cluster",
     "gcp:project",
     "pulumi:tags",
     "aws:region",

@@ -707,16 +707,18 @@ LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
 
 @pytest.fixture
 def fake_oc(tmp_path: Path) -> Path:
-    """`oc --context ctx exec -n NS POD -c training -- CMD...` on pretend pods (any other
-    context is refused, as a missing one would be): each launch is logged and
+    """`oc TARGET... exec -n NS POD -c training -- CMD...` on pretend pods (TARGET must be the
+    flags in the file `target`, `--context ctx` unless a test writes others; any other target
+    is refused, as a missing one would be): each launch is logged and
     touches started-<pod>, then exits with the code in rc-<pod> (0 if absent); "hang" waits
     until launch-stop.sh is exec'd on that pod, then exits 143 as a SIGTERMed torchrun would."""
     oc = tmp_path / "oc"
     oc.write_text(
         "#!/usr/bin/env bash\n"
         f"state={tmp_path}\n"
-        "[[ $1 == --context && $2 == ctx ]] || exit 98\n"
-        "shift 2\n"
+        'target=""; while [[ $1 == --* ]]; do target+="$1 $2 "; shift 2; done\n'
+        'expected=$(cat "$state/target" 2>/dev/null || echo "--context ctx ")\n'
+        '[[ $target == "$expected" ]] || exit 98\n'
         "[[ $1 == exec && $2 == -n && $5 == -c && $6 == training && $7 == -- ]] || exit 99\n"
         "pod=$4; shift 7\n"
         "if [[ $1 == /opt/gpu-cluster/launch-stop.sh ]]; then\n"
@@ -740,8 +742,10 @@ def _as_from_a_terminal() -> None:
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
-def launch_all(oc: Path, nodes: int = 3) -> subprocess.Popen[str]:
-    argv = [str(oc), "--context", "ctx", "ns", "train", str(nodes)]
+def launch_all(
+    oc: Path, nodes: int = 3, target: tuple[str, ...] = ("--context", "ctx")
+) -> subprocess.Popen[str]:
+    argv = [str(oc), *target, "ns", "train", str(nodes)]
     argv += ["/opt/gpu-cluster/launch-torchrun.sh", "t.py"]
     return subprocess.Popen(
         ["bash", str(LAUNCH_ALL), *argv],
@@ -765,6 +769,23 @@ def test_launch_all_starts_every_pod_and_succeeds(fake_oc: Path) -> None:
     assert log_lines(fake_oc) == [
         f"start train-{i} /opt/gpu-cluster/launch-torchrun.sh t.py" for i in range(3)
     ]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ("--kubeconfig", "/home/u/.kube/barcelona"),
+        ("--kubeconfig", "/home/u/.kube/barcelona", "--context", "ctx", "--cluster", "c1"),
+    ],
+)
+def test_launch_all_names_the_stacks_kubeconfig_on_every_call(
+    fake_oc: Path, target: tuple[str, ...]
+) -> None:
+    (fake_oc.parent / "target").write_text(" ".join(target) + " \n")
+    proc = launch_all(fake_oc, nodes=2, target=target)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert len(log_lines(fake_oc)) == 2
 
 
 def test_launch_all_returns_the_failing_pods_code_and_stops_the_others(fake_oc: Path) -> None:
@@ -799,9 +820,10 @@ def test_launch_all_usage(fake_oc: Path) -> None:
     result = run(LAUNCH_ALL, {}, str(fake_oc), "--context", "ctx", "ns", "train", "0", "/x", "t")
     assert result.returncode == 2 and "NODES='0'" in result.stderr
     assert run(LAUNCH_ALL, {}, "oc").returncode == 2
-    # No context, or an empty one: refused, never the current context.
-    for context in ([], ["--context", ""]):
-        result = run(LAUNCH_ALL, {}, str(fake_oc), *context, "ns", "train", "1", "/x", "t")
+    # No context or kubeconfig file, an empty one, or a cluster alone: refused, never the
+    # current context.
+    for target in ([], ["--context", ""], ["--kubeconfig", ""], ["--cluster", "c1"]):
+        result = run(LAUNCH_ALL, {}, str(fake_oc), *target, "ns", "train", "1", "/x", "t")
         assert result.returncode == 2 and "usage" in result.stderr
     assert log_lines(fake_oc) == []
 

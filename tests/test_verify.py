@@ -216,3 +216,61 @@ def test_a_stack_without_a_context_exports_commands_that_refuse_to_run(tmp_path:
         result, calls = run_with_fake_cli(str(run.outputs[key]), tmp_path / key)
         assert result.returncode == 1 and message in result.stderr, key
         assert calls == [], key
+
+
+KUBECONFIG_CONTENTS = "apiVersion: v1\nkind: Config\ncurrent-context: barcelona\n"
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        # A kubeconfig file: named by its absolute path, whether or not a context is set.
+        ({"kubernetes:kubeconfig": "/etc/kube/barcelona"}, "--kubeconfig /etc/kube/barcelona"),
+        (
+            {"kubernetes:kubeconfig": "/etc/kube/b", "kubernetes:context": "admin"},
+            "--kubeconfig /etc/kube/b --context admin",
+        ),
+        # ~ as the provider expands it; a relative path from the project directory.
+        ({"kubernetes:kubeconfig": "~/.kube/b"}, f"--kubeconfig {Path.home()}/.kube/b"),
+        ({"kubernetes:kubeconfig": "kube/b"}, f"--kubeconfig {ROOT}/kube/b"),
+        # Contents cannot be named on a command line: the context alone names the cluster.
+        (
+            {"kubernetes:kubeconfig": KUBECONFIG_CONTENTS, "kubernetes:context": "barcelona"},
+            "--context barcelona",
+        ),
+        (
+            {"kubernetes:context": "barcelona", "kubernetes:cluster": "api-barcelona"},
+            "--context barcelona --cluster api-barcelona",
+        ),
+    ],
+)
+def test_every_command_names_the_kubeconfig_file_and_context_the_stack_deploys_with(
+    target: dict[str, str], expected: str, tmp_path: Path
+) -> None:
+    config, secret_keys = engine_config("barcelona")
+    del config["kubernetes:context"]
+    run = run_program({**config, **target}, secret_keys, "barcelona")
+    assert not any("sets no kubernetes:context" in w for w in run.warnings)
+    for key in COMMAND_OUTPUTS:
+        result, calls = run_with_fake_cli(str(run.outputs[key]), tmp_path / key)
+        assert result.returncode == 0, (key, result.stderr)
+        assert calls, key
+        assert [c for c in calls if not c.startswith(f"{expected} ")] == [], key
+
+
+@pytest.mark.parametrize(
+    "target",
+    [{"kubernetes:kubeconfig": KUBECONFIG_CONTENTS}, {"kubernetes:cluster": "api-barcelona"}],
+)
+def test_kubeconfig_contents_or_a_cluster_alone_name_no_cluster_to_paste_against(
+    target: dict[str, str], tmp_path: Path
+) -> None:
+    config, secret_keys = engine_config("barcelona")
+    del config["kubernetes:context"]
+    run = run_program({**config, **target}, secret_keys, "barcelona")
+    message = "this stack sets no kubernetes:context"
+    assert any(message in w for w in run.warnings)
+    for key in COMMAND_OUTPUTS:
+        result, calls = run_with_fake_cli(str(run.outputs[key]), tmp_path / key)
+        assert result.returncode == 1 and message in result.stderr, key
+        assert calls == [], key

@@ -236,7 +236,7 @@ class GkePlatform(pulumi.ComponentResource):
         self.node_pool = gpu_pool.node_pool
         self.outputs = {
             # The context get-credentials writes: the commands fail until it has run.
-            **stack_outputs(s, "kubectl", gke_context(s)),
+            **stack_outputs(s, "kubectl", ("--context", gke_context(s))),
             "clusterName": self.cluster.name,
             "clusterEndpoint": self.cluster.endpoint,
             "nodePoolName": self.node_pool.name,

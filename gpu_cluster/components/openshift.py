@@ -57,12 +57,13 @@ class OpenShiftPlatform(pulumi.ComponentResource):
         name: str,
         settings: Settings,
         secret_env: pulumi.Output[dict[str, str]] | None = None,
-        kube_context: str | None = None,
-        secret_context: bool = False,
+        kube_target: tuple[str, ...] = (),
+        secret_target: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """kube_context: the stack's `kubernetes:context`, which the exported commands name
-        (as secrets when `secret_context`: the stack holds the context as one)."""
+        """kube_target: the oc flags naming the stack's cluster (its `kubernetes:context`
+        and/or kubeconfig file), which the exported commands carry (as secrets when
+        `secret_target`: the stack holds one of them as a secret); () refuses the commands."""
         super().__init__("gpu-cluster:openshift:OpenShiftPlatform", name, None, opts)
         s = settings
         # The pieces used to be this component's own children: they keep their URNs by alias.
@@ -123,10 +124,10 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
-        self.outputs: dict[str, object] = stack_outputs(s, "oc", kube_context)
-        if secret_context:
+        self.outputs: dict[str, object] = stack_outputs(s, "oc", kube_target)
+        if secret_target:
             for key in set(COMMAND_OUTPUTS) & set(self.outputs):
                 self.outputs[key] = pulumi.Output.secret(self.outputs[key])
-        if kube_context is None:
+        if not kube_target:
             pulumi.log.warn(no_context_message("oc"), self)
         self.register_outputs({"namespace": s.namespace})

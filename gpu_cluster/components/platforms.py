@@ -11,8 +11,8 @@ import pulumi
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
 from gpu_cluster.components.stack_config import (
     code_sync_secret,
-    kube_context,
     secret_env_values,
+    stack_kube_target,
 )
 from gpu_cluster.components.workload import TrainingWorkloadArgs, retention_annotations
 from gpu_cluster.config.schema import Settings
@@ -131,7 +131,7 @@ def build_platform(settings: Settings) -> Platform:
     if settings.platform == "openshift":
         from gpu_cluster.components.openshift import OpenShiftPlatform
 
-        return OpenShiftPlatform("gpu-cluster", settings, secret_env, *kube_context())
+        return OpenShiftPlatform("gpu-cluster", settings, secret_env, *stack_kube_target())
     from gpu_cluster.components.gke import GkePlatform
 
     return GkePlatform("gpu-cluster", settings, secret_env)

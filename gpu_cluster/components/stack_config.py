@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 
 import pulumi
@@ -22,7 +23,7 @@ from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.providers import misplaced_stack_file_keys
 from gpu_cluster.config.schema import PROJECT, Settings
 from gpu_cluster.plan.codesync import SECRET_SOURCE_KEYS
-from gpu_cluster.plan.outputs import CONTEXT_KEY
+from gpu_cluster.plan.outputs import KUBECONFIG_KEY, TARGET_FLAGS, is_kubeconfig_file, kube_target
 
 
 def engine_config_map() -> tuple[dict[str, str], list[str]]:
@@ -35,12 +36,17 @@ def engine_config_map() -> tuple[dict[str, str], list[str]]:
     return merged, secret
 
 
-def kube_context() -> tuple[str | None, bool]:
-    """The kube context the default kubernetes provider deploys to (`kubernetes:context`),
-    which an OpenShift stack's commands name (None when the stack sets none), and whether the
-    stack holds it as a secret."""
+def stack_kube_target() -> tuple[tuple[str, ...], bool]:
+    """The oc flags naming the cluster the default kubernetes provider deploys to, which an
+    OpenShift stack's commands carry (outputs.kube_target), and whether the stack holds any of
+    them as a secret. A kubeconfig file is named by its absolute path, `~` expanded as the
+    provider expands it: the commands are pasted in other directories and quoted shells."""
     config, secret = engine_config_map()
-    return config.get(CONTEXT_KEY) or None, CONTEXT_KEY in secret
+    named = {key: config[key] for key, _ in TARGET_FLAGS if config.get(key)}
+    kubeconfig = named.get(KUBECONFIG_KEY)
+    if kubeconfig is not None and is_kubeconfig_file(kubeconfig):
+        named[KUBECONFIG_KEY] = os.path.abspath(os.path.expanduser(kubeconfig))
+    return kube_target(named), bool(set(named) & set(secret))
 
 
 def _setting_names(provider_args: type) -> frozenset[str]:

@@ -97,14 +97,15 @@ LAUNCH_ALL_MODULE = "gpu_cluster.launch_all"
 
 @dataclass(frozen=True)
 class Kube:
-    """How the user's commands reach the stack's cluster: `cli` (oc or kubectl) with `context`
-    named on every call, never whatever context is current."""
+    """How the user's commands reach the stack's cluster: `cli` (oc or kubectl) with `target`,
+    the flags naming the stack's kubeconfig file and/or context (outputs.kube_target), on every
+    call, never whatever kubeconfig or context is current."""
 
     cli: str
-    context: str
+    target: tuple[str, ...]
 
     def argv(self, *args: str) -> list[str]:
-        return [self.cli, "--context", self.context, *args]
+        return [self.cli, *self.target, *args]
 
 
 def launch_command(s: Settings, kube: Kube, script: str = f"{WORKSPACE_PATH}/train.py") -> str:

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.launch import Kube
 from gpu_cluster.plan.verify import verify_command
 
-# The engine config key that picks an OpenShift stack's cluster (the default kubernetes provider).
+# The engine config keys that pick an OpenShift stack's cluster (the default kubernetes
+# provider), each with the oc/kubectl flag that picks the same: the flags have the provider's
+# meanings (pulumi_kubernetes ProviderArgs: kubeconfig, context, cluster; kubectl options).
 CONTEXT_KEY = "kubernetes:context"
+KUBECONFIG_KEY = "kubernetes:kubeconfig"
+TARGET_FLAGS = (
+    (KUBECONFIG_KEY, "--kubeconfig"),
+    (CONTEXT_KEY, "--context"),
+    ("kubernetes:cluster", "--cluster"),
+)
 # The outputs that run oc or kubectl: each names the context.
 COMMAND_OUTPUTS = ("shellCommand", "launchCommand", "syncCommand", "verifyCommand")
 
@@ -23,11 +32,30 @@ def gke_context(s: Settings) -> str:
     return f"gke_{s.gcp.project}_{s.gcp.zone}_{s.name}"
 
 
+def is_kubeconfig_file(value: str) -> bool:
+    """Whether `kubernetes:kubeconfig` names a file rather than holding a kubeconfig (the
+    provider takes either, "the contents of a kubeconfig file or the path to a kubeconfig
+    file"): contents are a YAML document of several lines or one JSON object."""
+    return "\n" not in value and not value.lstrip().startswith("{")
+
+
+def kube_target(config: Mapping[str, str]) -> tuple[str, ...]:
+    """The oc/kubectl flags that pick the cluster the stack deploys to, from its engine config;
+    () when they would not name one (no context and no kubeconfig file): a kubeconfig given as
+    contents cannot be named on a command line, a cluster alone leaves the user to chance."""
+    flags: list[str] = []
+    for key, flag in TARGET_FLAGS:
+        value = config.get(key)
+        if value and (key != KUBECONFIG_KEY or is_kubeconfig_file(value)):
+            flags += [flag, value]
+    return tuple(flags) if {"--kubeconfig", "--context"} & set(flags) else ()
+
+
 def no_context_message(cli: str) -> str:
     return (
-        f"this stack sets no {CONTEXT_KEY}, so the commands it exports would run {cli} on "
-        f"whatever context is current: set it (pulumi config set {CONTEXT_KEY} <context>) and "
-        "run pulumi up again"
+        f"this stack sets no {CONTEXT_KEY} (nor {KUBECONFIG_KEY} as a file), so the commands it "
+        f"exports would run {cli} on whatever context is current: set it (pulumi config set "
+        f"{CONTEXT_KEY} <context>) and run pulumi up again"
     )
 
 
@@ -38,8 +66,9 @@ def no_context_command(cli: str) -> str:
     return f"echo {shlex.quote('gpu-cluster: ' + no_context_message(cli))} >&2; false"
 
 
-def stack_outputs(s: Settings, cli: str, context: str | None) -> dict[str, object]:
-    """`context`: the kube context every command names; None refuses to print the commands."""
+def stack_outputs(s: Settings, cli: str, target: tuple[str, ...]) -> dict[str, object]:
+    """`target`: the flags naming the cluster in every command (kube_target); () refuses to
+    print the commands."""
     outputs: dict[str, object] = {
         "namespace": s.namespace,
         "podDnsNames": launch.pod_dns_names(s),
@@ -51,7 +80,5 @@ def stack_outputs(s: Settings, cli: str, context: str | None) -> dict[str, objec
     if not s.verify.enabled:
         del commands["verifyCommand"]
     for key, command in commands.items():
-        outputs[key] = (
-            no_context_command(cli) if context is None else command(s, Kube(cli, context))
-        )
+        outputs[key] = command(s, Kube(cli, target)) if target else no_context_command(cli)
     return outputs
