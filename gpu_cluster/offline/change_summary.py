@@ -2,7 +2,7 @@
 
     python -m tools.render_all BASE_DIR      # on the base revision
     python -m tools.render_all HEAD_DIR      # on the change
-    python -m tools.change_summary BASE_DIR HEAD_DIR
+    gpu-cluster summary BASE_DIR HEAD_DIR      # or python -m tools.change_summary
 
 Each directory holds one subdirectory per stack, as `python -m gpu_cluster.offline --out`
 writes it. Per stack the summary lists first the replacements and deletions of data-holding or
@@ -237,11 +237,8 @@ def summary(base_root: Path, head_root: Path, max_diff_lines: int = MAX_DIFF_LIN
     return "\n".join(head + [stack_markdown(c, max_diff_lines) for c in changes])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.change_summary",
-        description="Markdown summary of the desired-state change between two renders.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The summary's arguments, for `gpu-cluster summary` and `python -m tools.change_summary`."""
     parser.add_argument("base", type=Path, help="render of the base (one subdir per stack)")
     parser.add_argument("head", type=Path, help="render of the change (one subdir per stack)")
     parser.add_argument(
@@ -250,12 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         default=MAX_DIFF_LINES,
         help=f"kubernetes.yaml diff lines shown per stack (default {MAX_DIFF_LINES})",
     )
-    args = parser.parse_args(argv)
+
+
+def write_summary(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Write the summary of `args` (parsed by `parser`, add_arguments') to stdout."""
     if not args.head.is_dir():
         parser.error(f"{args.head} is not a directory")
     sys.stdout.write(summary(args.base, args.head, args.max_diff_lines))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
