@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu_cluster.offline.engine import ProgramRun, run_program
-from gpu_cluster.offline.stack_files import engine_config
+from gpu_cluster.offline.engine import ProgramRun
+from gpu_cluster.offline.project import read_project
+from gpu_cluster.offline.render import program_run
 from tests.conftest import ROOT, STACKS, one, run_stack
 from tests.installed import run
 
@@ -19,9 +20,9 @@ EXAMPLE = ROOT / "examples" / "a3-mega-pool"
 COMPONENT_TYPE = "gpu-cluster:"
 
 
-def render_example(project_dir: Path = EXAMPLE) -> ProgramRun:
-    config, secret_keys = engine_config("dev", project_dir=project_dir)
-    return run_program(config, secret_keys, "dev", project_dir=project_dir, project="a3-mega-pool")
+def render_example() -> ProgramRun:
+    """The example's stack `dev` as `gpu-cluster render` runs it in the example's folder."""
+    return program_run("dev", project=read_project(EXAMPLE))
 
 
 def test_the_example_adds_a_gpudirect_pool_and_workload_to_an_existing_cluster() -> None:
@@ -68,13 +69,11 @@ def test_the_wheel_installs_into_a_fresh_virtualenv_and_runs_the_example(
     example = shutil.copytree(EXAMPLE, tmp_path / "a3-mega-pool")
     probe = f"""
 import json, gpu_cluster
-from gpu_cluster.offline.engine import run_program
-from gpu_cluster.offline.stack_files import engine_config
+from gpu_cluster.offline.project import read_project
+from gpu_cluster.offline.render import program_run
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
 from pathlib import Path
-example = Path({str(example)!r})
-config, secret_keys = engine_config("dev", project_dir=example)
-program = run_program(config, secret_keys, "dev", project_dir=example, project="a3-mega-pool")
+program = program_run("dev", project=read_project(Path({str(example)!r})))
 scripts = [m["data"] for m in program.manifests() if m["kind"] == "ConfigMap"]
 print(json.dumps({{"package": gpu_cluster.__file__, "scripts_path": str(SCRIPTS_PATH),
     "types": sorted({{r.type for r in program.resources}}), "scripts": scripts}}))

@@ -128,15 +128,15 @@ def resources_json(run: ProgramRun) -> str:
     return json.dumps(rows, indent=2, sort_keys=True) + "\n"
 
 
-def render(
+def program_run(
     stack: str,
     overrides: tuple[str, ...] = (),
     secret_overrides: tuple[str, ...] = (),
     warn: Callable[[str], None] | None = None,
     project: Project | None = None,
-) -> dict[str, str]:
-    """File name -> content for one stack of `project` (this repository's by default); raises
-    ConfigError for bad config. Warnings (config nothing reads) go to `warn`."""
+) -> ProgramRun:
+    """The program run of one stack of `project` (this repository's by default), as the render
+    makes it; raises ConfigError for bad config. Warnings (config nothing reads) go to `warn`."""
     project = project if project is not None else read_project()
     # Validated first, so bad config writes nothing and reads as a config error.
     config, secret_keys = checked_config(
@@ -146,6 +146,18 @@ def render(
     if warn is not None:
         for warning in run.warnings:
             warn(warning)
+    return run
+
+
+def render(
+    stack: str,
+    overrides: tuple[str, ...] = (),
+    secret_overrides: tuple[str, ...] = (),
+    warn: Callable[[str], None] | None = None,
+    project: Project | None = None,
+) -> dict[str, str]:
+    """File name -> content for one stack (program_run's arguments)."""
+    run = program_run(stack, overrides, secret_overrides, warn, project)
     return {
         "kubernetes.yaml": kubernetes_yaml(run),
         "resources.json": resources_json(run),
