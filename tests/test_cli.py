@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpu_cluster.offline.project import read_project
+from gpu_cluster.offline.project import ProjectError, read_project
 from gpu_cluster.offline.render import FILES, render
 from tests.conftest import ROOT
 from tests.installed import ENV, run
@@ -197,3 +197,16 @@ def test_version_is_the_packages(installed_venv: Path, tmp_path: Path) -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     result = gpu_cluster(installed_venv, "--version", cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, f"gpu-cluster {version}\n")
+
+
+def test_main_in_pulumi_yaml_names_the_programs_directory(program: Path) -> None:
+    """Pulumi.yaml's `main:` moves the program; the stack files stay beside Pulumi.yaml."""
+    (program / "src").mkdir()
+    (program / "__main__.py").rename(program / "src" / "__main__.py")
+    (program / "Pulumi.yaml").write_text(PROJECT_FILE + "main: src\n")
+    project = read_project(program)
+    assert (project.program, project.stacks()) == (program / "src", ["dev", "prod"])
+    assert json.loads(render("prod", project=project)["outputs.json"]) == {"owner": "bob"}
+    (program / "Pulumi.yaml").write_text(PROJECT_FILE + "main: elsewhere\n")
+    with pytest.raises(ProjectError, match=r"`main: elsewhere` in .*: no __main__\.py"):
+        read_project(program)
