@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_cluster.offline.stack_files import PROJECT_DIR, read_project_file
+from gpu_cluster.offline.stack_files import PROJECT_DIR, read_project_file, stack_names
 
 
 class ProjectError(Exception):
@@ -20,10 +20,7 @@ class Project:
     program: Path  # the directory whose __main__.py the engine runs (Pulumi.yaml's `main:`)
 
     def stacks(self) -> list[str]:
-        """The stacks that have a file here."""
-        return sorted(
-            p.name[len("Pulumi.") : -len(".yaml")] for p in self.directory.glob("Pulumi.*.yaml")
-        )
+        return stack_names(self.directory)
 
 
 def read_project(directory: Path = PROJECT_DIR) -> Project:

@@ -421,6 +421,11 @@ def read_project_file(project_dir: Path = PROJECT_DIR) -> ProjectFile:
     return ProjectFile(name, defaults, main)
 
 
+def stack_names(project_dir: Path) -> list[str]:
+    """The stacks that have a file in `project_dir` (Pulumi.<stack>.yaml)."""
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
+
+
 def stack_file_config(
     stack: str, project_dir: Path = PROJECT_DIR, project: str = PROJECT
 ) -> dict[str, Any]:
@@ -428,10 +433,8 @@ def stack_file_config(
     example in a message)."""
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
-        known = sorted(
-            p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml")
-        )
-        raise FileNotFoundError(f"no stack file {path.name}; stacks here: {', '.join(known)}")
+        known = ", ".join(stack_names(project_dir))
+        raise FileNotFoundError(f"no stack file {path.name}; stacks here: {known}")
     data = _document(path)
     config = _config_block(path, data)
     misplaced = misplaced_stack_file_keys(path.name, data)
