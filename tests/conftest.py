@@ -16,6 +16,7 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.replacements import Key, Row, Step, index, plan
 from gpu_cluster.offline.stack_files import engine_config
+from tests.installed import install_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 # Barcelona references the seed's NADs; a stack that adopts or creates them gives their ranges
@@ -55,6 +56,12 @@ def _secret_digest_key_of_the_session(tmp_path_factory: pytest.TempPathFactory) 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
         yield
+
+
+@pytest.fixture(scope="session")
+def installed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the package installed from its wheel (built once a session)."""
+    return install_wheel(tmp_path_factory.mktemp("installed"))
 
 
 @functools.cache

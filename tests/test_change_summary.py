@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpu_cluster.offline.change_summary import compare, summary
 from gpu_cluster.offline.render import render
-from tools.change_summary import compare, summary
 from tools.render_all import write
 
 

@@ -25,8 +25,8 @@ import pytest
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import SECRET_CAPABLE_KEYS, settings_from
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.offline.cli import offline_main as main
 from gpu_cluster.offline.engine import ProgramRun, run_program
-from gpu_cluster.offline.render import main
 from gpu_cluster.offline.stack_files import checked_config, engine_config
 from tests.cli import ROOT, by_case, cli, one_error, program_copy, refused_stack_file
 from tests.conftest import schema_key_paths

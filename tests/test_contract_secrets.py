@@ -23,7 +23,8 @@ from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.facts.kubernetes import parse_go_duration
-from gpu_cluster.offline.render import FILES, main
+from gpu_cluster.offline.cli import offline_main as main
+from gpu_cluster.offline.render import FILES
 from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import schema_key_paths
 from tests.contract import set_key

@@ -5,27 +5,24 @@ components and the in-pod scripts they ship."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import site
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from gpu_cluster.offline.engine import ProgramRun, run_program
-from gpu_cluster.offline.stack_files import engine_config
+from gpu_cluster.offline.engine import ProgramRun
+from gpu_cluster.offline.project import read_project
+from gpu_cluster.offline.render import program_run
 from tests.conftest import ROOT, STACKS, one, run_stack
+from tests.installed import run
 
 EXAMPLE = ROOT / "examples" / "a3-mega-pool"
 COMPONENT_TYPE = "gpu-cluster:"
-PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 
 
-def render_example(project_dir: Path = EXAMPLE) -> ProgramRun:
-    config, secret_keys = engine_config("dev", project_dir=project_dir)
-    return run_program(config, secret_keys, "dev", project_dir=project_dir, project="a3-mega-pool")
+def render_example() -> ProgramRun:
+    """The example's stack `dev` as `gpu-cluster render` runs it in the example's folder."""
+    return program_run("dev", project=read_project(EXAMPLE))
 
 
 def test_the_example_adds_a_gpudirect_pool_and_workload_to_an_existing_cluster() -> None:
@@ -65,58 +62,27 @@ def test_children_are_named_after_their_component(stack: str) -> None:
     assert [(c, n) for c, n in pairs if not n.startswith(c)] == []
 
 
-def _program_copy(into: Path) -> Path:
-    into.mkdir()
-    for name in ("pyproject.toml", "gpu_cluster", "scripts"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, into / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, into / name)
-    return into
-
-
-def test_the_wheel_installs_into_a_fresh_virtualenv_and_runs_the_example(tmp_path: Path) -> None:
-    # Built from a copy, so the build leaves nothing in the checkout.
-    source = _program_copy(tmp_path / "source")
-    dist = tmp_path / "dist"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-
-    def run(*args: str, python: str = sys.executable) -> str:
-        done = subprocess.run(
-            [python, *args], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
-    run("-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source))
-    [wheel] = dist.glob("gpu_cluster-*.whl")
-    venv = tmp_path / "venv"
-    run("-m", "venv", "--system-site-packages", str(venv))
-    python = str(venv / "bin" / "python")
-    # On top of this interpreter's packages (Pulumi's SDKs, pydantic; when it runs in a
-    # virtualenv, --system-site-packages reaches only the base interpreter's), never the source
-    # tree: a .pth file appends them after the new environment's own site-packages.
-    new_site = run("-c", PURELIB, python=python).strip()
-    (Path(new_site) / "outer-environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    run("-m", "pip", "install", "--no-deps", "-q", str(wheel), python=python)
+def test_the_wheel_installs_into_a_fresh_virtualenv_and_runs_the_example(
+    tmp_path: Path, installed_venv: Path
+) -> None:
+    python = str(installed_venv / "bin" / "python")
     example = shutil.copytree(EXAMPLE, tmp_path / "a3-mega-pool")
     probe = f"""
 import json, gpu_cluster
-from gpu_cluster.offline.engine import run_program
-from gpu_cluster.offline.stack_files import engine_config
+from gpu_cluster.offline.project import read_project
+from gpu_cluster.offline.render import program_run
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
 from pathlib import Path
-example = Path({str(example)!r})
-config, secret_keys = engine_config("dev", project_dir=example)
-program = run_program(config, secret_keys, "dev", project_dir=example, project="a3-mega-pool")
+program = program_run("dev", project=read_project(Path({str(example)!r})))
 scripts = [m["data"] for m in program.manifests() if m["kind"] == "ConfigMap"]
 print(json.dumps({{"package": gpu_cluster.__file__, "scripts_path": str(SCRIPTS_PATH),
     "types": sorted({{r.type for r in program.resources}}), "scripts": scripts}}))
 """
-    found = json.loads(run("-c", probe, python=python))
-    installed = str(venv / "lib")
+    found = json.loads(run("-c", probe, cwd=tmp_path, python=python))
+    installed = str(installed_venv / "lib")
     assert found["package"].startswith(installed)
+    # PEP 561: type checkers read the installed package's hints.
+    assert (Path(found["package"]).parent / "py.typed").is_file()
     assert found["scripts_path"].startswith(installed)
     assert set(found["types"]) == {r.type for r in render_example().resources}
     [shipped] = found["scripts"]

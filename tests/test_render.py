@@ -26,6 +26,7 @@ import pulumi
 import pytest
 import yaml
 
+from gpu_cluster.offline.cli import offline_main as main
 from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.render import (
     FILES,
@@ -34,7 +35,6 @@ from gpu_cluster.offline.render import (
     OutputError,
     ResourceRow,
     diff,
-    main,
     parse,
     read_render,
     render,

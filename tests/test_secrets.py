@@ -30,8 +30,9 @@ from pydantic import BaseModel
 
 from gpu_cluster.config.messages import ConfigError, nested_model
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.offline.cli import offline_main as main
 from gpu_cluster.offline.engine import ProgramRun, run_program
-from gpu_cluster.offline.render import FILES, main, read_render, render
+from gpu_cluster.offline.render import FILES, read_render, render
 from gpu_cluster.offline.secret_digest import MARKER as SECRET_MARKER
 from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import ROOT, cli, one_error, program_copy

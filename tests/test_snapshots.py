@@ -2,7 +2,8 @@
 tests/snapshots/<stack>/, so a code change shows in review what it does to every stack.
 
 After an intended change, refresh them with `python -m tools.update_snapshots` and commit the
-result with the change. Also tests tools/change_summary.py, which the PR workflow runs."""
+result with the change. Also tests the change summary (gpu_cluster/offline/change_summary.py),
+which the PR workflow runs."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu_cluster.offline.change_summary import clip_line, compare, stack_markdown, summary
 from gpu_cluster.offline.render import FILES, render
 from tests.conftest import STACKS
-from tools.change_summary import clip_line, compare, stack_markdown, summary
 from tools.render_all import stacks, write
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
@@ -72,7 +73,7 @@ def test_no_snapshot_of_a_removed_stack() -> None:
     assert not extra, f"snapshots of stacks without a Pulumi.<stack>.yaml: {extra}; run `{REFRESH}`"
 
 
-# tools/change_summary.py
+# gpu_cluster/offline/change_summary.py
 
 
 def test_change_summary_of_a_resize_lists_only_changed_resources(tmp_path: Path) -> None:

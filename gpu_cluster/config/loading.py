@@ -23,9 +23,10 @@ CODE_SYNC_KEY = "codeSync"
 # Namespaces a stack may hold besides the project's: the providers the program uses, and the
 # engine's own (`pulumi:tags`, `pulumi:disable-default-providers`).
 PROVIDER_NAMESPACES = ("kubernetes", "gcp", "pulumi")
-# Namespaces whose near-misses are refused as typos (edit distance at most this); shorter
-# names such as `gcp` have too many legitimate neighbours to guess.
-_TYPO_DISTANCE = {PROJECT: 3, "kubernetes": 2}
+# How far a namespace may be from the project's own (or `kubernetes`) to be refused as a typo
+# of it; shorter names such as `gcp` have too many legitimate neighbours to guess.
+_TYPO_DISTANCE = 3
+_PROVIDER_TYPO_DISTANCE = {"kubernetes": 2}
 # The engine carries numbers as IEEE doubles: larger integers would change on the way.
 MAX_EXACT_INT = 2**53 - 1
 # How deep a config value may nest lists and objects. The schema's deepest key,
@@ -41,20 +42,22 @@ SECRET_CAPABLE_KEYS = (SECRET_ENV_KEY, CODE_SYNC_KEY)
 _CODE_SYNC_PLAIN_ONLY = ("image", "credentialsSecret")
 
 
-def check_namespaces(keys: Iterable[str]) -> list[str]:
+def check_namespaces(keys: Iterable[str], project: str = PROJECT) -> list[str]:
     """Warnings for config namespaces nothing reads; ConfigError for a key under a misspelt
-    namespace of the project or its providers (the program would silently never see it)."""
+    namespace of the project or its providers (the program would silently never see it).
+    `project`: the Pulumi project's name, the namespace of the program's own keys."""
     problems: list[str] = []
     ignored: dict[str, list[str]] = {}
+    near = {project: _TYPO_DISTANCE, **_PROVIDER_TYPO_DISTANCE}
     for key in sorted(keys):
         namespace = key.partition(":")[0]
-        if namespace == PROJECT or namespace in PROVIDER_NAMESPACES:
+        if namespace == project or namespace in PROVIDER_NAMESPACES:
             continue
         folded = re.sub(r"[-_.\s]", "", namespace.lower())
         meant = next(
             (
                 known
-                for known, limit in _TYPO_DISTANCE.items()
+                for known, limit in near.items()
                 if folded == known.replace("-", "")
                 or edit_distance(namespace.lower(), known) <= limit
             ),
@@ -69,7 +72,7 @@ def check_namespaces(keys: Iterable[str]) -> list[str]:
             ignored.setdefault(namespace, []).append(key)
     if problems:
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
-    read = ", ".join((PROJECT, *PROVIDER_NAMESPACES))
+    read = ", ".join((project, *PROVIDER_NAMESPACES))
     return [
         f"{', '.join(found)}: namespace {namespace!r} is not read by this program or its "
         f"providers ({read}); ignored"

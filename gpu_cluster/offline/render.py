@@ -1,36 +1,30 @@
 """Offline render: the desired state of a stack, with no CLI, cloud or cluster.
 
-    python -m gpu_cluster.offline --stack barcelona --out out/barcelona [--set nodes=4] [--diff OLD]
-
-Runs `__main__.py` in-process under the Pulumi SDK's mock engine with the stack's config and
-writes `kubernetes.yaml` (every Kubernetes object, in apply order), `resources.json` (every
-registered resource with inputs and options) and `outputs.json` (stack outputs), all or
-nothing. A secret value it knows is written as a keyed digest (secret_digest), so that --diff
-sees it change, and says where on stderr. Exit codes: 0 rendered (with --diff: no change),
-1 --diff found changes, 2 bad config, usage, an --out / --diff directory that cannot be used,
-or a key for secret digests that cannot be kept (one message; nothing written).
+Runs the project's `__main__.py` in-process under the Pulumi SDK's mock engine with the stack's
+config and makes `kubernetes.yaml` (every Kubernetes object, in apply order), `resources.json`
+(every registered resource with inputs and options) and `outputs.json` (stack outputs), written
+all or nothing. A secret value it knows is written as a keyed digest (secret_digest), so that a
+diff sees it change. The command line is gpu_cluster.offline.cli.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import difflib
 import json
 import os
 import secrets
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypedDict
+from typing import Any, TypedDict
 
 import yaml
 
-from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline import shapes
 from gpu_cluster.offline.engine import ProgramRun, run_program
-from gpu_cluster.offline.secret_digest import MARKER, SecretDigestError
+from gpu_cluster.offline.project import Project, read_project
+from gpu_cluster.offline.secret_digest import MARKER
 from gpu_cluster.offline.stack_files import YamlLoader, checked_config
 
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
@@ -134,20 +128,36 @@ def resources_json(run: ProgramRun) -> str:
     return json.dumps(rows, indent=2, sort_keys=True) + "\n"
 
 
+def program_run(
+    stack: str,
+    overrides: tuple[str, ...] = (),
+    secret_overrides: tuple[str, ...] = (),
+    warn: Callable[[str], None] | None = None,
+    project: Project | None = None,
+) -> ProgramRun:
+    """The program run of one stack of `project` (this repository's by default), as the render
+    makes it; raises ConfigError for bad config. Warnings (config nothing reads) go to `warn`."""
+    project = project if project is not None else read_project()
+    # Validated first, so bad config writes nothing and reads as a config error.
+    config, secret_keys = checked_config(
+        stack, overrides, secret_overrides, project.directory, warn
+    )
+    run = run_program(config, secret_keys, stack, project.program, project=project.name)
+    if warn is not None:
+        for warning in run.warnings:
+            warn(warning)
+    return run
+
+
 def render(
     stack: str,
     overrides: tuple[str, ...] = (),
     secret_overrides: tuple[str, ...] = (),
     warn: Callable[[str], None] | None = None,
+    project: Project | None = None,
 ) -> dict[str, str]:
-    """File name -> content for one stack; raises ConfigError for bad config. The program's
-    warnings (config nothing reads) go to `warn`."""
-    # Validated first, so bad config writes nothing and reads as a config error.
-    config, secret_keys = checked_config(stack, overrides, secret_overrides)
-    run = run_program(config, secret_keys, stack)
-    if warn is not None:
-        for warning in run.warnings:
-            warn(warning)
+    """File name -> content for one stack (program_run's arguments)."""
+    run = program_run(stack, overrides, secret_overrides, warn, project)
     return {
         "kubernetes.yaml": kubernetes_yaml(run),
         "resources.json": resources_json(run),
@@ -312,74 +322,3 @@ def write_render(out: Path, files: dict[str, str]) -> None:
                 parent.rmdir()
         reason = f"{exc.strerror}: {exc.filename}" if exc.strerror else str(exc)
         raise OutputError(f"--out {out}: cannot write it ({reason})") from None
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m gpu_cluster.offline", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
-    parser.add_argument("--out", help="directory to write the render to")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key as `pulumi config set [--path]` would (repeatable)",
-    )
-    parser.add_argument(
-        "--set-secret",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="like --set, as `pulumi config set --secret` (rendered as a keyed digest)",
-    )
-    parser.add_argument("--diff", metavar="OLD_DIR", help="diff against an earlier render")
-    args = parser.parse_args(argv)
-    if args.out is None and args.diff is None:
-        parser.error("give --out DIR, --diff OLD_DIR, or both")
-    # Path("") is the current directory: an empty value (an unset shell variable) is a mistake.
-    for flag, value in (("--out", args.out), ("--diff", args.diff)):
-        if value == "":
-            print(f"error: {flag}: an empty path; give a directory", file=sys.stderr)
-            return 2
-    out = Path(args.out) if args.out is not None else None
-    try:
-        # Read before anything is written: `--diff D --out D` compares with D as it was.
-        old = read_render(Path(args.diff)) if args.diff is not None else None
-        files = render(
-            args.stack,
-            tuple(args.set),
-            tuple(args.set_secret),
-            warn=lambda w: print(f"warning: {w}", file=sys.stderr),
-        )
-        if out is not None:
-            write_render(out, files)
-            print(
-                f"rendered stack {args.stack!r} to {out}/ ({', '.join(FILES)})",
-                file=sys.stderr,
-            )
-    except (ConfigError, FileNotFoundError, OutputError, SecretDigestError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if old is not None:
-        changes = diff(old, files, str(args.diff))
-        sys.stdout.write(changes)
-        # The diff shows a changed secret as one marker for another; say where it is.
-        for line in secret_changes(old, files):
-            print(f"--diff {args.diff}: {line}", file=sys.stderr)
-        return 1 if changes else 0
-    return 0
-
-
-def run_cli() -> NoReturn:
-    exit_code = main()
-    # Everything is written: skip the interpreter's teardown of the SDK's modules, a third of
-    # the command's time (bench/profile_render.py, section 4).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)
-
-
-if __name__ == "__main__":
-    run_cli()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,6 +22,7 @@ from gpu_cluster.config.loading import (
     MAX_DEPTH,
     MAX_EXACT_INT,
     TOO_DEEP,
+    check_namespaces,
     nesting_depth,
     number_problems,
     parse_json,
@@ -391,25 +393,48 @@ def _without_ciphertext(value: Any) -> tuple[Any, bool]:
     return value, False
 
 
-def project_defaults(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
-    """Defaults declared in Pulumi.yaml's `config:` block, keyed `gpu-cluster:<key>`."""
-    out: dict[str, Any] = {}
+class ProjectFile(NamedTuple):
+    """What Pulumi.yaml says that the offline render uses."""
+
+    name: str  # the project's name: the namespace of the program's own config keys
+    # Defaults declared in its `config:` block, fully qualified: a key without a namespace is
+    # filed under the project's name, as the Pulumi CLI files it.
+    defaults: dict[str, Any]
+    main: str | None  # `main:`, the program's directory relative to the project's
+
+
+def read_project_file(project_dir: Path = PROJECT_DIR) -> ProjectFile:
+    """`project_dir`'s Pulumi.yaml; ConfigError naming the file for one that cannot be used."""
     path = project_dir / "Pulumi.yaml"
-    for key, decl in _config_block(path, _document(path)).items():
+    data = _document(path)
+    name, main = data.get("name"), data.get("main")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{path.name}: `name:` must be the project's name (text)")
+    if main is not None and not isinstance(main, str):
+        raise ConfigError(f"{path.name}: `main:` must be a path (text)")
+    defaults: dict[str, Any] = {}
+    for key, decl in _config_block(path, data).items():
         if isinstance(decl, dict) and "default" in decl:
-            full = key if ":" in key else f"{PROJECT}:{key}"
+            full = key if ":" in key else f"{name}:{key}"
             _refuse_config_value(path, full, decl["default"])
-            out[full] = decl["default"]
-    return out
+            defaults[full] = decl["default"]
+    return ProjectFile(name, defaults, main)
 
 
-def stack_file_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
+def stack_names(project_dir: Path) -> list[str]:
+    """The stacks that have a file in `project_dir` (Pulumi.<stack>.yaml)."""
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
+
+
+def stack_file_config(
+    stack: str, project_dir: Path = PROJECT_DIR, project: str = PROJECT
+) -> dict[str, Any]:
+    """Pulumi.<stack>.yaml's `config:` block, checked; `project`: the project's name (for the
+    example in a message)."""
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
-        known = sorted(
-            p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml")
-        )
-        raise FileNotFoundError(f"no stack file {path.name}; stacks here: {', '.join(known)}")
+        known = ", ".join(stack_names(project_dir))
+        raise FileNotFoundError(f"no stack file {path.name}; stacks here: {known}")
     data = _document(path)
     config = _config_block(path, data)
     misplaced = misplaced_stack_file_keys(path.name, data)
@@ -419,7 +444,7 @@ def stack_file_config(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, 
         if ":" not in key:
             raise ConfigError(
                 f"{path.name}: config key {key!r} has no namespace; "
-                f"stack files spell keys namespace:key, e.g. {PROJECT}:{key}"
+                f"stack files spell keys namespace:key, e.g. {project}:{key}"
             )
         _refuse_config_value(path, key, value)
     return dict(config)
@@ -436,17 +461,18 @@ def _override_error(key: str, problem: str) -> ConfigError:
     return ConfigError(f"invalid stack config:\n  --set {clipped(key)}: {problem}")
 
 
-def _assignment(assignment: str) -> tuple[str, str, list[str | int], str]:
-    """`key=value` taken apart: the key as written, the fully qualified top-level key, the
-    path's parts (the top-level key's name first) and the value. ConfigError for a path that
-    is none (never echoing the value, which may be secret)."""
+def _assignment(assignment: str, project: str) -> tuple[str, str, list[str | int], str]:
+    """`key=value` taken apart: the key as written, the fully qualified top-level key (a key
+    without a namespace is the project's, as `pulumi config set` takes it), the path's parts
+    (the top-level key's name first) and the value. ConfigError for a path that is none (never
+    echoing the value, which may be secret)."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key:
         # The argument is not echoed: with --set-secret it may be the secret itself.
         raise ConfigError("invalid stack config:\n  --set takes KEY=VALUE: an argument has no key")
     namespace, colon, path = key.partition(":")
     if not colon:
-        namespace, path = PROJECT, key
+        namespace, path = project, key
     if not namespace or not _PATH.fullmatch(path):
         raise _override_error(
             key, "not a config path (write key, key.sub or key[0]; no empty parts)"
@@ -457,11 +483,13 @@ def _assignment(assignment: str) -> tuple[str, str, list[str | int], str]:
     return key, f"{namespace}:{parts[0]}", parts, raw
 
 
-def apply_override(config: dict[str, Any], assignment: str, secret: bool = False) -> str:
+def apply_override(
+    config: dict[str, Any], assignment: str, secret: bool = False, project: str = PROJECT
+) -> str:
     """`key=value` as `pulumi config set [--secret] [--path] key value` would store it; returns
     the fully qualified top-level key it changed. Raises ConfigError naming the key for a path
     that does not fit the config's shape (never echoing the value, which may be secret)."""
-    key, top, parts, raw = _assignment(assignment)
+    key, top, parts, raw = _assignment(assignment, project)
     if len(parts) == 1:
         config[top] = raw  # top-level values are always strings
         return top
@@ -540,12 +568,24 @@ def engine_config(
 ) -> tuple[dict[str, str], list[str]]:
     """(config map, secret keys) as the CLI would pass them for `stack` plus `--set`s
     (`secret_overrides` as `pulumi config set --secret [--path]`)."""
+    config, secret_keys, _ = _engine_config(stack, overrides, secret_overrides, project_dir)
+    return config, secret_keys
+
+
+def _engine_config(
+    stack: str,
+    overrides: tuple[str, ...],
+    secret_overrides: tuple[str, ...],
+    project_dir: Path,
+) -> tuple[dict[str, str], list[str], str]:
+    """engine_config, and the project's name."""
+    project = read_project_file(project_dir)
     config: dict[str, Any] = {
-        **project_defaults(project_dir),
-        **stack_file_config(stack, project_dir),
+        **project.defaults,
+        **stack_file_config(stack, project_dir, project.name),
     }
     for assignment in overrides:
-        apply_override(config, assignment)
+        apply_override(config, assignment, project=project.name)
     engine: dict[str, str] = {}
     secret_keys: list[str] = []
     for key, value in config.items():
@@ -554,10 +594,10 @@ def engine_config(
         if secret:
             secret_keys.append(key)
     for assignment in secret_overrides:
-        key = apply_override(engine, assignment, secret=True)
+        key = apply_override(engine, assignment, secret=True, project=project.name)
         engine[key] = goyaml.engine_text(engine[key])
         secret_keys.append(key)
-    return engine, sorted(set(secret_keys))
+    return engine, sorted(set(secret_keys)), project.name
 
 
 def checked_config(
@@ -565,16 +605,26 @@ def checked_config(
     overrides: tuple[str, ...] = (),
     secret_overrides: tuple[str, ...] = (),
     project_dir: Path = PROJECT_DIR,
+    warn: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """engine_config, validated as the program validates it (settings_from). Each problem of
     the ConfigError that names a key written in the stack file starts with the file and that
-    key's line, unless a `--set` changed the key, a key below it or one above it."""
-    config, secret_keys = engine_config(stack, overrides, secret_overrides, project_dir)
+    key's line, unless a `--set` changed the key, a key below it or one above it.
+
+    A program of another project (one that composes this package's components) reads its own
+    keys, under its project's name, its own way: only the namespaces are checked, and their
+    warnings go to `warn` (this project's program gives its own)."""
+    config, secret_keys, project = _engine_config(stack, overrides, secret_overrides, project_dir)
     try:
-        settings_from(config, secret_keys, PROVIDER_SETTINGS)
+        if project == PROJECT:
+            settings_from(config, secret_keys, PROVIDER_SETTINGS)
+        else:
+            for warning in check_namespaces(config, project):
+                if warn is not None:
+                    warn(warning)
     except ConfigError as exc:
         path = project_dir / f"Pulumi.{stack}.yaml"
-        changed = [_changed_path(a) for a in (*overrides, *secret_overrides)]
+        changed = [_changed_path(a, project) for a in (*overrides, *secret_overrides)]
         lines = {
             key: line
             for key, line in _key_lines(path).items()
@@ -584,9 +634,9 @@ def checked_config(
     return config, secret_keys
 
 
-def _changed_path(assignment: str) -> str:
+def _changed_path(assignment: str, project: str) -> str:
     """The key path a `--set` assignment changes, fully qualified."""
-    _, top, parts, _ = _assignment(assignment)
+    _, top, parts, _ = _assignment(assignment, project)
     return top + _path_text(parts)[len(str(parts[0])) :]
 
 

@@ -1,0 +1,222 @@
+"""The command line: `gpu-cluster` (also `python -m gpu_cluster`) with its subcommands render,
+diff and summary, and `python -m gpu_cluster.offline`, the render's older spelling (render and
+diff in one command). Both render the Pulumi project found from the working directory up (the
+first Pulumi.yaml), or the one `--project-dir` names.
+
+Each secret value the render knows is written as a keyed digest; a diff names the secrets that
+changed on stderr, never their values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import NoReturn
+
+from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.offline.change_summary import add_arguments as add_summary_arguments
+from gpu_cluster.offline.change_summary import write_summary
+from gpu_cluster.offline.project import Project, ProjectError, find_project, read_project
+from gpu_cluster.offline.render import (
+    FILES,
+    OutputError,
+    diff,
+    read_render,
+    render,
+    secret_changes,
+    write_render,
+)
+from gpu_cluster.offline.secret_digest import SecretDigestError
+
+EXIT_CODES = """exit codes:
+  0  rendered (diff: no change)
+  1  diff: the render differs from the earlier one
+  2  bad config or usage, a project, output or earlier-render directory that cannot be used,
+     or a key for secret digests that cannot be kept (one message; nothing written)"""
+DISTRIBUTION = "gpu-cluster"
+
+
+def package_version() -> str:
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        # Run from a checkout that was never installed: no metadata holds a version.
+        return "unknown (not installed)"
+
+
+def _project_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--project-dir",
+        metavar="DIR",
+        help="the Pulumi project (its Pulumi.yaml and stack files); default: the first "
+        "directory holding a Pulumi.yaml, from the working directory up",
+    )
+
+
+def _stacks_epilog(argv: Sequence[str]) -> str:
+    """The stacks of the project `argv` names (or that is found from here), and the exit codes:
+    what --help shows below the options."""
+    early = argparse.ArgumentParser(add_help=False)
+    _project_dir_argument(early)
+    known, _ = early.parse_known_args(argv)
+    try:
+        project = _project(known.project_dir)
+    except (ProjectError, ConfigError) as exc:
+        found = f"stacks: none found ({exc})"
+    else:
+        found = (
+            f"stacks of project {project.name!r} ({project.directory}): "
+            f"{', '.join(project.stacks()) or 'none'}"
+        )
+    return f"{found}\n\n{EXIT_CODES}"
+
+
+def _project(project_dir: str | None) -> Project:
+    if project_dir == "":
+        raise ProjectError("--project-dir: an empty path; give a directory")
+    if project_dir is not None:
+        return read_project(Path(project_dir))
+    return find_project(Path.cwd())
+
+
+def _render_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key as `pulumi config set [--path]` would (repeatable)",
+    )
+    parser.add_argument(
+        "--set-secret",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="like --set, as `pulumi config set --secret` (rendered as a keyed digest)",
+    )
+    _project_dir_argument(parser)
+
+
+def _render_and_diff(args: argparse.Namespace, out_arg: str | None, old_arg: str | None) -> int:
+    """Render `args.stack`, write it to `out_arg` and/or diff it against the earlier render in
+    `old_arg` (as the flags name them in messages: --out, --diff); the exit code."""
+    # Path("") is the current directory: an empty value (an unset shell variable) is a mistake.
+    for flag, value in (("--out", out_arg), ("--diff", old_arg)):
+        if value == "":
+            print(f"error: {flag}: an empty path; give a directory", file=sys.stderr)
+            return 2
+    out = Path(out_arg) if out_arg is not None else None
+    try:
+        project = _project(args.project_dir)
+        # Read before anything is written: `--diff D --out D` compares with D as it was.
+        old = read_render(Path(old_arg)) if old_arg is not None else None
+        files = render(
+            args.stack,
+            tuple(args.set),
+            tuple(args.set_secret),
+            warn=lambda w: print(f"warning: {w}", file=sys.stderr),
+            project=project,
+        )
+        if out is not None:
+            write_render(out, files)
+            print(
+                f"rendered stack {args.stack!r} to {out}/ ({', '.join(FILES)})",
+                file=sys.stderr,
+            )
+    except (
+        ConfigError,
+        FileNotFoundError,
+        OutputError,
+        ProjectError,
+        SecretDigestError,
+    ) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if old is not None:
+        changes = diff(old, files, str(old_arg))
+        sys.stdout.write(changes)
+        # The diff shows a changed secret as one marker for another; say where it is.
+        for line in secret_changes(old, files):
+            print(f"--diff {old_arg}: {line}", file=sys.stderr)
+        return 1 if changes else 0
+    return 0
+
+
+def offline_main(argv: list[str] | None = None) -> int:
+    """`python -m gpu_cluster.offline --stack S [--out DIR] [--diff OLD_DIR]`."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(
+        prog="python -m gpu_cluster.offline",
+        description="Offline render: the desired state of a stack, with no CLI, cloud or "
+        "cluster (also `gpu-cluster render` and `gpu-cluster diff`).",
+        epilog=_stacks_epilog(argv),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _render_arguments(parser)
+    parser.add_argument("--out", help="directory to write the render to")
+    parser.add_argument("--diff", metavar="OLD_DIR", help="diff against an earlier render")
+    args = parser.parse_args(argv)
+    if args.out is None and args.diff is None:
+        parser.error("give --out DIR, --diff OLD_DIR, or both")
+    return _render_and_diff(args, args.out, args.diff)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`gpu-cluster render | diff | summary`."""
+    argv = sys.argv[1:] if argv is None else argv
+    epilog = _stacks_epilog(argv)
+    parser = argparse.ArgumentParser(
+        prog="gpu-cluster",
+        description="Render a Pulumi program built on gpu-cluster offline (no Pulumi CLI, "
+        "cloud or cluster), diff it against an earlier render, or summarize a change.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_: str) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    render_cmd = command(
+        "render", "write a stack's render (kubernetes.yaml, resources.json, outputs.json)"
+    )
+    _render_arguments(render_cmd)
+    render_cmd.add_argument("--out", required=True, help="directory to write the render to")
+    diff_cmd = command(
+        "diff", "render a stack and show how it differs from an earlier render (exit 1 if so)"
+    )
+    _render_arguments(diff_cmd)
+    diff_cmd.add_argument("old", metavar="OLD_DIR", help="an earlier render (render --out)")
+    diff_cmd.add_argument("--out", help="also write the new render here")
+    summary_cmd = command(
+        "summary",
+        "markdown summary of the change between two renders of every stack (BASE_DIR/<stack>/, "
+        "HEAD_DIR/<stack>/)",
+    )
+    add_summary_arguments(summary_cmd)
+
+    args = parser.parse_args(argv)
+    if args.command == "summary":
+        return write_summary(summary_cmd, args)
+    return _render_and_diff(args, args.out, args.old if args.command == "diff" else None)
+
+
+def run_cli(entry: Callable[[], int] = main) -> NoReturn:
+    exit_code = entry()
+    # Everything is written: skip the interpreter's teardown of the SDK's modules, a third of
+    # the command's time (bench/profile_render.py, section 4).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
