@@ -70,7 +70,7 @@ def test_the_wheel_and_pulumi_up_install_the_same_runtime() -> None:
 def test_no_kubernetes_provider_that_takes_over_existing_objects_is_allowed() -> None:
     """Before pulumi-kubernetes 4.29 a create of an object that exists silently took it over
     (server-side apply); from 4.29 it fails with AlreadyExists (CHANGELOG 4.29.0, #2926), so
-    adopting a namespace, NAD or claim is always the explicit import the README describes."""
+    adopting a namespace, NAD or claim is always the explicit import docs/migration.md describes."""
     spec = runtime_requirements()["pulumi-kubernetes"].specifier
     assert not spec.contains(Version("4.28.0"))
     assert spec.contains(Version("4.29.0"))
