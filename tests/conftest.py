@@ -105,7 +105,7 @@ def schema_leaves(
     list_item: str, model: type[BaseModel] = Settings, prefix: str = ""
 ) -> dict[str, FieldInfo]:
     """Every leaf key of the stack-config schema as a user writes it, with its field; a list
-    of sections spelled with `list_item` (`[0]` for a --set path, `[]` as README writes it)."""
+    of sections spelled with `list_item` (`[0]` for a --set path, `[]` as docs/ writes it)."""
     leaves: dict[str, FieldInfo] = {}
     for name, field in model.model_fields.items():
         key = prefix + (field.alias or name)

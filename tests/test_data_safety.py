@@ -173,7 +173,7 @@ def test_gke_cluster_is_protected_against_replacement_and_deletion(stack: str) -
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NAMESPACE_MODES: tuple[str, ...] = get_args(Settings.model_fields["namespace_mode"].annotation)
-# The storage keys that switch a safeguard off (README "Opt-in keys"): the schema's booleans.
+# The storage keys that switch a safeguard off (docs/contract.md "Opt-in keys"): booleans.
 STORAGE_SWITCHES = tuple(
     f"storage.{field.alias or name}"
     for name, field in StorageSettings.model_fields.items()
@@ -218,8 +218,8 @@ def settings_of(overrides: tuple[str, ...]) -> dict[str, str]:
 
 
 def opted_in(deployed: tuple[str, ...], edit: tuple[str, ...], step: Step) -> bool:
-    """README "Opt-in keys": data may leave the cluster only when the state says not to retain
-    it (the engine reads a removed or replaced resource's retainOnDelete from the state) and
+    """docs/contract.md, opt-in keys: data may leave the cluster only when the state says not to
+    retain it (the engine reads a removed or replaced resource's retainOnDelete from the state) and
     protect is off: in the state for a deletion, or in the update itself for a replacement."""
     state, wanted = settings_of(deployed), settings_of((*deployed, *edit))
     unprotected = state.get(PROTECT) == "false" or (
@@ -315,7 +315,7 @@ def kept_by_destroy_excluding_protected(run: ProgramRun) -> set[str]:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_destroy_excluding_protected_keeps_the_claims_and_their_namespace(stack: str) -> None:
-    """README: `pulumi destroy --exclude-protected` keeps the claims and the namespace the
+    """docs/contract.md: `pulumi destroy --exclude-protected` keeps the claims and the namespace the
     program created, whichever switch is off alone; both off, it deletes them."""
     for switches in switch_settings():
         run = run_stack(stack, "namespaceMode=create", *switches)

@@ -44,7 +44,7 @@ def _edits_key(edit: tuple[str, ...], keys: tuple[str, ...]) -> bool:
     return any(e.split("=")[0] in keys for e in edit)
 
 
-# The opt-in keys (README "Opt-in keys") and what each lets go.
+# The opt-in keys (docs/contract.md, "Opt-in keys") and what each lets go.
 OPT_INS = {
     PVC: ("storage.protect=false",),
     CLUSTER: ("gcp.deletionProtection=false",),

@@ -141,7 +141,7 @@ def test_node_account_ids_fit_gcp_for_every_cluster_name() -> None:
 
 def test_the_upgrade_replaces_both_pools_once_and_updates_the_cluster_in_place() -> None:
     """A cluster deployed before the nodes had their own account: the pools' service account is
-    force-new (README: Upgrading); Workload Identity and GKE_METADATA are updated in place."""
+    force-new (docs/operations.md); Workload Identity and GKE_METADATA are updated in place."""
     now = rows(run_stack("a3-high"))
     before = without(
         without(now, "gpu-cluster-system", "serviceAccount", "workloadMetadataConfig"),
@@ -209,7 +209,7 @@ def without(now: dict[Any, Any], pool: str, *fields: str) -> dict[Any, Any]:
 
 def test_a_pool_created_without_local_ssds_is_replaced_once_by_the_upgrade() -> None:
     """The field is force-new: a pool deployed by an earlier version of the program (no local
-    SSD setting) is replaced by the first `pulumi up` of this one (README: Upgrading)."""
+    SSD setting) is replaced by the first `pulumi up` of this one (docs/operations.md)."""
     now = rows(run_stack("gcp-a3"))
     before = without(now, "gpu-cluster-a3mega", "ephemeralStorageLocalSsdConfig")
     (step,) = [s for s in plan(before, now) if s.op != "update"]

@@ -1,5 +1,5 @@
 """The package's layers stay apart: vendor facts, config schema, pure planning, Pulumi components,
-offline tooling (README "Development"); imports only run downward."""
+offline tooling (docs/development.md); imports only run downward."""
 
 from __future__ import annotations
 

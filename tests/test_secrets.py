@@ -149,7 +149,7 @@ def test_every_key_set_as_secret_is_kept_secret_or_refused_by_name(
         assert marker not in (tmp_path / "out" / name).read_text(), name
 
 
-# The keys whose secret values the program carries (through Kubernetes Secrets); README says so.
+# The keys whose secret values the program carries (as Kubernetes Secrets); docs/contract.md.
 KEPT_SECRET = {"secretEnv[0]", "codeSync.repo", "codeSync.ref", "codeSync.period"}
 
 

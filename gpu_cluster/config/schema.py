@@ -73,8 +73,14 @@ _CHECK = ReadWhen(lambda s: s.verify.enabled, "verify.enabled is true")
 class _Model(BaseModel):
     """Stack-file keys are camelCase; unknown keys are errors, never silently ignored."""
 
+    # Each field's docstring is its description: docs/config-reference.md is generated from
+    # them (python -m tools.config_reference).
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, frozen=True, validate_default=True
+        extra="forbid",
+        alias_generator=to_camel,
+        frozen=True,
+        validate_default=True,
+        use_attribute_docstrings=True,
     )
 
 
@@ -85,11 +91,16 @@ class PodSettings(_Model):
     """Per-pod compute resources of the training container."""
 
     cpu_request: CpuQuantity = "32"
+    """Training container CPU request, a quantity (a plain number too); <= `pod.cpuLimit`."""
     memory_request: Quantity = "128Gi"
+    """Memory request (<= `pod.memoryLimit`)."""
     cpu_limit: CpuQuantity | None = None
+    """CPU limit (unset: none)."""
     memory_limit: Quantity = "256Gi"
+    """Memory limit."""
     # NCCL and the PyTorch dataloader use /dev/shm; the 64 MiB container default breaks them.
     shm_size: Quantity = "64Gi"
+    """Size of the memory-backed `/dev/shm`."""
 
     @model_validator(mode="after")
     def _requests_within_limits(self) -> PodSettings:
@@ -111,8 +122,18 @@ class StorageSettings(_Model):
     """Workspace and datasets volumes: shared RWX claims or one claim per pod."""
 
     mode: Literal["rwx", "per-pod"] = "rwx"
+    """Shared ReadWriteMany claims (`rwx`), or one claim per pod (`per-pod`: standalone claims
+    named as the StatefulSet's volumeClaimTemplates name them).
+    """
     # A StorageClass name (DNS-1123 subdomain), or "" for none: pre-provisioned volumes.
     storage_class: StorageClassName | None = None
+    """Storage class of the claims, a DNS-1123 subdomain; unset: the cluster default; `""`: none,
+    the claims bind to pre-provisioned volumes. On GKE: one GKE installs (`standard-rwo`,
+    `premium-rwo`, `standard`;
+    docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/gce-pd-csi-driver and
+    concepts/persistent-volumes), or `hyperdisk-balanced`, which GKE does not install and the
+    stack creates; any other class is refused unless `storage.storageClassMode` is `reference`.
+    """
     # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
     # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE
     # does not install, reference any other (plan/gke_storage.py).
@@ -120,51 +141,99 @@ class StorageSettings(_Model):
         StorageClassMode | None,
         ReadWhen(lambda s: s.storage.storage_class is not None, "storage.storageClass is set"),
     ] = None
+    """Default on GKE: `create` for `hyperdisk-balanced`, else `reference`. `create`: the stack
+    creates the class (GKE only; `hyperdisk-balanced`: `pd.csi.storage.gke.io`, `type:
+    hyperdisk-balanced`, 250Mi / 7000 IOPS provisioned, `WaitForFirstConsumer`, volume
+    expansion, reclaim `Delete`, as cluster-toolkit's `gke-storage` module), the claims wait for
+    it, and `pulumi destroy` deletes it (no data in it). `reference`: the class exists in the
+    cluster and is used by name. A `hyperdisk-balanced` made by hand earlier (as the `gcp-a4`
+    file once asked) makes the create fail with AlreadyExists: delete it first (`kubectl delete
+    storageclass hyperdisk-balanced`; bound claims and their volumes are not affected) or set
+    `reference`. Only with `storage.storageClass`.
+    """
     workspace_size: Size = "100Gi"
+    """`/workspace` volume, a quantity > 0 (growing it grows the claims in place)."""
     datasets_size: Size | None = "500Gi"
+    """`/datasets` volume, a quantity > 0 or null (null: none)."""
     # User data outlives `pulumi destroy` unless the stack opts out explicitly.
     retain_on_delete: bool = True
+    """Claims, and a namespace the program created, survive `pulumi destroy`, scale-down, renames
+    and `namespaceMode` changes.
+    """
     # Claims carry Pulumi's `protect`, and so does a namespace the program created while it is
     # not retained: an update or destroy that would delete or replace one (a changed name,
     # namespace, namespaceMode, storage mode, class or access mode, a per-pod scale-down) stops
     # at preview until the stack sets this to false for that one update.
     protect: bool = True
+    """**Opt-in key**: `false` lets an update replace or delete claims, and a namespace the program
+    created that is not retained (see docs/contract.md).
+    """
 
 
 class DeepSpeedSettings(_Model):
     zero_stage: Literal[0, 1, 2, 3] = 2
+    """ZeRO stage in `ds_config.json`."""
     precision: Literal["bf16", "fp16", "fp32"] = "bf16"
+    """Mixed precision."""
     micro_batch_size: int = Field(default=4, ge=1)
+    """Per-GPU micro batch."""
     gradient_accumulation_steps: int = Field(default=1, ge=1)
+    """Gradient accumulation."""
     offload_optimizer: bool = False
+    """ZeRO optimizer offload to CPU."""
 
 
 class LauncherSettings(_Model):
     kind: Literal["torchrun", "deepspeed"] = "torchrun"
+    """What `launchCommand` starts."""
     # Elastic range for torchrun (--nnodes=min:max); both default to `nodes`.
     min_nodes: int | None = Field(default=None, ge=1)
+    """Lower end of the torchrun elastic range (`--nnodes=min:max`); unset: `nodes`."""
     max_nodes: int | None = Field(default=None, ge=1)
+    """Upper end of the torchrun elastic range (`--nnodes=min:max`); unset: `nodes`."""
     max_restarts: int = Field(default=0, ge=0, le=100)
+    """torchrun `--max-restarts`."""
     master_port: int = Field(default=29500, ge=1024, le=65535)
+    """Rendezvous port on pod 0."""
     deepspeed: DeepSpeedSettings = DeepSpeedSettings()
+    """`ds_config.json` settings (`launcher.kind: deepspeed`, or a script that calls
+    `deepspeed.initialize`).
+    """
 
 
 class NicSettings(_Model):
     """One RDMA NIC as the pod sees it (net1..netN) and how Multus attaches it."""
 
     interface: Interface
+    """Pod interface (`net1`...): an interface name of 1..15 letters, digits, `_`, `.`, `-`."""
     network: Subdomain  # NetworkAttachmentDefinition name (a custom resource's: DNS subdomain)
+    """NetworkAttachmentDefinition name (a DNS-1123 subdomain)."""
     flavour: Literal["sriov", "macvlan", "host-device"]
+    """CNI plugin."""
     resource: ResourceName  # device-plugin resource the pod requests for this NIC
+    """Device-plugin resource, an extended resource `<domain>/<name>`, not `kubernetes.io/`
+    (`openshift.io/eno5np0rdma`, `rdma/rdma_shared_device_a`, `nvidia.com/hostdev`).
+    """
     # The NetworkAttachmentDefinition's IPAM range and routes: required of a stack that creates or
     # adopts the NADs, unread when it only references them (rules.py).
     subnet: Annotated[PrivateCidr | None, _NAD_FIELD] = None
+    """Whereabouts range, a private CIDR (one per NIC, non-overlapping, an address per pod);
+    required unless `rdma.networkAttachments: reference` (a referenced NAD has its own).
+    """
     routes: Annotated[tuple[Cidr, ...], _NAD_FIELD] = ()
+    """Extra routes via this NIC, a list of CIDRs (not with `networkAttachments: reference`)."""
     # Host interface for macvlan (its parent) or host-device (the device moved into the pod).
     master: Annotated[HostInterface | None, _NAD_FIELD] = None
+    """Parent host interface (any name the kernel allows): macvlan only, required for it unless
+    `networkAttachments: reference` (sriov and host-device get the allocated device from
+    `resource`).
+    """
     # mlx5 device behind the interface; None = detected at pod start (the default: SR-IOV VF
     # device names follow VF allocation, so a pin can go stale).
     hca: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
+    """RDMA device behind the interface, `mlx5_N` (all NICs or none); unset: detected. A pin that
+    does not match what the pod has stops the pod, naming the device found.
+    """
 
     @model_validator(mode="after")
     def _master_only_for_macvlan(self) -> NicSettings:
@@ -188,39 +257,67 @@ class RdmaSettings(_Model):
     """RoCE over Multus-attached NICs (networkMode: rdma)."""
 
     nics: tuple[NicSettings, ...] = Field(min_length=1, max_length=16)
+    """The RDMA NICs, in pod order (1..16); required in `rdma` mode."""
     # MTU every RDMA interface must have: preflight checks it; macvlan NADs set it. SR-IOV VFs
     # get theirs from the SriovNetworkNodePolicy (sriov-cni ignores a NAD's mtu).
     mtu: int = Field(default=9000, ge=1280, le=9216)
+    """MTU each RDMA interface must have (preflight checks it); set in macvlan NADs. SR-IOV VFs get
+    theirs from the SriovNetworkNodePolicy `mtu`.
+    """
     # Pod interface NCCL uses for bootstrap (the cluster network, not an RDMA NIC).
     bootstrap_interface: Interface = "eth0"
+    """`NCCL_SOCKET_IFNAME` for bootstrap, matched exactly (`=eth0`); an interface name as
+    `rdma.nics[].interface`.
+    """
     # None: NCCL >= 2.21 picks the GID ('nccl') when every NIC has its own GID table (sriov,
     # host-device); detected per pod ('auto') when a macvlan shares an HCA, where NCCL's pick
     # (lowest RoCE v2 IPv4 index) can be another pod's or the host's GID. Or a fixed index.
     gid_index: Literal["auto", "nccl"] | Annotated[int, Field(ge=0, le=255)] | None = None
+    """Default `nccl`; `auto` if a NIC is macvlan. `nccl`: left to NCCL >= 2.21 (each SR-IOV VF /
+    host-device NIC has its own GID table); `auto`: detected per pod by the interface's own IPv4
+    address (a macvlan's shared HCA also lists the host's and other pods' GIDs); or a fixed
+    index.
+    """
     # root-ipc-lock: only the training container runs as UID 0 with IPC_LOCK (own SCC);
     # machineconfig: a CRI-O drop-in raises the default memlock on the GPU MachineConfigPool
     # (cluster-admin; every node of the pool reboots); preconfigured: the nodes already do.
     memlock: MemlockStrategy = "root-ipc-lock"
+    """How verbs memory registration gets enough locked memory; see docs/operations.md, "OpenShift:
+    RDMA memory locking".
+    """
     # MachineConfigPool of the GPU nodes (memlock: machineconfig).
     machine_config_pool: Annotated[DnsLabel, _MACHINECONFIG] = "worker"
+    """MachineConfigPool of the GPU nodes (`memlock: machineconfig`)."""
     # The memlock MachineConfig is cluster-wide, one per pool, shared by every stack on it
     # (memlock: machineconfig). create: this stack creates and owns it; adopt: it exists (made
     # by a stack since destroyed, or by hand) and this stack takes it over; reference: another
     # stack or the platform team owns it and this one only relies on it. A created or adopted
     # one is kept on `pulumi destroy`: removing it reboots the pool under every other stack.
     machine_config: Annotated[ExistingObject, _MACHINECONFIG] = "create"
+    """The pool's memlock MachineConfig (`memlock: machineconfig`, one per pool for every stack on
+    it): create and own it, import an existing one and own it, or rely on another owner's; never
+    deleted by the stack (see docs/operations.md, "OpenShift: RDMA memory locking").
+    """
     # NetworkAttachmentDefinitions: create them, adopt existing ones (Pulumi import) or use
     # existing ones by name without managing them.
     network_attachments: ExistingObject = "create"
+    """The NADs: create them, import existing ones, or use existing ones by name."""
     # NCCL_MIN_NCHANNELS; None = NCCL's default.
     min_nchannels: int | None = Field(default=None, ge=1, le=64)
+    """`NCCL_MIN_NCHANNELS`; unset: NCCL's default."""
     # Documented NCCL_NET_GDR_LEVEL values; None lets NCCL decide from the topology.
     gdr_level: Literal["LOC", "PIX", "PXB", "PHB", "SYS"] | None = None
+    """`NCCL_NET_GDR_LEVEL`; unset: NCCL decides."""
     cross_nic: Literal[0, 1, 2] = 0
+    """`NCCL_CROSS_NIC`."""
     ib_timeout: int | None = Field(default=None, ge=1, le=31)
+    """`NCCL_IB_TIMEOUT`; unset: NCCL's default."""
     traffic_class: int | None = Field(default=None, ge=0, le=255)
+    """`NCCL_IB_TC`; unset: NCCL's default."""
     service_level: int | None = Field(default=None, ge=0, le=15)
+    """`NCCL_IB_SL`; unset: NCCL's default."""
     qps_per_connection: int | None = Field(default=None, ge=1, le=128)
+    """`NCCL_IB_QPS_PER_CONNECTION`; unset: NCCL's default."""
 
     @property
     def gid(self) -> Literal["auto", "nccl"] | int:
@@ -234,38 +331,63 @@ class TcpSettings(_Model):
     """Plain-Ethernet NCCL (networkMode: tcp)."""
 
     socket_ifname: str = "^lo,docker"
+    """`NCCL_SOCKET_IFNAME` in `tcp` mode."""
     # NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD must stay <= 64 (NCCL env docs).
     socket_nthreads: int | None = Field(default=None, ge=1, le=16)
+    """NCCL socket threads (`NCCL_SOCKET_NTHREADS`; its product with `tcp.nsocksPerThread` <= 64);
+    unset: NCCL's default.
+    """
     nsocks_per_thread: int | None = Field(default=None, ge=1, le=64)
+    """Sockets per thread (`NCCL_NSOCKS_PERTHREAD`; its product with `tcp.socketNthreads` <= 64);
+    unset: NCCL's default.
+    """
 
 
 class CodeSyncSettings(_Model):
     """Keep a git repository checked out in every pod (git-sync as a native sidecar)."""
 
     repo: str = Field(pattern=r"^(https://|ssh://|git@)\S+$")
+    """Repository (`https://`, `ssh://` or `git@` URL) a git-sync sidecar keeps checked out at
+    `/code/current` in every pod; unset `codeSync`: no sync. A URL with credentials only as a
+    secret (see docs/contract.md).
+    """
     ref: str = "main"
+    """Branch, tag or commit."""
     period: SyncPeriod = "60s"
+    """How often to pull: a Go duration >= 10ms (`60s`, `1m30s`, `500ms`)."""
     # Existing Secret with keys `username` and `password` (an HTTPS token); None = public repo.
     credentials_secret: Subdomain | None = None
+    """Existing Secret with keys `username` and `password` (token); unset: a public repository."""
     # kubernetes/git-sync release (registry.k8s.io/git-sync/git-sync): v4.7.1, newest v4 release
     # as of 2026-09 (kubernetes/git-sync releases; v4.6.0 was mostly CVE fixes, kubernetes/k8s.io
     # #9118). Same GITSYNC_* flags since v4.0.
     image: Image = "registry.k8s.io/git-sync/git-sync:v4.7.1"
+    """git-sync release."""
 
 
 class VerifySettings(_Model):
     """The built-in fabric check (all-reduce bandwidth + transport) shipped to every pod."""
 
     enabled: bool = True
+    """Ship the all-reduce fabric check and export `verifyCommand`."""
     # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
     # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
     expected_busbw_gbps: Annotated[float | None, _CHECK] = Field(
         default=None, gt=0, allow_inf_nan=False
     )
+    """PASS threshold for bus bandwidth at the largest size, in GB/s. Default per mode; on GKE per
+    machine: A3 High 60, A3 Mega 150, A3 Ultra and A4 250 (see docs/operations.md, "Verify the
+    fabric").
+    """
     # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
     # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
     max_bytes: Annotated[SweepSize | None, _CHECK] = None
+    """Largest all-reduce in the sweep: a size the check script reads (`64M`, `1G`, `2t`, `512MiB`,
+    a number of bytes; binary units). Default `8G` on GKE's A3 / A4 machines in their GPUDirect
+    mode, else `1G`.
+    """
     iters: Annotated[int, _CHECK] = Field(default=20, ge=1, le=1000)
+    """Timed iterations per size."""
     # Also require GPUDirect RDMA (GDRDMA) in rdma mode.
     require_gdr: Annotated[
         bool,
@@ -275,20 +397,30 @@ class VerifySettings(_Model):
             "NCCL's socket transport)",
         ),
     ] = False
+    """`rdma`: also require GPUDirect RDMA (`GDRDMA`)."""
     # Launchers run preflight.sh (GPUs, /dev/shm, memlock, RDMA links, DeepSpeed) before
     # training; None = on in rdma mode (a too-small memlock must stop training), off otherwise.
     preflight: bool | None = None
+    """Default `true` in `rdma`, else `false`: launchers run `preflight.sh` (GPUs, `/dev/shm`,
+    DeepSpeed >= 0.14.5 for `deepspeed`, memlock, RDMA links and MTUs) and do not start training
+    when it fails.
+    """
 
 
 class NcclSettings(_Model):
     debug: Literal["VERSION", "WARN", "INFO", "TRACE"] = "WARN"
+    """`NCCL_DEBUG`."""
 
 
 class OpenShiftSettings(_Model):
     # GPU nodes the pods may run on; empty = any node with GPUs.
     node_names: tuple[NodeName, ...] = ()
+    """Only these nodes (node names of at most 63 characters, at least `nodes` of them); empty: any
+    GPU node.
+    """
     # Node label that marks GPU nodes (set by the NVIDIA GPU operator's feature discovery).
     gpu_node_label: LabelKey = "nvidia.com/gpu.present"
+    """Label key GPU nodes carry (`=true`)."""
 
 
 class SystemPoolSettings(_Model):
@@ -298,9 +430,17 @@ class SystemPoolSettings(_Model):
     gke-a3-megagpu and gke-a3-highgpu blueprints keep."""
 
     machine_type: str = Field(default="e2-standard-4", pattern=r"^[a-z0-9]+-[a-z0-9-]+$")
+    """Untainted CPU pool for kube-dns, metrics-server and other GKE system pods. Default
+    `e2-standard-4`; `e2-standard-16` with `a3-ultragpu-8g` or `a4-highgpu-8g`
+    (cluster-toolkit's A3 Ultra and A4 blueprints).
+    """
     min_nodes: int = Field(default=2, ge=1, le=100)
+    """System pool autoscaling range, lower end."""
     max_nodes: int = Field(default=10, ge=1, le=100)
+    """System pool autoscaling range, upper end."""
     disk_size_gb: int = Field(default=100, ge=10, le=65536)
+    """System pool boot disk in GB. Default `100`; `200` with `a3-ultragpu-8g` or `a4-highgpu-8g`.
+    """
 
     @model_validator(mode="after")
     def _range(self) -> SystemPoolSettings:
@@ -314,22 +454,41 @@ class AuthorizedNetwork(_Model):
     networks; cluster-toolkit modules/scheduler/gke-cluster `master_authorized_networks`)."""
 
     cidr_block: Cidr
+    """An IPv4 CIDR, e.g. your VPN or office egress (`198.51.100.0/24`) or a CI runner's address
+    (`203.0.113.7/32`).
+    """
     display_name: str = Field(min_length=1)
+    """A name for the range, shown in the console (cluster-toolkit's blueprints use
+    `kubectl-access-network`).
+    """
 
 
 class GcpSettings(_Model):
     project: str = Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+    """GCP project (required on GKE)."""
     # Checked against the dated catalog of regions and zones (facts/gcp_catalog.py).
     region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+$")
+    """GCP region (required on GKE)."""
     zone: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+    """GCP zone, inside `gcp.region` (required on GKE)."""
     machine_type: Literal["a3-megagpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"] = (
         "a3-megagpu-8g"
     )
+    """`tcpxo` needs Mega, `tcpx` needs High, `rdma` needs A3 Ultra (H200, GKE >=
+    1.31.4-gke.1183000) or A4 (B200, GKE >= 1.32.2-gke.1475000).
+    """
     # flex-start: Dynamic Workload Scheduler's flex-start VMs (cloud.google.com/kubernetes-engine/
     # docs/concepts/dws); queued provisioning is not offered: its nodes come only through
     # ProvisioningRequests, which the StatefulSet never makes.
     # A3 Ultra and A4 are not offered on demand (MACHINE_PROVISIONING).
     provisioning: Provisioning = "on-demand"
+    """Capacity type; `a3-ultragpu-8g` and `a4-highgpu-8g` are not sold on demand (AI Hypercomputer
+    consumption options: reservations, incl. blocks and calendar-mode future reservations,
+    flex-start, Spot), so `on-demand` is refused for them; `flex-start` (GKE >=
+    1.32.2-gke.1652000): the pool scales 0..`nodes` as the pods ask, no reservation, no own
+    placement policy, no auto-repair. Queued provisioning is not offered: its nodes come only
+    through ProvisioningRequests, which the StatefulSet does not make.
+    """
     # A specific reservation: its name (same project) or projects/<p>/reservations/<name>,
     # optionally narrowed to a block or sub-block: <name>/reservationBlocks/<block>[/
     # reservationSubBlocks/<sub-block>] (GoogleCloudPlatform/cluster-toolkit modules/compute/
@@ -340,6 +499,12 @@ class GcpSettings(_Model):
             lambda s: _gcp(s).provisioning == "reservation", "gcp.provisioning is 'reservation'"
         ),
     ] = Field(default=None, pattern=RESERVATION_PATTERN)
+    """The specific reservation, block or sub-block to consume (with `reservation`): `<name>`,
+    `projects/<p>/reservations/<name>`, either with
+    `/reservationBlocks/<block>[/reservationSubBlocks/<sub-block>]`. A bare `<name>` is in
+    `gcp.project` and the pool names it by its full `projects/<p>/reservations/...` path, as
+    cluster-toolkit does; a block pins the pool's node location to the zone.
+    """
     # flex-start only: how long each node may run, in seconds (at most 7 days per flex-start VM,
     # cloud.google.com/kubernetes-engine/docs/concepts/dws); None = GKE's default.
     max_run_duration_seconds: Annotated[
@@ -348,26 +513,42 @@ class GcpSettings(_Model):
             lambda s: _gcp(s).provisioning == "flex-start", "gcp.provisioning is 'flex-start'"
         ),
     ] = Field(default=None, ge=1, le=FLEX_START_MAX_SECONDS)
+    """`flex-start` only: how long each node may run, 1..604800 (flex-start VMs run at most 7
+    days).
+    """
     maintenance_interval: Literal["AS_NEEDED", "PERIODIC"] | None = None
+    """Must match the reservation's."""
     # REGULAR as cluster-toolkit's gke-a3-highgpu blueprint; a channel is what lets the
     # maintenance exclusion below hold minor upgrades.
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "UNSPECIFIED"] = "REGULAR"
+    """GKE release channel (a channel is needed for `holdMinorUpgrades`)."""
     # "1.N" (GKE picks the channel's newest patch of that minor) or an exact "1.N.P-gke.B".
     # Numbers of up to 9 digits: config/gke.py converts them, and int() refuses 4300.
     min_master_version: str = Field(
         default="1.35", pattern=r"^1\.\d{1,9}(\.\d{1,9}-gke\.\d{1,9})?$"
     )
+    """GKE version, `1.NN` or `1.NN.P-gke.N`; its minor must be in standard support today, match
+    `kubernetesVersion`, and have a GPUDirect release (docs/operations.md, "Supported GKE
+    versions"); exact patches are checked against TCPXO's minimum per minor.
+    """
     # Maintenance exclusion NO_MINOR_OR_NODE_UPGRADES until the minor's end of support, so
     # auto-upgrades never move the cluster off the minor its GPUDirect release is pinned for
     # (cluster-toolkit examples/gke-a3-highgpu/gke-a3-highgpu.yaml).
     hold_minor_upgrades: bool = True
+    """Maintenance exclusion `NO_MINOR_OR_NODE_UPGRADES` until the minor's end of support."""
     base_cidr: PrivateCidr = "10.0.0.0/8"
+    """Private CIDR (/12 or larger) every subnet and range is carved from."""
     # GKE's own deletion protection and Pulumi's `protect` on the cluster: an update that would
     # replace it (a force-new field such as the zone) or a destroy stops until this is false.
     deletion_protection: bool = True
+    """**Opt-in key**: GKE's deletion protection and Pulumi's `protect` on the cluster; `false`
+    lets an update replace or delete it.
+    """
     private_nodes: bool = True
+    """No public node IPs (adds Cloud Router + NAT)."""
     # Own compact ResourcePolicy with this max distance; None = pool's built-in COMPACT placement.
     placement_max_distance: int | None = Field(default=None, ge=1, le=3)
+    """Own compact ResourcePolicy with this max distance (1..3)."""
     # Pinned GPUDirect release (installer, RxDM sidecar or gIB plugin, NCCL settings); None =
     # the newest one published for the GKE minor of minMasterVersion.
     gpudirect_release: Annotated[
@@ -377,14 +558,32 @@ class GcpSettings(_Model):
             "networkMode is 'tcpxo', 'tcpx' or 'rdma' (plain 'tcp' runs no GPUDirect release)",
         ),
     ] = None
+    """Pinned installer + RxDM (or gIB plugin) + NCCL settings: `tcpxo-v1.0.17`,
+    `tcpxo-2026-01-09`, `tcpx-v3.1.9`, `tcpx-v3.1.12`, `gib-v1.1.0` (rdma); unset: the newest
+    for the GKE minor.
+    """
     system_pool: SystemPoolSettings = SystemPoolSettings()
+    """The untainted CPU system pool (below)."""
     # Values of gcp.zone or gcp.systemPool.machineType the stack vouches for although the
     # catalog (facts/gcp_catalog.py, dated) lacks them: a zone or machine newer than the catalog.
     allow_uncatalogued: tuple[str, ...] = ()
+    """Values of `gcp.zone` or `gcp.systemPool.machineType` the stack vouches for although the
+    dated catalog (`gpu_cluster/facts/gcp_catalog.py`) lacks them; an entry the catalog already
+    has, or that neither key uses, is refused (docs/operations.md, "Zones, machine types and GCP
+    limits").
+    """
     # Ranges allowed to reach the control plane's endpoint; GKE refuses every other outside
     # address. Required of a stack that creates the cluster (cluster_problems): no default is
     # both safe and deployable.
     authorized_networks: tuple[AuthorizedNetwork, ...] | None = None
+    """**Required on GKE**: list (1..50; 1..100 with `gcp.privateNodes`) of the only outside ranges
+    the control plane's endpoint accepts (GKE master authorized networks, always on; the
+    cluster's own nodes and Google's management always get through, every Google Cloud VM's
+    address does not). List where `pulumi up` and `kubectl` run: this program creates the
+    Kubernetes objects through that endpoint, so an empty list is refused. `0.0.0.0/0` opens it
+    to the whole internet (authentication still applies), as before this key existed. Edits
+    apply in place.
+    """
 
     @model_validator(mode="before")
     @classmethod
@@ -426,24 +625,54 @@ class Settings(_Model):
     """Root of the stack config: one field per top-level `gpu-cluster:<key>`."""
 
     platform: Platform
+    """Where the cluster runs."""
     name: DnsLabel = "gpu-cluster"
+    """DNS-1035 label of at most 52 characters (GKE: at most 40): the StatefulSet, Service and
+    ConfigMap name prefix; the GKE cluster's name.
+    """
     namespace: Namespace = "gpu-cluster"
+    """DNS-1123 label: the namespace of the workload (to create: not one every cluster has, nor
+    `kube-*` or the platform's own).
+    """
     # create: the program creates (and by default retains) it; adopt: imports an existing one;
     # reference: it exists and the program leaves it alone.
     namespace_mode: ExistingObject = "create"
+    """`create`: the program creates it and keeps it on `pulumi destroy`, renames and a switch to
+    `reference` (deleting a namespace deletes every claim in it); with `storage.retainOnDelete:
+    false` it is protected instead, as the claims are (see docs/contract.md); `adopt`: imports
+    an existing one (kept on destroy); `reference`: it exists and the program leaves it alone.
+    Replaces `createNamespace` (`true` = `create`, `false` = `reference`).
+    """
     nodes: int = Field(default=2, ge=1, le=4096)
+    """GPU nodes, one pod each."""
     gpus_per_node: int = Field(default=8, ge=1, le=16)
+    """GPUs per pod (GKE: at most the machine's 8; TCPX(O) needs all 8)."""
     network_mode: NetworkMode = "tcp"
+    """`tcp`/`rdma` on OpenShift; `tcpxo`/`tcpx`/`rdma`/`tcp` on GKE (`rdma` there: GPUDirect RDMA
+    with gIB on A3 Ultra / A4, no `rdma` key).
+    """
     kubernetes_version: str = Field(default="1.32", pattern=r"^1\.[0-9]{2}$")
+    """The cluster's Kubernetes minor, `1.NN` (objects are validated against it; >= 1.28; on GKE
+    the minor of `gcp.minMasterVersion`).
+    """
     image: Image = "nvcr.io/nvidia/pytorch:25.01-py3"
+    """Training image: a reference the kubelet parses, with a tag or a digest (`sha256`, `sha384`,
+    `sha512`); `:latest` without a digest is refused.
+    """
     pod: PodSettings = PodSettings()
+    """Compute resources of the training container."""
     storage: StorageSettings = StorageSettings()
+    """Workspace and datasets volumes."""
     launcher: LauncherSettings = LauncherSettings()
+    """What `launchCommand` starts, and how."""
     nccl: NcclSettings = NcclSettings()
+    """NCCL settings common to every mode."""
     verify: VerifySettings = VerifySettings()
+    """The fabric check (docs/operations.md, "Verify the fabric")."""
     tcp: Annotated[
         TcpSettings, ReadWhen(lambda s: s.network_mode == "tcp", "networkMode is 'tcp'")
     ] = TcpSettings()
+    """NCCL over plain Ethernet (`networkMode: tcp`)."""
     rdma: Annotated[
         RdmaSettings | None,
         ReadWhen(
@@ -452,17 +681,25 @@ class Settings(_Model):
             "gcp.machineType)",
         ),
     ] = None
+    """RoCE over Multus-attached NICs (`networkMode: rdma` on OpenShift)."""
     code_sync: CodeSyncSettings | None = None
+    """git-sync sidecar keeping a repository checked out in every pod; unset: no sync."""
     # Names of the env vars set from `secretEnv` (a Pulumi secret object: name -> token).
     # Only the names reach the schema; the values stay Pulumi secrets end to end.
     secret_env: tuple[EnvName, ...] = ()
+    """**Secret** map of `NAME` -> token: env vars from a Kubernetes Secret (`pulumi config set
+    --secret --path secretEnv.HF_TOKEN hf_...`); plain-text values are refused. A name also keys
+    the Secret: letters, digits, `-`, `_`, `.`.
+    """
     openshift: Annotated[
         OpenShiftSettings,
         ReadWhen(lambda s: s.platform == "openshift", "platform is 'openshift'"),
     ] = OpenShiftSettings()
+    """OpenShift placement of the pods."""
     gcp: Annotated[
         GcpSettings | None, ReadWhen(lambda s: s.platform == "gke", "platform is 'gke'")
     ] = None
+    """GKE: where and on what the cluster runs (required on GKE)."""
     # Top-level keys set as Pulumi secrets (only SECRET_CAPABLE_KEYS get this far).
     _secret_keys: frozenset[str] = PrivateAttr(default=frozenset())
 

@@ -1,6 +1,6 @@
 """Migrating Barcelona from the seed system, on a real API server: what the seed left is
 created first (tests/real/fixtures/barcelona_before.yaml, its pods running on the fake GPU
-nodes), then the README's "Migrating from ml-dev-env" commands run literally, then every object
+nodes), then the commands of docs/migration.md run literally, then every object
 the stack creates is created as pulumi-kubernetes creates it (a plain create: an existing object
 fails with AlreadyExists). For `reference`, `adopt` and `create` NADs alike the stack comes up and
 the seed's claims are untouched.
@@ -43,8 +43,7 @@ MODES = {
 def guide_commands(overrides: tuple[str, ...]) -> list[list[str]]:
     """The `oc delete` commands of the guide's bash blocks that apply: `# Every migration`
     blocks always, `# Only for <key>: <value>` blocks when the override sets that value."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    guide = readme.split("## Migrating from ml-dev-env", 1)[1].split("\n## ", 1)[0]
+    guide = (ROOT / "docs" / "migration.md").read_text(encoding="utf-8")
     chosen = {tuple(o.split("=", 1)) for o in overrides}
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", guide, flags=re.DOTALL):

@@ -9,7 +9,7 @@ and the build flags: a warm run finds them and builds nothing; a changed pin bui
 Not buildable here (the module proxy answers 403 "This module version is not available" for every
 version of these module paths, checked 2026-11-23): the Python language host
 (github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) and the Kubernetes provider
-(github.com/pulumi/pulumi-kubernetes/provider/v4). README "Real tier" says what that leaves out.
+(github.com/pulumi/pulumi-kubernetes/provider/v4). docs/real-tier.md says what that leaves out.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ GO_MODULES = Path(__file__).resolve().parent / "go"
 
 # github.com/pulumi/pulumi pkg/v3.259.0: the newest pkg/v3 the module proxy serves (2026-11-23).
 PULUMI_VERSION = "v3.259.0"
-# k8s.io/kubernetes v1.35.4: the minor the shipped GKE stacks run (README "Supported GKE versions").
+# k8s.io/kubernetes v1.35.4: the minor the shipped GKE stacks run (docs/operations.md).
 KUBERNETES_VERSION = "v1.35.4"
 # go.etcd.io/etcd v3.6.14: etcd's 3.6 line is the one Kubernetes 1.35 builds its client against.
 ETCD_VERSION = "v3.6.14"

@@ -1,0 +1,325 @@
+"""Every command in the docs is run, or checked, here.
+
+Each fenced shell block (```bash, ```sh, ```shell, ```console) of README.md and docs/*.md is
+split into simple commands (`a && b; c | d` is four). Each one is either
+
+- RUN: it works offline in a few seconds, so it runs, in document order, in a copy of the program
+  (one per document, so `cp` and `--out` write there, not into the checkout), and must exit 0; or
+- CHECKED: it needs what this machine does not have (the Pulumi CLI and a backend, a cluster, a
+  cloud account, the network) or would run this test itself. Its executable must be one of
+  EXTERNAL below, which says why, and what it names must exist: stacks, config keys, stack
+  outputs, files, subcommands.
+
+A command that is neither fails the test: classify it in RUN_MODULES, RUN_TOOLS or EXTERNAL. Every
+block must also parse (`bash -n`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.cli import PROGRAM
+from tests.conftest import ROOT, STACKS, schema_key_paths
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL_LANGS = {"bash", "sh", "shell", "console"}
+FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```",
+    flags=re.MULTILINE | re.DOTALL,
+)
+OPERATORS = {"&&", "||", ";", "|", "&"}
+
+# `python -m <module>` commands that run offline here (each well under a minute), with what
+# the copy of the program must hold for them.
+RUN_MODULES = {
+    "gpu_cluster.offline": "the offline render: renders a stack with the mock engine",
+    "tools.config_reference": "writes docs/config-reference.md from the schema",
+    "tools.update_snapshots": "renders every stack into tests/snapshots/",
+}
+# Plain executables that run here (file operations inside the copy).
+RUN_TOOLS = {"cp": "copies a stack file inside the copy of the program"}
+# What the copy of the program holds: the program, its stack files and what the commands above
+# read or write.
+COPIED = (*PROGRAM, "tools", "docs", "requirements.txt", "tests/snapshots")
+
+
+@dataclass
+class Command:
+    """One simple command of a block, in the document `doc` (relative path)."""
+
+    doc: str
+    argv: list[str]
+    block: str
+
+    def __str__(self) -> str:
+        return f"{self.doc}: {shlex.join(self.argv)}"
+
+
+@dataclass
+class Context:
+    """What earlier commands of the same document made: stacks (`cp`) and virtualenvs."""
+
+    stacks: set[str] = field(default_factory=lambda: set(STACKS))
+    venvs: set[str] = field(default_factory=set)
+
+
+def shell_blocks(doc: Path) -> Iterator[str]:
+    for m in FENCE.finditer(doc.read_text(encoding="utf-8")):
+        if m.group("lang") not in SHELL_LANGS:
+            continue
+        indent = len(m.group("indent"))
+        lines = [line[indent:] for line in m.group("body").splitlines()]
+        if m.group("lang") == "console":  # only the prompts' lines are commands
+            lines = [line[2:] for line in lines if line.startswith("$ ")]
+        yield "\n".join(lines) + "\n"
+
+
+def simple_commands(doc: Path) -> Iterator[Command]:
+    name = str(doc.relative_to(ROOT))
+    for block in shell_blocks(doc):
+        text = block.replace("\\\n", " ")
+        for line in text.splitlines():
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+            lexer.whitespace_split = True
+            lexer.commenters = "#"
+            argv: list[str] = []
+            for token in lexer:
+                if token in OPERATORS:
+                    if argv:
+                        yield Command(name, argv, block)
+                    argv = []
+                elif argv or not re.fullmatch(r"[A-Za-z_]\w*=.*", token):  # skip VAR=value
+                    argv.append(token)
+            if argv:
+                yield Command(name, argv, block)
+
+
+def all_commands() -> list[Command]:
+    return [c for doc in DOCS for c in simple_commands(doc)]
+
+
+def ids(commands: list[Command]) -> list[str]:
+    return [str(c)[:90] for c in commands]
+
+
+# --- the static checks of commands that cannot run here ---------------------------------------
+
+
+def stack_outputs() -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / "tests" / "snapshots").glob("*/outputs.json"):
+        found |= set(json.loads(path.read_text(encoding="utf-8")))
+    return found
+
+
+def config_key(path: str) -> str:
+    """`gcp.authorizedNetworks[0].cidrBlock` as the schema's key paths write it."""
+    return re.sub(r"\[\d+\]", "[]", path)
+
+
+def check_pulumi(c: Command, ctx: Context) -> None:
+    args = [a for a in c.argv[1:] if not a.startswith("-")]
+    assert args, c
+    assert args[0] in {"version", "login", "stack", "preview", "up", "config", "import"}, c
+    if args[0] == "stack" and args[1] in {"init", "select"}:
+        assert args[2] in ctx.stacks, f"{c}: no Pulumi.{args[2]}.yaml"
+    if args[0] == "stack" and args[1] == "output":
+        assert args[2] in stack_outputs(), f"{c}: no stack exports {args[2]}"
+    if args[0] == "config" and "--path" in c.argv:
+        key = c.argv[c.argv.index("--path") + 1]
+        assert config_key(key) in schema_key_paths("[]"), f"{c}: {key} is not a config key"
+    if "--policy-pack" in c.argv:
+        assert (ROOT / c.argv[c.argv.index("--policy-pack") + 1] / "PulumiPolicy.yaml").exists()
+
+
+def check_kube(c: Command, ctx: Context) -> None:
+    verbs = {"get", "delete", "exec", "apply", "rsync", "describe", "logs"}
+    assert c.argv[1] in verbs, f"{c}: a {c.argv[0]} verb the docs do not use yet"
+    if "-n" in c.argv:
+        assert re.fullmatch(r"[a-z0-9-]+", c.argv[c.argv.index("-n") + 1]), c
+
+
+def check_gcloud(c: Command, ctx: Context) -> None:
+    groups = {("services", "enable"), ("container", "clusters"), ("auth",), ("compute",)}
+    assert tuple(c.argv[1:3]) in groups or (c.argv[1],) in groups, c
+
+
+def check_git(c: Command, ctx: Context) -> None:
+    assert c.argv[1] == "diff", c
+    for path in (a for a in c.argv[2:] if not a.startswith("-")):
+        assert (ROOT / path).exists(), f"{c}: {path} does not exist"
+
+
+def check_pip(c: Command, ctx: Context) -> None:
+    assert c.argv[1] == "install" and c.argv[2] == "-r", c
+    assert (ROOT / c.argv[3]).is_file(), f"{c}: no {c.argv[3]}"
+    executable = c.argv[0]
+    if "/" in executable:  # a virtualenv's pip: made by an earlier `python -m venv`
+        assert executable.split("/bin/")[0] in ctx.venvs, f"{c}: no virtualenv made before"
+
+
+def check_source(c: Command, ctx: Context) -> None:
+    assert c.argv[1].endswith("/bin/activate"), c
+    assert c.argv[1].split("/bin/")[0] in ctx.venvs, f"{c}: no virtualenv made before"
+
+
+def check_bash(c: Command, ctx: Context) -> None:
+    script = ROOT / c.argv[1]
+    assert script.is_file(), f"{c}: no {c.argv[1]}"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0, c
+
+
+def check_eval(c: Command, ctx: Context) -> None:
+    inner = re.fullmatch(r"\$\((.*)\)", c.argv[1])
+    assert inner, f'{c}: eval runs only what a stack exports: eval "$(pulumi stack output X)"'
+    check_pulumi(Command(c.doc, shlex.split(inner.group(1)), c.block), ctx)
+
+
+def check_nothing(c: Command, ctx: Context) -> None:
+    pass
+
+
+# Executables that cannot run here, each with why and its static check.
+EXTERNAL: dict[str, tuple[str, Callable[[Command, Context], None]]] = {
+    "pulumi": ("needs the Pulumi CLI, a state backend and the cluster or cloud", check_pulumi),
+    "oc": ("needs an OpenShift cluster (the migration's run on the real tier)", check_kube),
+    "kubectl": ("needs a Kubernetes cluster", check_kube),
+    "gcloud": ("needs the gcloud CLI and a Google Cloud project", check_gcloud),
+    "git": ("reviews the checkout's changes; the copy is not a repository", check_git),
+    "pip": ("installs from PyPI: network, minutes", check_pip),
+    "policy/venv/bin/pip": ("installs from PyPI: network, minutes", check_pip),
+    ".": ("activates the virtualenv an earlier command made", check_source),
+    "bash": ("`bash .ci/run` is CI: it runs this test (recursion), 11-26 min", check_bash),
+    "eval": ("runs a command the deployed stack exports (a cluster)", check_eval),
+    "echo": ("prints; nothing to check", check_nothing),
+}
+# `python -m <module>` commands that cannot run here.
+EXTERNAL_MODULES: dict[str, str] = {
+    "venv": "makes a virtualenv that the following pip command fills from PyPI (network)",
+    "pytest": "runs the test suite, which runs this test (recursion, minutes)",
+}
+
+
+def is_python(word: str) -> bool:
+    return word in {"python", "python3"}
+
+
+def module_of(c: Command) -> str | None:
+    if is_python(c.argv[0]) and len(c.argv) > 2 and c.argv[1] == "-m":
+        return c.argv[2]
+    return None
+
+
+def runs_here(c: Command) -> bool:
+    return module_of(c) in RUN_MODULES or c.argv[0] in RUN_TOOLS
+
+
+def classify(c: Command, ctx: Context) -> str:
+    """'run' or 'checked' (after its static check); fails for an unclassified command."""
+    module = module_of(c)
+    if runs_here(c):
+        if c.argv[0] == "cp" and c.argv[-1].startswith("Pulumi."):
+            ctx.stacks.add(c.argv[-1][len("Pulumi.") : -len(".yaml")])
+        return "run"
+    if module == "venv":
+        ctx.venvs.add(c.argv[3])
+    if module == "pytest":
+        for path in (a for a in c.argv[3:] if a.startswith("tests")):
+            assert (ROOT / path.split("::")[0]).exists(), f"{c}: no {path}"
+    if module in EXTERNAL_MODULES:
+        return "checked"
+    assert module is None, (
+        f"{c}: python -m {module} is neither run (RUN_MODULES) nor checked (EXTERNAL_MODULES)"
+    )
+    assert c.argv[0] in EXTERNAL, (
+        f"{c}: {c.argv[0]} is neither run here (RUN_TOOLS) nor allow-listed (EXTERNAL) in "
+        "tests/test_docs_commands.py: classify it, with the reason"
+    )
+    EXTERNAL[c.argv[0]][1](c, ctx)
+    return "checked"
+
+
+# --- tests ----------------------------------------------------------------------------------
+
+
+def test_the_docs_have_commands_to_check() -> None:
+    found = all_commands()
+    assert any(module_of(c) == "gpu_cluster.offline" for c in found)
+    assert any(c.argv[0] == "pulumi" for c in found)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_every_shell_block_parses(doc: Path) -> None:
+    for block in shell_blocks(doc):
+        result = subprocess.run(
+            ["bash", "-n"], input=block, capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 0, f"{doc.name}: bash -n refuses\n{block}\n{result.stderr}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_every_command_is_run_or_checked(doc: Path) -> None:
+    ctx = Context()
+    for command in simple_commands(doc):
+        classify(command, ctx)
+
+
+def test_an_unclassified_command_fails_the_check() -> None:
+    ctx = Context()
+    with pytest.raises(AssertionError, match="neither run here"):
+        classify(Command("x.md", ["terraform", "apply"], ""), ctx)
+    with pytest.raises(AssertionError, match="neither run"):
+        classify(Command("x.md", ["python", "-m", "tools.nothing"], ""), ctx)
+    with pytest.raises(AssertionError, match=r"no Pulumi\.nowhere\.yaml"):
+        classify(Command("x.md", ["pulumi", "stack", "init", "nowhere"], ""), ctx)
+    with pytest.raises(AssertionError, match="is not a config key"):
+        classify(Command("x.md", ["pulumi", "config", "set", "--path", "gcp.nope", "1"], ""), ctx)
+    with pytest.raises(AssertionError, match="no stack exports"):
+        classify(Command("x.md", ["eval", "$(pulumi stack output nothing)"], ""), ctx)
+
+
+def program_copy(into: Path) -> Path:
+    for name in (*COPIED, *(p.name for p in ROOT.glob("Pulumi.*.yaml"))):
+        source, target = ROOT / name, into / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return into
+
+
+RUNNABLE_DOCS = [d for d in DOCS if any(runs_here(c) for c in simple_commands(d))]
+
+
+@pytest.mark.parametrize("doc", RUNNABLE_DOCS, ids=[d.name for d in RUNNABLE_DOCS])
+def test_the_runnable_commands_run(doc: Path, tmp_path: Path) -> None:
+    """In document order, in a copy of the program: each exits 0. What they write there must
+    then agree with the checkout: the generated reference and the snapshots are up to date."""
+    project = program_copy(tmp_path / "project")
+    for command in (c for c in simple_commands(doc) if runs_here(c)):
+        argv = [sys.executable if is_python(a) else a for a in command.argv]
+        result = subprocess.run(argv, cwd=project, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+        module = module_of(command)
+        if module == "gpu_cluster.offline":
+            out = project / command.argv[command.argv.index("--out") + 1]
+            assert (out / "kubernetes.yaml").is_file(), command
+        if module == "tools.config_reference":
+            written = (project / "docs" / "config-reference.md").read_text(encoding="utf-8")
+            assert written == (ROOT / "docs" / "config-reference.md").read_text(encoding="utf-8")
+        if module == "tools.update_snapshots":
+            for stack in STACKS:
+                for path in (ROOT / "tests" / "snapshots" / stack).iterdir():
+                    rewritten = project / "tests" / "snapshots" / stack / path.name
+                    assert rewritten.read_bytes() == path.read_bytes(), rewritten
