@@ -42,6 +42,7 @@ OPERATORS = {"&&", "||", ";", "|", "&"}
 # `python -m <module>` commands that run offline here (each well under a minute), with what
 # the copy of the program must hold for them.
 RUN_MODULES = {
+    "gpu_cluster": "the gpu-cluster command (docs/cli.md): render, diff, summary, --help",
     "gpu_cluster.offline": "the offline render: renders a stack with the mock engine",
     "tools.config_reference": "writes docs/config-reference.md from the schema",
     "tools.update_snapshots": "renders every stack into tests/snapshots/",
@@ -50,7 +51,7 @@ RUN_MODULES = {
 RUN_TOOLS = {"cp": "copies a stack file inside the copy of the program"}
 # What the copy of the program holds: the program, its stack files and what the commands above
 # read or write.
-COPIED = (*PROGRAM, "tools", "docs", "requirements.txt", "tests/snapshots")
+COPIED = (*PROGRAM, "tools", "docs", "examples", "requirements.txt", "tests/snapshots")
 
 
 @dataclass

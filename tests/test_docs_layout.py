@@ -12,8 +12,6 @@ from tests.conftest import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 IDS = [str(d.relative_to(ROOT)) for d in DOCS]
-# Linked before they land: docs/cli.md is written on another branch. Checked once it exists.
-PENDING = {ROOT / "docs" / "cli.md"}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -54,8 +52,6 @@ def test_every_link_leads_to_a_file_and_heading(doc: Path) -> None:
             continue
         path, _, fragment = target.partition("#")
         file = (doc.parent / path).resolve() if path else doc
-        if file in PENDING and not file.exists():
-            continue
         assert file.exists(), f"{doc.name}: link to {target}: no such file"
         if fragment and file.suffix == ".md":
             titles = {anchor(t) for _, t in headings(file.read_text(encoding="utf-8"))}
@@ -64,5 +60,5 @@ def test_every_link_leads_to_a_file_and_heading(doc: Path) -> None:
 
 def test_the_readme_leads_to_every_document() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for doc in [*DOCS[1:], *PENDING]:
+    for doc in DOCS[1:]:
         assert f"]({doc.relative_to(ROOT)})" in readme, f"README.md does not link {doc.name}"
