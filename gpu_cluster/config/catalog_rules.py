@@ -1,7 +1,7 @@
 """A GKE stack's `gcp` section against the catalog in gcp_catalog: one message per problem,
 each starting with the full key it is about, naming the value and what is allowed.
 
-The contract these checks keep (README "Config contract"): bad config stops before any resource
+The contract these checks keep (docs/contract.md): bad config stops before any resource
 is registered. A zone that does not exist, a zone that does not offer the GPU machine, a system
 pool machine type that does not exist, a pool larger than GKE allows in one zone or a run time
 shorter than Compute Engine accepts would otherwise fail part-way through `pulumi up`: after the

@@ -42,7 +42,7 @@ def unread_keys(root: Settings) -> list[str]:
 
     def walk(model: BaseModel, path: str) -> None:
         fields = type(model).model_fields
-        for name in fields:  # schema order, so messages come in the order of the README
+        for name in fields:  # schema order, so messages come in the config reference's order
             # An explicit null is the key left out (every optional key defaults to None).
             if name not in model.model_fields_set or getattr(model, name) is None:
                 continue
