@@ -5,7 +5,8 @@ webhook configurations. There is no Service routing on loopback (no kube-proxy; 
 refuses loopback endpoints), so the configurations are taken from each release's
 config/components (the kustomize patches there applied, names prefixed as its config/default
 does) and only their clientConfig is rewritten: `url: https://127.0.0.1:<port><path>` with the
-CA of a serving pair made by certs.py.
+CA of a serving pair made by certs.py. Kueue's CRDs get the conversion webhooks its
+config/components/crd/kustomization.yaml patches in, their clientConfig rewritten the same way.
 
 Certificates: JobSet's internal certificate management is off and its webhook serves the pair
 from its certDir. Kueue's cannot be turned off here: without it Kueue 0.17.1 reads its metrics
