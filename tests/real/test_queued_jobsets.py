@@ -28,8 +28,9 @@ GPU = "nvidia.com/gpu"
 GPUS_PER_NODE = 8
 QUOTA = 16
 ACCELERATOR = "nvidia-h100-mega-80gb"
-# The node labels GKE puts on GPU nodes for their place in the cluster (GKE docs, "Topology
-# Aware Scheduling" with Kueue: cloud.google.com/kubernetes-engine/docs/how-to/tas).
+# GKE's node labels for a node's place in the physical topology: the block, sub-block and host
+# of Compute Engine's physicalHostTopology (docs.cloud.google.com/compute/docs/instances/
+# view-instance-topology), below them the node itself.
 BLOCK = "cloud.google.com/gce-topology-block"
 SUBBLOCK = "cloud.google.com/gce-topology-subblock"
 HOST = "cloud.google.com/gce-topology-host"
