@@ -6,17 +6,17 @@ with `-mod=readonly` so the committed go.sum is the only source of truth. A fami
 in `<cache>/<family>-<version>-<key>/bin`, where the key hashes the Go version, the module files
 and the build flags: a warm run finds them and builds nothing; a changed pin builds anew.
 
-Not buildable here (the module proxy answers 403 "This module version is not available" for every
-version of these module paths, checked 2026-11-23): the Python language host
-(github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) and the Kubernetes provider
-(github.com/pulumi/pulumi-kubernetes/provider/v4). README "Real tier" says what that leaves out.
-
 Kueue's module is exempt from the checksum database (GONOSUMDB=sigs.k8s.io/kueue, set for that
 family only): the proxy serves sigs.k8s.io/kueue@v0.17.1 but sum.golang.org answers 404 for it
 (checked 2026-11-24), so `go` refuses it wherever no go.sum lists it. Its hashes are still pinned:
 tools/realtier/go/kueue/go.sum (made with `GONOSUMDB=sigs.k8s.io/kueue go mod tidy`) holds them,
 and the build and the download of Kueue's data files run in that module, so the zip is checked
 against the committed go.sum.
+
+Not buildable here (the module proxy answers 403 "This module version is not available" for every
+version of these module paths, checked 2026-11-23): the Python language host
+(github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) and the Kubernetes provider
+(github.com/pulumi/pulumi-kubernetes/provider/v4). README "Real tier" says what that leaves out.
 """
 
 from __future__ import annotations
