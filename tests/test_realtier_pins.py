@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import re
 
-from tools.realtier.build import FAMILIES, KUBERNETES_VERSION, _go_binary_name
+from tools.realtier.build import (
+    _DATA,
+    CONTROLLER_CRDS,
+    FAMILIES,
+    JOBSET_WEBHOOKS,
+    KUBERNETES_VERSION,
+    KUEUE_CONVERSION,
+    KUEUE_WEBHOOKS,
+    _go_binary_name,
+)
 
 UPSTREAM_MODULE = {
     "kubernetes": "k8s.io/kubernetes",
     "pulumi": "github.com/pulumi/pulumi/pkg/v3",
     "etcd": "go.etcd.io/etcd/server/v3",
     "kwok": "sigs.k8s.io/kwok",
+    "jobset": "sigs.k8s.io/jobset",
+    "kueue": "sigs.k8s.io/kueue",
 }
 
 
@@ -38,3 +49,30 @@ def test_binaries_are_named_as_go_names_them() -> None:
     assert _go_binary_name("k8s.io/kubernetes/cmd/kube-apiserver") == "kube-apiserver"
     assert _go_binary_name("go.etcd.io/etcd/server/v3") == "server"
     assert [f.binaries() for f in FAMILIES if f.name == "etcd"] == [("etcd",)]
+
+
+def test_modules_outside_the_checksum_database_are_pinned_by_go_sum() -> None:
+    """GONOSUMDB only lifts the database lookup: the committed go.sum must hold the hashes."""
+    exempt = [(f, m) for f in FAMILIES for m in f.nosumdb]
+    assert [(f.name, m) for f, m in exempt] == [("kueue", "sigs.k8s.io/kueue")]
+    for family, module in exempt:
+        go_sum = (family.module_dir / "go.sum").read_text()
+        for suffix in ("", "/go.mod"):
+            assert re.search(
+                rf"^{re.escape(module)} {re.escape(family.version)}{suffix} h1:\S+=$", go_sum, re.M
+            ), (family.name, suffix)
+
+
+def test_controller_data_files_come_from_the_built_releases() -> None:
+    """The CRDs and webhooks installed for Kueue and JobSet are those of the managers built."""
+    versions = {UPSTREAM_MODULE[f.name]: f.version for f in FAMILIES}
+    for files in (CONTROLLER_CRDS, KUEUE_CONVERSION, KUEUE_WEBHOOKS, JOBSET_WEBHOOKS):
+        for upstream in files:
+            assert versions[upstream.module] == upstream.version, upstream
+
+
+def test_data_files_have_distinct_names_in_their_directory() -> None:
+    """Each set lands in one directory under its files' own names: none may overwrite another."""
+    for subdir, files in _DATA.items():
+        names = [f.name for f in files]
+        assert len(names) == len(set(names)), subdir

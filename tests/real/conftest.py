@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tools.realtier.build import Tools, locate
+from tools.realtier.controllers import start_controllers
 from tools.realtier.controlplane import ControlPlane
 from tools.realtier.kube import Kube, install_crds
 
@@ -47,6 +48,19 @@ def cluster(tools: Tools, tmp_path: Path) -> Iterator[Cluster]:
     with plane:
         kube = Kube(plane.kubeconfig)
         install_crds(kube, tools.crds)
+        yield Cluster(plane, kube, tools)
+
+
+@pytest.fixture
+def queued_cluster(tools: Tools, tmp_path: Path) -> Iterator[Cluster]:
+    """`cluster` with the Kueue and JobSet managers running, and Job pods that run until deleted,
+    as training does (kwok's pod-complete stage is left out)."""
+    stages = tuple(p for p in tools.kwok_stages if p.name != "pod-complete.yaml")
+    plane = ControlPlane(tools, workdir=tmp_path / "control-plane", kwok_stages=stages)
+    with plane:
+        kube = Kube(plane.kubeconfig)
+        install_crds(kube, tools.crds)
+        start_controllers(plane, kube, tools)
         yield Cluster(plane, kube, tools)
 
 

@@ -1,6 +1,6 @@
 """`python -m tools.realtier build` builds the tools (cached); `python -m tools.realtier up`
-also starts a control plane with the upstream CRDs and fake GPU nodes for a stack, prints how
-to reach it, and stops it on Ctrl-C."""
+also starts a control plane with the upstream CRDs and fake GPU nodes for a stack (and, with
+--controllers, the Kueue and JobSet managers), prints how to reach it, and stops it on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("build", help="build or find every tool the real tier uses")
     up = commands.add_parser("up", help="start a control plane (and build what is missing)")
     up.add_argument("--stack", help="add the fake GPU nodes this stack would run on")
+    up.add_argument(
+        "--controllers", action="store_true", help="also run Kueue and JobSet with their webhooks"
+    )
     args = parser.parse_args(argv)
 
     tools = build(log_to_stderr)
@@ -27,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
             print(directory)
         return 0
     # Imported here: `build` needs only the standard library (CI runs it before any install).
+    from tools.realtier.controllers import start_controllers
     from tools.realtier.controlplane import ControlPlane
     from tools.realtier.kube import Kube, install_crds
     from tools.realtier.stacks import fake_nodes
@@ -36,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         kube = Kube(plane.kubeconfig)
         install_crds(kube, tools.crds)
+        if args.controllers:
+            start_controllers(plane, kube, tools)
         if args.stack:
             for node in fake_nodes(args.stack):
                 kube.create(node.manifest())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 _VALIDITY = datetime.timedelta(days=7)
@@ -22,33 +22,50 @@ class Pair:
     key: Path
 
 
-def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
+def _write_key(
+    key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey,
+    path: Path,
+    form: serialization.PrivateFormat = serialization.PrivateFormat.PKCS8,
+) -> None:
     path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
+        key.private_bytes(serialization.Encoding.PEM, form, serialization.NoEncryption())
     )
     path.chmod(0o600)
 
 
 class CertificateAuthority:
-    """A throwaway CA that signs the serving and client certificates of one control plane."""
+    """A throwaway CA that signs the serving and client certificates of one control plane.
 
-    def __init__(self, directory: Path) -> None:
+    `common_name`, `dns_names`, `validity` and `pkcs1_rsa` are for a CA another program checks
+    as its own (Kueue's certificate rotator wants its CA named, valid 90 days ahead, and its key
+    RSA in PKCS #1 form: cert-controller's buildArtifactsFromSecret reads no other)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        common_name: str = "gpu-cluster-realtier-ca",
+        dns_names: tuple[str, ...] = (),
+        validity: datetime.timedelta = _VALIDITY,
+        pkcs1_rsa: bool = False,
+    ) -> None:
         self.directory = directory
-        self._key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpu-cluster-realtier-ca")])
+        self._validity = validity
+        self._key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+            rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            if pkcs1_rsa
+            else ec.generate_private_key(ec.SECP256R1())
+        )
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         now = datetime.datetime.now(datetime.UTC)
-        self._cert = (
+        builder = (
             x509.CertificateBuilder()
             .subject_name(name)
             .issuer_name(name)
             .public_key(self._key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
+            .not_valid_after(now + validity)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
@@ -64,10 +81,23 @@ class CertificateAuthority:
                 ),
                 critical=True,
             )
-            .sign(self._key, hashes.SHA256())
         )
+        if dns_names:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False
+            )
+        self._cert = builder.sign(self._key, hashes.SHA256())
         self.cert_path = directory / "ca.crt"
         self.cert_path.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
+        self.key_path = directory / "ca.key"
+        _write_key(
+            self._key,
+            self.key_path,
+            # TraditionalOpenSSL is PKCS #1 for an RSA key.
+            serialization.PrivateFormat.TraditionalOpenSSL
+            if pkcs1_rsa
+            else serialization.PrivateFormat.PKCS8,
+        )
 
     def issue(
         self,
@@ -76,8 +106,10 @@ class CertificateAuthority:
         *,
         organizations: tuple[str, ...] = (),
         server: bool = False,
+        dns_names: tuple[str, ...] = (),
     ) -> Pair:
-        """A leaf pair: a client (CN = user, O = groups) or a server for localhost/127.0.0.1."""
+        """A leaf pair: a client (CN = user, O = groups) or a server for localhost/127.0.0.1
+        and `dns_names`."""
         key = ec.generate_private_key(ec.SECP256R1())
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
@@ -89,7 +121,7 @@ class CertificateAuthority:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
+            .not_valid_after(now + self._validity)
             .add_extension(
                 x509.ExtendedKeyUsage(
                     [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
@@ -100,7 +132,11 @@ class CertificateAuthority:
         if server:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                    [
+                        x509.DNSName("localhost"),
+                        *(x509.DNSName(n) for n in dns_names),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    ]
                 ),
                 critical=False,
             )

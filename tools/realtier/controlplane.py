@@ -72,6 +72,8 @@ class ControlPlane:
     tools: Tools
     log: Callable[[str], None] = lambda _message: None
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="realtier-")))
+    # kwok's stages when not all of `tools.kwok_stages` (without pod-complete, Job pods run on).
+    kwok_stages: tuple[Path, ...] | None = None
     _processes: list[_Process] = field(default_factory=list)
 
     @property
@@ -102,7 +104,7 @@ class ControlPlane:
         service_accounts = service_account_keys(pki)
 
         etcd_port, etcd_peer_port = free_port(), free_port()
-        self._spawn(
+        self.spawn(
             "etcd",
             [
                 str(self.tools.binary("etcd")),
@@ -115,11 +117,11 @@ class ControlPlane:
                 "--unsafe-no-fsync=true",
             ],
         )
-        self._wait_http("etcd", f"http://127.0.0.1:{etcd_port}/health")
+        self.wait_http("etcd", f"http://127.0.0.1:{etcd_port}/health")
 
         api_port = free_port()
         server = f"https://127.0.0.1:{api_port}"
-        self._spawn(
+        self.spawn(
             "kube-apiserver",
             [
                 str(self.tools.binary("kube-apiserver")),
@@ -145,7 +147,7 @@ class ControlPlane:
             ],
         )
         self._write_kubeconfig(server, ca.cert_path, admin)
-        self._wait_http("kube-apiserver", f"{server}/readyz", client=admin, ca=ca.cert_path)
+        self.wait_http("kube-apiserver", f"{server}/readyz", client=admin, ca=ca.cert_path)
 
         common = [
             f"--kubeconfig={self.kubeconfig}",
@@ -155,7 +157,7 @@ class ControlPlane:
             "--bind-address=127.0.0.1",
         ]
         kcm_port = free_port()
-        self._spawn(
+        self.spawn(
             "kube-controller-manager",
             [
                 str(self.tools.binary("kube-controller-manager")),
@@ -171,18 +173,18 @@ class ControlPlane:
             ],
         )
         scheduler_port = free_port()
-        self._spawn(
+        self.spawn(
             "kube-scheduler",
             [str(self.tools.binary("kube-scheduler")), *common, f"--secure-port={scheduler_port}"],
         )
-        self._wait_http("kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz")
-        self._wait_http("kube-scheduler", f"https://127.0.0.1:{scheduler_port}/healthz")
+        self.wait_http("kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz")
+        self.wait_http("kube-scheduler", f"https://127.0.0.1:{scheduler_port}/healthz")
 
         stages = self.workdir / "kwok-stages.yaml"
         stages.write_text(
-            "\n---\n".join(p.read_text() for p in self.tools.kwok_stages), encoding="utf-8"
+            "\n---\n".join(p.read_text() for p in self._kwok_stages()), encoding="utf-8"
         )
-        self._spawn(
+        self.spawn(
             "kwok",
             [
                 str(self.tools.binary("kwok")),
@@ -197,7 +199,12 @@ class ControlPlane:
         )
         self.log(f"control plane up in {time.monotonic() - started:.0f} s at {server}")
 
-    def _spawn(self, name: str, command: list[str]) -> None:
+    def _kwok_stages(self) -> tuple[Path, ...]:
+        return tuple(self.tools.kwok_stages) if self.kwok_stages is None else self.kwok_stages
+
+    def spawn(self, name: str, command: list[str]) -> None:
+        """Run `command` as part of this control plane: logged to <workdir>/<name>.log, stopped
+        (newest first) by `stop()`; also for processes added later (tools/realtier/controllers)."""
         log = self.workdir / f"{name}.log"
         with log.open("wb") as sink:
             popen = subprocess.Popen(
@@ -214,9 +221,14 @@ class ControlPlane:
     def _process(self, name: str) -> _Process:
         return next(p for p in self._processes if p.name == name)
 
-    def _wait_http(
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        """The last lines a running component logged (for a failing test to show)."""
+        return self._process(name).tail(lines)
+
+    def wait_http(
         self, name: str, url: str, *, client: Pair | None = None, ca: Path | None = None
     ) -> None:
+        """Poll `url` until it answers 200, failing early with the log if `name` exits."""
         context: ssl.SSLContext | None = None
         if url.startswith("https"):
             context = (

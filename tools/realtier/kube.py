@@ -135,13 +135,23 @@ def describe(kube: Kube, namespace: str) -> str:
 
 def install_crds(kube: Kube, paths: Iterable[Path]) -> list[str]:
     """Create each CRD and wait until the API server serves it; returns their names."""
+    return install_crd_objects(
+        kube,
+        (
+            crd
+            for path in paths
+            for crd in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+            if crd
+        ),
+    )
+
+
+def install_crd_objects(kube: Kube, crds: Iterable[Object]) -> list[str]:
+    """`install_crds` for CRDs already loaded (and changed) by the caller."""
     names = []
-    for path in paths:
-        for crd in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if not crd:
-                continue
-            kube.create(crd)
-            names.append(crd["metadata"]["name"])
+    for crd in crds:
+        kube.create(crd)
+        names.append(crd["metadata"]["name"])
     for name in names:
         wait_for(f"CRD {name} to be established", functools.partial(_established, kube, name))
     kube.refresh_discovery()
