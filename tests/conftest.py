@@ -11,11 +11,13 @@ import pytest
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from gpu_cluster.config import dates
 from gpu_cluster.config.messages import nested_model
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.replacements import Key, Row, Step, index, plan
 from gpu_cluster.offline.stack_files import engine_config
+from tests.as_of import AS_OF
 
 ROOT = Path(__file__).resolve().parent.parent
 # Barcelona references the seed's NADs; a stack that adopts or creates them gives their ranges
@@ -54,6 +56,16 @@ def _secret_digest_key_of_the_session(tmp_path_factory: pytest.TempPathFactory) 
     of the session's own, not the user's; the CLI runs the tests start inherit it."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _checked_as_of_the_pinned_date() -> Iterator[None]:
+    """Renders that take today's date (render(), run_program() without `as_of`) get AS_OF's
+    instead, as if run that day: no test depends on the day it runs (tests/cli.py passes the
+    CLI --as-of)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dates, "today", lambda: AS_OF.day)
         yield
 
 

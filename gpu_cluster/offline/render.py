@@ -27,6 +27,7 @@ from typing import Any, NoReturn, TypedDict
 
 import yaml
 
+from gpu_cluster.config.dates import AsOf, live
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline import shapes
 from gpu_cluster.offline.engine import ProgramRun, run_program
@@ -139,12 +140,15 @@ def render(
     overrides: tuple[str, ...] = (),
     secret_overrides: tuple[str, ...] = (),
     warn: Callable[[str], None] | None = None,
+    as_of: AsOf | None = None,
 ) -> dict[str, str]:
     """File name -> content for one stack; raises ConfigError for bad config. The program's
-    warnings (config nothing reads) go to `warn`."""
+    warnings (config nothing reads, a GKE minor near or past its end of support) go to `warn`.
+    `as_of`: the date of the date-dependent checks (None: today's, which only warns)."""
+    as_of = as_of or live()  # one date for the check below and the program's own
     # Validated first, so bad config writes nothing and reads as a config error.
-    config, secret_keys = checked_config(stack, overrides, secret_overrides)
-    run = run_program(config, secret_keys, stack)
+    config, secret_keys = checked_config(stack, overrides, secret_overrides, as_of=as_of)
+    run = run_program(config, secret_keys, stack, as_of=as_of)
     if warn is not None:
         for warning in run.warnings:
             warn(warning)

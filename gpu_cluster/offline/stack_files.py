@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
+from gpu_cluster.config.dates import AsOf, live
 from gpu_cluster.config.loading import (
     MAX_DEPTH,
     MAX_EXACT_INT,
@@ -565,13 +566,15 @@ def checked_config(
     overrides: tuple[str, ...] = (),
     secret_overrides: tuple[str, ...] = (),
     project_dir: Path = PROJECT_DIR,
+    as_of: AsOf | None = None,
 ) -> tuple[dict[str, str], list[str]]:
-    """engine_config, validated as the program validates it (settings_from). Each problem of
-    the ConfigError that names a key written in the stack file starts with the file and that
-    key's line, unless a `--set` changed the key, a key below it or one above it."""
+    """engine_config, validated as the program validates it (settings_from), as of `as_of`
+    (None: today's). Each problem of the ConfigError that names a key written in the stack file
+    starts with the file and that key's line, unless a `--set` changed the key, a key below it
+    or one above it."""
     config, secret_keys = engine_config(stack, overrides, secret_overrides, project_dir)
     try:
-        settings_from(config, secret_keys, PROVIDER_SETTINGS)
+        settings_from(config, secret_keys, PROVIDER_SETTINGS, as_of=as_of or live())
     except ConfigError as exc:
         path = project_dir / f"Pulumi.{stack}.yaml"
         changed = [_changed_path(a) for a in (*overrides, *secret_overrides)]
