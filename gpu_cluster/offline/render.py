@@ -1,6 +1,7 @@
 """Offline render: the desired state of a stack, with no CLI, cloud or cluster.
 
     python -m gpu_cluster.offline --stack barcelona --out out/barcelona [--set nodes=4] [--diff OLD]
+        [--as-of YYYY-MM-DD]
 
 Runs `__main__.py` in-process under the Pulumi SDK's mock engine with the stack's config and
 writes `kubernetes.yaml` (every Kubernetes object, in apply order), `resources.json` (every
@@ -8,7 +9,10 @@ registered resource with inputs and options) and `outputs.json` (stack outputs),
 nothing. A secret value it knows is written as a keyed digest (secret_digest), so that --diff
 sees it change, and says where on stderr. Exit codes: 0 rendered (with --diff: no change),
 1 --diff found changes, 2 bad config, usage, an --out / --diff directory that cannot be used,
-or a key for secret digests that cannot be kept (one message; nothing written).
+or a key for secret digests that cannot be kept (one message; nothing written). The one date
+the checks depend on (a GKE minor's end of standard support) is --as-of's, where an ended
+window is refused, so a render can be repeated; by default today's (UTC), where it is a warning,
+as under `pulumi preview`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, NoReturn, TypedDict
 
 import yaml
 
-from gpu_cluster.config.dates import AsOf, live
+from gpu_cluster.config.dates import AsOf, live, pinned
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline import shapes
 from gpu_cluster.offline.engine import ProgramRun, run_program
@@ -339,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
         help="like --set, as `pulumi config set --secret` (rendered as a keyed digest)",
     )
     parser.add_argument("--diff", metavar="OLD_DIR", help="diff against an earlier render")
+    parser.add_argument(
+        "--as-of",
+        metavar="YYYY-MM-DD",
+        help="date of the date-dependent checks (GKE support windows); an ended window is "
+        "then refused, not warned about (default: today, UTC)",
+    )
     args = parser.parse_args(argv)
     if args.out is None and args.diff is None:
         parser.error("give --out DIR, --diff OLD_DIR, or both")
@@ -349,6 +359,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     out = Path(args.out) if args.out is not None else None
     try:
+        as_of = pinned(args.as_of) if args.as_of is not None else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
         # Read before anything is written: `--diff D --out D` compares with D as it was.
         old = read_render(Path(args.diff)) if args.diff is not None else None
         files = render(
@@ -356,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             tuple(args.set),
             tuple(args.set_secret),
             warn=lambda w: print(f"warning: {w}", file=sys.stderr),
+            as_of=as_of,
         )
         if out is not None:
             write_render(out, files)
