@@ -12,7 +12,9 @@ import pytest
 
 from gpu_cluster.config import dates
 from gpu_cluster.config.dates import pinned
+from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.render import FILES, main
+from gpu_cluster.offline.stack_files import engine_config
 from tests.as_of import AS_OF
 
 ENDED = (
@@ -63,6 +65,16 @@ def test_an_ended_window_is_refused_as_of_a_date_and_a_warning_on_todays(
     # Today's date is past the end: the same stack renders the same files, and says why not.
     assert render_on(date(2027, 4, 12), tmp_path, monkeypatch) == on_time
     assert capsys.readouterr().err.count(f"warning: {ENDED}") == 1
+
+
+def test_the_program_under_pulumi_up_checks_as_of_today_and_warns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No caller pins a date there: read_settings asks for today's, and does not refuse."""
+    monkeypatch.setattr(dates, "today", lambda: date(2027, 4, 12))
+    run = run_program(*engine_config("gcp-a3"), "gcp-a3")
+    assert run.warnings == [ENDED + " (README: moving a stack to a new release)"]
+    assert run.of_type("gcp:container/cluster:Cluster")
 
 
 def test_the_render_warns_in_the_notice_period_before_the_end(
