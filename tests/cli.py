@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.as_of import AS_OF
+
 ROOT = Path(__file__).resolve().parent.parent
 # What the program needs to run: its code, the pod scripts it ships and the project file.
 PROGRAM = ("gpu_cluster", "scripts", "__main__.py", "Pulumi.yaml")
@@ -22,9 +24,10 @@ PROGRAM = ("gpu_cluster", "scripts", "__main__.py", "Pulumi.yaml")
 def cli(
     *args: str, cwd: Path = ROOT, prefix: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[str]:
-    """The render CLI with `args`; `prefix` runs it under another command (`unshare ...`)."""
+    """The render CLI with `args`, as of the tests' date (first, so that no option of `args`
+    can take it for its value); `prefix` runs it under another command (`unshare ...`)."""
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "gpu_cluster.offline", *args],
+        [*prefix, sys.executable, "-m", "gpu_cluster.offline", "--as-of", str(AS_OF.day), *args],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -11,11 +11,13 @@ import pytest
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from gpu_cluster.config import dates
 from gpu_cluster.config.messages import nested_model
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.replacements import Key, Row, Step, index, plan
 from gpu_cluster.offline.stack_files import engine_config
+from tests.as_of import AS_OF
 from tests.installed import install_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +64,16 @@ def _secret_digest_key_of_the_session(tmp_path_factory: pytest.TempPathFactory) 
 def installed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with the package installed from its wheel (built once a session)."""
     return install_wheel(tmp_path_factory.mktemp("installed"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _checked_as_of_the_pinned_date() -> Iterator[None]:
+    """Renders that take today's date (render(), run_program() without `as_of`) get AS_OF's
+    instead, as if run that day: no test depends on the day it runs (tests/cli.py passes the
+    CLI --as-of)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dates, "today", lambda: AS_OF.day)
+        yield
 
 
 @functools.cache

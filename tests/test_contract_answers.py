@@ -28,6 +28,7 @@ from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.cli import offline_main as main
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import checked_config, engine_config
+from tests.as_of import AS_OF
 from tests.cli import ROOT, by_case, cli, one_error, program_copy, refused_stack_file
 from tests.conftest import schema_key_paths
 from tests.contract import DEEP, DEEP_LIST, DEEP_OBJECT, HUGE_INT, RawJson, set_key
@@ -53,7 +54,7 @@ def answered(config: dict[str, str], secret_keys: list[str], key: str) -> str | 
     """The ConfigError message settings_from answers `config` with, naming `key`'s top-level
     key; None when it takes it, and the program then runs."""
     try:
-        settings_from(config, secret_keys, PROVIDER_SETTINGS)
+        settings_from(config, secret_keys, PROVIDER_SETTINGS, as_of=AS_OF)
     except ConfigError as exc:
         assert f"gpu-cluster:{top(key)}" in str(exc), str(exc)
         return str(exc)

@@ -28,6 +28,7 @@ from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.stack_files import checked_config, engine_config
+from tests.as_of import AS_OF
 from tests.conftest import schema_leaves
 from tests.contract import HUGE_INT, RawJson, kind_of, set_key
 
@@ -72,7 +73,7 @@ def engine_refusal(key: str, value: Any) -> str | None:
     config = dict(config)
     set_key(config, key, value)
     try:
-        settings_from(config, secret_keys, PROVIDER_SETTINGS)
+        settings_from(config, secret_keys, PROVIDER_SETTINGS, as_of=AS_OF)
     except ConfigError as exc:
         return str(exc)
     return None

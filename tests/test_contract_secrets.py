@@ -26,6 +26,7 @@ from gpu_cluster.facts.kubernetes import parse_go_duration
 from gpu_cluster.offline.cli import offline_main as main
 from gpu_cluster.offline.render import FILES
 from gpu_cluster.offline.stack_files import engine_config
+from tests.as_of import AS_OF
 from tests.conftest import schema_key_paths
 from tests.contract import set_key
 
@@ -67,7 +68,7 @@ def test_a_secret_under_any_key_of_the_schema_never_shows(
     set_key(config, key, SHAPES[shape])
     # Under the engine: the program's own reading of the config map.
     try:
-        settings_from(config, [*secret_keys, top], PROVIDER_SETTINGS)
+        settings_from(config, [*secret_keys, top], PROVIDER_SETTINGS, as_of=AS_OF)
     except ConfigError as exc:
         assert not leaked(str(exc)), exc
         assert top in str(exc)

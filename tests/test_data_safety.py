@@ -20,6 +20,7 @@ from gpu_cluster.config.schema import Settings, StorageSettings
 from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
+from tests.as_of import AS_OF
 from tests.conftest import (
     STACKS,
     TO_GKE,
@@ -159,7 +160,7 @@ def test_gke_cluster_is_protected_against_replacement_and_deletion(stack: str) -
     (cluster,) = run_stack(stack).of_type(CLUSTER)
     assert cluster.options["protect"] and cluster.inputs["deletionProtection"] is True
     # Another zone of the region that offers the stack's machine (the catalog's).
-    gcp = settings_from(*edited_config(stack, ()), PROVIDER_SETTINGS)[0].gcp
+    gcp = settings_from(*edited_config(stack, ()), PROVIDER_SETTINGS, as_of=AS_OF)[0].gcp
     assert gcp is not None
     zone = next(z for z in GPU_MACHINE_ZONES[gcp.machine_type] if z != gcp.zone)
     moved = (f"gcp.region={zone.rpartition('-')[0]}", f"gcp.zone={zone}")

@@ -51,7 +51,12 @@ RUN_MODULES = {
 RUN_TOOLS = {"cp": "copies a stack file inside the copy of the program"}
 # What the copy of the program holds: the program, its stack files and what the commands above
 # read or write.
-COPIED = (*PROGRAM, "tools", "docs", "examples", "requirements.txt", "tests/snapshots")
+COPIED = (
+    *PROGRAM,
+    *("tools", "docs", "examples", "requirements.txt", "tests/snapshots"),
+    # tools/update_snapshots renders as of the tests' pinned date.
+    *("tests/__init__.py", "tests/as_of.py"),
+)
 
 
 @dataclass

@@ -36,6 +36,7 @@ from gpu_cluster.facts.gcp_catalog import (
     region_of,
 )
 from gpu_cluster.offline.stack_files import engine_config
+from tests.as_of import AS_OF
 from tests.conftest import STACKS
 
 MACHINES = sorted(GPU_MACHINE_ZONES)
@@ -292,7 +293,9 @@ def test_every_problem_is_reported_at_once() -> None:
 
 
 GKE_STACKS = [
-    s for s in STACKS if settings_from(*engine_config(s), PROVIDER_SETTINGS)[0].platform == "gke"
+    s
+    for s in STACKS
+    if settings_from(*engine_config(s), PROVIDER_SETTINGS, as_of=AS_OF)[0].platform == "gke"
 ]
 
 
@@ -303,7 +306,7 @@ def test_the_shipped_gke_stacks_are_found() -> None:
 @pytest.mark.parametrize("stack", GKE_STACKS)
 def test_every_shipped_gke_stack_passes_the_catalog(stack: str) -> None:
     # settings_from runs the catalog's checks (config/gke.py) and raises on any problem.
-    settings, _ = settings_from(*engine_config(stack), PROVIDER_SETTINGS)
+    settings, _ = settings_from(*engine_config(stack), PROVIDER_SETTINGS, as_of=AS_OF)
     gcp = settings.gcp
     assert gcp is not None and not gcp.allow_uncatalogued
     assert gcp.zone in GPU_MACHINE_ZONES[gcp.machine_type]

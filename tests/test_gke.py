@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from gpu_cluster.components.gke import GkePlatform
-from gpu_cluster.config import gke as gke_rules
-from gpu_cluster.config.gke import gpudirect_release
-from gpu_cluster.config.loading import decode_config, load_settings
+from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
+from gpu_cluster.config.dates import AsOf
+from gpu_cluster.config.gke import SUPPORT_NOTICE_DAYS, gpudirect_release
+from gpu_cluster.config.loading import decode_config, load_settings, settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.gpudirect import (
@@ -25,6 +26,7 @@ from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
 from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.gke_identity import node_account_id
+from tests.as_of import AS_OF
 from tests.conftest import container, env_of, manifests, one, pod_spec, rows, run_stack
 
 
@@ -491,12 +493,15 @@ def test_cluster_is_held_on_its_minor_until_end_of_support(stack: str) -> None:
 
 
 @pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
-def test_shipped_stacks_pin_a_gke_minor_in_standard_support_today(stack: str) -> None:
-    s = settings_of(stack)
-    assert s.gcp is not None
-    minor = gke_minor(s.gcp.min_master_version)
-    assert GKE_END_OF_STANDARD_SUPPORT[minor] >= date(2026, 11, 22)
-    assert s.kubernetes_version == f"1.{minor}"
+def test_shipped_stacks_pin_a_gke_minor_in_standard_support_on_the_tests_date(stack: str) -> None:
+    """As of the tests' date (not the clock's, which would turn CI red on the day a window
+    ends): in support and not within the notice period; after it the render warns."""
+    settings, warnings = settings_from(*engine_config(stack), PROVIDER_SETTINGS, as_of=AS_OF)
+    assert warnings == []
+    assert settings.gcp is not None
+    minor = gke_minor(settings.gcp.min_master_version)
+    assert (GKE_END_OF_STANDARD_SUPPORT[minor] - AS_OF.day).days > SUPPORT_NOTICE_DAYS
+    assert settings.kubernetes_version == f"1.{minor}"
 
 
 def test_tcpxo_sidecar_runs_as_google_runs_it_with_the_startup_probe() -> None:
@@ -568,76 +573,82 @@ def settings_of(stack: str, *overrides: str) -> Settings:
     return load_settings(decode_config(raw))
 
 
-def gke_errors(stack: str, today: date, monkeypatch: pytest.MonkeyPatch, *overrides: str) -> str:
-    monkeypatch.setattr(gke_rules, "_today", lambda: today)
+def gke_errors(stack: str, as_of: date, *overrides: str) -> str:
+    """What the stack with `overrides` is refused for, checked as of `as_of` (as --as-of)."""
     try:
-        settings_of(stack, *overrides)
+        settings_from(
+            *engine_config(stack, overrides), PROVIDER_SETTINGS, as_of=AsOf(as_of, pinned=True)
+        )
     except ConfigError as exc:
         return str(exc)
     return ""
 
 
-TODAY = date(2026, 11, 22)
 ON_1_34 = ("gcp.minMasterVersion=1.34", "kubernetesVersion=1.34")
 ON_1_33 = ("gcp.minMasterVersion=1.33", "kubernetesVersion=1.33")
 
 
-def test_schema_refuses_a_minor_past_end_of_standard_support(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    errors = gke_errors("gcp-a3", TODAY, monkeypatch, *ON_1_34)
-    assert "GKE 1.34 left standard support on 2026-10-01; use one of 1.35, 1.36" in errors
-    assert gke_errors("gcp-a3", date(2026, 9, 1), monkeypatch, *ON_1_34) == ""
-    # A minor the support table does not know is refused too: nothing rots silently.
+def test_a_minor_past_end_of_standard_support_is_refused_as_of_the_date() -> None:
+    errors = gke_errors("gcp-a3", AS_OF.day, *ON_1_34)
+    assert (
+        "gpu-cluster:gcp.minMasterVersion = '1.34': GKE 1.34 left standard support on 2026-10-01 "
+        "(as of 2026-11-23); use 1.35 or 1.36"
+    ) in errors
+    assert gke_errors("gcp-a3", date(2026, 9, 1), *ON_1_34) == ""
+    # A minor the support table does not know is refused too, whatever the date.
     errors = gke_errors(
-        "gcp-a3", TODAY, monkeypatch, "gcp.minMasterVersion=1.40", "kubernetesVersion=1.40"
+        "gcp-a3", date(2026, 9, 1), "gcp.minMasterVersion=1.40", "kubernetesVersion=1.40"
     )
     assert "GKE 1.40 is not in this program's support table" in errors
     # The shipped pin fails loudly once 1.35 leaves support.
-    assert "left standard support on 2027-04-11" in gke_errors(
-        "gcp-a3", date(2027, 4, 12), monkeypatch
+    assert "left standard support on 2027-04-11 (as of 2027-04-12)" in gke_errors(
+        "gcp-a3", date(2027, 4, 12)
     )
 
 
-def test_schema_refuses_a_tcpx_release_google_does_not_publish_for_the_gke_minor(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    errors = gke_errors("a3-high", TODAY, monkeypatch, "gcp.gpudirectRelease=tcpx-v3.1.9")
+def test_a_minor_near_its_end_of_support_is_a_warning_with_the_days_left() -> None:
+    as_of = AsOf(date(2027, 2, 10), pinned=True)
+    _, warnings = settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=as_of)
+    assert warnings == [
+        "gpu-cluster:gcp.minMasterVersion = '1.35': GKE 1.35 leaves standard support on "
+        "2027-04-11, 60 days after 2027-02-10; GKE then upgrades the cluster whatever the hold; "
+        "use 1.36 (README: moving a stack to a new release)"
+    ]
+    a_day_earlier = AsOf(date(2027, 2, 9), pinned=True)
+    assert settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=a_day_earlier)[1] == []
+
+
+def test_schema_refuses_a_tcpx_release_google_does_not_publish_for_the_gke_minor() -> None:
+    errors = gke_errors("a3-high", AS_OF.day, "gcp.gpudirectRelease=tcpx-v3.1.9")
     assert "'tcpx-v3.1.9' is published for GKE 1.28-1.33" in errors
     assert "use 'tcpx-v3.1.12'" in errors
     # Before 1.34 the old set is the default (and the new one refused).
     before = date(2026, 7, 1)
-    assert gke_errors("a3-high", before, monkeypatch, *ON_1_33) == ""
-    monkeypatch.setattr(gke_rules, "_today", lambda: before)
+    assert gke_errors("a3-high", before, *ON_1_33) == ""
     assert gpudirect_release(settings_of("a3-high", *ON_1_33)) is RELEASES["tcpx-v3.1.9"]
-    errors = gke_errors(
-        "a3-high", before, monkeypatch, *ON_1_33, "gcp.gpudirectRelease=tcpx-v3.1.12"
-    )
+    errors = gke_errors("a3-high", before, *ON_1_33, "gcp.gpudirectRelease=tcpx-v3.1.12")
     assert "published for GKE 1.34 or newer" in errors
 
 
-def test_schema_ties_kubernetes_version_and_the_hold_to_the_cluster(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    errors = gke_errors("gcp-a3", TODAY, monkeypatch, "kubernetesVersion=1.36")
+def test_schema_ties_kubernetes_version_and_the_hold_to_the_cluster() -> None:
+    errors = gke_errors("gcp-a3", AS_OF.day, "kubernetesVersion=1.36")
     assert "gpu-cluster:kubernetesVersion = '1.36' must be '1.35'" in errors
-    errors = gke_errors("gcp-a3", TODAY, monkeypatch, "gcp.releaseChannel=UNSPECIFIED")
+    errors = gke_errors("gcp-a3", AS_OF.day, "gcp.releaseChannel=UNSPECIFIED")
     assert "holdMinorUpgrades needs a release channel" in errors
     unheld = ("gcp.releaseChannel=UNSPECIFIED", "gcp.holdMinorUpgrades=false")
-    assert gke_errors("gcp-a3", TODAY, monkeypatch, *unheld) == ""
+    assert gke_errors("gcp-a3", AS_OF.day, *unheld) == ""
     # An exact patch below TCPXO's published floor for its minor is refused.
     errors = gke_errors(
         "gcp-a3",
         date(2026, 3, 1),
-        monkeypatch,
         "gcp.minMasterVersion=1.32.2-gke.1",
         "kubernetesVersion=1.32",
     )
     assert "use 1.32.11-gke.1174000 or newer" in errors
 
 
-def test_schema_refuses_an_empty_system_pool_range(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_schema_refuses_an_empty_system_pool_range() -> None:
     errors = gke_errors(
-        "gcp-a3", TODAY, monkeypatch, "gcp.systemPool.minNodes=5", "gcp.systemPool.maxNodes=3"
+        "gcp-a3", AS_OF.day, "gcp.systemPool.minNodes=5", "gcp.systemPool.maxNodes=3"
     )
     assert "gpu-cluster:gcp.systemPool: minNodes (5) must be <= maxNodes (3)" in errors

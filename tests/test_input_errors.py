@@ -34,6 +34,7 @@ from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.render import render
 from gpu_cluster.offline.stack_files import apply_override, engine_config
+from tests.as_of import AS_OF
 from tests.cli import (
     ROOT,
     as_a_user,
@@ -362,7 +363,7 @@ def test_a_mount_point_takes_the_render(tmp_path: Path) -> None:
         test "$(stat -c %d "$1")" != "$(stat -c %d "$1/..")" || { echo "not mounted" >&2; exit 1; }
         echo "an earlier render" > "$1/kubernetes.yaml"
         echo mine > "$1/notes.txt"
-        "$2" -m gpu_cluster.offline --stack barcelona --out "$1" || exit
+        "$2" -m gpu_cluster.offline --as-of "$4" --stack barcelona --out "$1" || exit
         cp -R "$1/." "$3"  # what the mount holds, before it goes with the namespace
     """
     result = subprocess.run(
@@ -370,6 +371,7 @@ def test_a_mount_point_takes_the_render(tmp_path: Path) -> None:
             *as_root_of_a_mount_namespace(),
             *("sh", "-c", script, "sh", str(tmp_path / "mnt"), sys.executable),
             str(tmp_path / "seen"),
+            str(AS_OF.day),
         ],
         cwd=ROOT,
         capture_output=True,

@@ -214,7 +214,10 @@ def test_rdma_gid_index_accepts_auto_nccl_or_a_number() -> None:
         (gke(baseCidr="10.0.0.0/16"), "gpu-cluster:gcp.baseCidr = '10.0.0.0/16'"),
         (gke(baseCidr="10.0.0.1/8"), "gpu-cluster:gcp.baseCidr = '10.0.0.1/8'"),
         (gke(minMasterVersion="1.31.1-gke.100"), "use 1.31.14-gke.1243000 or newer"),
-        (gke(minMasterVersion="1.32"), "gpu-cluster:gcp.minMasterVersion = '1.32'"),
+        (
+            gke(minMasterVersion="1.40"),
+            "gpu-cluster:gcp.minMasterVersion = '1.40': GKE 1.40 is not in",
+        ),
         (
             gke(gpudirectRelease="tcpx-v3.1.12"),
             "is not a known tcpxo release; allowed: 'tcpxo-2026-01-09', 'tcpxo-v1.0.17'",

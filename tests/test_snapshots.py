@@ -15,6 +15,7 @@ import pytest
 
 from gpu_cluster.offline.change_summary import clip_line, compare, stack_markdown, summary
 from gpu_cluster.offline.render import FILES, render
+from tests.as_of import AS_OF
 from tests.conftest import STACKS
 from tools.render_all import stacks, write
 
@@ -52,7 +53,7 @@ def test_render_matches_the_snapshot(stack: str) -> None:
             f"stack {stack!r} (Pulumi.{stack}.yaml) has no snapshot in tests/snapshots/{stack}/; "
             f"create it with `{REFRESH}` and commit it"
         )
-    diff = _snapshot_diff(stack, render(stack))
+    diff = _snapshot_diff(stack, render(stack, as_of=AS_OF))
     if diff:
         shown = "".join(diff[:MAX_DIFF_LINES])
         more = len(diff) - MAX_DIFF_LINES

@@ -30,6 +30,7 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import stack_file_config
+from tests.as_of import AS_OF
 from tests.conftest import STACKS, edited_config
 from tests.contract import set_key
 from tests.test_config_properties import KEYS
@@ -108,7 +109,7 @@ def _rules(key: str) -> list[ReadWhen]:
 
 def _unread_by(variant: Variant, key: str) -> ReadWhen | None:
     """The rule that makes `key` unread in `variant`, or None when the variant reads it."""
-    settings, _ = settings_from(*edited_config(*variant), PROVIDER_SETTINGS)
+    settings, _ = settings_from(*edited_config(*variant), PROVIDER_SETTINGS, as_of=AS_OF)
     return next((r for r in _rules(key) if not r.applies(settings)), None)
 
 
@@ -194,7 +195,7 @@ def test_a_key_the_stack_reads_changes_what_it_deploys(case: tuple[Variant, str]
 
 def _zones(variant: Variant) -> tuple[str, ...]:
     """The zones the catalog has the variant's GPU machine in."""
-    gcp = settings_from(*edited_config(*variant), PROVIDER_SETTINGS)[0].gcp
+    gcp = settings_from(*edited_config(*variant), PROVIDER_SETTINGS, as_of=AS_OF)[0].gcp
     return GPU_MACHINE_ZONES[gcp.machine_type] if gcp else ()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 try:
     from gpu_cluster.offline.render import render
@@ -22,15 +23,19 @@ except ModuleNotFoundError:  # a base checkout from before the gpu_cluster packa
     from components.offline import PROJECT_DIR  # type: ignore[import-not-found,no-redef]
     from components.render import render  # type: ignore[import-not-found,no-redef]
 
+if TYPE_CHECKING:  # a name only: a base checkout may have no gpu_cluster.config.dates
+    from gpu_cluster.config.dates import AsOf
+
 
 def stacks(project_dir: Path = PROJECT_DIR) -> list[str]:
     """Every stack with a Pulumi.<stack>.yaml, sorted."""
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
 
 
-def render_stacks() -> dict[str, dict[str, str]]:
-    """Stack -> file name -> content, for every stack (raises on the first bad one)."""
-    return {stack: render(stack) for stack in stacks()}
+def render_stacks(as_of: AsOf) -> dict[str, dict[str, str]]:
+    """Stack -> file name -> content, for every stack checked as of `as_of` (raises on the
+    first bad one)."""
+    return {stack: render(stack, as_of=as_of) for stack in stacks()}
 
 
 def write(target: Path, files: dict[str, str]) -> None:

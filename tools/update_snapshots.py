@@ -2,7 +2,8 @@
 
     python -m tools.update_snapshots
 
-Renders every stack (`Pulumi.<stack>.yaml`) first and writes nothing if any stack fails; then
+Renders every stack (`Pulumi.<stack>.yaml`) as of the tests' date (tests/as_of.py, what
+tests/test_snapshots.py compares at) first and writes nothing if any stack fails; then
 rewrites tests/snapshots/<stack>/ for each and deletes the directories of stacks that no longer
 exist. Review the result with `git diff tests/snapshots` like any other change: it is what the
 code change does to every stack.
@@ -15,6 +16,7 @@ import sys
 
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.stack_files import PROJECT_DIR
+from tests.as_of import AS_OF
 from tools.render_all import render_stacks, write
 
 SNAPSHOTS = PROJECT_DIR / "tests" / "snapshots"
@@ -22,7 +24,7 @@ SNAPSHOTS = PROJECT_DIR / "tests" / "snapshots"
 
 def main() -> int:
     try:
-        renders = render_stacks()
+        renders = render_stacks(AS_OF)
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}; no snapshot was written", file=sys.stderr)
         return 2

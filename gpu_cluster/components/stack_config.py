@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 import pulumi
@@ -14,6 +17,7 @@ import pulumi_kubernetes
 import yaml
 from pydantic.alias_generators import to_camel
 
+from gpu_cluster.config.dates import AsOf, live
 from gpu_cluster.config.loading import (
     CODE_SYNC_KEY,
     SECRET_ENV_KEY,
@@ -75,11 +79,27 @@ def stack_file_problems(project_dir: Path, stack: str) -> list[str]:
     return misplaced_stack_file_keys(path.name, data) if isinstance(data, dict) else []
 
 
+# The date read_settings checks against, when whoever runs the program pinned one (the
+# offline render runs it in-process with its --as-of); unset under `pulumi up`: today's.
+_PINNED: ContextVar[AsOf | None] = ContextVar("gpu_cluster_as_of", default=None)
+
+
+@contextlib.contextmanager
+def checked_as_of(as_of: AsOf) -> Iterator[None]:
+    """The program run inside checks its config as of `as_of`."""
+    token = _PINNED.set(as_of)
+    try:
+        yield
+    finally:
+        _PINNED.reset(token)
+
+
 def read_settings() -> Settings:
     problems = stack_file_problems(Path.cwd(), pulumi.get_stack())
     if problems:
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
-    settings, warnings = settings_from(*engine_config_map(), PROVIDER_SETTINGS)
+    as_of = _PINNED.get() or live()
+    settings, warnings = settings_from(*engine_config_map(), PROVIDER_SETTINGS, as_of=as_of)
     for warning in warnings:
         pulumi.log.warn(warning)
     return settings

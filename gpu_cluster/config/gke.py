@@ -3,7 +3,7 @@ settings resolve to."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import TYPE_CHECKING
 
 from gpu_cluster.config.catalog_rules import gcp_catalog_problems
@@ -34,10 +34,6 @@ from gpu_cluster.facts.gpudirect import (
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
     from gpu_cluster.config.schema import GcpSettings, Settings
-
-
-def _today() -> date:
-    return datetime.now(UTC).date()
 
 
 def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
@@ -134,26 +130,19 @@ def cluster_problems(s: Settings) -> list[str]:
 
 
 def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:
-    """Release channel, GKE version and GPUDirect release must be a combination Google supports
-    today, and kubernetesVersion must name the minor the cluster runs."""
+    """Release channel, GKE version and GPUDirect release must be a combination Google
+    publishes, and kubernetesVersion must name the minor the cluster runs. Whether the minor is
+    still supported depends on the date: support_window, outside the schema."""
     out: list[str] = []
     version = gcp.min_master_version
     minor = gke_minor(version)
     key = f"gpu-cluster:gcp.minMasterVersion = {version!r}"
     supported = sorted(GKE_END_OF_STANDARD_SUPPORT)
-    end = GKE_END_OF_STANDARD_SUPPORT.get(minor)
-    today = _today()
-    current = [f"1.{m}" for m in supported if GKE_END_OF_STANDARD_SUPPORT[m] >= today]
-    if end is None:
+    if minor not in GKE_END_OF_STANDARD_SUPPORT:
         out.append(
             f"{key}: GKE 1.{minor} is not in this program's support table (known: 1.{supported[0]}"
             f"-1.{supported[-1]}); add its end of support to GKE_END_OF_STANDARD_SUPPORT in "
             "gpu_cluster/facts/gpudirect.py from Google's release schedule first"
-        )
-    elif end < today:
-        out.append(
-            f"{key}: GKE 1.{minor} left standard support on {end.isoformat()}; use one of "
-            f"{', '.join(current) or 'a newer minor'} (README: moving a stack to a new release)"
         )
     if s.kubernetes_version != f"1.{minor}":
         out.append(
@@ -194,6 +183,38 @@ def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:
             f"use {floor} or newer"
         )
     return out
+
+
+# How long before its minor leaves standard support a stack hears about it (a warning), time
+# to move it to a newer minor before GKE upgrades the cluster regardless of the hold.
+SUPPORT_NOTICE_DAYS = 60
+
+
+def support_window(s: Settings, as_of: date) -> tuple[list[str], list[str]]:
+    """(ended, ending) as of `as_of`: the stack's GKE minor has left standard support (the
+    caller refuses or warns, as config.dates.AsOf says), or leaves it within
+    SUPPORT_NOTICE_DAYS (a warning). Empty off GKE and for a minor the support table lacks
+    (the schema refuses that one)."""
+    if s.gcp is None:
+        return [], []
+    version = s.gcp.min_master_version
+    minor = gke_minor(version)
+    end = GKE_END_OF_STANDARD_SUPPORT.get(minor)
+    if end is None or (end - as_of).days > SUPPORT_NOTICE_DAYS:
+        return [], []
+    # The minors still supported on the later of the two dates: where the stack can move.
+    after = max(end, as_of)
+    newer = [f"1.{m}" for m, e in sorted(GKE_END_OF_STANDARD_SUPPORT.items()) if e > after]
+    where = f"use {' or '.join(newer) or 'a newer minor'} (README: moving a stack to a new release)"
+    key = f"gpu-cluster:gcp.minMasterVersion = {version!r}"
+    if end < as_of:
+        ended = f"GKE 1.{minor} left standard support on {end.isoformat()}"
+        return [f"{key}: {ended} (as of {as_of.isoformat()}); {where}"], []
+    days = (end - as_of).days
+    return [], [
+        f"{key}: GKE 1.{minor} leaves standard support on {end.isoformat()}, {days} days after "
+        f"{as_of.isoformat()}; GKE then upgrades the cluster whatever the hold; {where}"
+    ]
 
 
 def _gpudirect_release_problems(mode: str, gcp: GcpSettings, minor: int) -> list[str]:

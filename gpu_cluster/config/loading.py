@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gpu_cluster.config.gke import cluster_problems
+from gpu_cluster.config.dates import AsOf
+from gpu_cluster.config.gke import cluster_problems, support_window
 from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import read_rule
@@ -282,9 +283,13 @@ def settings_from(
     config: Mapping[str, str],
     secret_keys: Collection[str],
     provider_settings: Mapping[str, Collection[str]],
+    *,
+    as_of: AsOf,
 ) -> tuple[Settings, list[str]]:
     """Validated settings and warnings from an engine-style config map (fully qualified keys,
-    every namespace); raises ConfigError. `provider_settings`: each provider's setting names."""
+    every namespace); raises ConfigError. `provider_settings`: each provider's setting names;
+    `as_of`: the date of the date-dependent checks, and whether a support window that has
+    ended by then is refused (pinned) or warned about (today's)."""
     warnings = check_namespaces(config)
     platform = config.get(f"{PROJECT}:platform")
     problems = provider_key_problems(config, platform, provider_settings)
@@ -292,4 +297,8 @@ def settings_from(
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
     prefix = PROJECT + ":"
     own = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
-    return load_settings(decode_config(own, secret_keys), secret_keys), warnings
+    settings = load_settings(decode_config(own, secret_keys), secret_keys)
+    ended, ending = support_window(settings, as_of.day)
+    if ended and as_of.pinned:
+        raise ConfigError("invalid stack config:\n  " + "\n  ".join(ended))
+    return settings, [*warnings, *ended, *ending]

@@ -24,14 +24,16 @@ How to refresh (any `gcloud` with a project that has the Compute Engine API):
    or Google's machine-family pages.
 4. Set CATALOG_DATE and each table's source comment (what was read, and when), then run
    `python -m pytest tests/test_gcp_catalog.py`: it checks the shipped stacks still pass and
-   that every machine type the schema accepts has zones here.
+   that every machine type the schema accepts has zones here. CATALOG_DATE is also the date the
+   tests and snapshots are checked as of (tests/as_of.py): a shipped stack whose GKE minor has
+   left support, or leaves it within the notice period, by the new date fails them.
 
 GKE versions are not repeated here: the minors that exist, and until when each is supported,
-are GKE_END_OF_STANDARD_SUPPORT (gpu_cluster/plan/gpudirect.py; facts/gpudirect.py once moved),
-which the schema already checks `gcp.minMasterVersion` against. Which exact `1.N.P-gke.B` patches
-exist is not catalogued: GKE offers a moving window of patches per channel and zone, which only
-`gcloud container get-server-config --zone <zone>` shows at the time; the `1.N` form (GKE picks
-the newest patch) cannot name one that does not exist.
+are GKE_END_OF_STANDARD_SUPPORT (gpu_cluster/facts/gpudirect.py), which settings validation
+checks `gcp.minMasterVersion` against as of the render's date (config/dates.py). Which exact
+`1.N.P-gke.B` patches exist is not catalogued: GKE offers a moving window of patches per channel
+and zone, which only `gcloud container get-server-config --zone <zone>` shows at the time; the
+`1.N` form (GKE picks the newest patch) cannot name one that does not exist.
 """
 
 from __future__ import annotations

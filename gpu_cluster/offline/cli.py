@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
+from gpu_cluster.config.dates import pinned
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.change_summary import add_arguments as add_summary_arguments
 from gpu_cluster.offline.change_summary import write_summary
@@ -99,6 +100,12 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="like --set, as `pulumi config set --secret` (rendered as a keyed digest)",
     )
+    parser.add_argument(
+        "--as-of",
+        metavar="YYYY-MM-DD",
+        help="date of the date-dependent checks (GKE support windows); an ended window is "
+        "then refused, not warned about (default: today, UTC)",
+    )
     _project_dir_argument(parser)
 
 
@@ -112,6 +119,11 @@ def _render_and_diff(args: argparse.Namespace, out_arg: str | None, old_arg: str
             return 2
     out = Path(out_arg) if out_arg is not None else None
     try:
+        as_of = pinned(args.as_of) if args.as_of is not None else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
         project = _project(args.project_dir)
         # Read before anything is written: `--diff D --out D` compares with D as it was.
         old = read_render(Path(old_arg)) if old_arg is not None else None
@@ -121,6 +133,7 @@ def _render_and_diff(args: argparse.Namespace, out_arg: str | None, old_arg: str
             tuple(args.set_secret),
             warn=lambda w: print(f"warning: {w}", file=sys.stderr),
             project=project,
+            as_of=as_of,
         )
         if out is not None:
             write_render(out, files)

@@ -27,6 +27,8 @@ from pulumi.runtime import mocks, rpc
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from gpu_cluster.components.stack_config import checked_as_of
+from gpu_cluster.config.dates import AsOf
 from gpu_cluster.config.schema import PROJECT
 from gpu_cluster.offline.secret_digest import SecretDigests
 from gpu_cluster.offline.stack_files import PROJECT_DIR
@@ -271,11 +273,13 @@ def run_program(
     project_dir: Path = PROJECT_DIR,
     record_into: ProgramRun | None = None,
     project: str = PROJECT,
+    as_of: AsOf | None = None,
 ) -> ProgramRun:
     """Run `project_dir`'s `__main__.py` (Pulumi project `project`) with `config` under mocks;
     return what it registered and exported.
 
-    `record_into` receives the registrations even when the program fails."""
+    `record_into` receives the registrations even when the program fails. `as_of`: the date
+    the program checks its config against (None: today's, as under `pulumi up`)."""
     run = record_into if record_into is not None else ProgramRun()
     digests = SecretDigests()
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack for every run
@@ -296,7 +300,8 @@ def run_program(
     def program() -> None:
         runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
 
-    with _collector_paused():
+    dated = checked_as_of(as_of) if as_of is not None else contextlib.nullcontext()
+    with _collector_paused(), dated:
         _sync_await(run_pulumi_func(program))
         root = pulumi.runtime.get_root_resource()
         exported = getattr(root, "outputs", {})

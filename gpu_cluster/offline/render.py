@@ -4,7 +4,10 @@ Runs the project's `__main__.py` in-process under the Pulumi SDK's mock engine w
 config and makes `kubernetes.yaml` (every Kubernetes object, in apply order), `resources.json`
 (every registered resource with inputs and options) and `outputs.json` (stack outputs), written
 all or nothing. A secret value it knows is written as a keyed digest (secret_digest), so that a
-diff sees it change. The command line is gpu_cluster.offline.cli.
+diff sees it change. The command line is gpu_cluster.offline.cli. The one date the checks depend
+on (a GKE minor's end of standard support) is `as_of`'s, where an ended window is refused, so a
+render can be repeated; by default today's (UTC), where it is a warning, as under `pulumi
+preview`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, TypedDict
 
 import yaml
 
+from gpu_cluster.config.dates import AsOf, live
 from gpu_cluster.offline import shapes
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.project import Project, read_project
@@ -134,15 +138,21 @@ def program_run(
     secret_overrides: tuple[str, ...] = (),
     warn: Callable[[str], None] | None = None,
     project: Project | None = None,
+    as_of: AsOf | None = None,
 ) -> ProgramRun:
     """The program run of one stack of `project` (this repository's by default), as the render
-    makes it; raises ConfigError for bad config. Warnings (config nothing reads) go to `warn`."""
+    makes it; raises ConfigError for bad config. Warnings (config nothing reads, a GKE minor near
+    or past its end of support) go to `warn`. `as_of`: the date of the date-dependent checks
+    (None: today's, which only warns)."""
     project = project if project is not None else read_project()
+    as_of = as_of or live()  # one date for the check below and the program's own
     # Validated first, so bad config writes nothing and reads as a config error.
     config, secret_keys = checked_config(
-        stack, overrides, secret_overrides, project.directory, warn
+        stack, overrides, secret_overrides, project.directory, warn, as_of
     )
-    run = run_program(config, secret_keys, stack, project.program, project=project.name)
+    run = run_program(
+        config, secret_keys, stack, project.program, project=project.name, as_of=as_of
+    )
     if warn is not None:
         for warning in run.warnings:
             warn(warning)
@@ -155,9 +165,10 @@ def render(
     secret_overrides: tuple[str, ...] = (),
     warn: Callable[[str], None] | None = None,
     project: Project | None = None,
+    as_of: AsOf | None = None,
 ) -> dict[str, str]:
     """File name -> content for one stack (program_run's arguments)."""
-    run = program_run(stack, overrides, secret_overrides, warn, project)
+    run = program_run(stack, overrides, secret_overrides, warn, project, as_of)
     return {
         "kubernetes.yaml": kubernetes_yaml(run),
         "resources.json": resources_json(run),

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
+from gpu_cluster.config.dates import AsOf, live
 from gpu_cluster.config.loading import (
     MAX_DEPTH,
     MAX_EXACT_INT,
@@ -606,10 +607,12 @@ def checked_config(
     secret_overrides: tuple[str, ...] = (),
     project_dir: Path = PROJECT_DIR,
     warn: Callable[[str], None] | None = None,
+    as_of: AsOf | None = None,
 ) -> tuple[dict[str, str], list[str]]:
-    """engine_config, validated as the program validates it (settings_from). Each problem of
-    the ConfigError that names a key written in the stack file starts with the file and that
-    key's line, unless a `--set` changed the key, a key below it or one above it.
+    """engine_config, validated as the program validates it (settings_from), as of `as_of`
+    (None: today's). Each problem of the ConfigError that names a key written in the stack file
+    starts with the file and that key's line, unless a `--set` changed the key, a key below it
+    or one above it.
 
     A program of another project (one that composes this package's components) reads its own
     keys, under its project's name, its own way: only the namespaces are checked, and their
@@ -617,7 +620,7 @@ def checked_config(
     config, secret_keys, project = _engine_config(stack, overrides, secret_overrides, project_dir)
     try:
         if project == PROJECT:
-            settings_from(config, secret_keys, PROVIDER_SETTINGS)
+            settings_from(config, secret_keys, PROVIDER_SETTINGS, as_of=as_of or live())
         else:
             for warning in check_namespaces(config, project):
                 if warn is not None:
