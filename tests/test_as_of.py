@@ -74,7 +74,7 @@ def test_the_program_under_pulumi_up_checks_as_of_today_and_warns(
     """No caller pins a date there: read_settings asks for today's, and does not refuse."""
     monkeypatch.setattr(dates, "today", lambda: date(2027, 4, 12))
     run = run_program(*engine_config("gcp-a3"), "gcp-a3")
-    assert run.warnings == [ENDED + " (README: moving a stack to a new release)"]
+    assert run.warnings == [ENDED + " (docs/operations.md: moving a stack to the next GKE release)"]
     assert run.of_type("gcp:container/cluster:Cluster")
 
 

@@ -612,7 +612,7 @@ def test_a_minor_near_its_end_of_support_is_a_warning_with_the_days_left() -> No
     assert warnings == [
         "gpu-cluster:gcp.minMasterVersion = '1.35': GKE 1.35 leaves standard support on "
         "2027-04-11, 60 days after 2027-02-10; GKE then upgrades the cluster whatever the hold; "
-        "use 1.36 (README: moving a stack to a new release)"
+        "use 1.36 (docs/operations.md: moving a stack to the next GKE release)"
     ]
     a_day_earlier = AsOf(date(2027, 2, 9), pinned=True)
     assert settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=a_day_earlier)[1] == []
