@@ -205,7 +205,10 @@ def support_window(s: Settings, as_of: date) -> tuple[list[str], list[str]]:
     # The minors still supported on the later of the two dates: where the stack can move.
     after = max(end, as_of)
     newer = [f"1.{m}" for m, e in sorted(GKE_END_OF_STANDARD_SUPPORT.items()) if e > after]
-    where = f"use {' or '.join(newer) or 'a newer minor'} (docs/operations.md: moving a stack to the next GKE release)"
+    where = (
+        f"use {' or '.join(newer) or 'a newer minor'} "
+        "(docs/operations.md: moving a stack to the next GKE release)"
+    )
     key = f"gpu-cluster:gcp.minMasterVersion = {version!r}"
     if end < as_of:
         ended = f"GKE 1.{minor} left standard support on {end.isoformat()}"
