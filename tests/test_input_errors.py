@@ -31,9 +31,10 @@ import pulumi
 import pytest
 
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.offline.config_path import apply_override
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.render import render
-from gpu_cluster.offline.stack_files import apply_override, engine_config
+from gpu_cluster.offline.stack_files import engine_config
 from tests.as_of import AS_OF
 from tests.cli import (
     ROOT,

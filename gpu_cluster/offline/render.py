@@ -29,7 +29,8 @@ from gpu_cluster.offline import shapes
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.project import Project, read_project
 from gpu_cluster.offline.secret_digest import MARKER
-from gpu_cluster.offline.stack_files import YamlLoader, checked_config
+from gpu_cluster.offline.stack_files import checked_config
+from gpu_cluster.offline.stack_yaml import YamlLoader
 
 # Apply order: namespaces and cluster-scoped prerequisites first, then what refers to them.
 KIND_ORDER = (

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.offline.config_path import apply_override
 from gpu_cluster.offline.goyaml import engine_text
-from gpu_cluster.offline.stack_files import apply_override, engine_config
+from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import by_case
 from tests.conftest import ROOT, STACKS
 from tests.stack_scalars import (
