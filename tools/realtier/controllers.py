@@ -138,14 +138,7 @@ def _kueue_config(manager: _Manager, workdir: Path, pair: Pair) -> Object:
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": KUEUE_NAMESPACE,
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{manager.health_port}"},
-        "metrics": {"bindAddress": "0"},
-        "webhook": {
-            "host": "127.0.0.1",
-            "port": manager.webhook_port,
-            "certDir": str(_cert_dir(workdir / "kueue-certs", pair)),
-        },
-        "leaderElection": {"leaderElect": False},
+        **_on_loopback(manager, _cert_dir(workdir / "kueue-certs", pair)),
         "internalCertManagement": {
             "enable": True,
             "webhookServiceName": KUEUE_WEBHOOK_SERVICE,
@@ -162,15 +155,19 @@ def _jobset_config(manager: _Manager, workdir: Path, pair: Pair) -> Object:
     return {
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
         "kind": "Configuration",
+        **_on_loopback(manager, _cert_dir(workdir / "jobset-certs", pair)),
+        "internalCertManagement": {"enable": False},
+    }
+
+
+def _on_loopback(manager: _Manager, cert_dir: Path) -> Object:
+    """The settings both managers take in controller-runtime's shape: health probe and webhook
+    on their loopback ports, metrics off, no leader election (one replica)."""
+    return {
         "health": {"healthProbeBindAddress": f"127.0.0.1:{manager.health_port}"},
         "metrics": {"bindAddress": "0"},
-        "webhook": {
-            "host": "127.0.0.1",
-            "port": manager.webhook_port,
-            "certDir": str(_cert_dir(workdir / "jobset-certs", pair)),
-        },
+        "webhook": {"host": "127.0.0.1", "port": manager.webhook_port, "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
     }
 
 
