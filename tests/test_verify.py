@@ -206,19 +206,27 @@ def test_every_command_names_the_stacks_context_and_runs_no_code_from_the_cluste
     assert "launch-all.sh" not in one(run_stack(stack), "ConfigMap")["data"]
 
 
-def test_a_stack_without_a_context_exports_commands_that_refuse_to_run(tmp_path: Path) -> None:
+KUBECONFIG_CONTENTS = "apiVersion: v1\nkind: Config\ncurrent-context: barcelona\n"
+
+
+# No context; nor a kubeconfig file: contents cannot be named on a command line, and a cluster
+# alone leaves the user and context to whichever is current.
+@pytest.mark.parametrize(
+    "target",
+    [{}, {"kubernetes:kubeconfig": KUBECONFIG_CONTENTS}, {"kubernetes:cluster": "api-barcelona"}],
+)
+def test_a_stack_without_a_context_exports_commands_that_refuse_to_run(
+    target: dict[str, str], tmp_path: Path
+) -> None:
     config, secret_keys = engine_config("barcelona")
     del config["kubernetes:context"]
-    run = run_program(config, secret_keys, "barcelona")
+    run = run_program({**config, **target}, secret_keys, "barcelona")
     message = "this stack sets no kubernetes:context"
     assert any(message in w for w in run.warnings)
     for key in COMMAND_OUTPUTS:
         result, calls = run_with_fake_cli(str(run.outputs[key]), tmp_path / key)
         assert result.returncode == 1 and message in result.stderr, key
         assert calls == [], key
-
-
-KUBECONFIG_CONTENTS = "apiVersion: v1\nkind: Config\ncurrent-context: barcelona\n"
 
 
 @pytest.mark.parametrize(
@@ -256,21 +264,3 @@ def test_every_command_names_the_kubeconfig_file_and_context_the_stack_deploys_w
         assert result.returncode == 0, (key, result.stderr)
         assert calls, key
         assert [c for c in calls if not c.startswith(f"{expected} ")] == [], key
-
-
-@pytest.mark.parametrize(
-    "target",
-    [{"kubernetes:kubeconfig": KUBECONFIG_CONTENTS}, {"kubernetes:cluster": "api-barcelona"}],
-)
-def test_kubeconfig_contents_or_a_cluster_alone_name_no_cluster_to_paste_against(
-    target: dict[str, str], tmp_path: Path
-) -> None:
-    config, secret_keys = engine_config("barcelona")
-    del config["kubernetes:context"]
-    run = run_program({**config, **target}, secret_keys, "barcelona")
-    message = "this stack sets no kubernetes:context"
-    assert any(message in w for w in run.warnings)
-    for key in COMMAND_OUTPUTS:
-        result, calls = run_with_fake_cli(str(run.outputs[key]), tmp_path / key)
-        assert result.returncode == 1 and message in result.stderr, key
-        assert calls == [], key
