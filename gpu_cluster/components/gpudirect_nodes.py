@@ -28,7 +28,7 @@ from pulumi_kubernetes.core.v1 import (
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
 from gpu_cluster.components.k8s_objects import ManifestResource
-from gpu_cluster.components.workload import node_affinity
+from gpu_cluster.components.workload.pod_args import node_affinity
 from gpu_cluster.facts.gpudirect import (
     GIB_HOST_DIR,
     HOST_LIB_DIR,

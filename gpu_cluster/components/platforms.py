@@ -14,9 +14,10 @@ from gpu_cluster.components.stack_config import (
     secret_env_values,
     stack_kube_target,
 )
-from gpu_cluster.components.workload import TrainingWorkloadArgs, retention_annotations
+from gpu_cluster.components.workload import TrainingWorkloadArgs
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan import launch
+from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.podspec import PodNetworking, PodPlacement
 from gpu_cluster.plan.scan_exceptions import training_exceptions

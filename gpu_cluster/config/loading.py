@@ -36,7 +36,8 @@ MAX_EXACT_INT = 2**53 - 1
 MAX_DEPTH = 32
 TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep (config keys nest at most 4)"
 # Top-level keys whose values may be Pulumi secrets: each reaches the cluster only through a
-# Kubernetes Secret (workload.py). Every other key becomes names, specs or outputs in plain text.
+# Kubernetes Secret (components/workload/shared_objects.py). Every other key becomes names, specs
+# or outputs in plain text.
 SECRET_CAPABLE_KEYS = (SECRET_ENV_KEY, CODE_SYNC_KEY)
 # Parts of a secret `codeSync` that cannot stay secret: the sidecar's image, and the name of a
 # Secret the pod refers to; a secret codeSync leaves them at their defaults.

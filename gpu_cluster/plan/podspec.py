@@ -1,7 +1,8 @@
 """Plain descriptions of pod pieces, shared by the pure decision functions.
 
 Network modes and platforms describe what they add to the training pod with these small frozen
-types; `workload.py` is the one place that turns them into the Kubernetes SDK's typed Args.
+types; `components/workload/pod_args.py` is the one place that turns them into the Kubernetes
+SDK's typed Args.
 """
 
 from __future__ import annotations

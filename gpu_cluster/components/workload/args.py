@@ -1,0 +1,60 @@
+"""What the training workload is made of, whatever kind of controller runs its pods."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+
+from gpu_cluster.config.schema import PodSettings, StorageSettings
+from gpu_cluster.plan.podspec import Container, Mount, PodNetworking, PodPlacement, Volume
+
+
+@dataclass(frozen=True)
+class TrainingWorkloadArgs:
+    """What the training workload is made of (gpu_cluster.components.platforms.workload_args
+    decides it from stack config).
+
+    name: the pods' controller object's (the StatefulSet's), and the prefix of its objects'
+    (<name>-scripts, -env, -code-sync, -peers-only). namespace, labels: of every object.
+    replicas: pods, one per GPU node. image: the training image. gpus_per_node: GPUs each pod
+    requests. pod: the training container's requests, limits and /dev/shm size. storage: the
+    workspace and datasets claims.
+    claims_after: what every claim waits for (the StorageClass it names, when the platform
+    creates it). pods_after: what the controller object waits for besides its own objects (the
+    GPU nodes, their agents, the pods' grants and networks); the other objects wait only for
+    what the component does (the namespace). master_port: the rendezvous port. service_name: the
+    headless Service's. scripts: the scripts ConfigMap's files. env: the training container's
+    plain env (rendezvous). networking: the network mode's contribution to the pod. placement:
+    where pods run, as which UID.
+    service_account: the pods' ServiceAccount. sidecars, sidecar_volumes, sidecar_mounts: extra
+    init containers (code sync) with their volumes and the training container's mounts of them.
+    secret_env_keys, secret_env: env variables from a Secret (<name>-env) and its data.
+    code_sync_source: the code-sync Secret's data (<name>-code-sync) when its source is secret.
+    scan_exceptions: checks the security scanners skip on the controller object, with their
+    reasons."""
+
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    replicas: int
+    image: str
+    gpus_per_node: int
+    pod: PodSettings
+    storage: StorageSettings
+    master_port: int
+    service_name: str
+    scripts: dict[str, str]
+    env: dict[str, str]
+    networking: PodNetworking
+    placement: PodPlacement
+    service_account: pulumi.Input[str]
+    claims_after: tuple[pulumi.Resource, ...] = ()
+    pods_after: tuple[pulumi.Resource, ...] = ()
+    sidecars: tuple[Container, ...] = ()
+    sidecar_volumes: tuple[Volume, ...] = ()
+    sidecar_mounts: tuple[Mount, ...] = ()
+    secret_env_keys: tuple[str, ...] = ()
+    secret_env: pulumi.Output[dict[str, str]] | None = None
+    code_sync_source: pulumi.Output[dict[str, str]] | None = None
+    scan_exceptions: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,177 @@
+"""The training pods' template, written once for every workload kind: the training container,
+the pod spec, placement and the volumes. Platform and network mode only reach it through
+`PodPlacement` and `PodNetworking`; the workload kind only through where a pod finds its index."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+from pulumi_kubernetes.core.v1 import (
+    AffinityArgs,
+    ContainerArgs,
+    ContainerPortArgs,
+    EnvVarArgs,
+    EnvVarSourceArgs,
+    ObjectFieldSelectorArgs,
+    PodAffinityTermArgs,
+    PodAntiAffinityArgs,
+    PodSecurityContextArgs,
+    PodSpecArgs,
+    PodTemplateSpecArgs,
+    ResourceRequirementsArgs,
+    SeccompProfileArgs,
+    TolerationArgs,
+)
+from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
+
+from gpu_cluster.components.workload.args import TrainingWorkloadArgs
+from gpu_cluster.components.workload.pod_args import (
+    container_args,
+    mount_args,
+    node_affinity,
+    security_context,
+    volume_args,
+)
+from gpu_cluster.plan import launch
+from gpu_cluster.plan.claims import Claim
+from gpu_cluster.plan.netmodes import SCRIPTS_DIR, SCRIPTS_VOLUME
+from gpu_cluster.plan.podspec import (
+    ClaimVolume,
+    ConfigMapVolume,
+    EmptyDir,
+    Mount,
+    PodPlacement,
+    Volume,
+)
+
+
+def pod_template(
+    a: TrainingWorkloadArgs,
+    claims: Sequence[Claim],
+    secret_env: Sequence[EnvVarArgs],
+    node_rank_field: str,
+) -> PodTemplateSpecArgs:
+    """The pods of workload `a`: they mount the shared `claims` (storage.mode rwx; per-pod
+    claims reach a pod through its controller), take `secret_env` by reference and read their
+    rank (NODE_RANK) from the pod field `node_rank_field`, which the workload kind's controller
+    sets."""
+    networking = a.networking
+    volumes: list[Volume] = [
+        EmptyDir("dshm", memory=True, size_limit=a.pod.shm_size),
+        ConfigMapVolume(SCRIPTS_VOLUME, f"{a.name}-scripts"),
+        *(ClaimVolume(c.volume, c.name) for c in claims if a.storage.mode == "rwx"),
+        *networking.volumes,
+        *a.sidecar_volumes,
+    ]
+    mounts = [
+        Mount("dshm", "/dev/shm"),
+        Mount(SCRIPTS_VOLUME, SCRIPTS_DIR, read_only=True),
+        Mount("workspace", launch.WORKSPACE_PATH),
+        *([Mount("datasets", launch.DATASETS_PATH)] if a.storage.datasets_size else []),
+        *networking.mounts,
+        *a.sidecar_mounts,
+    ]
+    scripts_hash = hashlib.sha256(json.dumps(a.scripts, sort_keys=True).encode()).hexdigest()[:16]
+    return PodTemplateSpecArgs(
+        metadata=ObjectMetaArgs(
+            labels=a.labels,
+            annotations={
+                **networking.annotations,
+                # A changed script or hostfile rolls the pods.
+                "gpu-cluster/scripts-sha256": scripts_hash,
+            },
+        ),
+        spec=PodSpecArgs(
+            service_account_name=a.service_account,
+            # No Kubernetes API token in training pods: they never talk to the API server.
+            automount_service_account_token=False,
+            security_context=PodSecurityContextArgs(
+                run_as_non_root=True,
+                run_as_user=a.placement.run_as_user,
+                fs_group=a.placement.run_as_user,
+                # Re-own volumes only when their root's group differs, not at every start
+                # (a full recursive chown of a large workspace delays every pod start).
+                fs_group_change_policy="OnRootMismatch",
+                seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
+            ),
+            affinity=_affinity(a.labels, a.placement),
+            tolerations=[
+                TolerationArgs(key=key, operator="Exists", effect=effect)
+                for key, effect in a.placement.tolerations
+            ],
+            init_containers=[container_args(c) for c in (*networking.init_containers, *a.sidecars)]
+            or None,
+            containers=[_training_container(a, mounts, secret_env, node_rank_field)],
+            volumes=[volume_args(v) for v in volumes],
+            termination_grace_period_seconds=30,
+        ),
+    )
+
+
+def _training_container(
+    a: TrainingWorkloadArgs,
+    mounts: list[Mount],
+    secret_env: Sequence[EnvVarArgs],
+    node_rank_field: str,
+) -> ContainerArgs:
+    """The training container: idle until a user starts the launcher on every pod."""
+    networking = a.networking
+    env = [
+        EnvVarArgs(
+            name="NODE_RANK",
+            value_from=EnvVarSourceArgs(
+                field_ref=ObjectFieldSelectorArgs(field_path=node_rank_field)
+            ),
+        ),
+        *(EnvVarArgs(name=k, value=v) for k, v in a.env.items()),
+        *(EnvVarArgs(name=k, value=v) for k, v in sorted(networking.env.items())),
+        *secret_env,
+    ]
+    limits = {
+        "cpu": a.pod.cpu_limit,
+        "memory": a.pod.memory_limit,
+        "nvidia.com/gpu": str(a.gpus_per_node),
+        **{k: str(v) for k, v in networking.resources.items()},
+    }
+    requests = {
+        "cpu": a.pod.cpu_request,
+        "memory": a.pod.memory_request,
+        "nvidia.com/gpu": str(a.gpus_per_node),
+        **{k: str(v) for k, v in networking.resources.items()},
+    }
+    return ContainerArgs(
+        name=launch.TRAINING_CONTAINER,
+        image=a.image,
+        # Idle until a user starts the launcher on every pod; exits at once on SIGTERM.
+        command=["/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
+        env=env,
+        ports=[ContainerPortArgs(name="rendezvous", container_port=a.master_port)],
+        resources=ResourceRequirementsArgs(
+            limits={k: v for k, v in limits.items() if v is not None}, requests=requests
+        ),
+        # Training images install packages and write caches outside the volumes.
+        security_context=security_context(
+            networking.capabilities,
+            read_only_root=False,
+            run_as_root=networking.training_runs_as_root,
+        ),
+        volume_mounts=mount_args(mounts),
+        working_dir=launch.WORKSPACE_PATH,
+    )
+
+
+def _affinity(meta_labels: dict[str, str], placement: PodPlacement) -> AffinityArgs:
+    return AffinityArgs(
+        node_affinity=node_affinity(placement.node_requirements),
+        # Exactly one training pod per node: each pod takes every GPU and NIC it is given.
+        pod_anti_affinity=PodAntiAffinityArgs(
+            required_during_scheduling_ignored_during_execution=[
+                PodAffinityTermArgs(
+                    label_selector=LabelSelectorArgs(match_labels=meta_labels),
+                    topology_key="kubernetes.io/hostname",
+                )
+            ]
+        ),
+    )

@@ -1,0 +1,84 @@
+"""The StatefulSet workload kind: one pod per GPU node, all started together, each with its
+per-pod claims (storage.mode per-pod) through the set's claim templates."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
+
+from gpu_cluster.components.workload.claims import per_pod_claim_templates
+from gpu_cluster.components.workload.kind import TrainingPods, WorkloadKind
+from gpu_cluster.plan.claims import retention_annotations
+from gpu_cluster.plan.scan_exceptions import skip_annotations
+
+# Label the StatefulSet controller sets on every pod (beta in 1.28, GA in 1.32).
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+# How long `pulumi up` waits for every training pod to run; the provider's default is 10 min
+# (pulumi/pulumi-kubernetes provider/pkg/await/statefulset.go DefaultStatefulSetTimeoutMins). A
+# new GPU node first pulls the whole training image: 5-15 min for the 10-50 GB of AI/ML images
+# (kubernetes.recipes/recipes/configuration/image-pull-optimization-kubernetes); twice the top of
+# that leaves room for the claims' disks and the init containers.
+POD_START_MINUTES = 30
+# Template fields a claim takes over once it exists: Pulumi grows the standalone claims in place,
+# and an unchanged template keeps Kubernetes from replacing the StatefulSet (its
+# volumeClaimTemplates are immutable; pulumi/pulumi-kubernetes provider/pkg/provider/diff.go
+# forces a replacement on any change to them). Property paths: pulumi.com/docs/iac/concepts/
+# miscellaneous/property-paths.
+CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS = (
+    "spec.volumeClaimTemplates[*].spec.resources",
+    "spec.volumeClaimTemplates[*].spec.storageClassName",
+)
+
+
+class StatefulSetKind:
+    node_rank_field = f"metadata.labels['{POD_INDEX_LABEL}']"
+
+    def controller(self, pods: TrainingPods) -> pulumi.Output[str]:
+        a = pods.args
+        per_pod = a.storage.mode == "per-pod"
+        stateful_set = k8s.apps.v1.StatefulSet(
+            pods.resource_name,
+            metadata=ObjectMetaArgs(
+                name=a.name,
+                namespace=a.namespace,
+                labels=a.labels,
+                annotations={
+                    **skip_annotations(a.scan_exceptions),
+                    **retention_annotations(a.storage.retain_on_delete),
+                },
+            ),
+            spec=k8s.apps.v1.StatefulSetSpecArgs(
+                replicas=a.replicas,
+                service_name=pods.service.metadata.name,
+                # All pods start together: rendezvous needs every rank, not one after another.
+                pod_management_policy="Parallel",
+                selector=LabelSelectorArgs(match_labels=a.labels),
+                template=pods.template,
+                volume_claim_templates=per_pod_claim_templates(a),
+                persistent_volume_claim_retention_policy=(
+                    k8s.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs(
+                        # Always Retain on delete: a replaced StatefulSet (a volume added or
+                        # removed) must not take the claims with it. `pulumi destroy` deletes
+                        # them itself when storage.retainOnDelete is false.
+                        when_deleted="Retain",
+                        when_scaled="Retain" if a.storage.retain_on_delete else "Delete",
+                    )
+                    if per_pod
+                    else None
+                ),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=pods.parent,
+                # The claims exist before any pod asks for them.
+                depends_on=list(pods.depends_on),
+                ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS) if per_pod else None,
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=f"{POD_START_MINUTES}m", update=f"{POD_START_MINUTES}m"
+                ),
+            ),
+        )
+        return stateful_set.metadata.name
+
+
+STATEFUL_SET: WorkloadKind = StatefulSetKind()
