@@ -132,6 +132,7 @@ KEYS: dict[str, list[Any]] = {
     "gcp.deletionProtection": [True, False],
     "gcp.privateNodes": [True, False],
     "gcp.placementMaxDistance": [1, 3, 4, None],
+    "gcp.imageStreaming": [True, False],
     "gcp.gpudirectRelease": [
         "tcpxo-2026-01-09",
         "tcpxo-v1.0.17",

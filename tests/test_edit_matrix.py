@@ -173,6 +173,8 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     # Adopted under its own name: the same ID, an ordinary update (no import, no replacement).
     ("gcp-a3", ("namespaceMode=adopt",)): {},
     ("gcp-a3", (IMAGE,)): {},
+    # Image streaming on the GPU pool: gcfs_config is updated in place, the pool kept.
+    ("gcp-a3", ("gcp.imageStreaming=true",)): {},
     # gcp-a4: GKE, A4, GPUDirect RDMA (second gVNIC VPC, one RoCE VPC with 8 subnets)
     ("gcp-a4", ("nodes=4",)): {},
     ("gcp-a4", ("gcp.machineType=a3-ultragpu-8g",)): {"delete NodePool": 1},
@@ -187,6 +189,7 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("gcp-a4", ("gcp.maxRunDurationSeconds=86400",)): {"replace NodePool": 1},
     # A class made outside the stack: ours is deleted (it holds no data), the claims stay.
     ("gcp-a4", ("storage.storageClassMode=reference",)): {},
+    ("gcp-a4", ("gcp.imageStreaming=true",)): {},
     # a3-high: GKE, A3 High, TCPX (4 GPU VPCs)
     ("a3-high", ("nodes=8",)): {},
     ("a3-high", ("networkMode=tcp",)): {

@@ -16,6 +16,7 @@ from gpu_cluster.config.gke import SUPPORT_NOTICE_DAYS, gpudirect_release
 from gpu_cluster.config.loading import decode_config, load_settings, settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.facts.gcp import IMAGE_STREAMING_NODE_IMAGES
 from gpu_cluster.facts.gpudirect import (
     GKE_END_OF_STANDARD_SUPPORT,
     RELEASES,
@@ -250,6 +251,61 @@ def test_spot_pool() -> None:
     pool = gpu_pool(run_stack("gcp-a3", "gcp.provisioning=spot"))
     assert pool["nodeConfig"]["spot"] is True
     assert pool["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+
+
+AR_IMAGE = "image=us-central1-docker.pkg.dev/my-project/training/pytorch:25.01-py3"
+
+
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
+def test_image_streaming_is_off_unless_asked_and_written_either_way(stack: str) -> None:
+    """gcfs_config is Optional+Computed in the provider: written as false too, so turning it
+    off turns it off. Only the GPU pool streams; its node image is the one streaming runs on."""
+    off = gpu_pool(run_stack(stack))["nodeConfig"]
+    assert off["gcfsConfig"] == {"enabled": False}
+    run = run_stack(stack, "gcp.imageStreaming=true", AR_IMAGE)
+    on = gpu_pool(run)["nodeConfig"]
+    assert on["gcfsConfig"] == {"enabled": True}
+    assert on["imageType"] in IMAGE_STREAMING_NODE_IMAGES
+    assert "gcfsConfig" not in pools(run)["system"]["nodeConfig"]
+    assert run.warnings == []
+
+
+def test_streaming_an_image_outside_artifact_registry_warns_and_is_not_refused() -> None:
+    message = (
+        "gpu-cluster:gcp.imageStreaming is true but gpu-cluster:image = "
+        "'nvcr.io/nvidia/pytorch:25.01-py3' is not in Artifact Registry "
+        "(<location>-docker.pkg.dev/...): GKE streams only images there and pulls this one "
+        "whole, as without streaming; push it to Artifact Registry or set gcp.imageStreaming "
+        "to false"
+    )
+    config = engine_config("gcp-a3", ("gcp.imageStreaming=true",))
+    assert settings_from(*config, PROVIDER_SETTINGS, as_of=AS_OF)[1] == [message]
+    run = run_stack("gcp-a3", "gcp.imageStreaming=true")
+    assert message in run.warnings
+    assert gpu_pool(run)["nodeConfig"]["gcfsConfig"] == {"enabled": True}
+    # Multi-region and regional Artifact Registry hosts are streamed; look-alikes are not.
+    for image, warns in (
+        ("us-docker.pkg.dev/p/r/train:1", False),
+        ("europe-west4-docker.pkg.dev/p/r/train:1", False),
+        ("docker.pkg.dev/p/r/train:1", True),
+        ("gcr.io/p/train:1", True),
+        ("registry.example.com/us-docker.pkg.dev/train:1", True),
+    ):
+        edited = engine_config("gcp-a3", ("gcp.imageStreaming=true", f"image={image}"))
+        assert bool(settings_from(*edited, PROVIDER_SETTINGS, as_of=AS_OF)[1]) is warns, image
+    # Off, nothing to say about the image.
+    assert settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=AS_OF)[1] == []
+
+
+def test_turning_image_streaming_on_or_off_updates_the_pool_in_place() -> None:
+    """gcfs_config is not ForceNew (hashicorp/terraform-provider-google node_config.go): no new
+    pool either way, nor for a pool rendered before the key existed (no gcfsConfig)."""
+    off = rows(run_stack("gcp-a3", AR_IMAGE))
+    on = rows(run_stack("gcp-a3", "gcp.imageStreaming=true", AR_IMAGE))
+    older = without(off, "gpu-cluster-a3mega", "gcfsConfig")
+    for before, after in ((off, on), (on, off), (older, off), (older, on)):
+        steps = [s for s in plan(before, after) if s.type == NODE_POOL]
+        assert steps == [Step(NODE_POOL, "gpu-cluster-a3mega", "update")]
 
 
 def test_networks_mtu_ranges_firewalls_and_nat() -> None:

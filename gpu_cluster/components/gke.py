@@ -171,6 +171,7 @@ class GkePlatform(pulumi.ComponentResource):
                 service_account=identity.email,
                 after=identity.ready,
                 gke_metadata=True,
+                image_streaming=g.image_streaming,
             ),
             moved,
         )

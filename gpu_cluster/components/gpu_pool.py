@@ -17,6 +17,7 @@ from pulumi_gcp.container import (
     NodePoolNetworkConfigArgs,
     NodePoolNodeConfigArgs,
     NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs,
+    NodePoolNodeConfigGcfsConfigArgs,
     NodePoolNodeConfigGuestAcceleratorArgs,
     NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs,
     NodePoolNodeConfigGvnicArgs,
@@ -32,6 +33,7 @@ from gpu_cluster.components.gke_cluster import (
     SHIELDED_NODES,
     UPGRADE_SETTINGS,
 )
+from gpu_cluster.facts.gcp import IMAGE_STREAMING_NODE_IMAGES
 from gpu_cluster.facts.gpudirect import RDMA_MACHINES
 
 # GKE accelerator type per machine (cloud.google.com/kubernetes-engine/docs/how-to/gpus; the
@@ -54,6 +56,10 @@ LOCAL_SSD_COUNT = {
     "a3-ultragpu-8g": 32,
     "a4-highgpu-8g": 32,
 }
+# The GPU nodes' image: Container-Optimized OS with containerd, the one image streaming runs on
+# (facts/gcp.py IMAGE_STREAMING_NODE_IMAGES).
+NODE_IMAGE = "COS_CONTAINERD"
+assert NODE_IMAGE in IMAGE_STREAMING_NODE_IMAGES  # gcp.imageStreaming is never refused for it
 # How long `pulumi up` waits for GKE to create the pool. A pool of a GPU cluster took ~35 min,
 # past a 30 min timeout that then orphaned the cluster (NVIDIA/aicr#2065); the Terraform
 # provider's own node pool default went from 30 to 60 min (GoogleCloudPlatform/magic-modules
@@ -92,7 +98,8 @@ class GpuNodePoolArgs:
     service_account: the nodes' Google account (email), or None for the project's default
     Compute Engine account; after: what the pool waits for (that account and its roles).
     gke_metadata: pods see GKE's metadata server, not the node's credentials (the cluster must
-    have Workload Identity)."""
+    have Workload Identity).
+    image_streaming: GKE image streaming (gcfs_config) on the pool's nodes."""
 
     cluster: pulumi.Input[str]
     project: str
@@ -111,6 +118,7 @@ class GpuNodePoolArgs:
     service_account: str | None = None
     after: Sequence[pulumi.Resource] = ()
     gke_metadata: bool = False
+    image_streaming: bool = False
 
 
 def reservation_path(project: str, reservation: str) -> str:
@@ -140,7 +148,7 @@ def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
     flex = a.provisioning == "flex-start"
     return NodePoolNodeConfigArgs(
         machine_type=a.machine_type,
-        image_type="COS_CONTAINERD",
+        image_type=NODE_IMAGE,
         disk_type=BOOT_DISK_TYPE.get(a.machine_type),
         ephemeral_storage_local_ssd_config=NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
             local_ssd_count=LOCAL_SSD_COUNT[a.machine_type]
@@ -159,6 +167,10 @@ def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
                 ),
             )
         ],
+        # Always written, false too: the provider's gcfs_config is Optional and Computed, so a
+        # block left out keeps whatever the pool has (hashicorp/terraform-provider-google
+        # node_config.go schemaGcfsConfig, e03b7622) and turning streaming off would do nothing.
+        gcfs_config=NodePoolNodeConfigGcfsConfigArgs(enabled=a.image_streaming),
         gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
         shielded_instance_config=SHIELDED_NODES,
         taints=[

@@ -3,11 +3,13 @@ settings resolve to."""
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from typing import TYPE_CHECKING
 
 from gpu_cluster.config.catalog_rules import gcp_catalog_problems
 from gpu_cluster.facts.gcp import (
+    ARTIFACT_REGISTRY_IMAGE,
     AUTHORIZED_NETWORKS_MAX,
     FLEX_START_MIN_GKE,
     GKE_MODE_MACHINES,
@@ -217,6 +219,20 @@ def support_window(s: Settings, as_of: date) -> tuple[list[str], list[str]]:
     return [], [
         f"{key}: GKE 1.{minor} leaves standard support on {end.isoformat()}, {days} days after "
         f"{as_of.isoformat()}; GKE then upgrades the cluster whatever the hold; {where}"
+    ]
+
+
+def image_streaming_warnings(s: Settings) -> list[str]:
+    """A warning when the GPU pool streams images but the training image is not in Artifact
+    Registry: GKE then pulls it whole, as without streaming (ARTIFACT_REGISTRY_IMAGE). Not a
+    refusal: the setting is valid and still serves any other image the stack's pods use."""
+    if s.gcp is None or not s.gcp.image_streaming or re.match(ARTIFACT_REGISTRY_IMAGE, s.image):
+        return []
+    return [
+        f"gpu-cluster:gcp.imageStreaming is true but gpu-cluster:image = {s.image!r} is not in "
+        "Artifact Registry (<location>-docker.pkg.dev/...): GKE streams only images there and "
+        "pulls this one whole, as without streaming; push it to Artifact Registry or set "
+        "gcp.imageStreaming to false"
     ]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpu_cluster.config.dates import AsOf
-from gpu_cluster.config.gke import cluster_problems, support_window
+from gpu_cluster.config.gke import cluster_problems, image_streaming_warnings, support_window
 from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import read_rule
@@ -302,4 +302,4 @@ def settings_from(
     ended, ending = support_window(settings, as_of.day)
     if ended and as_of.pinned:
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(ended))
-    return settings, [*warnings, *ended, *ending]
+    return settings, [*warnings, *ended, *ending, *image_streaming_warnings(settings)]

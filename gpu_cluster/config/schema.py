@@ -562,6 +562,20 @@ class GcpSettings(_Model):
     `tcpxo-2026-01-09`, `tcpx-v3.1.9`, `tcpx-v3.1.12`, `gib-v1.1.0` (rdma); unset: the newest
     for the GKE minor.
     """
+    # Off by default, as cluster-toolkit's gke-node-pool `enable_gcfs` (false; none of its A3 or
+    # A4 blueprints sets it: GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/
+    # variables.tf, 1047080): it needs an API most projects have not enabled, and the default
+    # image (nvcr.io) is not in Artifact Registry, so it would only be pulled whole anyway
+    # (facts/gcp.py ARTIFACT_REGISTRY_IMAGE). Updated in place, the pool kept
+    # (hashicorp/terraform-provider-google node_config.go, gcfs_config not ForceNew, e03b7622).
+    image_streaming: bool = False
+    """GKE image streaming on the GPU pool (`gcfs_config`): containers start while their image
+    streams from Artifact Registry. Helps only an `image` in Artifact Registry
+    (`<location>-docker.pkg.dev/...`; any other is pulled whole as without it, and the stack
+    warns); needs the Container File System API (`containerfilesystem.googleapis.com`) enabled
+    in `gcp.project`. A change updates the pool in place (no new pool, no data touched); GKE
+    applies it to the pool's nodes.
+    """
     system_pool: SystemPoolSettings = SystemPoolSettings()
     """The untainted CPU system pool (below)."""
     # Values of gcp.zone or gcp.systemPool.machineType the stack vouches for although the

@@ -84,3 +84,13 @@ GKE_MODE_MACHINES: dict[str, tuple[str, ...]] = {
     "tcpx": ("a3-highgpu-8g",),
     "rdma": tuple(RDMA_MACHINES),
 }
+
+# Image streaming (GKE's Container File System, node_config.gcfs_config) streams only images in
+# Artifact Registry, whose Docker hosts are <location>-docker.pkg.dev (a region or a
+# multi-region such as `us`); any other image is pulled whole as without it. It needs the
+# Container-Optimized OS with containerd node image and the Container File System API
+# (containerfilesystem.googleapis.com) enabled in the project
+# (cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements", consulted
+# 2026-11-24).
+ARTIFACT_REGISTRY_IMAGE = r"^[a-z0-9]+(-[a-z0-9]+)*-docker\.pkg\.dev/"
+IMAGE_STREAMING_NODE_IMAGES = ("COS_CONTAINERD",)

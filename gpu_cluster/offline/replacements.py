@@ -96,6 +96,8 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "nodeConfig.oauthScopes",
         "nodeConfig.serviceAccount",
         "nodeConfig.ephemeralStorageLocalSsdConfig",
+        # Not nodeConfig.gcfsConfig (image streaming): updated in place since
+        # GoogleCloudPlatform/magic-modules#11717 (node_config.go nodePoolNodeConfigUpdate).
     ),
     # networkProfile: "can be set only at resource creation time" (pulumi_gcp compute.Network).
     "gcp:compute/network:Network": ("name", "project", "autoCreateSubnetworks", "networkProfile"),
