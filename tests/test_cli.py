@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpu_cluster.offline.cli import main, offline_main
 from gpu_cluster.offline.project import ProjectError, read_project
 from gpu_cluster.offline.render import FILES, render
 from tests.conftest import ROOT
@@ -210,3 +211,14 @@ def test_main_in_pulumi_yaml_names_the_programs_directory(program: Path) -> None
     (program / "Pulumi.yaml").write_text(PROJECT_FILE + "main: elsewhere\n")
     with pytest.raises(ProjectError, match=r"`main: elsewhere` in .*: no __main__\.py"):
         read_project(program)
+
+
+def test_diff_names_the_old_render_as_the_command_line_gave_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nothing"
+    # The diff subcommand takes OLD_DIR as an argument; python -m gpu_cluster.offline as --diff.
+    assert main(["diff", "--stack", "barcelona", str(missing)]) == 2
+    assert capsys.readouterr().err == f"error: OLD_DIR {missing}: no such directory\n"
+    assert offline_main(["--stack", "barcelona", "--diff", str(missing)]) == 2
+    assert capsys.readouterr().err == f"error: --diff {missing}: no such directory\n"

@@ -109,11 +109,14 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
     _project_dir_argument(parser)
 
 
-def _render_and_diff(args: argparse.Namespace, out_arg: str | None, old_arg: str | None) -> int:
+def _render_and_diff(
+    args: argparse.Namespace, out_arg: str | None, old_arg: str | None, old_label: str = "--diff"
+) -> int:
     """Render `args.stack`, write it to `out_arg` and/or diff it against the earlier render in
-    `old_arg` (as the flags name them in messages: --out, --diff); the exit code."""
+    `old_arg` (named in messages `--out` and `old_label`: the flag or the argument that gave
+    it); the exit code."""
     # Path("") is the current directory: an empty value (an unset shell variable) is a mistake.
-    for flag, value in (("--out", out_arg), ("--diff", old_arg)):
+    for flag, value in (("--out", out_arg), (old_label, old_arg)):
         if value == "":
             print(f"error: {flag}: an empty path; give a directory", file=sys.stderr)
             return 2
@@ -126,7 +129,7 @@ def _render_and_diff(args: argparse.Namespace, out_arg: str | None, old_arg: str
     try:
         project = _project(args.project_dir)
         # Read before anything is written: `--diff D --out D` compares with D as it was.
-        old = read_render(Path(old_arg)) if old_arg is not None else None
+        old = read_render(Path(old_arg), old_label) if old_arg is not None else None
         files = render(
             args.stack,
             tuple(args.set),
@@ -155,7 +158,7 @@ def _render_and_diff(args: argparse.Namespace, out_arg: str | None, old_arg: str
         sys.stdout.write(changes)
         # The diff shows a changed secret as one marker for another; say where it is.
         for line in secret_changes(old, files):
-            print(f"--diff {old_arg}: {line}", file=sys.stderr)
+            print(f"{old_label} {old_arg}: {line}", file=sys.stderr)
         return 1 if changes else 0
     return 0
 
@@ -223,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "summary":
         return write_summary(summary_cmd, args)
-    return _render_and_diff(args, args.out, args.old if args.command == "diff" else None)
+    if args.command == "diff":
+        return _render_and_diff(args, args.out, args.old, old_label="OLD_DIR")
+    return _render_and_diff(args, args.out, None)
 
 
 def run_cli(entry: Callable[[], int] = main) -> NoReturn:

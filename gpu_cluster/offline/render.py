@@ -189,42 +189,43 @@ def parse(name: str, text: str) -> Any:
     return list(yaml.load_all(text, Loader=YamlLoader))
 
 
-def read_render(old_dir: Path) -> dict[str, str]:
+def read_render(old_dir: Path, label: str = "--diff") -> dict[str, str]:
     """An earlier render's files, checked to be one (so a typo is not "everything added"): each
-    file there, and holding what the render writes (SHAPES)."""
+    file there, and holding what the render writes (SHAPES). `label`: how the command line
+    names the directory, for messages (`--diff`, or `OLD_DIR` where it is an argument)."""
     try:
         if not old_dir.is_dir():
             what = "not a directory" if old_dir.exists() else "no such directory"
-            raise OutputError(f"--diff {old_dir}: {what}")
+            raise OutputError(f"{label} {old_dir}: {what}")
     except OSError as exc:  # a path it cannot look up (a name too long)
-        raise OutputError(f"--diff {old_dir}: {exc.strerror}") from None
+        raise OutputError(f"{label} {old_dir}: {exc.strerror}") from None
     missing = [name for name in FILES if not (old_dir / name).is_file()]
     if missing:
         raise OutputError(
-            f"--diff {old_dir}: not a render (no {', '.join(missing)}); write one with --out first"
+            f"{label} {old_dir}: not a render (no {', '.join(missing)}); write one with --out first"
         )
     old: dict[str, str] = {}
     for name in FILES:
         try:
             old[name] = (old_dir / name).read_text()
         except OSError as exc:
-            raise OutputError(f"--diff {old_dir}: {name}: {exc.strerror}") from None
+            raise OutputError(f"{label} {old_dir}: {name}: {exc.strerror}") from None
         except UnicodeDecodeError:
-            raise _invalid(old_dir, name, "not UTF-8 text") from None
+            raise _invalid(label, old_dir, name, "not UTF-8 text") from None
         try:
             content = parse(name, old[name])
         except (ValueError, yaml.YAMLError):
             raise _invalid(
-                old_dir, name, "not JSON" if name.endswith(".json") else "not YAML"
+                label, old_dir, name, "not JSON" if name.endswith(".json") else "not YAML"
             ) from None
         wrong = shapes.problem(content, SHAPES[name])
         if wrong is not None:
-            raise _invalid(old_dir, name, wrong)
+            raise _invalid(label, old_dir, name, wrong)
     return old
 
 
-def _invalid(old_dir: Path, name: str, why: str) -> OutputError:
-    return OutputError(f"--diff {old_dir}: {name}: not a valid render file ({why})")
+def _invalid(label: str, old_dir: Path, name: str, why: str) -> OutputError:
+    return OutputError(f"{label} {old_dir}: {name}: not a valid render file ({why})")
 
 
 def diff(old: dict[str, str], files: dict[str, str], old_label: str) -> str:
