@@ -21,7 +21,7 @@ from tests.conftest import ROOT, container, env_of, one, run_stack
 
 
 def verify_argv(stack: str, *overrides: str) -> list[str]:
-    """What launch-all.sh is started with: CLI --context CONTEXT NAMESPACE STATEFULSET NODES
+    """What launch-all.sh is started with: CLI TARGET... NAMESPACE STATEFULSET NODES
     COMMAND..."""
     argv = shlex.split(str(run_stack(stack, *overrides).outputs["verifyCommand"]))
     assert argv[:3] == ["python3", "-m", "gpu_cluster.launch_all"]
