@@ -60,7 +60,10 @@ def _project_dir_argument(parser: argparse.ArgumentParser) -> None:
 
 def _stacks_epilog(argv: Sequence[str]) -> str:
     """The stacks of the project `argv` names (or that is found from here), and the exit codes:
-    what --help shows below the options."""
+    what --help shows below the options. Only --help shows it: any other run reads the project
+    once, where it renders."""
+    if not {"-h", "--help"} & set(argv):
+        return EXIT_CODES
     early = argparse.ArgumentParser(add_help=False)
     _project_dir_argument(early)
     known, _ = early.parse_known_args(argv)
