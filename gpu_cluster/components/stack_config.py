@@ -75,7 +75,7 @@ def stack_file_problems(project_dir: Path, stack: str) -> list[str]:
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError):
-        return []  # the CLI read it; how it reads YAML is offline/stack_files.py's concern
+        return []  # the CLI read it; how it reads YAML is offline/stack_yaml.py's concern
     return misplaced_stack_file_keys(path.name, data) if isinstance(data, dict) else []
 
 
