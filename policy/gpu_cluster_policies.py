@@ -54,12 +54,15 @@ ROOT_ALLOWED: Final[Mapping[str, str]] = {
 RXDM_SIDECARS: Final[Mapping[str, str]] = {"tcpxo-daemon": "tcpxo", "tcpx-daemon": "tcpx"}
 
 STATEFUL_SET: Final = "kubernetes:apps/v1:StatefulSet"
+JOB_SET: Final = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 PVC: Final = "kubernetes:core/v1:PersistentVolumeClaim"
 GKE_NODE_POOL: Final = "gcp:container/nodePool:NodePool"
 
 # Where each workload type keeps its pod template ({metadata, spec}); a Pod is its own template.
-_POD_TEMPLATE_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
+_POD_TEMPLATE_PATHS: Final[Mapping[str, tuple[str | int, ...]]] = {
     STATEFUL_SET: ("spec", "template"),
+    # The training JobSet has one replicated job (gpu_cluster/components/workload/job_set.py).
+    JOB_SET: ("spec", "replicatedJobs", 0, "template", "spec", "template"),
     "kubernetes:apps/v1:Deployment": ("spec", "template"),
     "kubernetes:apps/v1:DaemonSet": ("spec", "template"),
     "kubernetes:apps/v1:ReplicaSet": ("spec", "template"),
@@ -84,12 +87,19 @@ def _seq(value: Any) -> Sequence[Any]:
     return ()
 
 
-def _get(value: Any, *path: str) -> Any:
-    """value[path[0]][path[1]]..., None where a step is missing or not a mapping."""
+def _get(value: Any, *path: str | int) -> Any:
+    """value[path[0]][path[1]]..., None where a step is missing or of the wrong shape (a str
+    key reads a mapping, an int index a list)."""
     for key in path:
-        if not isinstance(value, Mapping) or key not in value:
+        if isinstance(key, int):
+            items = _seq(value)
+            if key >= len(items):
+                return None
+            value = items[key]
+        elif not isinstance(value, Mapping) or key not in value:
             return None
-        value = value[key]
+        else:
+            value = value[key]
     return value
 
 
@@ -358,7 +368,7 @@ def validate_gpu_pods_have_shm(args: ResourceValidationArgs, report: ReportViola
 
 
 def validate_one_pod_per_node(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != STATEFUL_SET:
+    if args.resource_type not in (STATEFUL_SET, JOB_SET):
         return
     pod = _training_pod(args)
     if pod is None:
@@ -384,8 +394,8 @@ def validate_one_pod_per_node(args: ResourceValidationArgs, report: ReportViolat
             return
     own_labels = ", ".join(f"{k}={v}" for k, v in sorted(pod.labels.items())) or "none set"
     report(
-        f"training StatefulSet '{_object_name(args)}' can schedule two pods on one node: add a "
-        "spec.template.spec.affinity.podAntiAffinity"
+        f"training {args.resource_type.rsplit(':', 1)[1]} '{_object_name(args)}' can schedule "
+        "two pods on one node: add to its pod template a spec.affinity.podAntiAffinity"
         ".requiredDuringSchedulingIgnoredDuringExecution term "
         f"with topologyKey {HOSTNAME_TOPOLOGY} and a labelSelector matching the pod's own labels "
         f"({own_labels}). Each pod needs a whole node's GPUs and NICs.",

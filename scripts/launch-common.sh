@@ -7,9 +7,11 @@
 set -euo pipefail
 : "${PROG:?set PROG before sourcing launch-common.sh}"
 
+# A configuration error exits 78 (EX_CONFIG, sysexits.h): a JobSet fails the run on it at once
+# instead of restarting pods that would fail the same way; a usage error exits 2.
 die() {
   echo "$PROG: error: $*" >&2
-  exit 1
+  exit 78
 }
 
 # Usage: usage_unless_script "$@"

@@ -3,7 +3,8 @@
 Sources: openshift/api security/v1/zz_generated.crd-manifests/
 0000_03_config-operator_01_securitycontextconstraints.crd.yaml (required keys below);
 k8snetworkplumbingwg NetworkAttachmentDefinition CRD (spec.config: string);
-GKE networking.gke.io/v1 Network and GKENetworkParamSet (GKE multi-networking docs).
+GKE networking.gke.io/v1 Network and GKENetworkParamSet (GKE multi-networking docs); Kueue's
+and JobSet's CRDs (below).
 """
 
 from __future__ import annotations
@@ -218,7 +219,147 @@ MACHINE_CONFIG: dict[str, Any] = {
     },
 }
 
+# Kueue v1beta2 (kubernetes-sigs/kueue v0.17.1 config/components/crd/bases) and JobSet v1alpha2
+# (kubernetes-sigs/jobset v0.10.1 config/components/crd/bases): the spec fields the program
+# sets. A JobSet's Job templates are validated as batch/v1 Jobs (tests/test_schemas.py).
+_KUEUE = "kueue.x-k8s.io/v1beta2"
+_QUANTITY = {"type": "string", "pattern": "^[0-9]+(m)?$"}
+KUEUE_TOPOLOGY = _with_spec(
+    _KUEUE,
+    ["levels"],
+    {
+        "levels": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 16,
+            "items": {
+                "type": "object",
+                "required": ["nodeLabel"],
+                "additionalProperties": False,
+                "properties": {"nodeLabel": {"type": "string", "minLength": 1}},
+            },
+        }
+    },
+)
+RESOURCE_FLAVOR = _with_spec(
+    _KUEUE,
+    [],
+    {
+        "nodeLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "topologyName": {"type": "string"},
+    },
+)
+CLUSTER_QUEUE = _with_spec(
+    _KUEUE,
+    ["resourceGroups"],
+    {
+        "namespaceSelector": {"type": "object"},
+        "resourceGroups": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["coveredResources", "flavors"],
+                "additionalProperties": False,
+                "properties": {
+                    "coveredResources": {"type": "array", "items": {"type": "string"}},
+                    "flavors": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["name", "resources"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "name": {"type": "string"},
+                                "resources": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["name", "nominalQuota"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "name": {"type": "string"},
+                                            "nominalQuota": _QUANTITY,
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+)
+LOCAL_QUEUE = _with_spec(_KUEUE, ["clusterQueue"], {"clusterQueue": {"type": "string"}})
+JOBSET = _with_spec(
+    "jobset.x-k8s.io/v1alpha2",
+    ["replicatedJobs"],
+    {
+        "failurePolicy": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "maxRestarts": {"type": "integer", "minimum": 0},
+                "rules": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name", "action"],
+                        "additionalProperties": False,
+                        "properties": {
+                            # jobset pkg/webhooks jobset_webhook.go validateFailurePolicy.
+                            "name": {"pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"},
+                            "action": {
+                                "enum": [
+                                    "FailJobSet",
+                                    "RestartJobSet",
+                                    "RestartJobSetAndIgnoreMaxRestarts",
+                                ]
+                            },
+                            "onJobFailureReasons": {
+                                "type": "array",
+                                "items": {
+                                    "enum": [
+                                        "BackoffLimitExceeded",
+                                        "DeadlineExceeded",
+                                        "PodFailurePolicy",
+                                        "MaxFailedIndexesExceeded",
+                                    ]
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "network": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"enableDNSHostnames": {"type": "boolean"}, "subdomain": _NAME},
+        },
+        "replicatedJobs": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["name", "template"],
+                "additionalProperties": False,
+                "properties": {
+                    "name": _NAME,
+                    "replicas": {"type": "integer", "minimum": 1},
+                    "template": {"type": "object", "required": ["spec"]},
+                },
+            },
+        },
+    },
+)
+
 BY_KIND = {
+    "Topology": KUEUE_TOPOLOGY,
+    "ResourceFlavor": RESOURCE_FLAVOR,
+    "ClusterQueue": CLUSTER_QUEUE,
+    "LocalQueue": LOCAL_QUEUE,
+    "JobSet": JOBSET,
     "SecurityContextConstraints": SCC,
     "NetworkAttachmentDefinition": NAD,
     "MachineConfig": MACHINE_CONFIG,

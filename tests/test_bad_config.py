@@ -413,6 +413,73 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("rdma.nics[0].resource=eno5np0rdma",),
         ("rdma.nics[0].resource = 'eno5np0rdma'", "extended resource"),
     ),
+    # workload.kind jobset: what a JobSet needs, and keys only a JobSet reads
+    (
+        "gcp-a4",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "storage.mode=rwx",
+            "workload.queue.requiredLevel=cloud.google.com/gce-topology-block",
+        ),
+        ("topology-aware placement needs the GPU nodes to exist", "flex-start"),
+    ),
+    (
+        "nerc-production",
+        ("workload.kind=jobset",),
+        ("gpu-cluster:workload.command is required when workload.kind is 'jobset'",),
+    ),
+    (
+        "barcelona",
+        ("workload.kind=jobset", "workload.command[0]=train.py"),
+        ("gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'", "'rwx'"),
+    ),
+    (
+        "nerc-production",
+        ("workload.command[0]=train.py",),
+        ("gpu-cluster:workload.command is only used when workload.kind is 'jobset'",),
+    ),
+    (
+        "nerc-production",
+        ("workload.kind=job",),
+        ("gpu-cluster:workload.kind = 'job'", "'statefulset' or 'jobset'"),
+    ),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "workload.queue.requiredLevel=example.com/rack",
+        ),
+        (
+            "workload.queue.requiredLevel = 'example.com/rack' is not a placement level",
+            "none: set workload.queue.topologyLevels",
+        ),
+    ),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "workload.queue.topologyLevels[0]=kubernetes.io/hostname",
+        ),
+        ("workload.queue.topologyLevels lists a label twice or 'kubernetes.io/hostname'",),
+    ),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "workload.queue.mode=reference",
+            "workload.queue.topologyLevels[0]=example.com/rack",
+        ),
+        ("workload.queue.topologyLevels is only used when workload.queue.mode is 'create'",),
+    ),
+    (
+        "nerc-production",
+        ("workload.kind=jobset", "workload.command[0]=train.py", "name=" + "a" * 52, "nodes=4096"),
+        ("hostname", "has 64 characters; a hostname holds at most 63"),
+    ),
 ]
 
 

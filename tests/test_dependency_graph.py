@@ -1,10 +1,10 @@
-"""What `pulumi up` makes each resource wait for, read from every shipped stack's render
-(gpu_cluster/offline/graph.py: dependsOn, provider and parent edges).
+"""What `pulumi up` makes each resource wait for, read from every shipped stack's render and
+JobSet variants (gpu_cluster/offline/graph.py: dependsOn, provider and parent edges).
 
-Only what runs on GPU nodes waits for the GPU node pool: the training pods (StatefulSet) and
-the node agents (DaemonSets, see gpudirect_nodes.py for why they do). Every other Kubernetes
-object waits only for the objects it names or lives in, and on GKE for the cluster and its
-system pool (the provider). A failure names the chain of edges that makes the wait."""
+Only what runs on GPU nodes waits for the GPU node pool: the training pods (StatefulSet or
+JobSet) and the node agents (DaemonSets, see gpudirect_nodes.py for why they do). Every other
+Kubernetes object waits only for the objects it names or lives in, and on GKE for the cluster
+and its system pool (the provider). A failure names the chain of edges that makes the wait."""
 
 from __future__ import annotations
 
@@ -20,7 +20,16 @@ from gpu_cluster.offline.render import resources_json
 from tests.conftest import STACKS, run_stack
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
-GKE_STACKS = [s for s in STACKS if run_stack(s).of_type(NODE_POOL)]
+JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py", "storage.mode=rwx")
+Variant = tuple[str, tuple[str, ...]]
+VARIANTS: list[Variant] = [(s, ()) for s in STACKS] + [
+    ("nerc-production", JOB_SET),
+    ("gcp-a3", JOB_SET),
+    ("gcp-a4", JOB_SET),
+]
+GKE_VARIANTS = [v for v in VARIANTS if run_stack(v[0], *v[1]).of_type(NODE_POOL)]
+# The training pods' controller kinds.
+TRAINING = ("StatefulSet", "JobSet")
 # The Kubernetes kinds each kind may wait for directly: the namespace it lives in and the
 # objects it names. Waiting for these one's own prerequisites is allowed too (allowed_kinds).
 NAMESPACED = ("Namespace",)
@@ -41,6 +50,11 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     "PersistentVolumeClaim": (*NAMESPACED, "StorageClass"),
     "Role": (*NAMESPACED, "SecurityContextConstraints"),  # it grants `use` of that SCC
     "RoleBinding": (*NAMESPACED, "Role", "ServiceAccount"),
+    # Kueue's objects: cluster-scoped ones find each other by name whenever they exist.
+    "Topology": (),
+    "ResourceFlavor": (),
+    "ClusterQueue": (),
+    "LocalQueue": (*NAMESPACED, "ClusterQueue"),
     # The training pods: their account and its grants, networks, scripts, secrets, claims,
     # Service (its DNS), the node agents, the memlock MachineConfig.
     "StatefulSet": (
@@ -58,15 +72,24 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
         "DaemonSet",
     ),
 }
+# A JobSet's pods use the same, and it waits for its queue, all of it (Kueue admits nothing
+# into a ClusterQueue whose flavor or Topology is missing).
+NAMES_ITS_PREREQUISITES["JobSet"] = (
+    *NAMES_ITS_PREREQUISITES["StatefulSet"],
+    "LocalQueue",
+    "ResourceFlavor",
+    "Topology",
+)
 # Kinds that run on the GPU nodes and so wait for the GPU pool.
-ON_GPU_NODES = ("StatefulSet", "DaemonSet")
+ON_GPU_NODES = (*TRAINING, "DaemonSet")
 # The cloud resources a GKE Network object names besides the cluster: its VPC and subnet.
 NETWORK_CLOUD_TYPES = ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork")
 
 
 @functools.cache
-def graph(stack: str) -> Graph:
-    return Graph(json.loads(resources_json(run_stack(stack))))
+def graph(variant: Variant) -> Graph:
+    stack, overrides = variant
+    return Graph(json.loads(resources_json(run_stack(stack, *overrides))))
 
 
 def kind(g: Graph, urn: str) -> str | None:
@@ -141,16 +164,20 @@ def _chain(g: Graph, urn: str, other: str) -> str:
     return g.describe(path)
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_each_kubernetes_object_waits_only_for_what_it_names(stack: str) -> None:
-    g = graph(stack)
+def _id(variant: Variant) -> str:
+    return " ".join((variant[0], *variant[1]))
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=_id)
+def test_each_kubernetes_object_waits_only_for_what_it_names(variant: Variant) -> None:
+    g = graph(variant)
     offenders = [chain for urn in kubernetes_objects(g) for chain in needless_waits(g, urn)]
     assert offenders == [], "needless waits:\n" + "\n".join(offenders)
 
 
-@pytest.mark.parametrize("stack", GKE_STACKS)
-def test_nothing_but_what_runs_on_gpu_nodes_waits_for_the_gpu_pool(stack: str) -> None:
-    g = graph(stack)
+@pytest.mark.parametrize("variant", GKE_VARIANTS, ids=_id)
+def test_nothing_but_what_runs_on_gpu_nodes_waits_for_the_gpu_pool(variant: Variant) -> None:
+    g = graph(variant)
     waiting = {
         urn: g.path_to(urn, lambda u: is_gpu_pool(g, u))
         for urn in [*kubernetes_objects(g), provider(g) or ""]
@@ -160,24 +187,24 @@ def test_nothing_but_what_runs_on_gpu_nodes_waits_for_the_gpu_pool(stack: str) -
     assert offenders == [], "wait for the GPU pool:\n" + "\n".join(offenders)
 
 
-@pytest.mark.parametrize("stack", GKE_STACKS)
-def test_the_training_pods_and_node_agents_wait_for_the_gpu_pool(stack: str) -> None:
-    g = graph(stack)
+@pytest.mark.parametrize("variant", GKE_VARIANTS, ids=_id)
+def test_the_training_pods_and_node_agents_wait_for_the_gpu_pool(variant: Variant) -> None:
+    g = graph(variant)
     (pool,) = [u for u in g.rows if is_gpu_pool(g, u)]
-    for urn in of_kind(g, "StatefulSet") + of_kind(g, "DaemonSet"):
+    for urn in [u for k in ON_GPU_NODES for u in of_kind(g, k)]:
         assert pool in g.waits_for(urn), g.label(urn)
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_the_training_pods_wait_for_everything_they_use(stack: str) -> None:
-    """The pods start only once their account, grants, networks, node agents, scripts and
-    claims exist (a missing edge would let them start too early, or fail)."""
-    g = graph(stack)
-    (pods,) = of_kind(g, "StatefulSet")
+@pytest.mark.parametrize("variant", VARIANTS, ids=_id)
+def test_the_training_pods_wait_for_everything_they_use(variant: Variant) -> None:
+    """The pods start only once their account, grants, networks, node agents, scripts,
+    claims and queue exist (a missing edge would let them start too early, or fail)."""
+    g = graph(variant)
+    (pods,) = [u for k in TRAINING for u in of_kind(g, k)]
     used = [
         urn
         for urn in kubernetes_objects(g)
-        if kind(g, urn) in NAMES_ITS_PREREQUISITES["StatefulSet"]
+        if kind(g, urn) in NAMES_ITS_PREREQUISITES[str(kind(g, pods))]
     ]
     assert used
     missing = [g.label(urn) for urn in used if urn not in g.waits_for(pods)]

@@ -58,6 +58,8 @@ EXPECTED_POLICIES = {
 }
 CODE_SYNC = "codeSync.repo=https://github.com/example/train.git"
 STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
+JOB_SET_TYPE = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -179,6 +181,8 @@ CLEAN_CASES: list[tuple[str, tuple[str, ...]]] = [
     ("nerc-production", ("storage.mode=per-pod",)),
     ("gcp-a3", ("gcp.provisioning=reservation", "gcp.reservation=my-reservation")),
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),
+    *((stack, (*JOB_SET, "storage.mode=rwx")) for stack in ("nerc-production", "gcp-a3")),
+    ("barcelona", (*JOB_SET, "storage.mode=rwx", "storage.storageClass=cephfs")),
 ]
 
 
@@ -500,6 +504,34 @@ def test_missing_one_pod_per_node_is_refused(stack: str, how: str) -> None:
         "one-training-pod-per-node",
         "kubernetes.io/hostname",
         "app.kubernetes.io/component=training",
+    )
+
+
+def job_set_pod(inputs: dict[str, Any]) -> dict[str, Any]:
+    pod: dict[str, Any] = inputs["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    return pod
+
+
+def test_the_rules_read_a_job_set_s_pods() -> None:
+    """A JobSet's pods are held to the same rules as the StatefulSet's."""
+    job_set = resource("gcp-a3", JOB_SET_TYPE, *JOB_SET, "storage.mode=rwx")
+
+    def privileged(inputs: dict[str, Any]) -> None:
+        (training,) = job_set_pod(inputs)["spec"]["containers"]
+        training["securityContext"]["privileged"] = True
+
+    only(
+        run_pack(args_for(job_set, mutated(job_set, privileged))),
+        "no-privileged-training-pods",
+        "container 'training'",
+    )
+    without_anti_affinity = mutated(
+        job_set, lambda i: job_set_pod(i)["spec"]["affinity"].pop("podAntiAffinity")
+    )
+    only(
+        run_pack(args_for(job_set, without_anti_affinity)),
+        "one-training-pod-per-node",
+        "training JobSet 'gpu-cluster'",
     )
 
 

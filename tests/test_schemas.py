@@ -24,6 +24,8 @@ VARIANTS = [(stack, ()) for stack in STACKS] + [
     ("barcelona", ("namespaceMode=create", *BARCELONA_CREATES_NADS)),
     ("gcp-a3", ("networkMode=tcp",)),
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),
+    ("nerc-production", ("workload.kind=jobset", "workload.command[0]=train.py")),
+    ("gcp-a4", ("workload.kind=jobset", "workload.command[0]=train.py", "storage.mode=rwx")),
 ]
 
 
@@ -39,6 +41,15 @@ def validate(manifest: dict[str, Any], version: str) -> None:
         jsonschema.validate(manifest, schema)
         if manifest["kind"] == "NetworkAttachmentDefinition":
             jsonschema.validate(json.loads(manifest["spec"]["config"]), CNI_CONFIG)
+        if manifest["kind"] == "JobSet":
+            for replicated in manifest["spec"]["replicatedJobs"]:
+                job = {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {"name": f"{manifest['metadata']['name']}-{replicated['name']}"},
+                    "spec": replicated["template"]["spec"],
+                }
+                kubernetes_validate.validate(job, version, strict=True)
     else:
         kubernetes_validate.validate(manifest, version, strict=True)
 
@@ -67,6 +78,13 @@ def test_the_validators_are_strict() -> None:
     nad["spec"]["config"] = json.dumps({"cniVersion": "1.0.0", "name": "x", "type": "sriov"})
     with pytest.raises(jsonschema.ValidationError):
         validate(nad, "1.31")
+    queued_stack, queued_overrides = VARIANTS[-2]
+    queued = run_stack(queued_stack, *queued_overrides)
+    job_set = copy.deepcopy(manifests(queued, "JobSet")[0])
+    pod = job_set["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["comand"] = ["train.py"]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(job_set, "1.31")
     memlock = run_stack("barcelona", "rdma.memlock=machineconfig")
     config = copy.deepcopy(manifests(memlock, "MachineConfig")[0])
     del config["spec"]["config"]["ignition"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_cluster.plan.launch import CONFIG_ERROR_EXIT_CODES
 from tests.fake_sysfs import (
     HCAS,
     IFACES,
@@ -43,6 +44,8 @@ DEEPSPEED = SCRIPTS / "launch-deepspeed.sh"
 OURS = (DETECT, TORCHRUN, DEEPSPEED, SCRIPTS / "launch-all.sh", SCRIPTS / "launch-stop.sh")
 
 ALL_HCAS = "=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
+# The launchers' exit codes a JobSet fails the run on without restarting it.
+USAGE_ERROR, CONFIG_ERROR = CONFIG_ERROR_EXIT_CODES
 
 
 def run(script: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -557,7 +560,7 @@ def test_detect_then_launch(tmp_path: Path, torch_env: dict[str, str]) -> None:
 def test_torchrun_requires(torch_env: dict[str, str], var: str) -> None:
     env = {k: v for k, v in torch_env.items() if k != var}
     result = run(TORCHRUN, env, "train.py")
-    assert result.returncode != 0 and var in result.stderr and result.stdout == ""
+    assert result.returncode == CONFIG_ERROR and var in result.stderr and result.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -575,12 +578,12 @@ def test_torchrun_requires(torch_env: dict[str, str], var: str) -> None:
 )
 def test_torchrun_rejects_non_numbers(torch_env: dict[str, str], var: str, value: str) -> None:
     result = run(TORCHRUN, {**torch_env, var: value}, "train.py")
-    assert result.returncode != 0 and var in result.stderr and result.stdout == ""
+    assert result.returncode == CONFIG_ERROR and var in result.stderr and result.stdout == ""
 
 
 def test_torchrun_usage_without_script(torch_env: dict[str, str]) -> None:
     result = run(TORCHRUN, torch_env)
-    assert result.returncode != 0 and "usage:" in result.stderr and result.stdout == ""
+    assert result.returncode == USAGE_ERROR and "usage:" in result.stderr and result.stdout == ""
 
 
 @pytest.fixture
@@ -648,14 +651,14 @@ def test_deepspeed_hostfile_comments_and_blanks_do_not_count(
 def test_deepspeed_bad_hostfile(ds_env: dict[str, str], content: str, message: str) -> None:
     Path(ds_env["DEEPSPEED_HOSTFILE"]).write_text(content)
     result = run(DEEPSPEED, ds_env, "train.py")
-    assert result.returncode != 0 and result.stdout == ""
+    assert result.returncode == CONFIG_ERROR and result.stdout == ""
     assert ds_env["DEEPSPEED_HOSTFILE"] in result.stderr and message in result.stderr
 
 
 def test_deepspeed_missing_hostfile(tmp_path: Path, ds_env: dict[str, str]) -> None:
     missing = str(tmp_path / "nope")
     result = run(DEEPSPEED, {**ds_env, "DEEPSPEED_HOSTFILE": missing}, "train.py")
-    assert result.returncode != 0 and missing in result.stderr and result.stdout == ""
+    assert result.returncode == CONFIG_ERROR and missing in result.stderr and result.stdout == ""
 
 
 def test_deepspeed_not_in_the_image_stops_at_once_naming_the_fixes(
@@ -664,7 +667,7 @@ def test_deepspeed_not_in_the_image_stops_at_once_naming_the_fixes(
     # An image without DeepSpeed (nothing on PATH either), launched without preflight.
     env = {**ds_env, "DEEPSPEED_BIN": "deepspeed", "PATH": str(path_without_ip(tmp_path))}
     result = run(DEEPSPEED, env, "train.py")
-    assert result.returncode == 1 and result.stdout == ""
+    assert result.returncode == CONFIG_ERROR and result.stdout == ""
     assert "deepspeed not found: this image has no DeepSpeed" in result.stderr
     assert "deepspeed>=0.14.5" in result.stderr and "launcher.kind to torchrun" in result.stderr
     assert not Path(ds_env["LAUNCH_PID_FILE"]).exists()
@@ -673,7 +676,7 @@ def test_deepspeed_not_in_the_image_stops_at_once_naming_the_fixes(
 def test_deepspeed_missing_config(tmp_path: Path, ds_env: dict[str, str]) -> None:
     missing = str(tmp_path / "nope.json")
     result = run(DEEPSPEED, {**ds_env, "DEEPSPEED_CONFIG": missing}, "train.py")
-    assert result.returncode != 0 and missing in result.stderr and result.stdout == ""
+    assert result.returncode == CONFIG_ERROR and missing in result.stderr and result.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -682,7 +685,7 @@ def test_deepspeed_missing_config(tmp_path: Path, ds_env: dict[str, str]) -> Non
 def test_deepspeed_requires(ds_env: dict[str, str], var: str) -> None:
     env = {k: v for k, v in ds_env.items() if k != var}
     result = run(DEEPSPEED, env, "train.py")
-    assert result.returncode != 0 and var in result.stderr and result.stdout == ""
+    assert result.returncode == CONFIG_ERROR and var in result.stderr and result.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -691,12 +694,12 @@ def test_deepspeed_requires(ds_env: dict[str, str], var: str) -> None:
 )
 def test_deepspeed_rejects_bad_numbers(ds_env: dict[str, str], var: str, value: str) -> None:
     result = run(DEEPSPEED, {**ds_env, var: value}, "train.py")
-    assert result.returncode != 0 and var in result.stderr and result.stdout == ""
+    assert result.returncode == CONFIG_ERROR and var in result.stderr and result.stdout == ""
 
 
 def test_deepspeed_usage_without_script(ds_env: dict[str, str]) -> None:
     result = run(DEEPSPEED, ds_env)
-    assert result.returncode != 0 and "usage:" in result.stderr and result.stdout == ""
+    assert result.returncode == USAGE_ERROR and "usage:" in result.stderr and result.stdout == ""
 
 
 # --- launch-all.sh (launchCommand) and launch-stop.sh ---------------------------------------

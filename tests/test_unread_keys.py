@@ -71,6 +71,11 @@ NOT_SHOWN: dict[tuple[str, str], str] = {
         (stack, "platform"): "switching platform is a new config (every other test shows it)"
         for stack in STACKS
     },
+    **{
+        (stack, "workload.kind"): "a JobSet needs workload.command (and, on a per-pod stack, "
+        "storage.mode rwx) beside it (tests/test_jobset.py)"
+        for stack in STACKS
+    },
     ("barcelona", "networkMode"): "switching also drops the rdma block (test_openshift)",
     ("nerc-production", "networkMode"): "switching to rdma needs the NIC list (test_openshift)",
     ("barcelona", "rdma.networkAttachments"): "create and adopt need the NADs' ranges "
@@ -140,6 +145,10 @@ SWITCHED: list[Variant] = [
     ("barcelona", ("verify.enabled=false",)),
     ("gcp-a3", ("networkMode=tcp",)),
     ("nerc-production", ("!storage",)),
+    (
+        "nerc-production",
+        ("workload.kind=jobset", "workload.command[0]=train.py", "workload.queue.mode=reference"),
+    ),
 ]
 UNREAD = [(v, k) for v in SHIPPED + SWITCHED for k in sorted(KEYS) if _unread_by(v, k)]
 READ = [(v, k) for v in SHIPPED for k in sorted(KEYS) if not _unread_by(v, k)]

@@ -15,7 +15,7 @@ import pytest
 from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.launch import quantity_bytes
-from gpu_cluster.plan.outputs import COMMAND_OUTPUTS
+from gpu_cluster.plan.outputs import JOB_SET_COMMANDS, STATEFUL_SET_COMMANDS
 from gpu_cluster.plan.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW
 from tests.conftest import ROOT, container, env_of, one, run_stack
 
@@ -187,12 +187,38 @@ def run_with_fake_cli(command: str, tmp_path: Path) -> tuple[CompletedProcess[st
     return result, log.read_text().splitlines() if log.exists() else []
 
 
+# A JobSet stack of each platform (shared claims: a JobSet has no per-pod ones).
+JOB_SET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
+JOB_SET_STACKS = [
+    ("nerc-production", JOB_SET),
+    ("gcp-a3", (*JOB_SET, "storage.mode=rwx")),
+]
+# barcelona's shared-claims class, for its JobSet variant.
+BARCELONA_JOB_SET = (*JOB_SET, "storage.mode=rwx", "storage.storageClass=cephfs")
+
+
 def test_every_command_names_the_stacks_context_and_runs_no_code_from_the_cluster(
     stack: str, tmp_path: Path
 ) -> None:
-    outputs = run_stack(stack).outputs
+    check_commands(stack, (), STATEFUL_SET_COMMANDS, tmp_path)
+
+
+@pytest.mark.parametrize(("stack", "overrides"), JOB_SET_STACKS, ids=[s for s, _ in JOB_SET_STACKS])
+def test_a_job_set_stack_s_commands_name_its_context_and_run_no_code_from_the_cluster(
+    stack: str, overrides: tuple[str, ...], tmp_path: Path
+) -> None:
+    check_commands(stack, overrides, JOB_SET_COMMANDS, tmp_path)
+
+
+def check_commands(
+    stack: str, overrides: tuple[str, ...], expected: tuple[str, ...], tmp_path: Path
+) -> None:
+    """The stack exports exactly the `expected` commands, each calling oc or kubectl with the
+    stack's context only, and none running what the cluster answers."""
+    outputs = run_stack(stack, *overrides).outputs
     commands = {k for k in outputs if k.endswith("Command") and k != "getCredentialsCommand"}
-    assert commands == set(COMMAND_OUTPUTS)
+    commands.discard("submitCommand")  # pulumi, not oc or kubectl (tests/test_jobset.py)
+    assert commands == set(expected)
     context = stack_context(stack)
     for key in sorted(commands):
         result, calls = run_with_fake_cli(str(outputs[key]), tmp_path / key)
@@ -203,7 +229,7 @@ def test_every_command_names_the_stacks_context_and_runs_no_code_from_the_cluste
         assert not (tmp_path / key / "ran-pod-output").exists(), key
         assert not any("launch-all" in c for c in calls), key
     # ...and the pods are not handed launch-all.sh either: it runs only on the workstation.
-    assert "launch-all.sh" not in one(run_stack(stack), "ConfigMap")["data"]
+    assert "launch-all.sh" not in one(run_stack(stack, *overrides), "ConfigMap")["data"]
 
 
 KUBECONFIG_CONTENTS = "apiVersion: v1\nkind: Config\ncurrent-context: barcelona\n"
@@ -211,19 +237,27 @@ KUBECONFIG_CONTENTS = "apiVersion: v1\nkind: Config\ncurrent-context: barcelona\
 
 # No context; nor a kubeconfig file: contents cannot be named on a command line, and a cluster
 # alone leaves the user and context to whichever is current.
+KINDS = [((), STATEFUL_SET_COMMANDS), (BARCELONA_JOB_SET, JOB_SET_COMMANDS)]
+KIND_IDS = ["statefulset", "jobset"]
+
+
+@pytest.mark.parametrize(("overrides", "commands"), KINDS, ids=KIND_IDS)
 @pytest.mark.parametrize(
     "target",
     [{}, {"kubernetes:kubeconfig": KUBECONFIG_CONTENTS}, {"kubernetes:cluster": "api-barcelona"}],
 )
 def test_a_stack_without_a_context_exports_commands_that_refuse_to_run(
-    target: dict[str, str], tmp_path: Path
+    target: dict[str, str],
+    overrides: tuple[str, ...],
+    commands: tuple[str, ...],
+    tmp_path: Path,
 ) -> None:
-    config, secret_keys = engine_config("barcelona")
+    config, secret_keys = engine_config("barcelona", overrides)
     del config["kubernetes:context"]
     run = run_program({**config, **target}, secret_keys, "barcelona")
     message = "this stack sets no kubernetes:context"
     assert any(message in w for w in run.warnings)
-    for key in COMMAND_OUTPUTS:
+    for key in commands:
         result, calls = run_with_fake_cli(str(run.outputs[key]), tmp_path / key)
         assert result.returncode == 1 and message in result.stderr, key
         assert calls == [], key
@@ -252,14 +286,19 @@ def test_a_stack_without_a_context_exports_commands_that_refuse_to_run(
         ),
     ],
 )
+@pytest.mark.parametrize(("overrides", "commands"), KINDS, ids=KIND_IDS)
 def test_every_command_names_the_kubeconfig_file_and_context_the_stack_deploys_with(
-    target: dict[str, str], expected: str, tmp_path: Path
+    target: dict[str, str],
+    expected: str,
+    overrides: tuple[str, ...],
+    commands: tuple[str, ...],
+    tmp_path: Path,
 ) -> None:
-    config, secret_keys = engine_config("barcelona")
+    config, secret_keys = engine_config("barcelona", overrides)
     del config["kubernetes:context"]
     run = run_program({**config, **target}, secret_keys, "barcelona")
     assert not any("sets no kubernetes:context" in w for w in run.warnings)
-    for key in COMMAND_OUTPUTS:
+    for key in commands:
         result, calls = run_with_fake_cli(str(run.outputs[key]), tmp_path / key)
         assert result.returncode == 0, (key, result.stderr)
         assert calls, key

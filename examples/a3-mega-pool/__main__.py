@@ -94,4 +94,4 @@ workload = TrainingWorkload(
     ),
 )
 pulumi.export("nodePoolName", pool.node_pool.name)
-pulumi.export("statefulSetName", workload.stateful_set_name)
+pulumi.export("statefulSetName", workload.controller_name)

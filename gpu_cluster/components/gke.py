@@ -16,7 +16,13 @@ from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNode
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
 from gpu_cluster.components.node_identity import NodeIdentity, NodeIdentityArgs
-from gpu_cluster.components.platforms import labels, namespace_args, workload_args
+from gpu_cluster.components.platforms import (
+    labels,
+    namespace_args,
+    queued,
+    run_outputs,
+    workload_args,
+)
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.gke import (
@@ -218,18 +224,20 @@ class GkePlatform(pulumi.ComponentResource):
             )
             claims_after = (storage.storage_class,)
         networking = pod_networking(s, f"{s.name}-scripts")
+        workload = workload_args(
+            s,
+            networking,
+            gke_placement(pool),
+            access.service_account_name,
+            secret_env,
+            claims_after,
+            pods_after=(gpu_pool.node_pool, *gpudirect.ready),
+        )
+        in_this = pulumi.ResourceOptions(parent=self, providers=[provider])
         self.workload = TrainingWorkload(
             f"{name}-workload",
-            workload_args(
-                s,
-                networking,
-                gke_placement(pool),
-                access.service_account_name,
-                secret_env,
-                claims_after,
-                pods_after=(gpu_pool.node_pool, *gpudirect.ready),
-            ),
-            opts=pulumi.ResourceOptions(parent=self, providers=[provider], depends_on=depends),
+            queued(name, s, workload, depends, in_this),
+            opts=pulumi.ResourceOptions.merge(in_this, pulumi.ResourceOptions(depends_on=depends)),
         )
 
         self.cluster = cluster.cluster
@@ -238,6 +246,7 @@ class GkePlatform(pulumi.ComponentResource):
         self.outputs = {
             # The context get-credentials writes: the commands fail until it has run.
             **stack_outputs(s, "kubectl", ("--context", gke_context(s))),
+            **run_outputs(s, self.workload),
             "clusterName": self.cluster.name,
             "clusterEndpoint": self.cluster.endpoint,
             "nodePoolName": self.node_pool.name,

@@ -10,7 +10,13 @@ import pulumi
 
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
-from gpu_cluster.components.platforms import labels, namespace_args, workload_args
+from gpu_cluster.components.platforms import (
+    labels,
+    namespace_args,
+    queued,
+    run_outputs,
+    workload_args,
+)
 from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
 from gpu_cluster.components.training_access import (
     MemlockMachineConfig,
@@ -112,19 +118,23 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             nads = RdmaNetworks(name, RdmaNetworksArgs(s.namespace, rdma, adopt, depends), moved)
             pods_after.extend(nads.attachments)
 
+        workload = workload_args(
+            s,
+            networking,
+            openshift_placement(s),
+            access.service_account_name,
+            secret_env,
+            pods_after=tuple(pods_after),
+        )
         self.workload = TrainingWorkload(
             f"{name}-workload",
-            workload_args(
-                s,
-                networking,
-                openshift_placement(s),
-                access.service_account_name,
-                secret_env,
-                pods_after=tuple(pods_after),
-            ),
+            queued(name, s, workload, depends, pulumi.ResourceOptions(parent=self)),
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
-        self.outputs: dict[str, object] = stack_outputs(s, "oc", kube_target)
+        self.outputs: dict[str, object] = {
+            **stack_outputs(s, "oc", kube_target),
+            **run_outputs(s, self.workload),
+        }
         if secret_target:
             for key in set(COMMAND_OUTPUTS) & set(self.outputs):
                 self.outputs[key] = pulumi.Output.secret(self.outputs[key])

@@ -3,7 +3,9 @@ components both platforms share (namespace, workload)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Protocol
 
 import pulumi
@@ -14,12 +16,17 @@ from gpu_cluster.components.stack_config import (
     secret_env_values,
     stack_kube_target,
 )
-from gpu_cluster.components.workload import TrainingWorkloadArgs
+from gpu_cluster.components.training_queue import TrainingQueue
+from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadArgs
+from gpu_cluster.components.workload.args import JobSetRun
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.workload import required_level
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.podspec import PodNetworking, PodPlacement
+from gpu_cluster.plan.queue import queue_plan
+from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
 from gpu_cluster.plan.verify import CHECK_SCRIPT
@@ -46,7 +53,7 @@ def labels(s: Settings) -> dict[str, str]:
 
 def scripts_data(s: Settings) -> dict[str, str]:
     """ConfigMap content: the in-pod scripts plus the files rendered from config."""
-    names = [*SHIPPED_SCRIPTS, *([CHECK_SCRIPT] if s.verify.enabled else [])]
+    names = [*SHIPPED_SCRIPTS, *([CHECK_SCRIPT] if s.fabric_check else [])]
     data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
     data[launch.HOSTFILE] = launch.hostfile(s)
     data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
@@ -75,6 +82,51 @@ def namespace_args(s: Settings) -> TrainingNamespaceArgs | None:
         # harmless edits until storage.protect is lifted.
         protect=s.storage.protect and not s.storage.retain_on_delete,
     )
+
+
+def job_set_run(s: Settings) -> JobSetRun | None:
+    """The JobSet run of a `workload.kind: jobset` stack; None for a StatefulSet."""
+    if s.workload.kind != "jobset":
+        return None
+    return JobSetRun(
+        command=launch.run_command(s),
+        max_restarts=s.workload.max_restarts,
+        queue_name=s.queue_name,
+        required_level=required_level(s),
+    )
+
+
+def queued(
+    name: str,
+    s: Settings,
+    a: TrainingWorkloadArgs,
+    after: Sequence[pulumi.Resource],
+    opts: pulumi.ResourceOptions,
+) -> TrainingWorkloadArgs:
+    """Workload `a` with its queue: a JobSet stack that creates its queue gets a TrainingQueue
+    (the LocalQueue waiting for `after`, the namespace) and its JobSet waits for it; its flavor's
+    nodes are those the pods' placement names by a label. Else `a` as it is."""
+    if a.run is None:
+        return a
+    node_labels = {
+        r.key: r.values[0]
+        for r in a.placement.node_requirements
+        if r.operator == "In" and len(r.values) == 1
+    }
+    inits = (*a.networking.init_containers, *a.sidecars)
+    plan = queue_plan(s, node_labels, a.networking.resources, inits)
+    if plan is None:
+        return a
+    queue = TrainingQueue(f"{name}-queue", plan, s.namespace, a.labels, after, opts)
+    return dataclasses.replace(a, pods_after=(*a.pods_after, queue))
+
+
+def run_outputs(s: Settings, workload: TrainingWorkload) -> dict[str, object]:
+    """A JobSet stack's `submitCommand`: Pulumi replaces the run's JobSet and nothing else."""
+    if s.workload.kind != "jobset":
+        return {}
+    stack = pulumi.get_stack()
+    return {"submitCommand": workload.controller_urn.apply(lambda urn: submit_command(stack, urn))}
 
 
 def workload_args(
@@ -123,6 +175,7 @@ def workload_args(
         else None,
         code_sync_source=code_sync_source if s.code_sync is not None else None,
         scan_exceptions=training_exceptions(s, networking, [sidecars[0]] if sidecars else []),
+        run=job_set_run(s),
     )
 
 

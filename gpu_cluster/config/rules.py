@@ -8,6 +8,12 @@ from typing import TYPE_CHECKING
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.reads import unread_keys
 from gpu_cluster.config.values import sweep_bytes
+from gpu_cluster.config.workload import (
+    job_set_hostname,
+    nodes_on_demand,
+    required_level,
+    topology_levels,
+)
 from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, GPU_LINK_MAX_GBPS, NIC_LINE_RATE_GBPS
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
 from gpu_cluster.facts.gke_storage import (
@@ -17,6 +23,7 @@ from gpu_cluster.facts.gke_storage import (
 )
 from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
 from gpu_cluster.facts.kubernetes import (
+    DNS_LABEL_MAX,
     KUBERNETES_NAMESPACE_PREFIXES,
     MIN_KUBERNETES_MINOR,
     NATIVE_SIDECAR_MINOR,
@@ -25,6 +32,7 @@ from gpu_cluster.facts.kubernetes import (
     STATEFULSET_NAME_MAX,
     SYSTEM_NAMESPACES,
 )
+from gpu_cluster.facts.kueue import HOSTNAME_LEVEL
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
     from gpu_cluster.config.schema import RdmaSettings, Settings
@@ -88,6 +96,8 @@ def cross_field_problems(s: Settings) -> list[str]:
         storage_class_problems(s.platform, s.storage.storage_class, s.storage.storage_class_mode)
     )
     out.extend(_verify_problems(s))
+    if s.workload.kind == "jobset":
+        out.extend(workload_problems(s))
     lo, hi = s.elastic_range
     if not lo <= s.nodes <= hi:
         out.append(
@@ -137,6 +147,52 @@ _GCP_NAME_SUFFIXES = (
     *(f"-gpu{i}-internal" for i in range(1, max(r.nic_count for r in RELEASES.values()) + 1)),
     f"-rdma-{RDMA_NIC_COUNT - 1}",
 )
+
+
+def workload_problems(s: Settings) -> list[str]:
+    """A JobSet's rules: it runs a command, its pods share one template, its names fit."""
+    out: list[str] = []
+    w = s.workload
+    if not w.command:
+        out.append(
+            "gpu-cluster:workload.command is required when workload.kind is 'jobset': the "
+            "training script and its arguments the launcher runs, e.g. [/workspace/train.py]"
+        )
+    if s.storage.mode == "per-pod":
+        out.append(
+            "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset': a JobSet's "
+            "pods share one template and so one set of claims; use storage.mode 'rwx'"
+        )
+    hostname = job_set_hostname(s.name, s.nodes - 1)
+    if len(hostname) > DNS_LABEL_MAX:
+        out.append(
+            f"gpu-cluster:name = {s.name!r}: the last pod's hostname {hostname!r} has "
+            f"{len(hostname)} characters; a hostname holds at most {DNS_LABEL_MAX}"
+        )
+    levels = topology_levels(s)
+    required = required_level(s)
+    placed = w.queue.topology_levels is not None or w.queue.required_level is not None
+    if nodes_on_demand(s) and placed:
+        out.append(
+            "gpu-cluster:workload.queue.topologyLevels/requiredLevel: topology-aware placement "
+            "needs the GPU nodes to exist, and a flex-start pool (gcp.provisioning) starts empty, "
+            "its nodes coming only for pods Kueue has admitted: no run would ever be admitted; "
+            "remove them"
+        )
+    if w.queue.mode == "create" and required is not None and required not in levels:
+        allowed = ", ".join(map(repr, levels)) or "none: set workload.queue.topologyLevels"
+        out.append(
+            f"gpu-cluster:workload.queue.requiredLevel = {required!r} is not a placement "
+            f"level; allowed: {allowed}"
+        )
+    if w.queue.topology_levels is not None:
+        given = list(w.queue.topology_levels)
+        if HOSTNAME_LEVEL in given or len(set(given)) != len(given):
+            out.append(
+                "gpu-cluster:workload.queue.topologyLevels lists a label twice or "
+                f"{HOSTNAME_LEVEL!r} (always the last level, added by the stack)"
+            )
+    return out
 
 
 def _verify_problems(s: Settings) -> list[str]:

@@ -67,7 +67,9 @@ _MACHINECONFIG = ReadWhen(
     lambda s: s.rdma is not None and s.rdma.memlock == "machineconfig",
     "rdma.memlock is 'machineconfig'",
 )
-_CHECK = ReadWhen(lambda s: s.verify.enabled, "verify.enabled is true")
+_CHECK = ReadWhen(
+    lambda s: s.fabric_check, "verify.enabled is true and workload.kind is 'statefulset'"
+)
 
 
 class _Model(BaseModel):
@@ -199,6 +201,63 @@ class LauncherSettings(_Model):
     """`ds_config.json` settings (`launcher.kind: deepspeed`, or a script that calls
     `deepspeed.initialize`).
     """
+
+
+_JOBSET = ReadWhen(lambda s: s.workload.kind == "jobset", "workload.kind is 'jobset'")
+
+
+class QueueSettings(_Model):
+    """The Kueue queue a JobSet waits in (`workload.kind: jobset`)."""
+
+    # create: the stack creates the queue; reference: the platform team's LocalQueue exists.
+    mode: Literal["create", "reference"] = "create"
+    """`create`: the stack creates a ClusterQueue whose quota is its `nodes` GPU nodes (one run
+    at a time: a second one waits), a ResourceFlavor for its GPU nodes, a Topology when
+    placement levels are known (GKE, or `workload.queue.topologyLevels`) and the namespace's
+    LocalQueue; cluster-scoped ones are named after `name`. `reference`: the LocalQueue
+    `workload.queue.name` exists in the namespace and the stack creates none of them.
+    """
+    name: DnsLabel | None = None
+    """The LocalQueue's name; unset: `name`."""
+    topology_levels: Annotated[
+        tuple[LabelKey, ...] | None,
+        ReadWhen(lambda s: s.workload.queue.mode == "create", "workload.queue.mode is 'create'"),
+        Field(min_length=1),
+    ] = None
+    """Node labels of the placement levels, broadest first (e.g. `[example.com/rack]`); the
+    node (`kubernetes.io/hostname`) is always the last level. Unset: on GKE Compute Engine's
+    block, sub-block and host (cluster-toolkit's `gke-default`), except on a flex-start pool,
+    which starts empty; on OpenShift none (no topology-aware placement).
+    """
+    required_level: LabelKey | None = None
+    """All pods of a run land in one domain of this level (Kueue's
+    `podset-required-topology`); one of the levels. Unset: the block on GKE, the first level of
+    `workload.queue.topologyLevels` on OpenShift. With `mode: reference`, a level of the
+    referenced queue's Topology.
+    """
+
+
+class WorkloadSettings(_Model):
+    """What runs the training pods: a StatefulSet a person starts training in, or a JobSet
+    queued by Kueue that starts it by itself."""
+
+    kind: Literal["statefulset", "jobset"] = "statefulset"
+    """`statefulset`: idle pods, training started with `launchCommand` (per-pod storage
+    possible). `jobset`: one JobSet (JobSet and Kueue must run in the cluster) admitted by
+    Kueue, whose pods run the launcher with `workload.command` and restart together on a
+    failure; no session needs to stay open. See docs/operations.md, "Training as a JobSet".
+    """
+    command: Annotated[tuple[str, ...], _JOBSET] = ()
+    """Required with `jobset`: the training script and its arguments, run by the launcher
+    (`launcher.kind`) on every pod, e.g. `[/workspace/train.py, --epochs, "3"]`.
+    """
+    max_restarts: Annotated[int, _JOBSET] = Field(default=0, ge=0, le=1000)
+    """How often the JobSet restarts all its pods after one fails (JobSet
+    `failurePolicy.maxRestarts`; not torchrun's `launcher.maxRestarts`, which restarts workers
+    inside the pods). A launcher's configuration error (exit 78) fails the run at once.
+    """
+    queue: Annotated[QueueSettings, _JOBSET] = QueueSettings()
+    """The Kueue queue."""
 
 
 class NicSettings(_Model):
@@ -392,9 +451,9 @@ class VerifySettings(_Model):
     require_gdr: Annotated[
         bool,
         ReadWhen(
-            lambda s: s.verify.enabled and s.network_mode != "tcp",
-            "verify.enabled is true and networkMode is not 'tcp' (GPUDirect RDMA never shows on "
-            "NCCL's socket transport)",
+            lambda s: s.fabric_check and s.network_mode != "tcp",
+            "verify.enabled is true, workload.kind is 'statefulset' and networkMode is not 'tcp' "
+            "(GPUDirect RDMA never shows on NCCL's socket transport)",
         ),
     ] = False
     """`rdma`: also require GPUDirect RDMA (`GDRDMA`)."""
@@ -679,6 +738,8 @@ class Settings(_Model):
     """Workspace and datasets volumes."""
     launcher: LauncherSettings = LauncherSettings()
     """What `launchCommand` starts, and how."""
+    workload: WorkloadSettings = WorkloadSettings()
+    """The controller that runs the training pods."""
     nccl: NcclSettings = NcclSettings()
     """NCCL settings common to every mode."""
     verify: VerifySettings = VerifySettings()
@@ -742,6 +803,17 @@ class Settings(_Model):
     @property
     def world_size(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def fabric_check(self) -> bool:
+        """Whether the stack ships the fabric check and exports `verifyCommand`: it runs in the
+        StatefulSet's pods, whose names are stable."""
+        return self.verify.enabled and self.workload.kind == "statefulset"
+
+    @property
+    def queue_name(self) -> str:
+        """The LocalQueue a JobSet waits in."""
+        return self.workload.queue.name or self.name
 
     @property
     def preflight(self) -> bool:

@@ -48,8 +48,13 @@ KIND_ORDER = (
     "PersistentVolumeClaim",
     "Service",
     "NetworkPolicy",
+    "Topology",
+    "ResourceFlavor",
+    "ClusterQueue",
+    "LocalQueue",
     "DaemonSet",
     "StatefulSet",
+    "JobSet",
     "Job",
 )
 FILES = ("kubernetes.yaml", "resources.json", "outputs.json")

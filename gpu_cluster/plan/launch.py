@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.workload import job_set_hostname
 from gpu_cluster.facts.kubernetes import parse_quantity
 from gpu_cluster.plan.nccl import NCCL_ENV_FILE
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
@@ -22,6 +23,10 @@ TRAINING_CONTAINER = "training"
 WORKSPACE_PATH = "/workspace"
 DATASETS_PATH = "/datasets"
 HOSTFILE = "hostfile"
+# Exit codes no restart can fix: the launchers' configuration errors (78, EX_CONFIG in
+# sysexits.h; scripts/launch-common.sh) and usage errors (2: the launchers' own, and Python's
+# for a script it cannot open or argparse's for bad arguments).
+CONFIG_ERROR_EXIT_CODES = (2, 78)
 DEEPSPEED_CONFIG = "ds_config.json"
 
 
@@ -31,6 +36,9 @@ def service_name(s: Settings) -> str:
 
 
 def pod_names(s: Settings) -> list[str]:
+    """The pods' hostnames, by index: the StatefulSet's pod names, or the JobSet's hostnames."""
+    if s.workload.kind == "jobset":
+        return [job_set_hostname(s.name, i) for i in range(s.nodes)]
     return [f"{s.name}-{i}" for i in range(s.nodes)]
 
 
@@ -108,10 +116,20 @@ class Kube:
         return [self.cli, *self.target, *args]
 
 
+def launcher(s: Settings) -> str:
+    """The configured launcher script in the pods."""
+    return f"{SCRIPTS_DIR}/launch-{s.launcher.kind}.sh"
+
+
+def run_command(s: Settings) -> tuple[str, ...]:
+    """What a JobSet's training container runs: the launcher with the training script."""
+    return (launcher(s), *s.workload.command)
+
+
 def launch_command(s: Settings, kube: Kube, script: str = f"{WORKSPACE_PATH}/train.py") -> str:
     """One command that starts the configured launcher on every pod, exits with the first
     failing pod's code and stops every pod's training on a failure or Ctrl-C."""
-    return on_every_pod(s, kube, [f"{SCRIPTS_DIR}/launch-{s.launcher.kind}.sh", script])
+    return on_every_pod(s, kube, [launcher(s), script])
 
 
 def on_every_pod(s: Settings, kube: Kube, command: list[str]) -> str:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.plan import launch
+from gpu_cluster.plan import launch, runs
 from gpu_cluster.plan.launch import Kube
 from gpu_cluster.plan.verify import verify_command
 
@@ -20,8 +20,11 @@ TARGET_FLAGS = (
     (CONTEXT_KEY, "--context"),
     ("kubernetes:cluster", "--cluster"),
 )
-# The outputs that run oc or kubectl: each names the context.
-COMMAND_OUTPUTS = ("shellCommand", "launchCommand", "syncCommand", "verifyCommand")
+# The outputs that run oc or kubectl, each naming the context: a StatefulSet stack's (its
+# verifyCommand with verify.enabled), a JobSet stack's.
+STATEFUL_SET_COMMANDS = ("shellCommand", "launchCommand", "syncCommand", "verifyCommand")
+JOB_SET_COMMANDS = ("statusCommand", "logsCommand", "stopCommand")
+COMMAND_OUTPUTS = STATEFUL_SET_COMMANDS + JOB_SET_COMMANDS
 
 
 def gke_context(s: Settings) -> str:
@@ -75,10 +78,21 @@ def stack_outputs(s: Settings, cli: str, target: tuple[str, ...]) -> dict[str, o
         "masterAddr": launch.master_addr(s),
         "worldSize": s.world_size,
     }
-    builders = (launch.shell_command, launch.launch_command, launch.sync_command, verify_command)
-    commands = dict(zip(COMMAND_OUTPUTS, builders, strict=True))
-    if not s.verify.enabled:
-        del commands["verifyCommand"]
+    commands: dict[str, Callable[[Settings, Kube], str]]
+    if s.workload.kind == "jobset":
+        commands = {
+            "statusCommand": runs.status_command,
+            "logsCommand": runs.logs_command,
+            "stopCommand": runs.stop_command,
+        }
+    else:
+        commands = {
+            "shellCommand": launch.shell_command,
+            "launchCommand": launch.launch_command,
+            "syncCommand": launch.sync_command,
+        }
+        if s.fabric_check:
+            commands["verifyCommand"] = verify_command
     for key, command in commands.items():
         outputs[key] = command(s, Kube(cli, target)) if target else no_context_command(cli)
     return outputs

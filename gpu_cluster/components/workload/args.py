@@ -11,11 +11,23 @@ from gpu_cluster.plan.podspec import Container, Mount, PodNetworking, PodPlaceme
 
 
 @dataclass(frozen=True)
+class JobSetRun:
+    """A run as a JobSet (workload.kind jobset): its pods run `command` (the launcher and the
+    training script), the set restarts up to `max_restarts` times, waits in LocalQueue
+    `queue_name` and puts every pod in one domain of `required_level` (None: anywhere)."""
+
+    command: tuple[str, ...]
+    max_restarts: int
+    queue_name: str
+    required_level: str | None
+
+
+@dataclass(frozen=True)
 class TrainingWorkloadArgs:
     """What the training workload is made of (gpu_cluster.components.platforms.workload_args
     decides it from stack config).
 
-    name: the pods' controller object's (the StatefulSet's), and the prefix of its objects'
+    name: the pods' controller object's (StatefulSet or JobSet), and the prefix of its objects'
     (<name>-scripts, -env, -code-sync, -peers-only). namespace, labels: of every object.
     replicas: pods, one per GPU node. image: the training image. gpus_per_node: GPUs each pod
     requests. pod: the training container's requests, limits and /dev/shm size. storage: the
@@ -32,7 +44,7 @@ class TrainingWorkloadArgs:
     secret_env_keys, secret_env: env variables from a Secret (<name>-env) and its data.
     code_sync_source: the code-sync Secret's data (<name>-code-sync) when its source is secret.
     scan_exceptions: checks the security scanners skip on the controller object, with their
-    reasons."""
+    reasons. run: the JobSet run; None: a StatefulSet of idle pods."""
 
     name: str
     namespace: str
@@ -58,3 +70,4 @@ class TrainingWorkloadArgs:
     secret_env: pulumi.Output[dict[str, str]] | None = None
     code_sync_source: pulumi.Output[dict[str, str]] | None = None
     scan_exceptions: dict[str, str] = field(default_factory=dict)
+    run: JobSetRun | None = None

@@ -1,19 +1,35 @@
 """The seam between the training pods and the controller object that runs them.
 
 Everything but that object is written once (pod_template, claims, shared_objects); a workload
-kind only says where its controller puts a pod's index and registers the controller object
-from `TrainingPods`. stateful_set.STATEFUL_SET is today's kind."""
+kind says what its pods do differently (`PodRole`: where the controller puts a pod's index, what
+the training container runs, whether it restarts in place) and registers the controller object
+from `TrainingPods`. stateful_set.STATEFUL_SET and job_set.JOB_SET are the kinds."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.core.v1 import PodTemplateSpecArgs
 
 from gpu_cluster.components.workload.args import TrainingWorkloadArgs
+
+
+@dataclass(frozen=True)
+class PodRole:
+    """What a kind's pods do differently from another kind's.
+
+    node_rank_field: the pod field (a downward-API fieldPath) in which the controller puts the
+    pod's index, the training container's NODE_RANK. command: the training container's.
+    restart_policy: the pod's (None: the API default, Always). annotations: the pod template's,
+    besides the network mode's."""
+
+    node_rank_field: str
+    command: tuple[str, ...]
+    restart_policy: Literal["Never"] | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -33,15 +49,21 @@ class TrainingPods:
     parent: pulumi.Resource
 
 
+@dataclass(frozen=True)
+class Controller:
+    """The registered controller object and its name once created."""
+
+    resource: pulumi.CustomResource
+    name: pulumi.Output[str]
+
+
 class WorkloadKind(Protocol):
     """A kind of controller object that runs the training pods, one per GPU node."""
 
-    @property
-    def node_rank_field(self) -> str:
-        """The pod field (a downward-API fieldPath) in which this kind's controller puts the
-        pod's index, the training container's NODE_RANK."""
+    def pod_role(self, a: TrainingWorkloadArgs) -> PodRole:
+        """What this kind's pods of workload `a` do differently."""
         ...
 
-    def controller(self, pods: TrainingPods) -> pulumi.Output[str]:
-        """Registers the controller object that runs `pods`; returns its name."""
+    def controller(self, pods: TrainingPods) -> Controller:
+        """Registers the controller object that runs `pods`."""
         ...

@@ -1,6 +1,6 @@
 """The training pods' template, written once for every workload kind: the training container,
 the pod spec, placement and the volumes. Platform and network mode only reach it through
-`PodPlacement` and `PodNetworking`; the workload kind only through where a pod finds its index."""
+`PodPlacement` and `PodNetworking`; the workload kind only through its `PodRole`."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from pulumi_kubernetes.core.v1 import (
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
 from gpu_cluster.components.workload.args import TrainingWorkloadArgs
+from gpu_cluster.components.workload.kind import PodRole
 from gpu_cluster.components.workload.pod_args import (
     container_args,
     mount_args,
@@ -51,12 +52,11 @@ def pod_template(
     a: TrainingWorkloadArgs,
     claims: Sequence[Claim],
     secret_env: Sequence[EnvVarArgs],
-    node_rank_field: str,
+    role: PodRole,
 ) -> PodTemplateSpecArgs:
     """The pods of workload `a`: they mount the shared `claims` (storage.mode rwx; per-pod
-    claims reach a pod through its controller), take `secret_env` by reference and read their
-    rank (NODE_RANK) from the pod field `node_rank_field`, which the workload kind's controller
-    sets."""
+    claims reach a pod through its controller), take `secret_env` by reference and do what the
+    workload kind's `role` says (their rank's field, command, restart policy)."""
     networking = a.networking
     volumes: list[Volume] = [
         EmptyDir("dshm", memory=True, size_limit=a.pod.shm_size),
@@ -79,6 +79,7 @@ def pod_template(
             labels=a.labels,
             annotations={
                 **networking.annotations,
+                **role.annotations,
                 # A changed script or hostfile rolls the pods.
                 "gpu-cluster/scripts-sha256": scripts_hash,
             },
@@ -103,7 +104,8 @@ def pod_template(
             ],
             init_containers=[container_args(c) for c in (*networking.init_containers, *a.sidecars)]
             or None,
-            containers=[_training_container(a, mounts, secret_env, node_rank_field)],
+            containers=[_training_container(a, mounts, secret_env, role)],
+            restart_policy=role.restart_policy,
             volumes=[volume_args(v) for v in volumes],
             termination_grace_period_seconds=30,
         ),
@@ -114,15 +116,15 @@ def _training_container(
     a: TrainingWorkloadArgs,
     mounts: list[Mount],
     secret_env: Sequence[EnvVarArgs],
-    node_rank_field: str,
+    role: PodRole,
 ) -> ContainerArgs:
-    """The training container: idle until a user starts the launcher on every pod."""
+    """The training container, running what the workload kind's `role` says."""
     networking = a.networking
     env = [
         EnvVarArgs(
             name="NODE_RANK",
             value_from=EnvVarSourceArgs(
-                field_ref=ObjectFieldSelectorArgs(field_path=node_rank_field)
+                field_ref=ObjectFieldSelectorArgs(field_path=role.node_rank_field)
             ),
         ),
         *(EnvVarArgs(name=k, value=v) for k, v in a.env.items()),
@@ -144,8 +146,7 @@ def _training_container(
     return ContainerArgs(
         name=launch.TRAINING_CONTAINER,
         image=a.image,
-        # Idle until a user starts the launcher on every pod; exits at once on SIGTERM.
-        command=["/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
+        command=list(role.command),
         env=env,
         ports=[ContainerPortArgs(name="rendezvous", container_port=a.master_port)],
         resources=ResourceRequirementsArgs(

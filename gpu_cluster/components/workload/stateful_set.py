@@ -7,8 +7,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
+from gpu_cluster.components.workload.args import TrainingWorkloadArgs
 from gpu_cluster.components.workload.claims import per_pod_claim_templates
-from gpu_cluster.components.workload.kind import TrainingPods, WorkloadKind
+from gpu_cluster.components.workload.kind import Controller, PodRole, TrainingPods, WorkloadKind
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.scan_exceptions import skip_annotations
 
@@ -32,9 +33,14 @@ CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS = (
 
 
 class StatefulSetKind:
-    node_rank_field = f"metadata.labels['{POD_INDEX_LABEL}']"
+    def pod_role(self, a: TrainingWorkloadArgs) -> PodRole:
+        return PodRole(
+            node_rank_field=f"metadata.labels['{POD_INDEX_LABEL}']",
+            # Idle until a user starts the launcher on every pod; exits at once on SIGTERM.
+            command=("/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"),
+        )
 
-    def controller(self, pods: TrainingPods) -> pulumi.Output[str]:
+    def controller(self, pods: TrainingPods) -> Controller:
         a = pods.args
         per_pod = a.storage.mode == "per-pod"
         stateful_set = k8s.apps.v1.StatefulSet(
@@ -78,7 +84,7 @@ class StatefulSetKind:
                 ),
             ),
         )
-        return stateful_set.metadata.name
+        return Controller(stateful_set, stateful_set.metadata.name)
 
 
 STATEFUL_SET: WorkloadKind = StatefulSetKind()

@@ -9,6 +9,7 @@ from pulumi_kubernetes.core.v1 import EnvVarArgs
 
 from gpu_cluster.components.workload.args import TrainingWorkloadArgs
 from gpu_cluster.components.workload.claims import register_claims
+from gpu_cluster.components.workload.job_set import JOB_SET
 from gpu_cluster.components.workload.kind import TrainingPods, WorkloadKind
 from gpu_cluster.components.workload.pod_template import pod_template
 from gpu_cluster.components.workload.shared_objects import (
@@ -22,9 +23,11 @@ from gpu_cluster.components.workload.stateful_set import STATEFUL_SET
 
 
 class TrainingWorkload(pulumi.ComponentResource):
-    """StatefulSet + headless Service + scripts ConfigMap + storage for one training cluster."""
+    """The training pods' controller (a StatefulSet, or a JobSet when `args.run` is set) +
+    headless Service + scripts ConfigMap + storage for one training cluster."""
 
-    stateful_set_name: pulumi.Output[str]
+    controller_name: pulumi.Output[str]
+    controller_urn: pulumi.Output[str]
     service_name: pulumi.Output[str]
 
     def __init__(
@@ -32,7 +35,7 @@ class TrainingWorkload(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-cluster:workload:TrainingWorkload", name, None, opts)
         a = args
-        kind: WorkloadKind = STATEFUL_SET
+        kind: WorkloadKind = STATEFUL_SET if a.run is None else JOB_SET
         child = pulumi.ResourceOptions(parent=self)
         config_map = scripts_config_map(name, a, child)
         claims = register_claims(name, a, self)
@@ -47,9 +50,9 @@ class TrainingWorkload(pulumi.ComponentResource):
         if a.code_sync_source is not None:
             # A secret codeSync (its URL may hold a token) reaches git-sync by reference.
             secrets.append(opaque_secret(name, a, "code-sync", a.code_sync_source, child))
-        template = pod_template(a, [c.claim for c in claims], secret_env, kind.node_rank_field)
+        template = pod_template(a, [c.claim for c in claims], secret_env, kind.pod_role(a))
         peers_only_policy(name, a, child)
-        self.stateful_set_name = kind.controller(
+        controller = kind.controller(
             TrainingPods(
                 resource_name=name,
                 args=a,
@@ -59,7 +62,9 @@ class TrainingWorkload(pulumi.ComponentResource):
                 parent=self,
             )
         )
+        self.controller_name = controller.name
+        self.controller_urn = controller.resource.urn
         self.service_name = service.metadata.name
         self.register_outputs(
-            {"statefulSetName": self.stateful_set_name, "serviceName": self.service_name}
+            {"controllerName": self.controller_name, "serviceName": self.service_name}
         )

@@ -1,0 +1,94 @@
+"""The TrainingQueue component: the Kueue queue a stack's JobSets wait in, usable alone.
+
+A ResourceFlavor for the GPU nodes (with the Topology Kueue places pods by, when the levels are
+known), a ClusterQueue whose quota is one run on every GPU node, and the namespace's LocalQueue
+that points at it. Object shapes: kueue apis/kueue/v1beta2 (v0.17.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+
+from gpu_cluster.components.k8s_objects import ManifestResource
+from gpu_cluster.facts.kueue import KUEUE_API
+from gpu_cluster.plan.queue import QueuePlan
+
+
+class TrainingQueue(pulumi.ComponentResource):
+    """Topology (optional), ResourceFlavor, ClusterQueue and LocalQueue of `plan`; the
+    LocalQueue in `namespace` waits for `after` (the namespace)."""
+
+    local_queue: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        plan: QueuePlan,
+        namespace: str,
+        labels: dict[str, str],
+        after: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-cluster:queue:TrainingQueue", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        def cluster_object(
+            suffix: str, kind: str, object_name: str, spec: object
+        ) -> ManifestResource:
+            return ManifestResource(
+                f"{name}-{suffix}",
+                {
+                    "apiVersion": KUEUE_API,
+                    "kind": kind,
+                    "metadata": {"name": object_name, "labels": labels},
+                    "spec": spec,
+                },
+                child,
+            )
+
+        flavor_spec: dict[str, object] = {"nodeLabels": plan.node_labels}
+        if plan.topology is not None:
+            cluster_object(
+                "topology",
+                "Topology",
+                plan.topology,
+                {"levels": [{"nodeLabel": level} for level in plan.levels]},
+            )
+            flavor_spec["topologyName"] = plan.topology
+        cluster_object("flavor", "ResourceFlavor", plan.flavor, flavor_spec)
+        resources = sorted(plan.quota)
+        cluster_queue = cluster_object(
+            "cluster-queue",
+            "ClusterQueue",
+            plan.cluster_queue,
+            {
+                # Only the stack's namespace submits to it (through its LocalQueue).
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": resources,
+                        "flavors": [
+                            {
+                                "name": plan.flavor,
+                                "resources": [
+                                    {"name": r, "nominalQuota": plan.quota[r]} for r in resources
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+        ManifestResource(
+            f"{name}-local-queue",
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "LocalQueue",
+                "metadata": {"name": plan.local_queue, "namespace": namespace, "labels": labels},
+                "spec": {"clusterQueue": plan.cluster_queue},
+            },
+            pulumi.ResourceOptions(parent=self, depends_on=[cluster_queue, *after]),
+        )
+        self.local_queue = pulumi.Output.from_input(plan.local_queue)
+        self.register_outputs({"localQueue": self.local_queue})

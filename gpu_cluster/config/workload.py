@@ -1,0 +1,48 @@
+"""What a JobSet stack's names and placement levels come to (workload.kind jobset): read by the
+config rules that check them and by the plan that renders them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpu_cluster.facts.kueue import GKE_TOPOLOGY_LEVELS, HOSTNAME_LEVEL
+
+if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
+    from gpu_cluster.config.schema import Settings
+
+# The JobSet's one replicated job: one Job of `nodes` indexed pods.
+REPLICATED_JOB = "node"
+
+
+def job_set_hostname(name: str, index: int) -> str:
+    """Pod `index`'s hostname as the JobSet controller sets it:
+    <jobset>-<replicatedJob>-<jobIndex>-<podIndex> (kubernetes-sigs/jobset v0.10.1
+    pkg/controllers/jobset_controller.go, genJobName + the pod webhook's hostname)."""
+    return f"{name}-{REPLICATED_JOB}-0-{index}"
+
+
+def topology_levels(s: Settings) -> tuple[str, ...]:
+    """The node labels of the Topology the stack creates, broadest first, the node last; () when
+    it creates none (a referenced queue, OpenShift without workload.queue.topologyLevels, or a
+    GKE pool that starts empty)."""
+    queue = s.workload.queue
+    if queue.mode == "reference":
+        return ()
+    if queue.topology_levels is not None:
+        return (*queue.topology_levels, HOSTNAME_LEVEL)
+    return GKE_TOPOLOGY_LEVELS if s.platform == "gke" and not nodes_on_demand(s) else ()
+
+
+def nodes_on_demand(s: Settings) -> bool:
+    """Whether the GPU nodes only come when pods ask for them (a flex-start pool starts empty):
+    Kueue's topology-aware placement then has no nodes to place a run on and admits none."""
+    return s.gcp is not None and s.gcp.provisioning == "flex-start"
+
+
+def required_level(s: Settings) -> str | None:
+    """The level every pod of a run must share a domain of; None: no topology request."""
+    explicit = s.workload.queue.required_level
+    if explicit is not None:
+        return explicit
+    levels = topology_levels(s)
+    return levels[0] if levels else None

@@ -1,0 +1,37 @@
+"""Kueue's and JobSet's API: the versions the program emits, and the labels and annotations
+through which a JobSet asks for its queue and its placement."""
+
+from __future__ import annotations
+
+# Kueue's API since v0.15 (kubernetes-sigs/kueue apis/kueue/v1beta2); the only one emitted.
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+# JobSet's API (kubernetes-sigs/jobset api/jobset/v1alpha2, v0.10.1).
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+
+# The JobSet label that names its LocalQueue (kueue pkg/controller/constants QueueLabel).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Pod-template annotations asking Topology Aware Scheduling to put every pod of the pod set in
+# one domain of a level (kueue apis/kueue/v1beta2 constants.go PodSetRequiredTopologyAnnotation,
+# PodSetPreferredTopologyAnnotation).
+REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+
+# GKE's node labels for a node's place in the physical topology, broadest first, then the node:
+# the levels of cluster-toolkit's `gke-default` Topology (GoogleCloudPlatform/cluster-toolkit
+# 1047080 examples/gke-a4/kueue-configuration.yaml.tftpl).
+GKE_TOPOLOGY_LEVELS = (
+    "cloud.google.com/gce-topology-block",
+    "cloud.google.com/gce-topology-subblock",
+    "cloud.google.com/gce-topology-host",
+    "kubernetes.io/hostname",
+)
+# The level a GKE JobSet is required to fit in: one block, as cluster-toolkit's A4 NCCL JobSet
+# asks (examples/gke-a4/nccl-jobset-example.yaml, 1047080).
+GKE_REQUIRED_LEVEL = "cloud.google.com/gce-topology-block"
+# The lowest level of every Topology: one node (Kueue requires hostname last when it is used).
+HOSTNAME_LEVEL = "kubernetes.io/hostname"
+
+# Labels the JobSet controller puts on every pod it creates (jobset api/jobset/v1alpha2
+# jobset_types.go JobSetNameKey, JobIndexKey) and the index the Job controller gives an Indexed
+# Job's pod (kubernetes batch/v1 JobCompletionIndexAnnotation).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"

@@ -1,0 +1,104 @@
+"""The Kueue objects a JobSet stack creates (workload.queue.mode create): their names, the GPU
+nodes' flavor, the placement levels and the quota of one run (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.workload import topology_levels
+from gpu_cluster.facts.kubernetes import GPU_RESOURCE, parse_quantity
+from gpu_cluster.plan.podspec import Container
+
+
+@dataclass(frozen=True)
+class QueuePlan:
+    """cluster_queue, flavor, topology: the cluster-scoped objects' names (topology None: no
+    Topology, the levels are unknown). local_queue: the namespace's LocalQueue. levels: the
+    Topology's node labels. node_labels: the labels that pick the stack's GPU nodes, the
+    flavor's. quota: resource -> the ClusterQueue's nominal quota."""
+
+    cluster_queue: str
+    flavor: str
+    topology: str | None
+    local_queue: str
+    levels: tuple[str, ...]
+    node_labels: dict[str, str]
+    quota: dict[str, str]
+
+
+def queue_plan(
+    s: Settings,
+    node_labels: dict[str, str],
+    extra_resources: dict[str, int],
+    init_containers: Sequence[Container],
+) -> QueuePlan | None:
+    """The queue of stack `s` whose GPU nodes carry `node_labels`; its training container
+    requests `extra_resources` (the network mode's) besides CPU, memory and GPUs, after
+    `init_containers` (in the pod's order, sidecars among them). None when the stack references
+    a queue."""
+    if s.workload.queue.mode == "reference":
+        return None
+    # Cluster-scoped names: two stacks of the same name in two namespaces must not share them.
+    scoped = f"{s.namespace}-{s.name}"
+    levels = topology_levels(s)
+    training = {
+        "cpu": parse_quantity(s.pod.cpu_request),
+        "memory": parse_quantity(s.pod.memory_request),
+        GPU_RESOURCE: Fraction(s.gpus_per_node),
+        **{name: Fraction(count) for name, count in extra_resources.items()},
+    }
+    per_pod = pod_requests(training, init_containers)
+    return QueuePlan(
+        cluster_queue=scoped,
+        flavor=scoped,
+        topology=scoped if levels else None,
+        local_queue=s.queue_name,
+        levels=levels,
+        node_labels=node_labels,
+        quota={name: _quantity(value * s.nodes) for name, value in per_pod.items()},
+    )
+
+
+Requests = dict[str, Fraction]
+
+
+def pod_requests(training: Requests, init_containers: Sequence[Container]) -> Requests:
+    """What a pod requests as Kueue counts it against the quota: Kubernetes' effective pod
+    requests (kubernetes staging/src/k8s.io/component-helpers/resource/helpers.go PodRequests,
+    which kueue pkg/workload resources uses): the containers plus the sidecars, or the largest
+    init step with the sidecars started before it, whichever is more."""
+    steady = dict(training)
+    sidecars: Requests = {}
+    largest_init: Requests = {}
+    for container in init_containers:
+        own = {
+            "cpu": parse_quantity(container.cpu_request),
+            "memory": parse_quantity(container.memory_request),
+        }
+        if container.restart_policy == "Always":
+            steady = _add(steady, own)
+            sidecars = _add(sidecars, own)
+            during = dict(sidecars)
+        else:
+            during = _add(own, sidecars)
+        largest_init = _max(largest_init, during)
+    return _max(steady, largest_init)
+
+
+def _add(a: Requests, b: Requests) -> Requests:
+    return {k: a.get(k, Fraction(0)) + b.get(k, Fraction(0)) for k in a.keys() | b.keys()}
+
+
+def _max(a: Requests, b: Requests) -> Requests:
+    return {k: max(a.get(k, Fraction(0)), b.get(k, Fraction(0))) for k in a.keys() | b.keys()}
+
+
+def _quantity(value: Fraction) -> str:
+    """`value` as a quantity: whole units when it is whole, else milli-units rounded up."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{math.ceil(value * 1000)}m"

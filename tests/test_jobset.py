@@ -1,0 +1,248 @@
+"""`workload.kind: jobset` in the render: the same pods as the StatefulSet's but for what the
+kind decides, one indexed Job under a JobSet in the stack's Kueue queue, the queue objects on
+each platform, the commands, and Kubernetes' pod requests as Kueue counts them.
+
+The real managers admitting, placing and restarting it: tests/real/test_jobset_stack.py."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from gpu_cluster.facts.kueue import (
+    GKE_TOPOLOGY_LEVELS,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    QUEUE_LABEL,
+    REQUIRED_TOPOLOGY_ANNOTATION,
+)
+from gpu_cluster.plan.launch import CONFIG_ERROR_EXIT_CODES
+from gpu_cluster.plan.podspec import Container
+from gpu_cluster.plan.queue import pod_requests
+from gpu_cluster.plan.runs import JOBSET_RESOURCE
+from tests.conftest import manifests, one, run_stack
+
+JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
+COMMAND = "workload.command[1]=--epochs=3"
+# (stack, overrides that make it a JobSet stack with shared claims)
+STACKS = [
+    ("nerc-production", (*JOBSET, COMMAND)),
+    ("gcp-a3", (*JOBSET, COMMAND, "storage.mode=rwx")),
+    ("gcp-a4", (*JOBSET, COMMAND, "storage.mode=rwx")),
+]
+
+
+def job_of(job_set: dict[str, Any]) -> dict[str, Any]:
+    (replicated,) = job_set["spec"]["replicatedJobs"]
+    assert replicated["replicas"] == 1
+    job: dict[str, Any] = replicated["template"]["spec"]
+    return job
+
+
+def without_kind(template: dict[str, Any]) -> dict[str, Any]:
+    """A pod template less what the workload kind decides (PodRole)."""
+    t = copy.deepcopy(template)
+    t["metadata"]["annotations"].pop(REQUIRED_TOPOLOGY_ANNOTATION, None)
+    # The scripts differ too: the DeepSpeed hostfile names the JobSet's hostnames, and the
+    # fabric check (run in the StatefulSet's pods) is not shipped.
+    del t["metadata"]["annotations"]["gpu-cluster/scripts-sha256"]
+    t["spec"].pop("restartPolicy", None)
+    (training,) = [c for c in t["spec"]["containers"] if c["name"] == "training"]
+    del training["command"]
+    training["env"] = [e for e in training["env"] if e["name"] not in ("NODE_RANK", "MASTER_ADDR")]
+    return t
+
+
+@pytest.mark.parametrize(("stack", "overrides"), STACKS, ids=[s for s, _ in STACKS])
+def test_the_pods_are_the_stateful_set_s_but_for_what_the_kind_decides(
+    stack: str, overrides: tuple[str, ...]
+) -> None:
+    shared = tuple(o for o in overrides if o.startswith("storage."))
+    stateful = one(run_stack(stack, *shared), "StatefulSet")["spec"]["template"]
+    queued = job_of(one(run_stack(stack, *overrides), "JobSet"))["template"]
+    assert without_kind(queued) == without_kind(stateful)
+
+    assert queued["spec"]["restartPolicy"] == "Never"
+    (training,) = [c for c in queued["spec"]["containers"] if c["name"] == "training"]
+    launcher = training["command"][0]
+    assert launcher.endswith("/launch-torchrun.sh")
+    assert training["command"][1:] == ["/workspace/train.py", "--epochs=3"]
+    rank = next(e for e in training["env"] if e["name"] == "NODE_RANK")
+    assert rank["valueFrom"]["fieldRef"]["fieldPath"] == (
+        f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"
+    )
+
+
+@pytest.mark.parametrize(("stack", "overrides"), STACKS, ids=[s for s, _ in STACKS])
+def test_one_indexed_job_of_every_node_fails_fast_on_configuration_errors(
+    stack: str, overrides: tuple[str, ...]
+) -> None:
+    run = run_stack(stack, *overrides, "workload.maxRestarts=5")
+    job_set = one(run, "JobSet")
+    assert manifests(run, "StatefulSet") == []
+    job = job_of(job_set)
+    count = len(run.outputs["podDnsNames"])
+    assert (job["parallelism"], job["completions"]) == (count, count)
+    assert job["completionMode"] == "Indexed" and job["backoffLimit"] == 0
+    (rule,) = job["podFailurePolicy"]["rules"]
+    assert rule["action"] == "FailJob"
+    assert rule["onExitCodes"] == {
+        "containerName": "training",
+        "operator": "In",
+        "values": list(CONFIG_ERROR_EXIT_CODES),
+    }
+    policy = job_set["spec"]["failurePolicy"]
+    assert policy["maxRestarts"] == 5
+    (fail_fast,) = policy["rules"]
+    assert fail_fast["action"] == "FailJobSet"
+    assert fail_fast["onJobFailureReasons"] == ["PodFailurePolicy"]
+    service = one(run, "Service")
+    assert job_set["spec"]["network"] == {
+        "enableDNSHostnames": True,
+        "subdomain": service["metadata"]["name"],
+    }
+    name = job_set["metadata"]["name"]
+    domain = f"{service['metadata']['name']}.{job_set['metadata']['namespace']}.svc.cluster.local"
+    assert run.outputs["podDnsNames"] == [f"{name}-node-0-{i}.{domain}" for i in range(count)]
+
+
+def test_a_gke_stack_queues_in_its_own_cluster_queue_placed_within_one_block() -> None:
+    run = run_stack("gcp-a3", *STACKS[1][1])
+    job_set = one(run, "JobSet")
+    local = one(run, "LocalQueue")
+    cluster_queue, flavor, topology = (
+        one(run, k) for k in ("ClusterQueue", "ResourceFlavor", "Topology")
+    )
+    assert job_set["metadata"]["labels"][QUEUE_LABEL] == local["metadata"]["name"]
+    assert local["metadata"]["namespace"] == job_set["metadata"]["namespace"]
+    assert local["spec"]["clusterQueue"] == cluster_queue["metadata"]["name"]
+    assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == list(GKE_TOPOLOGY_LEVELS)
+    assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
+    # The flavor's nodes are the stack's GPU pool, the pods' own node affinity.
+    pod = job_of(job_set)["template"]
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    (expression,) = terms[0]["matchExpressions"]
+    assert flavor["spec"]["nodeLabels"] == {expression["key"]: expression["values"][0]}
+    assert pod["metadata"]["annotations"][REQUIRED_TOPOLOGY_ANNOTATION] == GKE_TOPOLOGY_LEVELS[0]
+    # Only the stack's namespace may use the queue.
+    selector = cluster_queue["spec"]["namespaceSelector"]["matchLabels"]
+    assert selector == {"kubernetes.io/metadata.name": local["metadata"]["namespace"]}
+    (group,) = cluster_queue["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    (flavor_quota,) = group["flavors"]
+    gpus = {r["name"]: r["nominalQuota"] for r in flavor_quota["resources"]}["nvidia.com/gpu"]
+    assert gpus == str(run.outputs["worldSize"])
+
+
+def test_a_flex_start_pool_gets_no_topology_its_nodes_come_only_for_admitted_pods() -> None:
+    run = run_stack("gcp-a4", *STACKS[2][1])
+    assert manifests(run, "Topology") == []
+    pod = job_of(one(run, "JobSet"))["template"]
+    assert REQUIRED_TOPOLOGY_ANNOTATION not in pod["metadata"]["annotations"]
+
+
+def test_openshift_places_by_the_levels_the_stack_names_or_not_at_all() -> None:
+    plain = run_stack("nerc-production", *STACKS[0][1])
+    assert manifests(plain, "Topology") == []
+    assert "topologyName" not in one(plain, "ResourceFlavor")["spec"]
+    pod = job_of(one(plain, "JobSet"))["template"]
+    assert REQUIRED_TOPOLOGY_ANNOTATION not in pod["metadata"]["annotations"]
+
+    racks = run_stack(
+        "nerc-production",
+        *STACKS[0][1],
+        "workload.queue.topologyLevels[0]=example.com/switch",
+        "workload.queue.topologyLevels[1]=example.com/rack",
+    )
+    levels = one(racks, "Topology")["spec"]["levels"]
+    assert [level["nodeLabel"] for level in levels] == [
+        "example.com/switch",
+        "example.com/rack",
+        "kubernetes.io/hostname",
+    ]
+    pod = job_of(one(racks, "JobSet"))["template"]
+    assert pod["metadata"]["annotations"][REQUIRED_TOPOLOGY_ANNOTATION] == "example.com/switch"
+    nodes = one(racks, "ResourceFlavor")["spec"]["nodeLabels"]
+    assert nodes == {"nvidia.com/gpu.present": "true"}
+
+
+def test_a_referenced_queue_is_named_and_nothing_of_kueue_is_created() -> None:
+    run = run_stack(
+        "nerc-production", *STACKS[0][1], "workload.queue.mode=reference", "workload.queue.name=ml"
+    )
+    for kind in ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"):
+        assert manifests(run, kind) == []
+    job_set = one(run, "JobSet")
+    assert job_set["metadata"]["labels"][QUEUE_LABEL] == "ml"
+    pod = job_of(job_set)["template"]
+    assert REQUIRED_TOPOLOGY_ANNOTATION not in pod["metadata"]["annotations"]
+
+
+def test_the_commands_watch_and_stop_the_run_on_the_stack_s_cluster() -> None:
+    run = run_stack("gcp-a3", *STACKS[1][1])
+    out = run.outputs
+    for absent in ("shellCommand", "launchCommand", "syncCommand", "verifyCommand"):
+        assert absent not in out
+    context = ["--context", "gke_my-gpu-project_us-central1-a_gpu-cluster"]
+    for key in ("statusCommand", "logsCommand", "stopCommand"):
+        for part in out[key].split(" && "):
+            argv = shlex.split(part)
+            assert argv[:3] == ["kubectl", *context], key
+    assert shlex.split(out["stopCommand"])[3:] == [
+        "delete",
+        "-n",
+        "training",
+        JOBSET_RESOURCE,
+        "gpu-cluster",
+    ]
+    submit = shlex.split(out["submitCommand"])
+    (job_set,) = [r for r in run.resources if r.type.endswith(":JobSet")]
+    assert submit == ["pulumi", "up", "--stack", "gcp-a3", "--target-replace", job_set.urn, "--yes"]
+
+
+CPU = "cpu"
+
+
+def requests(cpu: str) -> dict[str, Fraction]:
+    return {CPU: Fraction(cpu)}
+
+
+def step(name: str, cpu: str, sidecar: bool = False) -> Container:
+    return Container(
+        name,
+        "image",
+        ("true",),
+        cpu_request=cpu,
+        memory_request="0",
+        restart_policy="Always" if sidecar else None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("inits", "cpu"),
+    [
+        # No init steps: the training container.
+        ((), "4"),
+        # A sidecar runs beside the training container: both count.
+        ((step("daemon", "1", sidecar=True),), "5"),
+        # An init step runs before it: the larger of the two.
+        ((step("detect", "6"),), "6"),
+        ((step("detect", "2"),), "4"),
+        # An init step after a sidecar runs beside it: max(4 + 2, 3 + 2), max(4 + 2, 5 + 2).
+        ((step("daemon", "2", sidecar=True), step("detect", "3")), "6"),
+        ((step("daemon", "2", sidecar=True), step("detect", "5")), "7"),
+        # An init step before the sidecar runs alone: max(4 + 2, 5).
+        ((step("detect", "5"), step("daemon", "2", sidecar=True)), "6"),
+    ],
+)
+def test_pod_requests_are_kubernetes_effective_requests(
+    inits: tuple[Container, ...], cpu: str
+) -> None:
+    # kubernetes component-helpers resource.PodRequests: max(containers + sidecars, each init
+    # step + the sidecars started before it).
+    assert pod_requests(requests("4"), inits)[CPU] == Fraction(cpu)
