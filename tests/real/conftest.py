@@ -66,9 +66,10 @@ def queued_cluster(tools: Tools, tmp_path: Path) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def api(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    """One control plane with the upstream CRDs for a whole module of dry-run creates."""
+    """One control plane with the upstream CRDs (Kueue's and JobSet's too) for a whole module
+    of dry-run creates."""
     workdir = tmp_path_factory.mktemp("api") / "control-plane"
     with ControlPlane(tools, workdir=workdir) as plane:
         kube = Kube(plane.kubeconfig)
-        install_crds(kube, tools.crds)
+        install_crds(kube, [*tools.crds, *tools.data("controller-crds").values()])
         yield kube

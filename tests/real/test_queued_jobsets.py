@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.real.conftest import Cluster
+from tests.real.queue_state import admitted, condition, workload_of, workloads_explained
 from tools.realtier.kube import Kube, Object, describe, wait_for
 from tools.realtier.nodes import GCE_MACHINES, GKE_ACCELERATOR_LABEL, FakeNode
 
@@ -137,30 +138,9 @@ def training(name: str) -> Object:
     }
 
 
-def condition(obj: Object, kind: str) -> dict[str, Any] | None:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == kind), None)
-
-
-def workload_of(kube: Kube, jobset: str) -> Object | None:
-    for workload in kube.list(KUEUE, "Workload", NAMESPACE):
-        owners = workload["metadata"].get("ownerReferences") or []
-        if any(o["kind"] == "JobSet" and o["name"] == jobset for o in owners):
-            return workload
-    return None
-
-
-def admitted(kube: Kube, jobset: str) -> Object | None:
-    workload = workload_of(kube, jobset)
-    if workload is None:
-        return None
-    admission = condition(workload, "Admitted")
-    return workload if admission is not None and admission["status"] == "True" else None
-
-
 def declined(kube: Kube, jobset: str) -> dict[str, Any] | None:
     """The QuotaReserved=False condition Kueue sets on a Workload it looked at and left queued."""
-    workload = workload_of(kube, jobset)
+    workload = workload_of(kube, NAMESPACE, jobset)
     reserved = condition(workload, "QuotaReserved") if workload else None
     return reserved if reserved is not None and reserved["status"] == "False" else None
 
@@ -178,13 +158,7 @@ def placed_pods(kube: Kube, jobset: str) -> list[Object] | None:
 
 def explain(cluster: Cluster) -> str:
     kube = cluster.kube
-    lines = [describe(kube, NAMESPACE)]
-    for workload in kube.list(KUEUE, "Workload", NAMESPACE):
-        conditions = (workload.get("status") or {}).get("conditions") or []
-        lines.append(
-            f"workload {workload['metadata']['name']}: "
-            + "; ".join(f"{c['type']}={c['status']} {c.get('message', '')}" for c in conditions)
-        )
+    lines = [describe(kube, NAMESPACE), *workloads_explained(kube, NAMESPACE)]
     for manager in ("kueue", "jobset"):
         lines.append(f"--- {manager} log\n{cluster.plane.log_tail(manager, 15)}")
     return "\n".join(lines)
@@ -216,7 +190,7 @@ def test_kueue_admits_jobsets_within_quota_onto_one_block(queued_cluster: Cluste
 
     kube.create(training("train-a"))
     workload = wait_for(
-        "train-a admitted", functools.partial(admitted, kube, "train-a"), explain=why
+        "train-a admitted", functools.partial(admitted, kube, NAMESPACE, "train-a"), explain=why
     )
     (assignment,) = workload["status"]["admission"]["podSetAssignments"]
     assert assignment["count"] == 2
@@ -238,12 +212,14 @@ def test_kueue_admits_jobsets_within_quota_onto_one_block(queued_cluster: Cluste
         "train-b left queued", functools.partial(declined, kube, "train-b"), explain=why
     )
     assert reserved["reason"] == "Pending", reserved
-    assert admitted(kube, "train-b") is None
+    assert admitted(kube, NAMESPACE, "train-b") is None
     assert kube.get(JOBSET, "JobSet", "train-b", NAMESPACE)["spec"]["suspend"] is True
     assert kube.list("v1", "Pod", NAMESPACE, label_selector=f"{JOBSET_NAME_LABEL}=train-b") == []
 
     kube.delete(JOBSET, "JobSet", "train-a", NAMESPACE)
-    wait_for("train-b admitted", functools.partial(admitted, kube, "train-b"), explain=why)
+    wait_for(
+        "train-b admitted", functools.partial(admitted, kube, NAMESPACE, "train-b"), explain=why
+    )
     wait_for("train-b's Job running", functools.partial(running_jobs, kube, "train-b"), explain=why)
     assert_in_one_block(
         wait_for(

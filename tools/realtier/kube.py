@@ -71,6 +71,20 @@ class Kube:
         items: list[Object] = listing.to_dict()["items"]
         return items
 
+    def patch_status(
+        self, api_version: str, kind: str, name: str, namespace: str | None, status: Object
+    ) -> Object:
+        """Merge `status` into the object's status subresource, as its controller (or kubelet)
+        would write it."""
+        resource = self._resource(api_version, kind).subresources["status"]
+        patched: Object = resource.patch(
+            body={"status": status},
+            name=name,
+            namespace=namespace,
+            content_type="application/merge-patch+json",
+        ).to_dict()
+        return patched
+
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         with contextlib.suppress(NotFoundError):
             self._resource(api_version, kind).delete(name=name, namespace=namespace)

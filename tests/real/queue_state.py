@@ -1,0 +1,42 @@
+"""What the real-tier tests read back from Kueue: a JobSet's Workload and its admission."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_cluster.facts.kueue import KUEUE_API
+from tools.realtier.kube import Kube, Object
+
+
+def condition(obj: Object, kind: str) -> dict[str, Any] | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind), None)
+
+
+def workload_of(kube: Kube, namespace: str, jobset: str) -> Object | None:
+    """The Kueue Workload that stands for JobSet `jobset` (owned by it)."""
+    for workload in kube.list(KUEUE_API, "Workload", namespace):
+        owners = workload["metadata"].get("ownerReferences") or []
+        if any(o["kind"] == "JobSet" and o["name"] == jobset for o in owners):
+            return workload
+    return None
+
+
+def admitted(kube: Kube, namespace: str, jobset: str) -> Object | None:
+    workload = workload_of(kube, namespace, jobset)
+    if workload is None:
+        return None
+    admission = condition(workload, "Admitted")
+    return workload if admission is not None and admission["status"] == "True" else None
+
+
+def workloads_explained(kube: Kube, namespace: str) -> list[str]:
+    """One line per Workload in `namespace`: its conditions with their messages."""
+    lines = []
+    for workload in kube.list(KUEUE_API, "Workload", namespace):
+        conditions = (workload.get("status") or {}).get("conditions") or []
+        lines.append(
+            f"workload {workload['metadata']['name']}: "
+            + "; ".join(f"{c['type']}={c['status']} {c.get('message', '')}" for c in conditions)
+        )
+    return lines

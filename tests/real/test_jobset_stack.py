@@ -1,0 +1,202 @@
+"""A `workload.kind: jobset` stack's own objects on the real managers (issue #19): the queue the
+stack creates (Topology, ResourceFlavor, ClusterQueue, LocalQueue) admits its JobSet with Kueue
+0.17.1, Topology Aware Scheduling puts both pods in the one block that has room, JobSet 0.10.1
+runs them with the hostnames MASTER_ADDR names and the ranks NODE_RANK reads; a failed pod
+restarts the whole set, a configuration error (exit 78) fails the run at once, and the stop
+command's delete takes the pods and leaves the claims.
+
+The stack is gcp-a3 (TCPXO sidecar and init steps count against the quota) with shared claims;
+its GPU pool's node is copied into four nodes in three GCE topology blocks, only block-2 with two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shlex
+from typing import Any
+
+import pytest
+
+from gpu_cluster.facts.kubernetes import parse_quantity
+from gpu_cluster.facts.kueue import (
+    GKE_TOPOLOGY_LEVELS,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOBSET_API,
+    JOBSET_NAME_LABEL,
+)
+from gpu_cluster.plan.launch import TRAINING_CONTAINER
+from tests.real.cluster_state import node_ready, referenced_objects
+from tests.real.conftest import Cluster
+from tests.real.queue_state import admitted, condition, workloads_explained
+from tools.realtier.kube import Kube, Object, describe, wait_for
+from tools.realtier.nodes import GKE_ACCELERATOR_LABEL, FakeNode
+from tools.realtier.stacks import StackRender, render, volumes_for
+
+pytestmark = pytest.mark.real
+
+OVERRIDES = (
+    "workload.kind=jobset",
+    "workload.command[0]=/workspace/train.py",
+    "workload.maxRestarts=3",
+    "storage.mode=rwx",
+)
+BLOCK, SUBBLOCK, HOST, _ = GKE_TOPOLOGY_LEVELS
+# GPU node -> (block, subblock, host)
+PLACES = {
+    "gpu-0": ("block-1", "subblock-1", "host-0"),
+    "gpu-1": ("block-2", "subblock-2", "host-1"),
+    "gpu-2": ("block-2", "subblock-2", "host-2"),
+    "gpu-3": ("block-3", "subblock-3", "host-3"),
+}
+# EX_CONFIG: what the launchers exit with on a configuration error (scripts/launch-common.sh).
+CONFIG_ERROR = 78
+
+
+def nodes_in_blocks(stack: StackRender) -> list[FakeNode]:
+    """The stack's system nodes, and its GPU node as four nodes placed as PLACES says."""
+    nodes = stack.nodes()
+    gpu = next(n for n in nodes if GKE_ACCELERATOR_LABEL in n.labels)
+    placed = [
+        dataclasses.replace(
+            gpu,
+            name=name,
+            labels={**gpu.labels, BLOCK: block, SUBBLOCK: subblock, HOST: host},
+        )
+        for name, (block, subblock, host) in PLACES.items()
+    ]
+    return [n for n in nodes if GKE_ACCELERATOR_LABEL not in n.labels] + placed
+
+
+def run_pods(kube: Kube, namespace: str, name: str) -> list[Object]:
+    pods = kube.list("v1", "Pod", namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}")
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def running(kube: Kube, namespace: str, name: str, count: int) -> list[Object] | None:
+    pods = run_pods(kube, namespace, name)
+    live = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    return live if len(live) == count == len(pods) else None
+
+
+def fail(kube: Kube, pod: Object, exit_code: int) -> None:
+    """The training container of `pod` exits with `exit_code` (what the kubelet reports)."""
+    meta = pod["metadata"]
+    terminated = {"exitCode": exit_code, "reason": "Error", "startedAt": None, "finishedAt": None}
+    kube.patch_status(
+        "v1",
+        "Pod",
+        meta["name"],
+        meta["namespace"],
+        {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": TRAINING_CONTAINER,
+                    "image": pod["spec"]["containers"][0]["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": terminated},
+                }
+            ],
+        },
+    )
+
+
+def job_set(kube: Kube, namespace: str, name: str) -> Object:
+    return kube.get(JOBSET_API, "JobSet", name, namespace)
+
+
+def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
+    queued_cluster: Cluster,
+) -> None:
+    cluster, kube = queued_cluster, queued_cluster.kube
+    stack = render("gcp-a3", OVERRIDES)
+    s = stack.settings
+    namespace, name = s.namespace, s.name
+
+    def why() -> str:
+        lines = [describe(kube, namespace), *workloads_explained(kube, namespace)]
+        for manager in ("kueue", "jobset"):
+            lines.append(f"--- {manager} log\n{cluster.plane.log_tail(manager, 15)}")
+        return "\n".join(lines)
+
+    for node in nodes_in_blocks(stack):
+        kube.create(node.manifest())
+        wait_for(f"node {node.name} Ready", functools.partial(node_ready, kube, node.name))
+    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
+    kube.create_all(referenced_objects(stack))
+    kube.create_all(stack.objects())
+
+    workload = wait_for(
+        "the JobSet admitted", functools.partial(admitted, kube, namespace, name), explain=why
+    )
+    (assignment,) = workload["status"]["admission"]["podSetAssignments"]
+    assert assignment["count"] == s.nodes == 2
+    # One run uses the whole quota, as Kueue counts the pods (sidecars and init steps too): a
+    # second run waits, and the first is never left waiting for a few millicores.
+    (queue,) = stack.of_kind("ClusterQueue")
+    (flavor,) = queue["spec"]["resourceGroups"][0]["flavors"]
+    quota = {r["name"]: parse_quantity(r["nominalQuota"]) for r in flavor["resources"]}
+    used = {k: parse_quantity(v) for k, v in assignment["resourceUsage"].items()}
+    assert used == quota
+    pods = wait_for(
+        "both pods running",
+        functools.partial(running, kube, namespace, name, s.nodes),
+        explain=why,
+    )
+    # Both in block-2, the one block with two free GPU nodes.
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]
+
+    # Rank i is the pod the launcher's MASTER_ADDR (rank 0) and podDnsNames call rank i.
+    outputs = stack.run.outputs
+    by_rank = {int(p["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION]): p for p in pods}
+    assert sorted(by_rank) == [0, 1]
+    for rank, pod in by_rank.items():
+        spec = pod["spec"]
+        fqdn = f"{spec['hostname']}.{spec['subdomain']}.{namespace}.svc.cluster.local"
+        assert fqdn == outputs["podDnsNames"][rank]
+        env = {e["name"]: e for e in spec["containers"][0]["env"]}
+        field = env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+        assert field == f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"
+        assert env["MASTER_ADDR"]["value"] == outputs["masterAddr"] == outputs["podDnsNames"][0]
+
+    # A pod fails (a lost GPU, an NCCL timeout): the whole set starts again, admitted as before.
+    first = {p["metadata"]["uid"] for p in pods}
+    fail(kube, pods[1], 1)
+
+    def restarted() -> list[Object] | None:
+        restarts = (job_set(kube, namespace, name).get("status") or {}).get("restarts", 0)
+        live = running(kube, namespace, name, s.nodes)
+        fresh = live is not None and not first & {p["metadata"]["uid"] for p in live}
+        return live if restarts == 1 and fresh else None
+
+    again = wait_for("the whole set restarted", restarted, explain=why)
+    assert sorted(p["spec"]["nodeName"] for p in again) == ["gpu-1", "gpu-2"]
+
+    # A configuration error fails the run at once, restarts left or not.
+    fail(kube, again[0], CONFIG_ERROR)
+
+    def failed() -> Object | None:
+        live = job_set(kube, namespace, name)
+        reported = condition(live, "Failed")
+        return live if reported is not None and reported["status"] == "True" else None
+
+    ended = wait_for("the run failed", failed, explain=why)
+    assert ended["status"].get("restarts") == 1
+
+    # The stop command deletes the JobSet; its pods go, the claims stay.
+    stop = shlex.split(outputs["stopCommand"])
+    assert stop[stop.index("delete") :] == [
+        "delete",
+        "-n",
+        namespace,
+        "jobsets.jobset.x-k8s.io",
+        name,
+    ]
+    kube.delete(JOBSET_API, "JobSet", name, namespace)
+    wait_for("the run's pods gone", lambda: not run_pods(kube, namespace, name), explain=why)
+    for claim in stack.of_kind("PersistentVolumeClaim"):
+        meta: dict[str, Any] = claim["metadata"]
+        assert kube.exists("v1", "PersistentVolumeClaim", meta["name"], meta["namespace"])
