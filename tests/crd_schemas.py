@@ -223,134 +223,119 @@ MACHINE_CONFIG: dict[str, Any] = {
 # (kubernetes-sigs/jobset v0.10.1 config/components/crd/bases): the spec fields the program
 # sets. A JobSet's Job templates are validated as batch/v1 Jobs (tests/test_schemas.py).
 _KUEUE = "kueue.x-k8s.io/v1beta2"
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
 _QUANTITY = {"type": "string", "pattern": "^[0-9]+(m)?$"}
+
+
+def _closed(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    """An object of these properties only."""
+    return {
+        "type": "object",
+        "required": required,
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+def _list_of(item: dict[str, Any], min_items: int = 0) -> dict[str, Any]:
+    return {"type": "array", "minItems": min_items, "items": item}
+
+
 KUEUE_TOPOLOGY = _with_spec(
-    _KUEUE,
-    ["levels"],
-    {
-        "levels": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": 16,
-            "items": {
-                "type": "object",
-                "required": ["nodeLabel"],
-                "additionalProperties": False,
-                "properties": {"nodeLabel": {"type": "string", "minLength": 1}},
-            },
-        }
-    },
+    _KUEUE, ["levels"], {"levels": _list_of(_closed(["nodeLabel"], {"nodeLabel": _STRING}), 1)}
 )
 RESOURCE_FLAVOR = _with_spec(
     _KUEUE,
     [],
-    {
-        "nodeLabels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "topologyName": {"type": "string"},
-    },
+    {"nodeLabels": {"type": "object", "additionalProperties": _STRING}, "topologyName": _STRING},
 )
+_QUOTA = _closed(["name", "nominalQuota"], {"name": _STRING, "nominalQuota": _QUANTITY})
+_FLAVOR_QUOTAS = _closed(["name", "resources"], {"name": _STRING, "resources": _list_of(_QUOTA)})
 CLUSTER_QUEUE = _with_spec(
     _KUEUE,
     ["resourceGroups"],
     {
         "namespaceSelector": {"type": "object"},
-        "resourceGroups": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["coveredResources", "flavors"],
-                "additionalProperties": False,
-                "properties": {
-                    "coveredResources": {"type": "array", "items": {"type": "string"}},
-                    "flavors": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["name", "resources"],
-                            "additionalProperties": False,
-                            "properties": {
-                                "name": {"type": "string"},
-                                "resources": {
-                                    "type": "array",
-                                    "items": {
-                                        "type": "object",
-                                        "required": ["name", "nominalQuota"],
-                                        "additionalProperties": False,
-                                        "properties": {
-                                            "name": {"type": "string"},
-                                            "nominalQuota": _QUANTITY,
-                                        },
-                                    },
-                                },
-                            },
-                        },
-                    },
-                },
+        # v1beta2 has no spec.admissionChecks (v1beta1's); the API server would prune it.
+        "admissionChecksStrategy": _closed(
+            ["admissionChecks"],
+            {
+                "admissionChecks": _list_of(
+                    _closed(["name"], {"name": _STRING, "onFlavors": _STRINGS}), 1
+                )
             },
-        },
+        ),
+        "resourceGroups": _list_of(
+            _closed(
+                ["coveredResources", "flavors"],
+                {"coveredResources": _STRINGS, "flavors": _list_of(_FLAVOR_QUOTAS)},
+            )
+        ),
     },
 )
-LOCAL_QUEUE = _with_spec(_KUEUE, ["clusterQueue"], {"clusterQueue": {"type": "string"}})
+LOCAL_QUEUE = _with_spec(_KUEUE, ["clusterQueue"], {"clusterQueue": _STRING})
+PROVISIONING_REQUEST_CONFIG = _with_spec(
+    _KUEUE,
+    ["provisioningClassName"],
+    {"provisioningClassName": _STRING, "managedResources": _STRINGS},
+)
+ADMISSION_CHECK = _with_spec(
+    _KUEUE,
+    ["controllerName"],
+    {
+        "controllerName": _STRING,
+        "parameters": _closed(
+            ["apiGroup", "kind", "name"],
+            {
+                "apiGroup": {"const": "kueue.x-k8s.io"},
+                "kind": {"const": "ProvisioningRequestConfig"},
+                "name": _STRING,
+            },
+        ),
+    },
+)
+_FAILURE_POLICY_RULE = _closed(
+    ["name", "action"],
+    {
+        # jobset pkg/webhooks jobset_webhook.go validateFailurePolicy.
+        "name": {"pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"},
+        "action": {"enum": ["FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"]},
+        "onJobFailureReasons": _list_of(
+            {
+                "enum": [
+                    "BackoffLimitExceeded",
+                    "DeadlineExceeded",
+                    "PodFailurePolicy",
+                    "MaxFailedIndexesExceeded",
+                ]
+            }
+        ),
+    },
+)
 JOBSET = _with_spec(
     "jobset.x-k8s.io/v1alpha2",
     ["replicatedJobs"],
     {
-        "failurePolicy": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
+        "failurePolicy": _closed(
+            [],
+            {
                 "maxRestarts": {"type": "integer", "minimum": 0},
-                "rules": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["name", "action"],
-                        "additionalProperties": False,
-                        "properties": {
-                            # jobset pkg/webhooks jobset_webhook.go validateFailurePolicy.
-                            "name": {"pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"},
-                            "action": {
-                                "enum": [
-                                    "FailJobSet",
-                                    "RestartJobSet",
-                                    "RestartJobSetAndIgnoreMaxRestarts",
-                                ]
-                            },
-                            "onJobFailureReasons": {
-                                "type": "array",
-                                "items": {
-                                    "enum": [
-                                        "BackoffLimitExceeded",
-                                        "DeadlineExceeded",
-                                        "PodFailurePolicy",
-                                        "MaxFailedIndexesExceeded",
-                                    ]
-                                },
-                            },
-                        },
-                    },
-                },
+                "rules": _list_of(_FAILURE_POLICY_RULE),
             },
-        },
-        "network": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {"enableDNSHostnames": {"type": "boolean"}, "subdomain": _NAME},
-        },
-        "replicatedJobs": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["name", "template"],
-                "additionalProperties": False,
-                "properties": {
+        ),
+        "network": _closed([], {"enableDNSHostnames": {"type": "boolean"}, "subdomain": _NAME}),
+        "replicatedJobs": _list_of(
+            _closed(
+                ["name", "template"],
+                {
                     "name": _NAME,
                     "replicas": {"type": "integer", "minimum": 1},
                     "template": {"type": "object", "required": ["spec"]},
                 },
-            },
-        },
+            ),
+            1,
+        ),
     },
 )
 
@@ -359,6 +344,8 @@ BY_KIND = {
     "ResourceFlavor": RESOURCE_FLAVOR,
     "ClusterQueue": CLUSTER_QUEUE,
     "LocalQueue": LOCAL_QUEUE,
+    "ProvisioningRequestConfig": PROVISIONING_REQUEST_CONFIG,
+    "AdmissionCheck": ADMISSION_CHECK,
     "JobSet": JOBSET,
     "SecurityContextConstraints": SCC,
     "NetworkAttachmentDefinition": NAD,

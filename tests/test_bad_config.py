@@ -416,6 +416,16 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # workload.kind jobset: what a JobSet needs, and keys only a JobSet reads
     (
         "gcp-a4",
+        ("gcp.queuedProvisioning=true",),
+        ("gpu-cluster:gcp.queuedProvisioning needs workload.kind 'jobset'", "forever"),
+    ),
+    (
+        "gcp-a3",
+        ("gcp.queuedProvisioning=true",),
+        ("gpu-cluster:gcp.queuedProvisioning is only used when gcp.provisioning is 'flex-start'",),
+    ),
+    (
+        "gcp-a4",
         (
             "workload.kind=jobset",
             "workload.command[0]=train.py",

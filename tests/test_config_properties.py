@@ -135,6 +135,7 @@ KEYS: dict[str, list[Any]] = {
     "gcp.provisioning": ["on-demand", "spot", "reservation", "flex-start"],
     "gcp.reservation": ["my-reservation", "r/reservationBlocks/b1", "r/blocks/b1", None],
     "gcp.maxRunDurationSeconds": [3600, 604800, 604801, None],
+    "gcp.queuedProvisioning": [True, False],
     "gcp.maintenanceInterval": ["PERIODIC", "AS_NEEDED", None],
     "gcp.releaseChannel": ["REGULAR", "RAPID", "STABLE", "UNSPECIFIED", "NIGHTLY"],
     "gcp.minMasterVersion": ["1.35", "1.36", "1.35.1-gke.1000000", "1.32.11-gke.1174000", "1.99"],

@@ -26,6 +26,7 @@ VARIANTS: list[Variant] = [(s, ()) for s in STACKS] + [
     ("nerc-production", JOB_SET),
     ("gcp-a3", JOB_SET),
     ("gcp-a4", JOB_SET),
+    ("gcp-a4", (*JOB_SET, "gcp.queuedProvisioning=true")),
 ]
 GKE_VARIANTS = [v for v in VARIANTS if run_stack(v[0], *v[1]).of_type(NODE_POOL)]
 # The training pods' controller kinds.
@@ -55,6 +56,8 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     "ResourceFlavor": (),
     "ClusterQueue": (),
     "LocalQueue": (*NAMESPACED, "ClusterQueue"),
+    "ProvisioningRequestConfig": (),
+    "AdmissionCheck": (),
     # The training pods: their account and its grants, networks, scripts, secrets, claims,
     # Service (its DNS), the node agents, the memlock MachineConfig.
     "StatefulSet": (
@@ -79,6 +82,8 @@ NAMES_ITS_PREREQUISITES["JobSet"] = (
     "LocalQueue",
     "ResourceFlavor",
     "Topology",
+    "AdmissionCheck",
+    "ProvisioningRequestConfig",
 )
 # Kinds that run on the GPU nodes and so wait for the GPU pool.
 ON_GPU_NODES = (*TRAINING, "DaemonSet")

@@ -16,6 +16,7 @@ import pytest
 from gpu_cluster.facts.kueue import (
     GKE_TOPOLOGY_LEVELS,
     JOB_COMPLETION_INDEX_ANNOTATION,
+    MAX_RUN_DURATION_ANNOTATION,
     QUEUE_LABEL,
     REQUIRED_TOPOLOGY_ANNOTATION,
 )
@@ -246,3 +247,39 @@ def test_pod_requests_are_kubernetes_effective_requests(
     # kubernetes component-helpers resource.PodRequests: max(containers + sidecars, each init
     # step + the sidecars started before it).
     assert pod_requests(requests("4"), inits)[CPU] == Fraction(cpu)
+
+
+def test_queued_provisioning_asks_gke_for_a_run_s_nodes_before_admitting_it() -> None:
+    run = run_stack("gcp-a4", *STACKS[2][1], "gcp.queuedProvisioning=true")
+    check, config = one(run, "AdmissionCheck"), one(run, "ProvisioningRequestConfig")
+    assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
+    assert check["spec"]["parameters"]["name"] == config["metadata"]["name"]
+    assert config["spec"] == {
+        "provisioningClassName": "queued-provisioning.gke.io",
+        "managedResources": ["nvidia.com/gpu"],
+    }
+    strategy = one(run, "ClusterQueue")["spec"]["admissionChecksStrategy"]
+    assert strategy == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
+    job_set = one(run, "JobSet")
+    assert job_set["metadata"]["annotations"][MAX_RUN_DURATION_ANNOTATION] == str(7 * 24 * 3600)
+    tolerations = job_of(job_set)["template"]["spec"]["tolerations"]
+    assert {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"} in (
+        tolerations
+    )
+    (pool,) = [r for r in run.of_type("gcp:container/nodePool:NodePool") if "a4" in r.name]
+    assert pool.inputs["queuedProvisioning"] == {"enabled": True}
+    assert pool.inputs["management"] == {"autoRepair": False, "autoUpgrade": False}
+
+    # Without it: no check, no toleration, the pool repairs and upgrades as before.
+    plain = run_stack("gcp-a4", *STACKS[2][1])
+    assert manifests(plain, "AdmissionCheck") == []
+    assert "admissionChecksStrategy" not in one(plain, "ClusterQueue")["spec"]
+    plain_pod = job_of(one(plain, "JobSet"))["template"]["spec"]
+    assert all(t["key"] != "cloud.google.com/gke-queued" for t in plain_pod["tolerations"])
+
+
+def test_the_run_time_gke_keeps_the_nodes_is_the_stack_s() -> None:
+    run = run_stack(
+        "gcp-a4", *STACKS[2][1], "gcp.queuedProvisioning=true", "gcp.maxRunDurationSeconds=86400"
+    )
+    assert one(run, "JobSet")["metadata"]["annotations"][MAX_RUN_DURATION_ANNOTATION] == "86400"

@@ -26,6 +26,15 @@ VARIANTS = [(stack, ()) for stack in STACKS] + [
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),
     ("nerc-production", ("workload.kind=jobset", "workload.command[0]=train.py")),
     ("gcp-a4", ("workload.kind=jobset", "workload.command[0]=train.py", "storage.mode=rwx")),
+    (
+        "gcp-a4",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "storage.mode=rwx",
+            "gcp.queuedProvisioning=true",
+        ),
+    ),
 ]
 
 
@@ -78,13 +87,18 @@ def test_the_validators_are_strict() -> None:
     nad["spec"]["config"] = json.dumps({"cniVersion": "1.0.0", "name": "x", "type": "sriov"})
     with pytest.raises(jsonschema.ValidationError):
         validate(nad, "1.31")
-    queued_stack, queued_overrides = VARIANTS[-2]
+    queued_stack, queued_overrides = VARIANTS[-3]
     queued = run_stack(queued_stack, *queued_overrides)
     job_set = copy.deepcopy(manifests(queued, "JobSet")[0])
     pod = job_set["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod["containers"][0]["comand"] = ["train.py"]
     with pytest.raises(kubernetes_validate.ValidationError):
         validate(job_set, "1.31")
+    # Kueue v1beta1's spec.admissionChecks, which v1beta2's API server would prune.
+    queue = copy.deepcopy(manifests(queued, "ClusterQueue")[0])
+    queue["spec"]["admissionChecks"] = ["check"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(queue, "1.31")
     memlock = run_stack("barcelona", "rdma.memlock=machineconfig")
     config = copy.deepcopy(manifests(memlock, "MachineConfig")[0])
     del config["spec"]["config"]["ignition"]

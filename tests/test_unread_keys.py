@@ -76,6 +76,8 @@ NOT_SHOWN: dict[tuple[str, str], str] = {
         "storage.mode rwx) beside it (tests/test_jobset.py)"
         for stack in STACKS
     },
+    ("gcp-a4", "gcp.queuedProvisioning"): "needs workload.kind jobset beside it "
+    "(tests/test_jobset.py)",
     ("barcelona", "networkMode"): "switching also drops the rdma block (test_openshift)",
     ("nerc-production", "networkMode"): "switching to rdma needs the NIC list (test_openshift)",
     ("barcelona", "rdma.networkAttachments"): "create and adopt need the NADs' ranges "

@@ -4,6 +4,8 @@ components. The stack's settings become the components' arguments here and nowhe
 
 from __future__ import annotations
 
+import dataclasses
+
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
@@ -36,6 +38,7 @@ from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.schema import GcpSettings, Settings
 from gpu_cluster.facts.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, plan_addresses
 from gpu_cluster.facts.gpudirect import RDMA_MACHINES, GibRelease, GpuDirectRelease
+from gpu_cluster.facts.kueue import GKE_QUEUED_TAINT
 from gpu_cluster.plan.gke_storage import storage_class_to_create
 from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
 from gpu_cluster.plan.outputs import gke_context, stack_outputs
@@ -47,11 +50,16 @@ NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 TRAINING_UID = 10001  # above 10000, clear of host users
 
 
-def gke_placement(pool_name: str) -> PodPlacement:
-    return PodPlacement(
+def gke_placement(pool_name: str, queued: bool = False) -> PodPlacement:
+    """The pool's nodes; with queued provisioning also the taint GKE puts on them."""
+    placement = PodPlacement(
         node_requirements=(NodeRequirement(NODE_POOL_LABEL, "In", (pool_name,)),),
         run_as_user=TRAINING_UID,
     )
+    if not queued:
+        return placement
+    queued_taint = (GKE_QUEUED_TAINT, "NoSchedule")
+    return dataclasses.replace(placement, tolerations=(*placement.tolerations, queued_taint))
 
 
 POOL_NAMES = {
@@ -171,6 +179,7 @@ class GkePlatform(pulumi.ComponentResource):
                 provisioning=g.provisioning,
                 reservation=g.reservation,
                 max_run_duration_seconds=g.max_run_duration_seconds,
+                queued_provisioning=g.queued_provisioning,
                 maintenance_interval=g.maintenance_interval,
                 placement_policy_name=f"{s.name}-compact",
                 placement_max_distance=g.placement_max_distance,
@@ -227,7 +236,7 @@ class GkePlatform(pulumi.ComponentResource):
         workload = workload_args(
             s,
             networking,
-            gke_placement(pool),
+            gke_placement(pool, g.queued_provisioning),
             access.service_account_name,
             secret_env,
             claims_after,

@@ -25,6 +25,7 @@ from pulumi_gcp.container import (
     NodePoolNodeConfigReservationAffinityArgs,
     NodePoolNodeConfigTaintArgs,
     NodePoolPlacementPolicyArgs,
+    NodePoolQueuedProvisioningArgs,
 )
 
 from gpu_cluster.components.gke_cluster import (
@@ -90,7 +91,9 @@ class GpuNodePoolArgs:
     A4: the second gVNIC, then the 8 RDMA subnets).
     provisioning: on-demand, spot, a specific reservation (named by `reservation`, optionally
     <name>/reservationBlocks/<block>[/reservationSubBlocks/<sub-block>]), or flex-start (the
-    pool scales from 0 to node_count as pods ask; max_run_duration_seconds caps each node).
+    pool scales from 0 to node_count as pods ask; max_run_duration_seconds caps each node;
+    queued_provisioning: the nodes come only through ProvisioningRequests, all of a run's at
+    once).
     maintenance_interval: GCE host maintenance interval, or None for the default.
     placement_policy_name, placement_max_distance: a named compact ResourcePolicy when a max
     distance is set; otherwise GKE's own compact placement (none with a reservation).
@@ -111,6 +114,7 @@ class GpuNodePoolArgs:
     provisioning: Literal["on-demand", "spot", "reservation", "flex-start"] = "on-demand"
     reservation: str | None = None
     max_run_duration_seconds: int | None = None
+    queued_provisioning: bool = False
     maintenance_interval: str | None = None
     placement_policy_name: str = ""
     placement_max_distance: int | None = None
@@ -248,7 +252,15 @@ class GpuNodePool(pulumi.ComponentResource):
                 placement_policy=None
                 if a.provisioning in ("reservation", "flex-start")
                 else NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=policy_name),
-                management=NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=True),
+                # Queued nodes are neither repaired nor upgraded: GKE would replace a node a
+                # run holds (cluster-toolkit examples/gke-consumption-options/dws-flex-start-
+                # queued-provisioning/gke-a3-ultragpu.yaml: auto_repair, auto_upgrade false).
+                management=NodePoolManagementArgs(
+                    auto_repair=not flex, auto_upgrade=not a.queued_provisioning
+                ),
+                queued_provisioning=NodePoolQueuedProvisioningArgs(enabled=True)
+                if a.queued_provisioning
+                else None,
                 upgrade_settings=UPGRADE_SETTINGS,
             ),
             opts=pulumi.ResourceOptions(

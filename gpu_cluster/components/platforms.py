@@ -25,7 +25,7 @@ from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.podspec import PodNetworking, PodPlacement
-from gpu_cluster.plan.queue import queue_plan
+from gpu_cluster.plan.queue import queue_plan, run_annotations
 from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
@@ -93,6 +93,7 @@ def job_set_run(s: Settings) -> JobSetRun | None:
         max_restarts=s.workload.max_restarts,
         queue_name=s.queue_name,
         required_level=required_level(s),
+        annotations=run_annotations(s),
     )
 
 

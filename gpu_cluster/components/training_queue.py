@@ -1,8 +1,9 @@
 """The TrainingQueue component: the Kueue queue a stack's JobSets wait in, usable alone.
 
 A ResourceFlavor for the GPU nodes (with the Topology Kueue places pods by, when the levels are
-known), a ClusterQueue whose quota is one run on every GPU node, and the namespace's LocalQueue
-that points at it. Object shapes: kueue apis/kueue/v1beta2 (v0.17.1)."""
+known), a ClusterQueue whose quota is one run on every GPU node (with a ProvisioningRequest
+admission check when the nodes come through queued provisioning), and the namespace's
+LocalQueue that points at it. Object shapes: kueue apis/kueue/v1beta2 (v0.17.1)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from collections.abc import Sequence
 import pulumi
 
 from gpu_cluster.components.k8s_objects import ManifestResource
-from gpu_cluster.facts.kueue import KUEUE_API
+from gpu_cluster.facts.kubernetes import GPU_RESOURCE
+from gpu_cluster.facts.kueue import KUEUE_API, PROVISIONING_CHECK_CONTROLLER
 from gpu_cluster.plan.queue import QueuePlan
 
 
@@ -57,6 +59,38 @@ class TrainingQueue(pulumi.ComponentResource):
             )
             flavor_spec["topologyName"] = plan.topology
         cluster_object("flavor", "ResourceFlavor", plan.flavor, flavor_spec)
+        checks: dict[str, object] = {}
+        if plan.provisioning_class is not None:
+            # Before admitting a run Kueue asks the cluster autoscaler for all its nodes at
+            # once (a ProvisioningRequest of this class), and admits it once they are there.
+            cluster_object(
+                "provisioning",
+                "ProvisioningRequestConfig",
+                plan.cluster_queue,
+                {
+                    "provisioningClassName": plan.provisioning_class,
+                    "managedResources": [GPU_RESOURCE],
+                },
+            )
+            cluster_object(
+                "admission-check",
+                "AdmissionCheck",
+                plan.cluster_queue,
+                {
+                    "controllerName": PROVISIONING_CHECK_CONTROLLER,
+                    "parameters": {
+                        "apiGroup": KUEUE_API.split("/")[0],
+                        "kind": "ProvisioningRequestConfig",
+                        "name": plan.cluster_queue,
+                    },
+                },
+            )
+            # v1beta2 has only the strategy form: a v1beta1-style spec.admissionChecks would be
+            # pruned by the API server and runs admitted with no nodes asked for (kueue
+            # apis/kueue/v1beta2 clusterqueue_types.go AdmissionChecksStrategy, v0.17.1).
+            checks = {
+                "admissionChecksStrategy": {"admissionChecks": [{"name": plan.cluster_queue}]}
+            }
         resources = sorted(plan.quota)
         cluster_queue = cluster_object(
             "cluster-queue",
@@ -78,6 +112,7 @@ class TrainingQueue(pulumi.ComponentResource):
                         ],
                     }
                 ],
+                **checks,
             },
         )
         ManifestResource(

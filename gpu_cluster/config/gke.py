@@ -58,6 +58,15 @@ def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
         )
     )
     out.extend(_provisioning_problems(gcp))
+    if gcp.queued_provisioning and (
+        s.workload.kind != "jobset" or s.workload.queue.mode != "create"
+    ):
+        out.append(
+            "gpu-cluster:gcp.queuedProvisioning needs workload.kind 'jobset' with "
+            "workload.queue.mode 'create': a queued pool's nodes come only through the "
+            "ProvisioningRequests Kueue makes for runs admitted by the stack's queue, so a "
+            "StatefulSet's pods (or another queue's runs) would wait for nodes forever"
+        )
     out.extend(_authorized_network_problems(gcp))
     have = MACHINE_GPUS[gcp.machine_type]
     if s.gpus_per_node > have:

@@ -537,16 +537,15 @@ class GcpSettings(_Model):
     1.31.4-gke.1183000) or A4 (B200, GKE >= 1.32.2-gke.1475000).
     """
     # flex-start: Dynamic Workload Scheduler's flex-start VMs (cloud.google.com/kubernetes-engine/
-    # docs/concepts/dws); queued provisioning is not offered: its nodes come only through
-    # ProvisioningRequests, which the StatefulSet never makes.
+    # docs/concepts/dws), with queued provisioning for a JobSet stack (gcp.queuedProvisioning).
     # A3 Ultra and A4 are not offered on demand (MACHINE_PROVISIONING).
     provisioning: Provisioning = "on-demand"
     """Capacity type; `a3-ultragpu-8g` and `a4-highgpu-8g` are not sold on demand (AI Hypercomputer
     consumption options: reservations, incl. blocks and calendar-mode future reservations,
     flex-start, Spot), so `on-demand` is refused for them; `flex-start` (GKE >=
     1.32.2-gke.1652000): the pool scales 0..`nodes` as the pods ask, no reservation, no own
-    placement policy, no auto-repair. Queued provisioning is not offered: its nodes come only
-    through ProvisioningRequests, which the StatefulSet does not make.
+    placement policy, no auto-repair; with `gcp.queuedProvisioning` a JobSet stack's runs get
+    all their nodes at once through Kueue.
     """
     # A specific reservation: its name (same project) or projects/<p>/reservations/<name>,
     # optionally narrowed to a block or sub-block: <name>/reservationBlocks/<block>[/
@@ -574,6 +573,18 @@ class GcpSettings(_Model):
     ] = Field(default=None, ge=1, le=FLEX_START_MAX_SECONDS)
     """`flex-start` only: how long each node may run, 1..604800 (flex-start VMs run at most 7
     days).
+    """
+    queued_provisioning: Annotated[
+        bool,
+        ReadWhen(
+            lambda s: _gcp(s).provisioning == "flex-start", "gcp.provisioning is 'flex-start'"
+        ),
+    ] = False
+    """`flex-start` only: the pool's nodes come through ProvisioningRequests Kueue makes for an
+    admitted run (GKE queued provisioning: all nodes of a run at once, or none), not one by one
+    as pods wait. Needs `workload.kind: jobset` with `workload.queue.mode: create`: the queue
+    gets the ProvisioningRequest admission check. Auto-repair and auto-upgrade are off, as
+    cluster-toolkit's dws-flex-start-queued-provisioning example sets them.
     """
     maintenance_interval: Literal["AS_NEEDED", "PERIODIC"] | None = None
     """Must match the reservation's."""

@@ -35,3 +35,18 @@ HOSTNAME_LEVEL = "kubernetes.io/hostname"
 # Job's pod (kubernetes batch/v1 JobCompletionIndexAnnotation).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+# GKE queued provisioning through Kueue (gcp.queuedProvisioning): an AdmissionCheck of Kueue's
+# ProvisioningRequest controller (kueue apis/kueue/v1beta2 provisioningrequestconfig_types.go
+# ProvisioningRequestControllerName) with a ProvisioningRequestConfig of GKE's class, as
+# cluster-toolkit's examples/gke-consumption-options/dws-flex-start-queued-provisioning
+# (dws-queues.yaml.tftpl, 1047080) sets them.
+PROVISIONING_CHECK_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+GKE_QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+# The JobSet annotation Kueue passes to the ProvisioningRequest as a parameter (the
+# `provreq.kueue.x-k8s.io/` prefix), which GKE reads as the nodes' run time; the same example's
+# nccl-jobset-example.yaml sets it, its README calls it required for queued provisioning.
+MAX_RUN_DURATION_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
+# The taint GKE puts on nodes it provisions for a ProvisioningRequest; the example's pods
+# tolerate it (key cloud.google.com/gke-queued, value true, NoSchedule).
+GKE_QUEUED_TAINT = "cloud.google.com/gke-queued"

@@ -10,7 +10,9 @@ from fractions import Fraction
 
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import topology_levels
+from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE, parse_quantity
+from gpu_cluster.facts.kueue import GKE_QUEUED_PROVISIONING_CLASS, MAX_RUN_DURATION_ANNOTATION
 from gpu_cluster.plan.podspec import Container
 
 
@@ -19,7 +21,9 @@ class QueuePlan:
     """cluster_queue, flavor, topology: the cluster-scoped objects' names (topology None: no
     Topology, the levels are unknown). local_queue: the namespace's LocalQueue. levels: the
     Topology's node labels. node_labels: the labels that pick the stack's GPU nodes, the
-    flavor's. quota: resource -> the ClusterQueue's nominal quota."""
+    flavor's. quota: resource -> the ClusterQueue's nominal quota. provisioning_class: the
+    ProvisioningRequest class an admission check asks GKE's autoscaler for before a run is
+    admitted (queued provisioning), None: none."""
 
     cluster_queue: str
     flavor: str
@@ -28,6 +32,7 @@ class QueuePlan:
     levels: tuple[str, ...]
     node_labels: dict[str, str]
     quota: dict[str, str]
+    provisioning_class: str | None = None
 
 
 def queue_plan(
@@ -60,7 +65,21 @@ def queue_plan(
         levels=levels,
         node_labels=node_labels,
         quota={name: _quantity(value * s.nodes) for name, value in per_pod.items()},
+        provisioning_class=GKE_QUEUED_PROVISIONING_CLASS if queued_provisioning(s) else None,
     )
+
+
+def queued_provisioning(s: Settings) -> bool:
+    return s.gcp is not None and s.gcp.queued_provisioning
+
+
+def run_annotations(s: Settings) -> dict[str, str]:
+    """The JobSet's annotations for its ProvisioningRequest: how long GKE keeps the nodes
+    (gcp.maxRunDurationSeconds, else the longest a flex-start VM runs)."""
+    if s.gcp is None or not queued_provisioning(s):
+        return {}
+    seconds = s.gcp.max_run_duration_seconds or FLEX_START_MAX_SECONDS
+    return {MAX_RUN_DURATION_ANNOTATION: str(seconds)}
 
 
 Requests = dict[str, Fraction]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_cluster.facts.kueue import KUEUE_API
-from tools.realtier.kube import Kube, Object
+from tests.real.conftest import Cluster
+from tools.realtier.kube import Kube, Object, describe
 
 
 def condition(obj: Object, kind: str) -> dict[str, Any] | None:
@@ -40,3 +41,12 @@ def workloads_explained(kube: Kube, namespace: str) -> list[str]:
             + "; ".join(f"{c['type']}={c['status']} {c.get('message', '')}" for c in conditions)
         )
     return lines
+
+
+def explain(cluster: Cluster, namespace: str) -> str:
+    """What a wait for Kueue or JobSet saw: the namespace's pods and events, its Workloads, and
+    the managers' latest log lines."""
+    lines = [describe(cluster.kube, namespace), *workloads_explained(cluster.kube, namespace)]
+    for manager in ("kueue", "jobset"):
+        lines.append(f"--- {manager} log\n{cluster.plane.log_tail(manager, 15)}")
+    return "\n".join(lines)

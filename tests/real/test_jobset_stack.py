@@ -12,6 +12,7 @@ its GPU pool's node is copied into four nodes in three GCE topology blocks, only
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import shlex
 from typing import Any
@@ -28,8 +29,8 @@ from gpu_cluster.facts.kueue import (
 from gpu_cluster.plan.launch import TRAINING_CONTAINER
 from tests.real.cluster_state import node_ready, referenced_objects
 from tests.real.conftest import Cluster
-from tests.real.queue_state import admitted, condition, workloads_explained
-from tools.realtier.kube import Kube, Object, describe, wait_for
+from tests.real.queue_state import admitted, condition, explain
+from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.nodes import GKE_ACCELERATOR_LABEL, FakeNode
 from tools.realtier.stacks import StackRender, render, volumes_for
 
@@ -116,11 +117,7 @@ def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
     s = stack.settings
     namespace, name = s.namespace, s.name
 
-    def why() -> str:
-        lines = [describe(kube, namespace), *workloads_explained(kube, namespace)]
-        for manager in ("kueue", "jobset"):
-            lines.append(f"--- {manager} log\n{cluster.plane.log_tail(manager, 15)}")
-        return "\n".join(lines)
+    why = functools.partial(explain, cluster, namespace)
 
     for node in nodes_in_blocks(stack):
         kube.create(node.manifest())
@@ -200,3 +197,92 @@ def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
     for claim in stack.of_kind("PersistentVolumeClaim"):
         meta: dict[str, Any] = claim["metadata"]
         assert kube.exists("v1", "PersistentVolumeClaim", meta["name"], meta["namespace"])
+
+
+PROVISIONING_REQUEST = "autoscaling.x-k8s.io/v1"
+# The annotation Kueue puts on an admitted run's pods naming the ProvisioningRequest whose
+# nodes they take (cluster-autoscaler apis provisioningrequest/autoscaling.x-k8s.io/v1
+# ProvisioningRequestPodAnnotationKey).
+CONSUMES = "autoscaling.x-k8s.io/consume-provisioning-request"
+QUEUED = (*OVERRIDES, "gcp.queuedProvisioning=true")
+
+
+def provisioning_requests(kube: Kube, namespace: str) -> list[Object] | None:
+    return kube.list(PROVISIONING_REQUEST, "ProvisioningRequest", namespace) or None
+
+
+def provisioned(kube: Kube, request: Object) -> None:
+    """What GKE's cluster autoscaler reports once the request's nodes are all up."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    meta = request["metadata"]
+    kube.patch_status(
+        PROVISIONING_REQUEST,
+        "ProvisioningRequest",
+        meta["name"],
+        meta["namespace"],
+        {
+            "conditions": [
+                {
+                    "type": kind,
+                    "status": "True",
+                    "reason": kind,
+                    "message": "",
+                    "lastTransitionTime": now,
+                }
+                for kind in ("Accepted", "Provisioned")
+            ]
+        },
+    )
+
+
+def test_queued_provisioning_gets_a_run_s_nodes_before_kueue_admits_it(
+    queued_cluster: Cluster,
+) -> None:
+    """gcp-a4 on flex-start with queued provisioning: the run waits in the queue with no pods
+    while Kueue asks for its nodes (a ProvisioningRequest of GKE's class, all of them at once);
+    only once they are provisioned is it admitted, its pods on those nodes."""
+    cluster, kube = queued_cluster, queued_cluster.kube
+    stack = render("gcp-a4", QUEUED)
+    s = stack.settings
+    namespace, name = s.namespace, s.name
+
+    why = functools.partial(explain, cluster, namespace)
+
+    nodes = stack.nodes()
+    gpu = [n for n in nodes if GKE_ACCELERATOR_LABEL in n.labels]
+    assert len(gpu) == s.nodes
+    for node in (n for n in nodes if n not in gpu):
+        kube.create(node.manifest())
+    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
+    kube.create_all(referenced_objects(stack))
+    kube.create_all(stack.objects())
+
+    (request,) = wait_for(
+        "Kueue's ProvisioningRequest",
+        functools.partial(provisioning_requests, kube, namespace),
+        explain=why,
+    )
+    spec = request["spec"]
+    assert spec["provisioningClassName"] == "queued-provisioning.gke.io"
+    assert spec["parameters"] == {"maxRunDurationSeconds": "604800"}
+    (pod_set,) = spec["podSets"]
+    assert pod_set["count"] == s.nodes
+    # The nodes are not there: nothing is admitted and no pod waits for them.
+    assert admitted(kube, namespace, name) is None
+    assert run_pods(kube, namespace, name) == []
+
+    # GKE brings up all the run's nodes (tainted gke-queued) and says so.
+    for node in gpu:
+        kube.create(node.manifest())
+        wait_for(f"node {node.name} Ready", functools.partial(node_ready, kube, node.name))
+    provisioned(kube, request)
+
+    wait_for("the run admitted", functools.partial(admitted, kube, namespace, name), explain=why)
+    pods = wait_for(
+        "its pods running",
+        functools.partial(running, kube, namespace, name, s.nodes),
+        explain=why,
+    )
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(n.name for n in gpu)
+    for pod in pods:
+        assert pod["metadata"]["annotations"][CONSUMES] == request["metadata"]["name"]

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.real.conftest import Cluster
-from tests.real.queue_state import admitted, condition, workload_of, workloads_explained
-from tools.realtier.kube import Kube, Object, describe, wait_for
+from tests.real.queue_state import admitted, condition, explain, workload_of
+from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.nodes import GCE_MACHINES, GKE_ACCELERATOR_LABEL, FakeNode
 
 pytestmark = pytest.mark.real
@@ -156,14 +156,6 @@ def placed_pods(kube: Kube, jobset: str) -> list[Object] | None:
     return live if len(live) == 2 and all(p["spec"].get("nodeName") for p in live) else None
 
 
-def explain(cluster: Cluster) -> str:
-    kube = cluster.kube
-    lines = [describe(kube, NAMESPACE), *workloads_explained(kube, NAMESPACE)]
-    for manager in ("kueue", "jobset"):
-        lines.append(f"--- {manager} log\n{cluster.plane.log_tail(manager, 15)}")
-    return "\n".join(lines)
-
-
 def assert_in_one_block(pods: list[Object]) -> None:
     """On two nodes of block-2 (the only block with two), each bound to the node Kueue's
     Topology Aware Scheduling assigned it (the hostname selector Kueue puts on the pod)."""
@@ -180,7 +172,7 @@ def test_kueue_admits_jobsets_within_quota_onto_one_block(queued_cluster: Cluste
         kube.create(node.manifest())
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     kube.create_all(queues())
-    why = functools.partial(explain, cluster)
+    why = functools.partial(explain, cluster, NAMESPACE)
 
     def active() -> bool:
         reported = condition(kube.get(KUEUE, "ClusterQueue", "gpus"), "Active")

@@ -161,6 +161,11 @@ _NAD_CLIENT = ("github.com/k8snetworkplumbingwg/network-attachment-definition-cl
 _KWOK = ("sigs.k8s.io/kwok", KWOK_VERSION)
 _KUEUE = ("sigs.k8s.io/kueue", KUEUE_VERSION)
 _JOBSET = ("sigs.k8s.io/jobset", JOBSET_VERSION)
+# The cluster autoscaler's API module at the version Kueue's go.mod requires (kueue v0.17.1).
+_AUTOSCALER_APIS = (
+    "k8s.io/autoscaler/cluster-autoscaler/apis",
+    "v0.0.0-20240830133931-adfbe7e45277",
+)
 
 # The CRDs of every custom resource a stack renders, as their owners publish them.
 CRDS: tuple[UpstreamFile, ...] = (
@@ -195,6 +200,9 @@ KWOK_STAGES: tuple[UpstreamFile, ...] = tuple(
 
 # The controllers' CRDs (Kueue's config/components/crd/kustomization.yaml installs every one of
 # these; JobSet's config/components/crd has the one), apart from `CRDS`: the stacks render none.
+# And the cluster autoscaler's ProvisioningRequest, which GKE serves and Kueue's provisioning
+# admission check needs served when it starts (kueue cmd/kueue/main.go
+# ServerSupportsProvisioningRequest).
 CONTROLLER_CRDS: tuple[UpstreamFile, ...] = (
     *(
         UpstreamFile(*_KUEUE, f"config/components/crd/bases/kueue.x-k8s.io_{plural}.yaml")
@@ -213,6 +221,7 @@ CONTROLLER_CRDS: tuple[UpstreamFile, ...] = (
         )
     ),
     UpstreamFile(*_JOBSET, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
+    UpstreamFile(*_AUTOSCALER_APIS, "config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"),
 )
 # The conversion webhooks Kueue's config/components/crd/kustomization.yaml patches in.
 KUEUE_CONVERSION: tuple[UpstreamFile, ...] = tuple(

@@ -22,6 +22,10 @@ from tools.realtier.controlplane import FAKE_NODE_ANNOTATION
 GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GKE_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+# Nodes of a queued-provisioning pool also carry cloud.google.com/gke-queued=true:NoSchedule,
+# which only pods of a ProvisioningRequest tolerate (cluster-toolkit 1047080 examples/
+# gke-consumption-options/dws-flex-start-queued-provisioning/nccl-jobset-example.yaml).
+GKE_QUEUED_TAINT = {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"}
 _GKE_EFFECTS = {
     "NO_SCHEDULE": "NoSchedule",
     "PREFER_NO_SCHEDULE": "PreferNoSchedule",
@@ -105,6 +109,8 @@ def gke_nodes(run: ProgramRun, zone: str) -> list[FakeNode]:
             if not any(t["key"] == GKE_GPU_TAINT["key"] for t in taints):
                 taints.append(GKE_GPU_TAINT)
             allocatable["nvidia.com/gpu"] = str(accelerators[0]["count"])
+        if (inputs.get("queuedProvisioning") or {}).get("enabled"):
+            taints.append(GKE_QUEUED_TAINT)
         nodes += [
             FakeNode(f"gke-{inputs['name']}-{i}", labels, taints, allocatable)
             for i in range(_planned_size(inputs))

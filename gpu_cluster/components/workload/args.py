@@ -14,12 +14,14 @@ from gpu_cluster.plan.podspec import Container, Mount, PodNetworking, PodPlaceme
 class JobSetRun:
     """A run as a JobSet (workload.kind jobset): its pods run `command` (the launcher and the
     training script), the set restarts up to `max_restarts` times, waits in LocalQueue
-    `queue_name` and puts every pod in one domain of `required_level` (None: anywhere)."""
+    `queue_name` and puts every pod in one domain of `required_level` (None: anywhere);
+    `annotations`: the JobSet's own (its ProvisioningRequest's parameters)."""
 
     command: tuple[str, ...]
     max_restarts: int
     queue_name: str
     required_level: str | None
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

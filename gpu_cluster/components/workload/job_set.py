@@ -78,7 +78,7 @@ class JobSetKind:
                 name=a.name,
                 namespace=a.namespace,
                 labels={**a.labels, QUEUE_LABEL: run.queue_name},
-                annotations=skip_annotations(a.scan_exceptions),
+                annotations={**skip_annotations(a.scan_exceptions), **run.annotations},
             ),
             spec={
                 "failurePolicy": {
