@@ -24,6 +24,7 @@ CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 NETWORKS = ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork")
 IMAGE = "image=nvcr.io/nvidia/pytorch:25.02-py3"
+JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
 
 # Keys that define the GPU node pool's hardware or networks: editing one is the explicit request
 # for a new pool (its force-new fields change). The GPU NIC VPCs come and go with the mode.
@@ -127,6 +128,8 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("nerc-production", ("namespace=elsewhere",)): {"replace PersistentVolumeClaim!": 2},
     ("nerc-production", ("launcher.kind=deepspeed",)): {},
     ("nerc-production", (IMAGE,)): {},
+    # The pods' controller switched: the StatefulSet goes, the JobSet comes, the claims stay.
+    ("nerc-production", JOB_SET): {},
     # gcp-a3: GKE, A3 Mega, TCPXO (8 GPU VPCs), per-pod storage
     ("gcp-a3", ("nodes=16",)): {},
     ("gcp-a3", ("storage.workspaceSize=400Gi",)): {},
@@ -238,6 +241,10 @@ FROM_DEPLOYED: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[str, int]
     ("gcp-a3", (NOT_RETAINED,), (UNPROTECTED, "namespaceMode=reference")): {"delete Namespace!": 1},
     # Both opt-outs deployed: the namespace goes, and its claims with it.
     ("gcp-a3", (NOT_RETAINED, UNPROTECTED), ("namespaceMode=reference",)): {"delete Namespace": 1},
+    # A JobSet stack: an edit replaces the run (its JobSet), never a claim; back to a
+    # StatefulSet keeps them too.
+    ("nerc-production", JOB_SET, (IMAGE,)): {},
+    ("nerc-production", JOB_SET, ("!workload",)): {},
     # Leaving the platform: every claim and the namespace leave the program.
     ("nerc-production", (CREATED,), TO_GKE): {
         "delete Namespace (retained)": 1,
