@@ -24,7 +24,7 @@ from gpu_cluster.plan.launch import CONFIG_ERROR_EXIT_CODES
 from gpu_cluster.plan.podspec import Container
 from gpu_cluster.plan.queue import pod_requests
 from gpu_cluster.plan.runs import JOBSET_RESOURCE
-from tests.conftest import manifests, one, run_stack
+from tests.conftest import ROOT, manifests, one, run_stack
 
 JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
 COMMAND = "workload.command[1]=--epochs=3"
@@ -68,13 +68,30 @@ def test_the_pods_are_the_stateful_set_s_but_for_what_the_kind_decides(
 
     assert queued["spec"]["restartPolicy"] == "Never"
     (training,) = [c for c in queued["spec"]["containers"] if c["name"] == "training"]
-    launcher = training["command"][0]
-    assert launcher.endswith("/launch-torchrun.sh")
-    assert training["command"][1:] == ["/workspace/train.py", "--epochs=3"]
+    # The fabric check first, on the run's own pods (verify.enabled), then the launcher.
+    gate, *check, separator, launcher, script, epochs = training["command"]
+    assert gate == "/opt/gpu-cluster/fabric-gate.sh" and separator == "--"
+    assert check[check.index("--expected-busbw-gbps") + 1]
+    assert launcher == "/opt/gpu-cluster/launch-torchrun.sh"
+    assert [script, epochs] == ["/workspace/train.py", "--epochs=3"]
     rank = next(e for e in training["env"] if e["name"] == "NODE_RANK")
     assert rank["valueFrom"]["fieldRef"]["fieldPath"] == (
         f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"
     )
+
+
+def test_without_the_fabric_check_the_pods_start_the_launcher_and_ship_no_gate() -> None:
+    run = run_stack("nerc-production", *STACKS[0][1], "verify.enabled=false")
+    training = job_of(one(run, "JobSet"))["template"]["spec"]["containers"][0]
+    assert training["command"] == [
+        "/opt/gpu-cluster/launch-torchrun.sh",
+        "/workspace/train.py",
+        "--epochs=3",
+    ]
+    scripts = one(run, "ConfigMap")["data"]
+    assert "fabric-gate.sh" not in scripts and "allreduce_check.py" not in scripts
+    shipped = one(run_stack("nerc-production", *STACKS[0][1]), "ConfigMap")["data"]
+    assert shipped["fabric-gate.sh"] == (ROOT / "scripts" / "fabric-gate.sh").read_text()
 
 
 @pytest.mark.parametrize(("stack", "overrides"), STACKS, ids=[s for s, _ in STACKS])

@@ -41,7 +41,15 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 DETECT = SCRIPTS / "detect-rdma.sh"
 TORCHRUN = SCRIPTS / "launch-torchrun.sh"
 DEEPSPEED = SCRIPTS / "launch-deepspeed.sh"
-OURS = (DETECT, TORCHRUN, DEEPSPEED, SCRIPTS / "launch-all.sh", SCRIPTS / "launch-stop.sh")
+GATE = SCRIPTS / "fabric-gate.sh"
+OURS = (
+    DETECT,
+    TORCHRUN,
+    DEEPSPEED,
+    GATE,
+    SCRIPTS / "launch-all.sh",
+    SCRIPTS / "launch-stop.sh",
+)
 
 ALL_HCAS = "=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
 # The launchers' exit codes a JobSet fails the run on without restarting it.
@@ -886,3 +894,72 @@ def test_launchers_record_the_trainers_pid(tmp_path: Path, torch_env: dict[str, 
     pid, started = pid_file.read_text().split()
     assert f"trainer pid {pid}" in result.stdout
     assert started.isdigit()
+
+
+# --- fabric-gate.sh: a JobSet run's check before training -------------------------------------
+
+
+@pytest.fixture
+def gate_env(tmp_path: Path, torch_env: dict[str, str]) -> dict[str, str]:
+    """torch_env with a torchrun that logs each call's rendezvous and script to calls.log and
+    fails the check when CHECK_FAILS is set, and a check script beside it."""
+    calls = tmp_path / "calls.log"
+    torchrun = tmp_path / "torchrun"
+    torchrun.write_text(
+        "#!/bin/sh\n"
+        f'echo "$RDZV_ID $TORCHRUN_NNODES $*" >>{calls}\n'
+        'case "$*" in *allreduce_check.py*) exit "${CHECK_FAILS:-0}" ;; esac\n'
+    )
+    torchrun.chmod(0o755)
+    trainer = tmp_path / "trainer"
+    trainer.write_text(f'#!/bin/sh\necho "trainer $*" >>{calls}\n')
+    trainer.chmod(0o755)
+    return {**torch_env, "TORCHRUN_BIN": str(torchrun), "RDZV_ID": "ml-train"}
+
+
+def calls_of(env: dict[str, str]) -> list[str]:
+    log = Path(env["LAUNCH_PID_FILE"]).parent / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_the_gate_checks_the_whole_run_on_its_own_rendezvous_then_starts_training(
+    gate_env: dict[str, str], tmp_path: Path
+) -> None:
+    trainer = str(tmp_path / "trainer")
+    result = run(GATE, gate_env, "--iters", "5", "--", trainer, "/workspace/train.py", "-x")
+    assert result.returncode == 0, result.stderr
+    check, training = calls_of(gate_env)
+    rdzv, nnodes, *argv = check.split()
+    assert (rdzv, nnodes) == ("ml-train-fabric-check", "2")
+    assert f"--rdzv-id={rdzv}" in argv and "--nnodes=2" in argv
+    assert argv[-3:] == [str(SCRIPTS / "allreduce_check.py"), "--iters", "5"]
+    assert training == "trainer /workspace/train.py -x"
+    assert "the fabric check passed" in result.stderr
+
+
+def test_a_failed_check_starts_no_training_and_exits_with_its_code(
+    gate_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**gate_env, "CHECK_FAILS": "1"}
+    result = run(GATE, env, "--", str(tmp_path / "trainer"), "/workspace/train.py")
+    assert result.returncode == 1
+    assert [c for c in calls_of(env) if c.startswith("trainer")] == []
+    assert "the fabric check failed (exit 1)" in result.stderr
+
+
+def test_a_check_that_cannot_run_fails_the_run_as_a_configuration_error(
+    gate_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {k: v for k, v in gate_env.items() if k != "MASTER_ADDR"}
+    result = run(GATE, env, "--", str(tmp_path / "trainer"), "/workspace/train.py")
+    assert result.returncode == CONFIG_ERROR and "MASTER_ADDR" in result.stderr
+    assert calls_of(env) == []
+
+
+@pytest.mark.parametrize("args", [(), ("--iters", "5"), ("--iters", "5", "--")])
+def test_the_gate_needs_something_to_launch(
+    gate_env: dict[str, str], args: tuple[str, ...]
+) -> None:
+    result = run(GATE, gate_env, *args)
+    assert result.returncode == USAGE_ERROR and "usage:" in result.stderr
+    assert calls_of(gate_env) == []

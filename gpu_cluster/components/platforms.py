@@ -29,7 +29,7 @@ from gpu_cluster.plan.queue import queue_plan, run_annotations
 from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
-from gpu_cluster.plan.verify import CHECK_SCRIPT
+from gpu_cluster.plan.verify import CHECK_SCRIPT, FABRIC_GATE, gated
 
 # Scripts that run inside the pods (scripts/).
 SHIPPED_SCRIPTS = (
@@ -53,7 +53,9 @@ def labels(s: Settings) -> dict[str, str]:
 
 def scripts_data(s: Settings) -> dict[str, str]:
     """ConfigMap content: the in-pod scripts plus the files rendered from config."""
-    names = [*SHIPPED_SCRIPTS, *([CHECK_SCRIPT] if s.fabric_check else [])]
+    check = [CHECK_SCRIPT] if s.verify.enabled else []
+    gate = [FABRIC_GATE] if s.verify.enabled and s.workload.kind == "jobset" else []
+    names = [*SHIPPED_SCRIPTS, *check, *gate]
     data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
     data[launch.HOSTFILE] = launch.hostfile(s)
     data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
@@ -89,7 +91,7 @@ def job_set_run(s: Settings) -> JobSetRun | None:
     if s.workload.kind != "jobset":
         return None
     return JobSetRun(
-        command=launch.run_command(s),
+        command=gated(s, launch.run_command(s)),
         max_restarts=s.workload.max_restarts,
         queue_name=s.queue_name,
         required_level=required_level(s),

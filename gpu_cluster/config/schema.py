@@ -67,9 +67,7 @@ _MACHINECONFIG = ReadWhen(
     lambda s: s.rdma is not None and s.rdma.memlock == "machineconfig",
     "rdma.memlock is 'machineconfig'",
 )
-_CHECK = ReadWhen(
-    lambda s: s.fabric_check, "verify.enabled is true and workload.kind is 'statefulset'"
-)
+_CHECK = ReadWhen(lambda s: s.verify.enabled, "verify.enabled is true")
 
 
 class _Model(BaseModel):
@@ -428,7 +426,9 @@ class VerifySettings(_Model):
     """The built-in fabric check (all-reduce bandwidth + transport) shipped to every pod."""
 
     enabled: bool = True
-    """Ship the all-reduce fabric check and export `verifyCommand`."""
+    """Ship the all-reduce fabric check: a StatefulSet stack exports `verifyCommand`; a JobSet
+    stack's runs pass it on their nodes before training starts (`scripts/fabric-gate.sh`).
+    """
     # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
     # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
     expected_busbw_gbps: Annotated[float | None, _CHECK] = Field(
@@ -451,9 +451,9 @@ class VerifySettings(_Model):
     require_gdr: Annotated[
         bool,
         ReadWhen(
-            lambda s: s.fabric_check and s.network_mode != "tcp",
-            "verify.enabled is true, workload.kind is 'statefulset' and networkMode is not 'tcp' "
-            "(GPUDirect RDMA never shows on NCCL's socket transport)",
+            lambda s: s.verify.enabled and s.network_mode != "tcp",
+            "verify.enabled is true and networkMode is not 'tcp' (GPUDirect RDMA never shows on "
+            "NCCL's socket transport)",
         ),
     ] = False
     """`rdma`: also require GPUDirect RDMA (`GDRDMA`)."""
@@ -814,12 +814,6 @@ class Settings(_Model):
     @property
     def world_size(self) -> int:
         return self.nodes * self.gpus_per_node
-
-    @property
-    def fabric_check(self) -> bool:
-        """Whether the stack ships the fabric check and exports `verifyCommand`: it runs in the
-        StatefulSet's pods, whose names are stable."""
-        return self.verify.enabled and self.workload.kind == "statefulset"
 
     @property
     def queue_name(self) -> str:

@@ -91,7 +91,7 @@ def stack_outputs(s: Settings, cli: str, target: tuple[str, ...]) -> dict[str, o
             "launchCommand": launch.launch_command,
             "syncCommand": launch.sync_command,
         }
-        if s.fabric_check:
+        if s.verify.enabled:
             commands["verifyCommand"] = verify_command
     for key, command in commands.items():
         outputs[key] = command(s, Kube(cli, target)) if target else no_context_command(cli)

@@ -1,5 +1,6 @@
-"""Fabric verification: what "fast enough" means per network mode, and the command that checks
-it on every pod after `pulumi up` (pure)."""
+"""Fabric verification: what "fast enough" means per network mode, the command that checks it
+on every pod of a StatefulSet after `pulumi up`, and the gate a JobSet run passes before
+training (pure)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from gpu_cluster.plan.launch import Kube, on_every_pod
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
 CHECK_SCRIPT = "allreduce_check.py"
+# What a JobSet run's pods start with: the check, then the launcher if it passed.
+FABRIC_GATE = "fabric-gate.sh"
 
 # Bus bandwidth (GB/s, all_reduce at the largest size) below which the fabric check fails.
 # rdma: 24 GB/s per 200G RoCE NIC (NVIDIA/nccl-tests#119).
@@ -89,6 +92,14 @@ def check_args(s: Settings) -> list[str]:
     if s.verify.require_gdr:
         args.append("--require-gdr")
     return args
+
+
+def gated(s: Settings, launch: tuple[str, ...]) -> tuple[str, ...]:
+    """A JobSet run's command: `launch` once the fabric check passed on the run's pods
+    (verify.enabled), else `launch` as it is."""
+    if not s.verify.enabled:
+        return launch
+    return (f"{SCRIPTS_DIR}/{FABRIC_GATE}", *check_args(s), "--", *launch)
 
 
 def verify_command(s: Settings, kube: Kube) -> str:
