@@ -13,9 +13,10 @@ from gpu_cluster.plan.podspec import Container, Mount, PodNetworking, PodPlaceme
 @dataclass(frozen=True)
 class JobSetRun:
     """A run as a JobSet (workload.kind jobset): its pods run `command` (the launcher and the
-    training script, behind the fabric gate when verify.enabled), the set restarts up to `max_restarts` times, waits in LocalQueue
-    `queue_name` and puts every pod in one domain of `required_level` (None: anywhere);
-    `annotations`: the JobSet's own (its ProvisioningRequest's parameters)."""
+    training script, behind the fabric gate when verify.enabled), the set restarts up to
+    `max_restarts` times, waits in LocalQueue `queue_name` and puts every pod in one domain of
+    `required_level` (None: anywhere); `annotations`: the JobSet's own (its
+    ProvisioningRequest's parameters)."""
 
     command: tuple[str, ...]
     max_restarts: int
