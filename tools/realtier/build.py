@@ -109,6 +109,8 @@ FAMILIES: tuple[Family, ...] = (
             "k8s.io/kubernetes/cmd/kube-apiserver",
             "k8s.io/kubernetes/cmd/kube-controller-manager",
             "k8s.io/kubernetes/cmd/kube-scheduler",
+            # The exported commands run for real against the control plane.
+            "k8s.io/kubernetes/cmd/kubectl",
         ),
         ldflags=_kubernetes_version_flags(),
     ),
