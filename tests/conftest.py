@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,14 @@ def rows(run: ProgramRun) -> dict[Key, Row]:
         }
         for r in run.resources
     )
+
+
+def stack_context(stack: str) -> str:
+    """The kube context the stack deploys to: its kubernetes:context on OpenShift, the one
+    `gcloud container clusters get-credentials` writes on GKE."""
+    config, _ = engine_config(stack)
+    if "kubernetes:context" in config:
+        return config["kubernetes:context"]
+    gcp = json.loads(config["gpu-cluster:gcp"])
+    name = config.get("gpu-cluster:name", "gpu-cluster")
+    return f"gke_{gcp['project']}_{gcp['zone']}_{name}"

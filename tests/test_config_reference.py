@@ -32,8 +32,6 @@ def test_every_value_type_the_schema_uses_is_explained() -> None:
 def test_when_a_key_is_read_comes_from_its_read_when() -> None:
     text = config_reference.render()
     row = next(line for line in text.splitlines() if line.startswith("| `verify.requireGdr` |"))
-    assert (
-        "verify.enabled is true and networkMode is not 'tcp'" in row
-    )
+    assert "verify.enabled is true and networkMode is not 'tcp'" in row
     row = next(line for line in text.splitlines() if line.startswith("| `nodes` |"))
     assert "| always |" in row and "| `2` |" in row and ">= 1, <= 4096" in row

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -17,7 +16,7 @@ from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.launch import quantity_bytes
 from gpu_cluster.plan.outputs import JOB_SET_COMMANDS, STATEFUL_SET_COMMANDS
 from gpu_cluster.plan.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW
-from tests.conftest import ROOT, container, env_of, one, run_stack
+from tests.conftest import ROOT, container, env_of, one, run_stack, stack_context
 
 
 def verify_argv(stack: str, *overrides: str) -> list[str]:
@@ -145,24 +144,17 @@ def test_quantities_convert_to_bytes() -> None:
 # --- every output command: the stack's cluster, and no code from it ---------------------------
 
 # A stand-in for oc and kubectl: logs its arguments and answers every call with shell code that
-# leaves a mark if it runs, so a command that ran anything a pod sent back would show it.
+# leaves a mark if it runs, so a command that ran anything a pod sent back would show it; a
+# `get -o json` gets an empty list that is also an object (the timeline reads both).
 FAKE_CLI = """#!/usr/bin/env bash
 echo "$*" >>"$STATE/cli.log"
-echo 'touch "$STATE/ran-pod-output"'
+case " $* " in
+  *" -o json "*) echo '{"items": [], "metadata": {"uid": "u", "creationTimestamp": null}}' ;;
+  *) echo 'touch "$STATE/ran-pod-output"' ;;
+esac
 """
 # python3 without site-packages: the launcher entry point needs no dependency installed.
 BARE_PYTHON3 = f'#!/usr/bin/env bash\nexec {shlex.quote(sys.executable)} -S "$@"\n'
-
-
-def stack_context(stack: str) -> str:
-    """The kube context the stack deploys to: its kubernetes:context on OpenShift, the one
-    `gcloud container clusters get-credentials` writes on GKE."""
-    config, _ = engine_config(stack)
-    if "kubernetes:context" in config:
-        return config["kubernetes:context"]
-    gcp = json.loads(config["gpu-cluster:gcp"])
-    name = config.get("gpu-cluster:name", "gpu-cluster")
-    return f"gke_{gcp['project']}_{gcp['zone']}_{name}"
 
 
 def run_with_fake_cli(command: str, tmp_path: Path) -> tuple[CompletedProcess[str], list[str]]:

@@ -141,6 +141,16 @@ def on_every_pod(s: Settings, kube: Kube, command: list[str]) -> str:
     return shlex.join(["python3", "-m", LAUNCH_ALL_MODULE, *target, *command])
 
 
+# Prints when each phase of a run's start happened, from the cluster's records (stdlib only).
+TIMELINE_MODULE = "gpu_cluster.timeline"
+
+
+def timeline_command(s: Settings, kube: Kube) -> str:
+    """The table of the run's start: submitted, admitted, nodes, scheduled, pulled, started."""
+    kind = "jobset" if s.workload.kind == "jobset" else "statefulset"
+    return shlex.join(["python3", "-m", TIMELINE_MODULE, *kube.argv(s.namespace, kind, s.name)])
+
+
 # The shell starts with what the launchers source: the NCCL settings detect-rdma.sh wrote
 # (NCCL_IB_HCA, the GID index), so torchrun or a test run by hand uses the same NICs.
 _SHELL = 'if [ -f "$NCCL_ENV_FILE" ]; then . "$NCCL_ENV_FILE"; fi; exec bash'

@@ -22,9 +22,15 @@ TARGET_FLAGS = (
 )
 # The outputs that run oc or kubectl, each naming the context: a StatefulSet stack's (its
 # verifyCommand with verify.enabled), a JobSet stack's.
-STATEFUL_SET_COMMANDS = ("shellCommand", "launchCommand", "syncCommand", "verifyCommand")
-JOB_SET_COMMANDS = ("statusCommand", "logsCommand", "stopCommand")
-COMMAND_OUTPUTS = STATEFUL_SET_COMMANDS + JOB_SET_COMMANDS
+STATEFUL_SET_COMMANDS = (
+    "shellCommand",
+    "launchCommand",
+    "syncCommand",
+    "verifyCommand",
+    "timelineCommand",
+)
+JOB_SET_COMMANDS = ("statusCommand", "logsCommand", "stopCommand", "timelineCommand")
+COMMAND_OUTPUTS = tuple(dict.fromkeys(STATEFUL_SET_COMMANDS + JOB_SET_COMMANDS))
 
 
 def gke_context(s: Settings) -> str:
@@ -93,6 +99,7 @@ def stack_outputs(s: Settings, cli: str, target: tuple[str, ...]) -> dict[str, o
         }
         if s.verify.enabled:
             commands["verifyCommand"] = verify_command
+    commands["timelineCommand"] = launch.timeline_command
     for key, command in commands.items():
         outputs[key] = command(s, Kube(cli, target)) if target else no_context_command(cli)
     return outputs

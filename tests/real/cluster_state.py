@@ -4,13 +4,19 @@ stack's objects, and the settled state the stack must reach."""
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from tests.conftest import ROOT
 from tools.realtier.kube import Kube, wait_for
 from tools.realtier.stacks import StackRender, volumes_for
+
+if TYPE_CHECKING:
+    from tests.real.conftest import Cluster
 
 Object = dict[str, Any]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -88,3 +94,35 @@ def claim_phase(kube: Kube, claim: Object) -> str:
     meta = claim["metadata"]
     live = kube.get("v1", "PersistentVolumeClaim", meta["name"], meta["namespace"])
     return str((live.get("status") or {}).get("phase"))
+
+
+def paste(cluster: Cluster, tmp_path: Path, context: str, command: str) -> str:
+    """`command` in bash as a user runs a stack output: from the project directory, with the
+    built kubectl on PATH (as `oc` too) and a kubeconfig whose one context is named `context`
+    (the name the commands give the stack's cluster). Returns what it printed."""
+    kubeconfig = tmp_path / "user-kubeconfig"
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    (entry,) = config["contexts"]
+    entry["name"] = config["current-context"] = context
+    kubeconfig.write_text(yaml.safe_dump(config))
+    # oc is not built here; the commands' `oc get` is kubectl's (oc embeds kubectl's commands),
+    # so the built kubectl answers under both names.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("kubectl", "oc"):
+        if not (bin_dir / name).exists():
+            (bin_dir / name).symlink_to(cluster.tools.binary("kubectl"))
+    result = subprocess.run(
+        ["bash", "-c", command],
+        env={
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "KUBECONFIG": str(kubeconfig),
+            "HOME": str(tmp_path),
+        },
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, (command, result.stderr)
+    return result.stdout

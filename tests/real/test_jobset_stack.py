@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +27,8 @@ from gpu_cluster.facts.kueue import (
     JOBSET_NAME_LABEL,
 )
 from gpu_cluster.plan.launch import TRAINING_CONTAINER
-from tests.real.cluster_state import node_ready, referenced_objects
+from tests.conftest import stack_context
+from tests.real.cluster_state import node_ready, paste, referenced_objects
 from tests.real.conftest import Cluster
 from tests.real.queue_state import admitted, condition, explain
 from tools.realtier.kube import Kube, Object, wait_for
@@ -110,7 +111,7 @@ def job_set(kube: Kube, namespace: str, name: str) -> Object:
 
 
 def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
-    queued_cluster: Cluster,
+    queued_cluster: Cluster, tmp_path: Path
 ) -> None:
     cluster, kube = queued_cluster, queued_cluster.kube
     stack = render("gcp-a3", OVERRIDES)
@@ -159,6 +160,36 @@ def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
         assert field == f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"
         assert env["MASTER_ADDR"]["value"] == outputs["masterAddr"] == outputs["podDnsNames"][0]
 
+    # The exported commands, run as a user pastes them, with the real kubectl and a kubeconfig
+    # whose context has the name get-credentials gives it.
+    context = stack_context("gcp-a3")
+    printed = paste(cluster, tmp_path, context, outputs["statusCommand"])
+    status = [line.split() for line in printed.splitlines()]
+    # The run (not suspended), its Workload (admitted in the stack's queue), its pods (running).
+    assert status[1][:3] == [name, "0", "false"], status  # NAME, RESTARTS, SUSPENDED
+    workload_row = next(r for r in status if r[0] == workload["metadata"]["name"])
+    assert workload_row[1:4] == [s.queue_name, queue["metadata"]["name"], "True"]
+    pod_rows = [r for r in status if r[0].startswith(f"{name}-node-0-")]
+    assert sorted((r[2], r[6]) for r in pod_rows) == [("Running", "gpu-1"), ("Running", "gpu-2")]
+
+    # The start's timeline, from the cluster's own records (kwok pulls no image: no event).
+    lines = paste(cluster, tmp_path, context, outputs["timelineCommand"]).splitlines()
+    at = {line[:14].strip(): line[14:36].strip() for line in lines[1:-1]}
+    assert list(at) == [
+        "submitted",
+        "admitted",
+        "nodes ready",
+        "scheduled",
+        "image pulled",
+        "initialized",
+        "started",
+        "ready",
+    ]
+    assert at.pop("image pulled") == "-"
+    assert "-" not in at.values(), lines
+    ordered = [at[p] for p in ("submitted", "admitted", "scheduled", "initialized", "ready")]
+    assert ordered == sorted(ordered), lines
+
     # A pod fails (a lost GPU, an NCCL timeout): the whole set starts again, admitted as before.
     first = {p["metadata"]["uid"] for p in pods}
     fail(kube, pods[1], 1)
@@ -184,15 +215,7 @@ def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
     assert ended["status"].get("restarts") == 1
 
     # The stop command deletes the JobSet; its pods go, the claims stay.
-    stop = shlex.split(outputs["stopCommand"])
-    assert stop[stop.index("delete") :] == [
-        "delete",
-        "-n",
-        namespace,
-        "jobsets.jobset.x-k8s.io",
-        name,
-    ]
-    kube.delete(JOBSET_API, "JobSet", name, namespace)
+    paste(cluster, tmp_path, context, outputs["stopCommand"])
     wait_for("the run's pods gone", lambda: not run_pods(kube, namespace, name), explain=why)
     for claim in stack.of_kind("PersistentVolumeClaim"):
         meta: dict[str, Any] = claim["metadata"]

@@ -10,13 +10,15 @@ nodes are the rendered pools' nodes as GKE labels and taints them.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import STACKS
+from tests.conftest import STACKS, stack_context
 from tests.real.cluster_state import (
     claim_phase,
     daemonset_settled,
+    paste,
     pods_of,
     provision,
     referenced_objects,
@@ -31,7 +33,9 @@ pytestmark = pytest.mark.real
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_the_stack_comes_up_one_training_pod_per_gpu_node(cluster: Cluster, stack: str) -> None:
+def test_the_stack_comes_up_one_training_pod_per_gpu_node(
+    cluster: Cluster, stack: str, tmp_path: Path
+) -> None:
     kube, stack_render = cluster.kube, render(stack)
     provision(kube, stack_render)
     kube.create_all(referenced_objects(stack_render))
@@ -67,3 +71,23 @@ def test_the_stack_comes_up_one_training_pod_per_gpu_node(cluster: Cluster, stac
 
     for claim in stack_render.of_kind("PersistentVolumeClaim"):
         assert claim_phase(kube, claim) == "Bound", claim["metadata"]["name"]
+
+    # timelineCommand, pasted as a user runs it (the real kubectl, the stack's context): every
+    # phase of the start but the image pull (kwok pulls none) is on record, in order.
+    timeline = paste(
+        cluster, tmp_path, stack_context(stack), stack_render.run.outputs["timelineCommand"]
+    )
+    lines = timeline.splitlines()
+    at = {line[:14].strip(): line[14:36].strip() for line in lines[1:-1]}
+    assert list(at) == [
+        "submitted",
+        "nodes ready",
+        "scheduled",
+        "image pulled",
+        "initialized",
+        "started",
+        "ready",
+    ], timeline
+    assert at.pop("image pulled") == "-" and "-" not in at.values(), timeline
+    ordered = [at[p] for p in ("submitted", "scheduled", "initialized", "ready")]
+    assert ordered == sorted(ordered), timeline

@@ -1,0 +1,182 @@
+"""`python3 -m gpu_cluster.timeline CLI TARGET... NAMESPACE KIND NAME`: when each phase of a
+training run's start happened, from the cluster's own records, as a table (timelineCommand).
+KIND: jobset or statefulset. TARGET: --kubeconfig FILE and/or --context CONTEXT (then --cluster
+CLUSTER), as the stack names its cluster.
+
+The phases, each the moment the last of the run's pods (or nodes) got there: submitted (the
+controller object created), admitted (Kueue's Workload, JobSet runs), nodes ready (the nodes the
+pods run on), scheduled, image pulled (the kubelet's Pulled event, when it still exists),
+initialized (init steps done: NIC detection, GPUDirect setup), started (the training container
+running) and ready. Standard library only, for python3 as launch_all is."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime
+from typing import Any, NamedTuple
+
+Object = dict[str, Any]
+USAGE = (
+    "usage: python3 -m gpu_cluster.timeline CLI [--kubeconfig FILE] [--context CONTEXT] "
+    "[--cluster CLUSTER] NAMESPACE jobset|statefulset NAME"
+)
+TARGET_FLAGS = ("--kubeconfig", "--context", "--cluster")
+# The label the JobSet controller puts on its pods (jobset api/jobset/v1alpha2 JobSetNameKey).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# The StatefulSet's pods, by the labels the program gives them (components/platforms.py labels).
+STATEFUL_SET_PODS = "app.kubernetes.io/instance={name},app.kubernetes.io/component=training"
+TRAINING_CONTAINER = "training"
+
+
+class Phase(NamedTuple):
+    name: str
+    at: datetime | None
+
+
+class Run(NamedTuple):
+    """What the cluster says about one run: its controller object, Kueue Workloads, pods,
+    their nodes and the namespace's events."""
+
+    controller: Object
+    workloads: list[Object]
+    pods: list[Object]
+    nodes: list[Object]
+    events: list[Object]
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+def _condition(obj: Object, kind: str) -> datetime | None:
+    """When `obj`'s condition `kind` last became True; None while it is not True."""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return _time(condition.get("lastTransitionTime"))
+    return None
+
+
+def _last(times: list[datetime | None]) -> datetime | None:
+    """The moment the last of them got there; None until all have."""
+    if not times or any(t is None for t in times):
+        return None
+    return max(t for t in times if t is not None)
+
+
+def _started(pod: Object) -> datetime | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == TRAINING_CONTAINER:
+            return _time(((status.get("state") or {}).get("running") or {}).get("startedAt"))
+    return None
+
+
+def _pulled(pod: Object, events: list[Object]) -> datetime | None:
+    name = pod["metadata"]["name"]
+    times = [
+        _time(e.get("lastTimestamp") or e.get("eventTime"))
+        for e in events
+        if e.get("reason") == "Pulled"
+        and (e.get("involvedObject") or {}).get("name") == name
+        and TRAINING_CONTAINER in (e.get("involvedObject") or {}).get("fieldPath", "")
+    ]
+    return max((t for t in times if t is not None), default=None)
+
+
+def phases(run: Run) -> list[Phase]:
+    pods, nodes = run.pods, run.nodes
+    out = [Phase("submitted", _time(run.controller["metadata"].get("creationTimestamp")))]
+    if run.controller.get("kind") == "JobSet":
+        out.append(Phase("admitted", _last([_condition(w, "Admitted") for w in run.workloads])))
+    out += [
+        Phase("nodes ready", _last([_condition(n, "Ready") for n in nodes]) if pods else None),
+        Phase("scheduled", _last([_condition(p, "PodScheduled") for p in pods])),
+        Phase("image pulled", _last([_pulled(p, run.events) for p in pods])),
+        Phase("initialized", _last([_condition(p, "Initialized") for p in pods])),
+        Phase("started", _last([_started(p) for p in pods])),
+        Phase("ready", _last([_condition(p, "Ready") for p in pods])),
+    ]
+    return out
+
+
+def table(run: Run) -> str:
+    """One line per phase: when (UTC) and seconds since the run was submitted."""
+    found = phases(run)
+    submitted = found[0].at
+    lines = [f"{'phase':<14}{'at (UTC)':<22}{'since submitted':>16}"]
+    for phase in found:
+        if phase.at is None:
+            lines.append(f"{phase.name:<14}{'-':<22}{'-':>16}")
+            continue
+        since = f"{(phase.at - submitted).total_seconds():.0f} s" if submitted else "-"
+        lines.append(f"{phase.name:<14}{phase.at.strftime('%Y-%m-%d %H:%M:%S'):<22}{since:>16}")
+    pods = len(run.pods)
+    lines.append(f"({pods} pod{'s' if pods != 1 else ''}; '-': not there yet, or not recorded)")
+    return "\n".join(lines)
+
+
+def _get(kube: list[str], *args: str) -> Object:
+    try:
+        result = subprocess.run(
+            [*kube, "get", *args, "-o", "json"], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        raise SystemExit(f"timeline: {kube[0]} is not on PATH") from None
+    if result.returncode != 0:
+        raise SystemExit(f"timeline: {' '.join(args)}: {result.stderr.strip()}")
+    try:
+        found: Object = json.loads(result.stdout)
+    except json.JSONDecodeError as error:
+        raise SystemExit(f"timeline: {' '.join(args)}: not JSON ({error})") from None
+    return found
+
+
+def fetch(kube: list[str], namespace: str, kind: str, name: str) -> Run:
+    """The run's objects, read with `kube` (the CLI and its target flags)."""
+    resource, selector = (
+        ("jobsets.jobset.x-k8s.io", f"{JOBSET_NAME_LABEL}={name}")
+        if kind == "jobset"
+        else ("statefulsets.apps", STATEFUL_SET_PODS.format(name=name))
+    )
+    controller = _get(kube, "-n", namespace, resource, name)
+    uid = controller["metadata"]["uid"]
+    workloads = []
+    if kind == "jobset":
+        listed = _get(kube, "-n", namespace, "workloads.kueue.x-k8s.io")["items"]
+        workloads = [
+            w
+            for w in listed
+            if any(o.get("uid") == uid for o in w["metadata"].get("ownerReferences") or [])
+        ]
+    pods = _get(kube, "-n", namespace, "pods", "-l", selector)["items"]
+    node_names = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
+    nodes = [_get(kube, "nodes", n) for n in node_names]
+    if len(nodes) < len(pods):
+        nodes = []  # a pod not on a node yet: the nodes are not all ready for the run
+    events = _get(kube, "-n", namespace, "events")["items"]
+    return Run(controller, workloads, pods, nodes, events)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 4:
+        print(USAGE, file=sys.stderr)
+        return 2
+    cli, rest = argv[0], argv[1:]
+    target: list[str] = []
+    while len(rest) > 3 and rest[0] in TARGET_FLAGS:
+        target += rest[:2]
+        rest = rest[2:]
+    if len(rest) != 3 or rest[1] not in ("jobset", "statefulset"):
+        print(USAGE, file=sys.stderr)
+        return 2
+    if not {"--kubeconfig", "--context"} & set(target[::2]):
+        print("timeline: name the cluster with --kubeconfig or --context", file=sys.stderr)
+        return 2
+    namespace, kind, name = rest
+    print(table(fetch([cli, *target], namespace, kind, name)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,129 @@
+"""The start timeline (gpu_cluster/timeline.py) on a run's objects as the API server returns
+them: each phase is when the last pod (or node) got there, '-' until all have, and the command
+line it takes. On the real API server with the real kubectl: tests/real/test_jobset_stack.py and
+test_stacks_come_up.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpu_cluster import timeline
+from gpu_cluster.timeline import Run, phases, table
+
+T0 = "2026-11-24T06:00:00Z"
+
+
+def at(seconds: int) -> str:
+    return f"2026-11-24T06:{seconds // 60:02d}:{seconds % 60:02d}Z"
+
+
+def condition(kind: str, seconds: int | None) -> dict[str, Any]:
+    if seconds is None:
+        return {"type": kind, "status": "False", "lastTransitionTime": T0}
+    return {"type": kind, "status": "True", "lastTransitionTime": at(seconds)}
+
+
+def pod(name: str, scheduled: int, initialized: int | None, started: int | None) -> dict[str, Any]:
+    running = {"running": {"startedAt": at(started)}} if started is not None else {"waiting": {}}
+    return {
+        "metadata": {"name": name},
+        "spec": {"nodeName": f"node-{name}"},
+        "status": {
+            "conditions": [
+                condition("PodScheduled", scheduled),
+                condition("Initialized", initialized),
+                condition("Ready", started + 5 if started is not None else None),
+            ],
+            "containerStatuses": [
+                {"name": "rxdm", "state": {"running": {"startedAt": at(1)}}},
+                {"name": "training", "state": running},
+            ],
+        },
+    }
+
+
+def pulled(pod_name: str, seconds: int, container: str = "training") -> dict[str, Any]:
+    return {
+        "reason": "Pulled",
+        "lastTimestamp": at(seconds),
+        "involvedObject": {"name": pod_name, "fieldPath": f"spec.containers{{{container}}}"},
+    }
+
+
+def run(pods: list[dict[str, Any]], kind: str = "JobSet") -> Run:
+    return Run(
+        controller={"kind": kind, "metadata": {"creationTimestamp": at(0), "uid": "u"}},
+        workloads=[{"status": {"conditions": [condition("Admitted", 3)]}}],
+        pods=pods,
+        nodes=[{"status": {"conditions": [condition("Ready", 30)]}}],
+        events=[pulled("a", 40), pulled("b", 55), pulled("b", 50, "rxdm")],
+    )
+
+
+def test_each_phase_is_when_the_last_pod_got_there() -> None:
+    r = run([pod("a", 31, 60, 61), pod("b", 33, 70, 72)])
+    found = {p.name: p.at for p in phases(r)}
+    assert list(found) == [
+        "submitted",
+        "admitted",
+        "nodes ready",
+        "scheduled",
+        "image pulled",
+        "initialized",
+        "started",
+        "ready",
+    ]
+    submitted = found["submitted"]
+    assert submitted is not None
+    seconds = {name: int((t - submitted).total_seconds()) for name, t in found.items() if t}
+    assert seconds == {
+        "submitted": 0,
+        "admitted": 3,
+        "nodes ready": 30,
+        "scheduled": 33,
+        "image pulled": 55,  # the training container's pull, not the sidecar's
+        "initialized": 70,
+        "started": 72,
+        "ready": 77,
+    }
+
+
+def test_a_phase_waits_for_every_pod() -> None:
+    found = {p.name: p.at for p in phases(run([pod("a", 31, 60, 61), pod("b", 33, None, None)]))}
+    assert found["scheduled"] is not None
+    assert found["initialized"] is None and found["started"] is None and found["ready"] is None
+    lines = table(run([pod("a", 31, 60, 61), pod("b", 33, None, None)])).splitlines()
+    assert lines[-2].split() == ["ready", "-", "-"]
+    assert lines[-1] == "(2 pods; '-': not there yet, or not recorded)"
+
+
+def test_a_stateful_set_has_no_admission_and_no_pods_has_no_phases() -> None:
+    r = run([], kind="StatefulSet")
+    found = {p.name: p.at for p in phases(r)}
+    assert "admitted" not in found
+    assert [name for name, t in found.items() if t is not None] == ["submitted"]
+
+
+def test_the_table_counts_from_submission() -> None:
+    lines = table(run([pod("a", 31, 60, 61)])).splitlines()
+    assert lines[0].split() == ["phase", "at", "(UTC)", "since", "submitted"]
+    assert lines[1].split() == ["submitted", "2026-11-24", "06:00:00", "0", "s"]
+    assert lines[3].split() == ["nodes", "ready", "2026-11-24", "06:00:30", "30", "s"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["kubectl", "ns", "jobset"],  # too few
+        ["kubectl", "--context", "c", "ns", "job", "name"],  # not a kind
+        ["kubectl", "ns", "jobset", "name"],  # no cluster named
+        ["kubectl", "--cluster", "c", "ns", "jobset", "name"],  # a cluster alone names none
+    ],
+)
+def test_usage_errors_exit_2_before_calling_the_cli(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert timeline.main(argv) == 2
+    assert capsys.readouterr().err
