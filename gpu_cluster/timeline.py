@@ -28,6 +28,17 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 # The StatefulSet's pods, by the labels the program gives them (components/platforms.py labels).
 STATEFUL_SET_PODS = "app.kubernetes.io/instance={name},app.kubernetes.io/component=training"
 TRAINING_CONTAINER = "training"
+# The phases of a start, in the order it takes them ("admitted": JobSet runs only).
+PHASES = (
+    "submitted",
+    "admitted",
+    "nodes ready",
+    "scheduled",
+    "image pulled",
+    "initialized",
+    "started",
+    "ready",
+)
 
 
 class Phase(NamedTuple):
@@ -85,19 +96,20 @@ def _pulled(pod: Object, events: list[Object]) -> datetime | None:
 
 
 def phases(run: Run) -> list[Phase]:
+    """The run's PHASES with their times."""
     pods, nodes = run.pods, run.nodes
-    out = [Phase("submitted", _time(run.controller["metadata"].get("creationTimestamp")))]
-    if run.controller.get("kind") == "JobSet":
-        out.append(Phase("admitted", _last([_condition(w, "Admitted") for w in run.workloads])))
-    out += [
-        Phase("nodes ready", _last([_condition(n, "Ready") for n in nodes]) if pods else None),
-        Phase("scheduled", _last([_condition(p, "PodScheduled") for p in pods])),
-        Phase("image pulled", _last([_pulled(p, run.events) for p in pods])),
-        Phase("initialized", _last([_condition(p, "Initialized") for p in pods])),
-        Phase("started", _last([_started(p) for p in pods])),
-        Phase("ready", _last([_condition(p, "Ready") for p in pods])),
-    ]
-    return out
+    at = {
+        "submitted": _time(run.controller["metadata"].get("creationTimestamp")),
+        "admitted": _last([_condition(w, "Admitted") for w in run.workloads]),
+        "nodes ready": _last([_condition(n, "Ready") for n in nodes]) if pods else None,
+        "scheduled": _last([_condition(p, "PodScheduled") for p in pods]),
+        "image pulled": _last([_pulled(p, run.events) for p in pods]),
+        "initialized": _last([_condition(p, "Initialized") for p in pods]),
+        "started": _last([_started(p) for p in pods]),
+        "ready": _last([_condition(p, "Ready") for p in pods]),
+    }
+    queued = run.controller.get("kind") == "JobSet"
+    return [Phase(name, at[name]) for name in PHASES if queued or name != "admitted"]
 
 
 def table(run: Run) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from gpu_cluster.timeline import PHASES
 from tests.conftest import ROOT
 from tools.realtier.kube import Kube, wait_for
 from tools.realtier.stacks import StackRender, volumes_for
@@ -126,3 +127,17 @@ def paste(cluster: Cluster, tmp_path: Path, context: str, command: str) -> str:
     )
     assert result.returncode == 0, (command, result.stderr)
     return result.stdout
+
+
+def start_on_record(printed: str) -> list[str]:
+    """The phases timelineCommand printed for a start kwok ran, checked: each in PHASES' order,
+    each with a time but the image pull (kwok pulls none, so the kubelet records no event), the
+    times in the order a start takes them. Returns the phase names."""
+    lines = printed.splitlines()
+    at = {line[:14].strip(): line[14:36].strip() for line in lines[1:-1]}
+    assert list(at) == [p for p in PHASES if p in at], printed
+    assert at.pop("image pulled") == "-" and "-" not in at.values(), printed
+    steps = ("submitted", "admitted", "scheduled", "initialized", "ready")
+    order = [at[p] for p in steps if p in at]
+    assert order == sorted(order), printed
+    return [line[:14].strip() for line in lines[1:-1]]
