@@ -25,7 +25,9 @@ def training_exceptions(
         "CKV_K8S_8": "no liveness probe: a restart would kill a running training job; "
         "torchrun and DeepSpeed handle worker failures",
         "CKV_K8S_9": "no readiness probe: the pods serve no traffic (the headless Service "
-        "publishes not-ready addresses); fabric readiness is what verifyCommand checks",
+        "publishes not-ready addresses); fabric readiness is what "
+        + ("each run's fabric gate" if s.workload.kind == "jobset" else "verifyCommand")
+        + " checks",
         "CKV_K8S_15": "images are pinned by tag or digest in stack config, and re-pulling "
         "multi-GB training images on every restart only costs time",
         "CKV_K8S_22": "training images install packages and write caches outside the volumes",
