@@ -22,6 +22,7 @@ import pytest
 from gpu_cluster.facts.kubernetes import parse_quantity
 from gpu_cluster.facts.kueue import (
     GKE_TOPOLOGY_LEVELS,
+    HOSTNAME_LEVEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_API,
     JOBSET_NAME_LABEL,
@@ -295,3 +296,49 @@ def test_queued_provisioning_gets_a_run_s_nodes_before_kueue_admits_it(
     assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(n.name for n in gpu)
     for pod in pods:
         assert pod["metadata"]["annotations"][CONSUMES] == request["metadata"]["name"]
+
+
+RACK = "example.com/rack"
+RACKS = {"gpu-a": "rack-a", "gpu-b1": "rack-b", "gpu-b2": "rack-b", "gpu-c": "rack-c"}
+
+
+def test_an_openshift_jobset_lands_in_one_rack_of_the_levels_the_stack_names(
+    queued_cluster: Cluster,
+) -> None:
+    """nerc-production as a JobSet stack with workload.queue.topologyLevels [example.com/rack]:
+    its own Topology (rack, then the node) places both pods in the one rack with two free GPU
+    hosts."""
+    cluster, kube = queued_cluster, queued_cluster.kube
+    stack = render(
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=/workspace/train.py",
+            f"workload.queue.topologyLevels[0]={RACK}",
+        ),
+    )
+    s = stack.settings
+    (host, *_) = stack.nodes()
+    for name, rack in RACKS.items():
+        node = dataclasses.replace(host, name=name, labels={**host.labels, RACK: rack})
+        kube.create(node.manifest())
+        wait_for(f"node {name} Ready", functools.partial(node_ready, kube, name))
+    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
+    kube.create_all(referenced_objects(stack))
+    kube.create_all(stack.objects())
+
+    why = functools.partial(explain, cluster, s.namespace)
+    workload = wait_for(
+        "the run admitted", functools.partial(admitted, kube, s.namespace, s.name), explain=why
+    )
+    (assignment,) = workload["status"]["admission"]["podSetAssignments"]
+    assert assignment["topologyAssignment"]["levels"] == [HOSTNAME_LEVEL]
+    pods = wait_for(
+        "its pods running",
+        functools.partial(running, kube, s.namespace, s.name, s.nodes),
+        explain=why,
+    )
+    # Placed by Kueue's Topology Aware Scheduling: each pod bound to the host it assigned.
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-b1", "gpu-b2"]
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"][HOSTNAME_LEVEL] == pod["spec"]["nodeName"]
