@@ -162,8 +162,10 @@ def fetch(kube: list[str], namespace: str, kind: str, name: str) -> Run:
             if any(o.get("uid") == uid for o in w["metadata"].get("ownerReferences") or [])
         ]
     pods = _get(kube, "-n", namespace, "pods", "-l", selector)["items"]
-    node_names = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
-    nodes = [_get(kube, "nodes", n) for n in node_names]
+    node_names = {p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
+    # One list call, not one call per node: a run may span hundreds of nodes.
+    listed = _get(kube, "nodes")["items"] if node_names else []
+    nodes = [n for n in listed if n["metadata"]["name"] in node_names]
     if len(nodes) < len(pods):
         nodes = []  # a pod not on a node yet: the nodes are not all ready for the run
     events = _get(kube, "-n", namespace, "events")["items"]
