@@ -3,7 +3,7 @@ their URNs), their names are the ones the StatefulSet controller adopts."""
 
 from __future__ import annotations
 
-from gpu_cluster.config.schema import StorageSettings
+from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.plan.claims import Claim, retention_annotations, training_claims
 
 

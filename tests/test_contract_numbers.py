@@ -11,7 +11,8 @@ Refused, naming the key, offline (`--set`) and under the engine (the config map'
   silently overflows an int64"); a CPU quantity above (2^63 - 1) / 1000 cores, which
   MilliValue overflows (math.go MaxMilliValue);
 - `verify.expectedBusbwGbps` above what the fabric carries (without a known fabric, the fastest
-  GPU link: NVLink 5, 1,800 GB/s), `verify.maxBytes` above 2^63 - 1 bytes.
+  GPU link: NVLink 5, 1,800 GB/s), a data volume's `minWriteGbps` / `minReadGbps` above that
+  link too, `verify.maxBytes` above 2^63 - 1 bytes.
 Negative zero is zero: it is taken where 0 is and refused where 0 is. The keys are the
 schema's own, each with the members of what it takes (tests/contract.py kind_of).
 """
@@ -56,10 +57,20 @@ REFUSED["cpu"] = (REFUSED["quantity"][0], [*REFUSED["quantity"][1], "92233720368
 
 
 def stack_for(key: str) -> str:
-    """A stack that reads the key; verify's on a tcp one, whose fabric sets no ceiling."""
+    """A stack that reads the key; verify's on a tcp one, whose fabric sets no ceiling; a data
+    volume's on the one with volumes."""
     if key.startswith(("verify.", "tcp.")):
         return "nerc-production"
+    if key.startswith("storage.volumes"):
+        return "gcp-a4"
     return "gcp-a3" if key.startswith("gcp.") else "barcelona"
+
+
+# What a key needs beside it to be read: a write rate only on a volume mounted read-write
+# (gcp-a4's first volume is read-only).
+BESIDE: dict[str, tuple[tuple[str, Any], ...]] = {
+    "storage.volumes[0].minWriteGbps": (("storage.volumes[0].readOnly", False),)
+}
 
 
 @functools.cache
@@ -71,6 +82,8 @@ def engine_refusal(key: str, value: Any) -> str | None:
     """settings_from's message for the stack's config map with `value` at `key` (None: taken)."""
     config, secret_keys = _engine_config(stack_for(key))
     config = dict(config)
+    for beside, beside_value in BESIDE.get(key, ()):
+        set_key(config, beside, beside_value)
     set_key(config, key, value)
     try:
         settings_from(config, secret_keys, PROVIDER_SETTINGS, as_of=AS_OF)
@@ -81,8 +94,9 @@ def engine_refusal(key: str, value: Any) -> str | None:
 
 def offline_refusal(key: str, text: str) -> str | None:
     """The offline render's message for `--set key=text` (None: taken)."""
+    beside = tuple(f"{k}={str(v).lower()}" for k, v in BESIDE.get(key, ()))
     try:
-        checked_config(stack_for(key), (f"{key}={text}",))
+        checked_config(stack_for(key), (*beside, f"{key}={text}"))
     except ConfigError as exc:
         return str(exc)
     return None

@@ -16,7 +16,8 @@ import pytest
 
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
-from gpu_cluster.config.schema import Settings, StorageSettings
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
@@ -64,7 +65,10 @@ def test_per_pod_claims_are_the_ones_the_stateful_set_would_create(stack: str) -
     sts = one(run, "StatefulSet")
     name, nodes = sts["metadata"]["name"], sts["spec"]["replicas"]
     templates = [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]]
-    claims = {c["metadata"]["name"] for c in manifests(run, "PersistentVolumeClaim")}
+    # The workload's own claims (a stack's data volumes are TrainingStorage's: test_volumes).
+    claims = {
+        r.inputs["metadata"]["name"] for r in run.of_type(PVC) if "TrainingWorkload" in r.parent
+    }
     assert claims == {f"{t}-{name}-{i}" for t in templates for i in range(nodes)}
     # Claims exist before the pods that mount them.
     (sts_resource,) = run.of_type(STATEFUL_SET)

@@ -2,7 +2,8 @@
 JobSet variants (gpu_cluster/offline/graph.py: dependsOn, provider and parent edges).
 
 Only what runs on GPU nodes waits for the GPU node pool: the training pods (StatefulSet or
-JobSet) and the node agents (DaemonSets, see gpudirect_nodes.py for why they do). Every other
+JobSet) and the node agents (DaemonSets, see gpudirect_nodes.py for why they do); the training
+pods also wait for their buckets' grants. Every other
 Kubernetes object waits only for the objects it names or lives in, and on GKE for the cluster
 and its system pool (the provider). A failure names the chain of edges that makes the wait."""
 
@@ -37,6 +38,8 @@ NAMESPACED = ("Namespace",)
 NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     "Namespace": (),
     "StorageClass": (),
+    # A bucket's volume: it names its claim, which binds to it whenever both exist.
+    "PersistentVolume": (),
     "SecurityContextConstraints": (),
     "MachineConfig": (),
     "GKENetworkParamSet": (),
@@ -89,6 +92,9 @@ NAMES_ITS_PREREQUISITES["JobSet"] = (
 ON_GPU_NODES = (*TRAINING, "DaemonSet")
 # The cloud resources a GKE Network object names besides the cluster: its VPC and subnet.
 NETWORK_CLOUD_TYPES = ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork")
+# What the training pods mount from Cloud Storage: the buckets and their grants to the pods (a
+# pod mounting a bucket it may not read fails its mount).
+BUCKET_CLOUD_TYPES = ("gcp:storage/bucket:Bucket", "gcp:storage/bucketIAMMember:BucketIAMMember")
 
 
 @functools.cache
@@ -146,6 +152,8 @@ def allowed_cloud(g: Graph, urn: str) -> set[str]:
             allowed |= {pool, *g.waits_for(pool)}
     if k in ("GKENetworkParamSet", "Network"):
         allowed |= {u for u in g.rows if g.rows[u]["type"] in NETWORK_CLOUD_TYPES}
+    if k in TRAINING:
+        allowed |= {u for u in g.rows if g.rows[u]["type"] in BUCKET_CLOUD_TYPES}
     return allowed
 
 

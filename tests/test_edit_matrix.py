@@ -19,6 +19,7 @@ from gpu_cluster.offline.replacements import PRECIOUS, Step, destructive
 from tests.conftest import TO_GKE, plan_from, plan_of
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+BUCKET = "gcp:storage/bucket:Bucket"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -48,6 +49,7 @@ def _edits_key(edit: tuple[str, ...], keys: tuple[str, ...]) -> bool:
 # The opt-in keys (docs/contract.md, "Opt-in keys") and what each lets go.
 OPT_INS = {
     PVC: ("storage.protect=false",),
+    BUCKET: ("storage.protect=false",),
     CLUSTER: ("gcp.deletionProtection=false",),
     # A namespace leaves the cluster only with the claims in it: both opt-outs.
     NAMESPACE: ("storage.protect=false", "storage.retainOnDelete=false"),
@@ -69,7 +71,7 @@ def violations(
         opted_in = s.type in OPT_INS and all(
             settings.get(key) == value for key, value in (o.split("=") for o in OPT_INS[s.type])
         )
-        if s.type in (PVC, CLUSTER):
+        if s.type in (PVC, BUCKET, CLUSTER):
             # Never without asking: protect makes the engine stop at preview.
             if not s.protected and not opted_in:
                 out.append(f"{what}: {PRECIOUS[s.type]}, and nothing stops it")
@@ -193,6 +195,18 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     # A class made outside the stack: ours is deleted (it holds no data), the claims stay.
     ("gcp-a4", ("storage.storageClassMode=reference",)): {},
     ("gcp-a4", ("gcp.imageStreaming=true",)): {},
+    # Its buckets: mount options and grants change in place (the pods restart); another bucket
+    # is another volume and claim; a bucket that leaves the stack stops at protect.
+    ("gcp-a4", ("storage.volumes[0].gcsFuse.use=checkpoints",)): {},
+    ("gcp-a4", ("storage.volumes[1].gcsFuse.onlyDir=run-7",)): {},
+    ("gcp-a4", ("storage.volumes[0].readOnly=false",)): {},
+    ("gcp-a4", ("storage.volumes[1].gcsFuse.bucket=other-checkpoints",)): {
+        "delete Bucket!": 1,
+        "replace PersistentVolumeClaim!": 1,
+    },
+    ("gcp-a4", ("storage.volumes[1].gcsFuse.mode=reference",)): {"delete Bucket!": 1},
+    # A renamed volume is another claim (<name>-<volume>): the old one stops at protect.
+    ("gcp-a4", ("storage.volumes[1].name=ckpt",)): {"delete PersistentVolumeClaim!": 1},
     # a3-high: GKE, A3 High, TCPX (4 GPU VPCs)
     ("a3-high", ("nodes=8",)): {},
     ("a3-high", ("networkMode=tcp",)): {

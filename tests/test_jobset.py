@@ -68,8 +68,13 @@ def test_the_pods_are_the_stateful_set_s_but_for_what_the_kind_decides(
 
     assert queued["spec"]["restartPolicy"] == "Never"
     (training,) = [c for c in queued["spec"]["containers"] if c["name"] == "training"]
-    # The fabric check first, on the run's own pods (verify.enabled), then the launcher.
-    gate, *check, separator, launcher, script, epochs = training["command"]
+    # The storage check of its data volumes (gcp-a4 has two), then the fabric check, on the
+    # run's own pods (verify.enabled), then the launcher.
+    command = training["command"]
+    assert (command[0] == "/opt/gpu-cluster/storage_check.py") == (stack == "gcp-a4")
+    if stack == "gcp-a4":
+        command = command[command.index("--") + 1 :]
+    gate, *check, separator, launcher, script, epochs = command
     assert gate == "/opt/gpu-cluster/fabric-gate.sh" and separator == "--"
     assert check[check.index("--expected-busbw-gbps") + 1]
     assert launcher == "/opt/gpu-cluster/launch-torchrun.sh"

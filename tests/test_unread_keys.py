@@ -47,8 +47,27 @@ ALTERNATIVES: dict[str, list[Any]] = {
     "rdma.nics[0].network": ["eno9np0-network"],
     "tcp.nsocksPerThread": [2],
     "pod.cpuLimit": ["500"],
+    "storage.volumes[0].name": ["corpus"],
 }
-# Edits a key needs beside it to be valid at all, applied to the baseline too.
+VOLUME = "storage.volumes[0]"
+EXISTING_CLAIM = (f"{VOLUME}.sharedClaim.claimName", "team-volume")
+BUCKET = (f"{VOLUME}.gcsFuse.bucket", "team-volume")
+
+
+def _volume(*source: tuple[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A whole writable volume at storage.volumes[0] from `source` (in place of gcp-a4's
+    read-only bucket)."""
+    only = (
+        ()
+        if any(key.startswith(f"{VOLUME}.gcsFuse") for key, _ in source)
+        else ((f"{VOLUME}.gcsFuse", None),)
+    )
+    named = ((f"{VOLUME}.name", "volume"), (f"{VOLUME}.mountPath", "/volume"))
+    return (*named, (f"{VOLUME}.readOnly", False), *only, *source)
+
+
+# Edits a key needs beside it to be valid at all, applied to the baseline too (and, for a
+# list item's key, to the refusal of an unread one: the item is complete but for that key).
 COMPANIONS: dict[str, tuple[tuple[str, Any], ...]] = {
     **{
         f"codeSync.{key}": (("codeSync.repo", "https://github.com/org/repo.git"),)
@@ -58,6 +77,19 @@ COMPANIONS: dict[str, tuple[tuple[str, Any], ...]] = {
     "gcp.machineType": (("networkMode", "tcp"),),
     # Flex-start brings its own placement.
     "gcp.placementMaxDistance": (("gcp.provisioning", "spot"),),
+    # A data volume's key needs the rest of a volume: a name, a path and one source.
+    **{
+        f"{VOLUME}.{key}": _volume(EXISTING_CLAIM)
+        for key in ("name", "mountPath", "readOnly", "minWriteGbps", "minReadGbps")
+    },
+    f"{VOLUME}.sharedClaim.claimName": _volume(EXISTING_CLAIM),
+    **{
+        f"{VOLUME}.sharedClaim.{key}": _volume(
+            (f"{VOLUME}.sharedClaim.size", "1Ti"), (f"{VOLUME}.sharedClaim.storageClass", "rwx")
+        )
+        for key in ("size", "storageClass")
+    },
+    **{f"{VOLUME}.gcsFuse.{key}": _volume(BUCKET) for key in ("bucket", "mode", "onlyDir", "use")},
 }
 # Keys read on a stack whose every accepted single-key edit renders the same, with the reason
 # and where the key is shown read instead.
@@ -165,9 +197,10 @@ def _id(case: tuple[Variant, str]) -> str:
 def test_a_key_the_stack_does_not_read_is_refused(case: tuple[Variant, str]) -> None:
     variant, key = case
     values = [v for v in KEYS[key] if v is not None]  # an explicit null is the key left out
+    companions = COMPANIONS.get(key, ()) if key.startswith(VOLUME) else ()
     said = []
     for value in values:
-        outcome = _run(variant, ((key, value),))
+        outcome = _run(variant, (*companions, (key, value)))
         assert isinstance(outcome, str), f"{key}={value!r} accepted on {variant} but not read"
         said.append(outcome)
     # Named with why it is not read: by its rule, or by a rule of its own section (a sriov NIC

@@ -23,9 +23,11 @@ from gpu_cluster.components.platforms import (
     namespace_args,
     queued,
     run_outputs,
+    training_storage,
     workload_args,
 )
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
+from gpu_cluster.components.training_storage import BucketAccess
 from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.gke import (
     cluster_problems,
@@ -39,6 +41,8 @@ from gpu_cluster.config.schema import GcpSettings, Settings
 from gpu_cluster.facts.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, plan_addresses
 from gpu_cluster.facts.gpudirect import RDMA_MACHINES, GibRelease, GpuDirectRelease
 from gpu_cluster.facts.kueue import GKE_QUEUED_TAINT
+from gpu_cluster.plan.data_volumes import bucket_grants, buckets_to_create, uses_gcs_fuse
+from gpu_cluster.plan.gke_identity import pod_principal
 from gpu_cluster.plan.gke_storage import storage_class_to_create
 from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
 from gpu_cluster.plan.outputs import gke_context, stack_outputs
@@ -72,6 +76,29 @@ POOL_NAMES = {
 
 def pool_name(gcp_settings: GcpSettings) -> str:
     return POOL_NAMES[gcp_settings.machine_type]
+
+
+def _storage_class(
+    name: str, s: Settings, opts: pulumi.ResourceOptions
+) -> tuple[pulumi.Resource, ...]:
+    """The class the claims name, which they wait for, unless GKE installs it or the stack
+    references one."""
+    spec = storage_class_to_create(
+        s.platform, s.storage.storage_class, s.storage.storage_class_mode
+    )
+    if spec is None:
+        return ()
+    return (GkeStorageClass(name, GkeStorageClassArgs(spec, labels(s)), opts).storage_class,)
+
+
+def _bucket_access(s: Settings, g: GcpSettings, account: pulumi.Output[str]) -> BucketAccess:
+    """The buckets the stack creates and grants its pods' ServiceAccount `account`; an IAM
+    principal names the project by number, which only GCP knows."""
+    number = gcp.organizations.get_project_output(project_id=g.project).number
+    principal = pulumi.Output.all(number, account).apply(
+        lambda v: pod_principal(v[0], g.project, s.namespace, v[1])
+    )
+    return BucketAccess(g.project, g.region, buckets_to_create(s), bucket_grants(s), principal)
 
 
 class GkePlatform(pulumi.ComponentResource):
@@ -154,6 +181,7 @@ class GkePlatform(pulumi.ComponentResource):
                 ],
                 node_service_account=identity.email,
                 nodes_after=identity.ready,
+                gcs_fuse_csi=uses_gcs_fuse(s),
             ),
             moved,
         )
@@ -220,18 +248,10 @@ class GkePlatform(pulumi.ComponentResource):
             TrainingAccessArgs(s.name, s.namespace, labels(s), after=depends[:1]),
             in_cluster,
         )
-        # The class the claims name, unless GKE installs it or the stack references one.
-        claims_after: tuple[pulumi.Resource, ...] = ()
-        spec = storage_class_to_create(
-            s.platform, s.storage.storage_class, s.storage.storage_class_mode
-        )
-        if spec is not None:
-            storage = GkeStorageClass(
-                name,
-                GkeStorageClassArgs(spec, labels(s)),
-                pulumi.ResourceOptions(parent=self, providers=[provider]),
-            )
-            claims_after = (storage.storage_class,)
+        in_this = pulumi.ResourceOptions(parent=self, providers=[provider])
+        claims_after = _storage_class(name, s, in_this)
+        buckets = _bucket_access(s, g, access.service_account_name) if uses_gcs_fuse(s) else None
+        data = training_storage(name, s, depends, in_this, buckets)
         networking = pod_networking(s, f"{s.name}-scripts")
         workload = workload_args(
             s,
@@ -240,9 +260,12 @@ class GkePlatform(pulumi.ComponentResource):
             access.service_account_name,
             secret_env,
             claims_after,
-            pods_after=(gpu_pool.node_pool, *gpudirect.ready),
+            pods_after=(
+                gpu_pool.node_pool,
+                *gpudirect.ready,
+                *(data.ready if data is not None else ()),
+            ),
         )
-        in_this = pulumi.ResourceOptions(parent=self, providers=[provider])
         self.workload = TrainingWorkload(
             f"{name}-workload",
             queued(name, s, workload, depends, in_this),

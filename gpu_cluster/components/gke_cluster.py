@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 from pulumi_gcp.container import (
+    ClusterAddonsConfigArgs,
+    ClusterAddonsConfigGcsFuseCsiDriverConfigArgs,
     ClusterArgs,
     ClusterIpAllocationPolicyArgs,
     ClusterMaintenancePolicyArgs,
@@ -69,7 +71,8 @@ class GkeClusterArgs:
     display name) of each outside range the control plane's endpoint accepts; empty closes it
     to all but the cluster's own nodes and Google's management. node_service_account: the
     nodes' Google account (email), or None for the project's default Compute Engine account;
-    nodes_after: what the pools wait for (that account and its roles)."""
+    nodes_after: what the pools wait for (that account and its roles). gcs_fuse_csi: turn on
+    GKE's Cloud Storage FUSE CSI driver (the stack mounts buckets)."""
 
     cluster_name: str
     project: str
@@ -85,6 +88,21 @@ class GkeClusterArgs:
     authorized_networks: Sequence[tuple[str, str]] = ()
     node_service_account: str | None = None
     nodes_after: Sequence[pulumi.Resource] = ()
+    gcs_fuse_csi: bool = False
+
+
+def _addons(a: GkeClusterArgs) -> ClusterAddonsConfigArgs | None:
+    """GKE's Cloud Storage FUSE CSI driver where the stack mounts a bucket, as cluster-toolkit's
+    gke-cluster module turns it on (main.tf `gcs_fuse_csi_driver_config`, `enable_gcsfuse_csi`,
+    1047080); an addon is updated in place (hashicorp/terraform-provider-google
+    resource_container_cluster.go: no ForceNew under addons_config, e03b7622). Left unset
+    otherwise: the field is computed, so a stack that stops mounting buckets leaves the driver
+    on rather than turning it off under pods that may still use it."""
+    if not a.gcs_fuse_csi:
+        return None
+    return ClusterAddonsConfigArgs(
+        gcs_fuse_csi_driver_config=ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)
+    )
 
 
 def _authorized_networks(a: GkeClusterArgs) -> ClusterMasterAuthorizedNetworksConfigArgs:
@@ -225,6 +243,7 @@ class GkeCluster(pulumi.ComponentResource):
                 maintenance_policy=_maintenance_policy(a),
                 deletion_protection=a.deletion_protection,
                 master_authorized_networks_config=_authorized_networks(a),
+                addons_config=_addons(a),
                 workload_identity_config=ClusterWorkloadIdentityConfigArgs(
                     workload_pool=workload_pool(a.project)
                 ),

@@ -15,6 +15,7 @@ from gpu_cluster.components.platforms import (
     namespace_args,
     queued,
     run_outputs,
+    training_storage,
     workload_args,
 )
 from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
@@ -117,6 +118,9 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             adopt = rdma.network_attachments == "adopt"
             nads = RdmaNetworks(name, RdmaNetworksArgs(s.namespace, rdma, adopt, depends), moved)
             pods_after.extend(nads.attachments)
+        storage = training_storage(name, s, depends, pulumi.ResourceOptions(parent=self))
+        if storage is not None:
+            pods_after.extend(storage.ready)
 
         workload = workload_args(
             s,

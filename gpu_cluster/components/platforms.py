@@ -17,6 +17,11 @@ from gpu_cluster.components.stack_config import (
     stack_kube_target,
 )
 from gpu_cluster.components.training_queue import TrainingQueue
+from gpu_cluster.components.training_storage import (
+    BucketAccess,
+    TrainingStorage,
+    TrainingStorageArgs,
+)
 from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadArgs
 from gpu_cluster.components.workload.args import JobSetRun
 from gpu_cluster.config.schema import Settings
@@ -24,12 +29,13 @@ from gpu_cluster.config.workload import required_level
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
-from gpu_cluster.plan.podspec import PodNetworking, PodPlacement
+from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
+from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
 from gpu_cluster.plan.queue import queue_plan, run_annotations
 from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
-from gpu_cluster.plan.verify import CHECK_SCRIPT, FABRIC_GATE, gated
+from gpu_cluster.plan.verify import CHECK_SCRIPT, FABRIC_GATE, STORAGE_CHECK, gated
 
 # Scripts that run inside the pods (scripts/).
 SHIPPED_SCRIPTS = (
@@ -54,8 +60,9 @@ def labels(s: Settings) -> dict[str, str]:
 def scripts_data(s: Settings) -> dict[str, str]:
     """ConfigMap content: the in-pod scripts plus the files rendered from config."""
     check = [CHECK_SCRIPT] if s.verify.enabled else []
+    storage = [STORAGE_CHECK] if s.verify.enabled and s.storage.volumes else []
     gate = [FABRIC_GATE] if s.verify.enabled and s.workload.kind == "jobset" else []
-    names = [*SHIPPED_SCRIPTS, *check, *gate]
+    names = [*SHIPPED_SCRIPTS, *check, *storage, *gate]
     data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
     data[launch.HOSTFILE] = launch.hostfile(s)
     data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
@@ -124,6 +131,29 @@ def queued(
     return dataclasses.replace(a, pods_after=(*a.pods_after, queue))
 
 
+def training_storage(
+    name: str,
+    s: Settings,
+    after: Sequence[pulumi.Resource],
+    opts: pulumi.ResourceOptions,
+    buckets: BucketAccess | None = None,
+) -> TrainingStorage | None:
+    """The stack's training-data volumes (storage.volumes), their claims waiting for `after`
+    (the namespace); None when it has none."""
+    if not s.storage.volumes:
+        return None
+    args = TrainingStorageArgs(
+        namespace=s.namespace,
+        labels=labels(s),
+        claims=data_claims(s),
+        retain_on_delete=s.storage.retain_on_delete,
+        protect=s.storage.protect,
+        buckets=buckets,
+        after=after,
+    )
+    return TrainingStorage(f"{name}-storage", args, opts)
+
+
 def run_outputs(s: Settings, workload: TrainingWorkload) -> dict[str, object]:
     """A JobSet stack's `submitCommand`: Pulumi replaces the run's JobSet and nothing else."""
     if s.workload.kind != "jobset":
@@ -151,6 +181,7 @@ def workload_args(
         else None
     )
     keys = tuple(s.secret_env)
+    data = data_claims(s)
     return TrainingWorkloadArgs(
         name=s.name,
         namespace=s.namespace,
@@ -177,6 +208,9 @@ def workload_args(
         if keys and secret_env is not None
         else None,
         code_sync_source=code_sync_source if s.code_sync is not None else None,
+        data_volumes=tuple(ClaimVolume(c.volume, c.claim) for c in data),
+        data_mounts=tuple(Mount(c.volume, c.mount_path, c.read_only) for c in data),
+        data_annotations=pod_annotations(s),
         scan_exceptions=training_exceptions(s, networking, [sidecars[0]] if sidecars else []),
         run=job_set_run(s),
     )

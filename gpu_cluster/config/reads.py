@@ -65,3 +65,7 @@ def _sections(key: str, value: Any) -> list[tuple[str, BaseModel]]:
     if isinstance(value, tuple):
         return [(f"{key}[{i}]", v) for i, v in enumerate(value) if isinstance(v, BaseModel)]
     return []
+
+
+# Keys of the fabric and storage checks: read only when the checks ship.
+VERIFY_ENABLED = ReadWhen(lambda s: s.verify.enabled, "verify.enabled is true")

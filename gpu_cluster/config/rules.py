@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.reads import unread_keys
 from gpu_cluster.config.values import sweep_bytes
+from gpu_cluster.config.volume_rules import volume_problems
 from gpu_cluster.config.workload import (
     job_set_hostname,
     nodes_on_demand,
@@ -95,6 +96,7 @@ def cross_field_problems(s: Settings) -> list[str]:
     out.extend(
         storage_class_problems(s.platform, s.storage.storage_class, s.storage.storage_class_mode)
     )
+    out.extend(volume_problems(s))
     out.extend(_verify_problems(s))
     if s.workload.kind == "jobset":
         out.extend(workload_problems(s))

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, PrivateAttr, model_validator
 
 from gpu_cluster.config import rules
-from gpu_cluster.config.reads import ReadWhen
+from gpu_cluster.config.base import Section
+from gpu_cluster.config.reads import VERIFY_ENABLED, ReadWhen
+from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.config.values import (
     Cidr,
     CpuQuantity,
@@ -31,8 +32,6 @@ from gpu_cluster.config.values import (
     PrivateCidr,
     Quantity,
     ResourceName,
-    Size,
-    StorageClassName,
     Subdomain,
     SweepSize,
     SyncPeriod,
@@ -43,7 +42,6 @@ from gpu_cluster.facts.gcp import (
     SYSTEM_POOL_BY_MACHINE,
     Provisioning,
 )
-from gpu_cluster.facts.gke_storage import StorageClassMode
 from gpu_cluster.facts.kubernetes import resource_quantity
 
 PROJECT = "gpu-cluster"
@@ -67,27 +65,13 @@ _MACHINECONFIG = ReadWhen(
     lambda s: s.rdma is not None and s.rdma.memlock == "machineconfig",
     "rdma.memlock is 'machineconfig'",
 )
-_CHECK = ReadWhen(lambda s: s.verify.enabled, "verify.enabled is true")
-
-
-class _Model(BaseModel):
-    """Stack-file keys are camelCase; unknown keys are errors, never silently ignored."""
-
-    # Each field's docstring is its description: docs/config-reference.md is generated from
-    # them (python -m tools.config_reference).
-    model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        frozen=True,
-        validate_default=True,
-        use_attribute_docstrings=True,
-    )
+_CHECK = VERIFY_ENABLED
 
 
 # --- sections --------------------------------------------------------------------------------
 
 
-class PodSettings(_Model):
+class PodSettings(Section):
     """Per-pod compute resources of the training container."""
 
     cpu_request: CpuQuantity = "32"
@@ -118,59 +102,7 @@ class PodSettings(_Model):
         return self
 
 
-class StorageSettings(_Model):
-    """Workspace and datasets volumes: shared RWX claims or one claim per pod."""
-
-    mode: Literal["rwx", "per-pod"] = "rwx"
-    """Shared ReadWriteMany claims (`rwx`), or one claim per pod (`per-pod`: standalone claims
-    named as the StatefulSet's volumeClaimTemplates name them).
-    """
-    # A StorageClass name (DNS-1123 subdomain), or "" for none: pre-provisioned volumes.
-    storage_class: StorageClassName | None = None
-    """Storage class of the claims, a DNS-1123 subdomain; unset: the cluster default; `""`: none,
-    the claims bind to pre-provisioned volumes. On GKE: one GKE installs (`standard-rwo`,
-    `premium-rwo`, `standard`;
-    docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/gce-pd-csi-driver and
-    concepts/persistent-volumes), or `hyperdisk-balanced`, which GKE does not install and the
-    stack creates; any other class is refused unless `storage.storageClassMode` is `reference`.
-    """
-    # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
-    # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE
-    # does not install, reference any other (plan/gke_storage.py).
-    storage_class_mode: Annotated[
-        StorageClassMode | None,
-        ReadWhen(lambda s: s.storage.storage_class is not None, "storage.storageClass is set"),
-    ] = None
-    """Default on GKE: `create` for `hyperdisk-balanced`, else `reference`. `create`: the stack
-    creates the class (GKE only; `hyperdisk-balanced`: `pd.csi.storage.gke.io`, `type:
-    hyperdisk-balanced`, 250Mi / 7000 IOPS provisioned, `WaitForFirstConsumer`, volume
-    expansion, reclaim `Delete`, as cluster-toolkit's `gke-storage` module), the claims wait for
-    it, and `pulumi destroy` deletes it (no data in it). `reference`: the class exists in the
-    cluster and is used by name. A `hyperdisk-balanced` made by hand earlier (as the `gcp-a4`
-    file once asked) makes the create fail with AlreadyExists: delete it first (`kubectl delete
-    storageclass hyperdisk-balanced`; bound claims and their volumes are not affected) or set
-    `reference`. Only with `storage.storageClass`.
-    """
-    workspace_size: Size = "100Gi"
-    """`/workspace` volume, a quantity > 0 (growing it grows the claims in place)."""
-    datasets_size: Size | None = "500Gi"
-    """`/datasets` volume, a quantity > 0 or null (null: none)."""
-    # User data outlives `pulumi destroy` unless the stack opts out explicitly.
-    retain_on_delete: bool = True
-    """Claims, and a namespace the program created, survive `pulumi destroy`, scale-down, renames
-    and `namespaceMode` changes.
-    """
-    # Claims carry Pulumi's `protect`, and so does a namespace the program created while it is
-    # not retained: an update or destroy that would delete or replace one (a changed name,
-    # namespace, namespaceMode, storage mode, class or access mode, a per-pod scale-down) stops
-    # at preview until the stack sets this to false for that one update.
-    protect: bool = True
-    """**Opt-in key**: `false` lets an update replace or delete claims, and a namespace the program
-    created that is not retained (see docs/contract.md).
-    """
-
-
-class DeepSpeedSettings(_Model):
+class DeepSpeedSettings(Section):
     zero_stage: Literal[0, 1, 2, 3] = 2
     """ZeRO stage in `ds_config.json`."""
     precision: Literal["bf16", "fp16", "fp32"] = "bf16"
@@ -183,7 +115,7 @@ class DeepSpeedSettings(_Model):
     """ZeRO optimizer offload to CPU."""
 
 
-class LauncherSettings(_Model):
+class LauncherSettings(Section):
     kind: Literal["torchrun", "deepspeed"] = "torchrun"
     """What `launchCommand` starts."""
     # Elastic range for torchrun (--nnodes=min:max); both default to `nodes`.
@@ -204,7 +136,7 @@ class LauncherSettings(_Model):
 _JOBSET = ReadWhen(lambda s: s.workload.kind == "jobset", "workload.kind is 'jobset'")
 
 
-class QueueSettings(_Model):
+class QueueSettings(Section):
     """The Kueue queue a JobSet waits in (`workload.kind: jobset`)."""
 
     # create: the stack creates the queue; reference: the platform team's LocalQueue exists.
@@ -235,7 +167,7 @@ class QueueSettings(_Model):
     """
 
 
-class WorkloadSettings(_Model):
+class WorkloadSettings(Section):
     """What runs the training pods: a StatefulSet a person starts training in, or a JobSet
     queued by Kueue that starts it by itself."""
 
@@ -258,7 +190,7 @@ class WorkloadSettings(_Model):
     """The Kueue queue."""
 
 
-class NicSettings(_Model):
+class NicSettings(Section):
     """One RDMA NIC as the pod sees it (net1..netN) and how Multus attaches it."""
 
     interface: Interface
@@ -310,7 +242,7 @@ MemlockStrategy = Literal["root-ipc-lock", "machineconfig", "preconfigured"]
 ExistingObject = Literal["create", "adopt", "reference"]
 
 
-class RdmaSettings(_Model):
+class RdmaSettings(Section):
     """RoCE over Multus-attached NICs (networkMode: rdma)."""
 
     nics: tuple[NicSettings, ...] = Field(min_length=1, max_length=16)
@@ -384,7 +316,7 @@ class RdmaSettings(_Model):
         return "auto" if any(nic.flavour == "macvlan" for nic in self.nics) else "nccl"
 
 
-class TcpSettings(_Model):
+class TcpSettings(Section):
     """Plain-Ethernet NCCL (networkMode: tcp)."""
 
     socket_ifname: str = "^lo,docker"
@@ -400,7 +332,7 @@ class TcpSettings(_Model):
     """
 
 
-class CodeSyncSettings(_Model):
+class CodeSyncSettings(Section):
     """Keep a git repository checked out in every pod (git-sync as a native sidecar)."""
 
     repo: str = Field(pattern=r"^(https://|ssh://|git@)\S+$")
@@ -422,12 +354,13 @@ class CodeSyncSettings(_Model):
     """git-sync release."""
 
 
-class VerifySettings(_Model):
+class VerifySettings(Section):
     """The built-in fabric check (all-reduce bandwidth + transport) shipped to every pod."""
 
     enabled: bool = True
-    """Ship the all-reduce fabric check: a StatefulSet stack exports `verifyCommand`; a JobSet
-    stack's runs pass it on their nodes before training starts (`scripts/fabric-gate.sh`).
+    """Ship the all-reduce fabric check, after the storage check of the `storage.volumes` paths
+    (`scripts/storage_check.py`): a StatefulSet stack exports `verifyCommand`; a JobSet stack's
+    runs pass both on their nodes before training starts (`scripts/fabric-gate.sh`).
     """
     # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
     # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
@@ -457,6 +390,17 @@ class VerifySettings(_Model):
         ),
     ] = False
     """`rdma`: also require GPUDirect RDMA (`GDRDMA`)."""
+    storage_check_bytes: Annotated[
+        SweepSize,
+        ReadWhen(
+            lambda s: s.verify.enabled and bool(s.storage.volumes),
+            "verify.enabled is true and storage.volumes lists a volume",
+        ),
+    ] = "1G"
+    """What the storage check writes and reads back on each `storage.volumes` path, per pod, in
+    one file per GPU (binary units: `512M`, `1G`, `4G`); a read-only volume: read of the files
+    there, up to this much.
+    """
     # Launchers run preflight.sh (GPUs, /dev/shm, memlock, RDMA links, DeepSpeed) before
     # training; None = on in rdma mode (a too-small memlock must stop training), off otherwise.
     preflight: bool | None = None
@@ -466,12 +410,12 @@ class VerifySettings(_Model):
     """
 
 
-class NcclSettings(_Model):
+class NcclSettings(Section):
     debug: Literal["VERSION", "WARN", "INFO", "TRACE"] = "WARN"
     """`NCCL_DEBUG`."""
 
 
-class OpenShiftSettings(_Model):
+class OpenShiftSettings(Section):
     # GPU nodes the pods may run on; empty = any node with GPUs.
     node_names: tuple[NodeName, ...] = ()
     """Only these nodes (node names of at most 63 characters, at least `nodes` of them); empty: any
@@ -482,7 +426,7 @@ class OpenShiftSettings(_Model):
     """Label key GPU nodes carry (`=true`)."""
 
 
-class SystemPoolSettings(_Model):
+class SystemPoolSettings(Section):
     """The CPU pool for GKE's own workloads (kube-dns, metrics-server, konnectivity): the GPU
     pool's nvidia.com/gpu taint keeps them off the A3 nodes. Defaults: GoogleCloudPlatform/
     cluster-toolkit modules/scheduler/gke-cluster variables.tf (1047080, 2026-06-25), which the
@@ -508,7 +452,7 @@ class SystemPoolSettings(_Model):
         return self
 
 
-class AuthorizedNetwork(_Model):
+class AuthorizedNetwork(Section):
     """One address range allowed to reach the cluster's control plane (GKE master authorized
     networks; cluster-toolkit modules/scheduler/gke-cluster `master_authorized_networks`)."""
 
@@ -522,7 +466,7 @@ class AuthorizedNetwork(_Model):
     """
 
 
-class GcpSettings(_Model):
+class GcpSettings(Section):
     project: str = Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
     """GCP project (required on GKE)."""
     # Checked against the dated catalog of regions and zones (facts/gcp_catalog.py).
@@ -705,7 +649,7 @@ class GcpSettings(_Model):
         return self
 
 
-class Settings(_Model):
+class Settings(Section):
     """Root of the stack config: one field per top-level `gpu-cluster:<key>`."""
 
     platform: Platform

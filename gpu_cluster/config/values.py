@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator
 
 from gpu_cluster.facts.gcp import USABLE_PRIVATE_RANGES
+from gpu_cluster.facts.gcs import BUCKET_NAME, BUCKET_NAME_FORBIDDEN
 from gpu_cluster.facts.kubernetes import (
     CPU_QUANTITY_MAX,
     DNS_1035_LABEL,
@@ -277,6 +278,30 @@ def _private_cidr(value: str) -> str:
     return str(network)
 
 
+def _bucket_name(value: str) -> str:
+    if not BUCKET_NAME.fullmatch(value):
+        raise ValueError(
+            "must be a Cloud Storage bucket name: 3-63 lower-case letters, digits, '-' and '_', "
+            "starting and ending with a letter or digit (names with dots need a verified domain "
+            "and are not taken here)"
+        )
+    if value.startswith("goog") or BUCKET_NAME_FORBIDDEN.search(value):
+        raise ValueError("Cloud Storage refuses bucket names starting with 'goog' or with 'google'")
+    return value
+
+
+def _mount_path(value: str) -> str:
+    """An absolute path in normal form: a volume mounted at `/a/../b` or `/a/` is one the API
+    server takes but a reader would not recognise, and `/` would hide the image."""
+    parts = value.split("/")
+    if not value.startswith("/") or value == "/" or any(p in ("", ".", "..") for p in parts[1:]):
+        raise ValueError(
+            "must be an absolute path below / with no empty, '.' or '..' parts and no trailing "
+            "'/', e.g. /data"
+        )
+    return value
+
+
 Quantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(_quantity)]
 CpuQuantity = Annotated[Quantity, AfterValidator(_cpu)]
 Size = Annotated[
@@ -297,3 +322,5 @@ PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
 Interface = Annotated[str, AfterValidator(_pod_interface)]  # an interface in the pod
 HostInterface = Annotated[str, AfterValidator(_host_interface)]  # a node's interface
 EnvName = Annotated[str, AfterValidator(_secret_env_name)]  # a secretEnv variable
+BucketName = Annotated[str, AfterValidator(_bucket_name)]
+MountPath = Annotated[str, AfterValidator(_mount_path)]

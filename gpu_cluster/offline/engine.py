@@ -77,6 +77,13 @@ class ProgramRun:
 # --- the mock engine -------------------------------------------------------------------------
 
 
+# The one provider function the program calls: a GKE stack that mounts buckets reads its
+# project's number (IAM names Workload Identity principals by it). The render shows this
+# placeholder in its place.
+GET_PROJECT = "gcp:organizations/getProject:getProject"
+MOCK_PROJECT_NUMBER = "000000000000"
+
+
 def _computed_state(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """Outputs a provider would compute, where the program reads them."""
     state = dict(inputs)
@@ -100,7 +107,9 @@ class _Mocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         return mock_id(args.name), _computed_state(args.typ, args.name, args.inputs)
 
-    def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], None]:
+    def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        if args.token == GET_PROJECT:
+            return {"projectId": args.args["projectId"], "number": MOCK_PROJECT_NUMBER}, []
         raise NotImplementedError(f"the program must not call provider functions: {args.token}")
 
 

@@ -48,6 +48,8 @@ K8S_REPLACE_ON: dict[str, tuple[str, ...]] = {
     ),
     "kubernetes:apps/v1:DaemonSet": _LABEL_SELECTOR,
     "kubernetes:apps/v1:Deployment": _LABEL_SELECTOR,
+    # A volume's source (.spec.csi and every other volume source) is forceNew.
+    "kubernetes:core/v1:PersistentVolume": ("spec.csi",),
     "kubernetes:core/v1:PersistentVolumeClaim": (
         "spec.accessModes",
         "spec.selector",
@@ -113,6 +115,10 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
     # (resourcemanager/iam_project.go IamProjectSchema).
     "gcp:serviceaccount/account:Account": ("accountId", "project"),
     "gcp:projects/iAMMember:IAMMember": ("project", "role", "member"),
+    # google/services/storage/resource_storage_bucket.go (name, location, project,
+    # hierarchical_namespace) and iam_storage_bucket.go (bucket) with the member's role, member.
+    "gcp:storage/bucket:Bucket": ("name", "location", "project", "hierarchicalNamespace"),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", "role", "member"),
 }
 
 
@@ -134,6 +140,7 @@ _CONDITIONAL: dict[tuple[str, str], Callable[[Any, Any], bool]] = {
 # tools/change_summary.py; the edit matrix (tests/test_edit_matrix.py) holds them to a policy.
 PRECIOUS: dict[str, str] = {
     "kubernetes:core/v1:PersistentVolumeClaim": "user data (workspace, datasets)",
+    "gcp:storage/bucket:Bucket": "training data or checkpoints in Cloud Storage",
     "kubernetes:core/v1:Namespace": "deleting it deletes every object in it, claims included",
     "gcp:container/cluster:Cluster": "GKE cluster: every workload on it, ~10 minutes to recreate",
     "gcp:container/nodePool:NodePool": "GPU node pool: the capacity may not come back",

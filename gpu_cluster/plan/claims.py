@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from gpu_cluster.config.schema import StorageSettings
+from gpu_cluster.config.storage import StorageSettings
+
+# Tells the Kubernetes provider not to wait for a claim to bind: with WaitForFirstConsumer
+# storage classes it binds only once a pod uses it (pulumi-kubernetes annotations).
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 # Marks storage the stack chose not to keep on destroy (storage.retainOnDelete: false), so the
 # policy pack can tell a deliberate opt-out from a mistake.

@@ -48,3 +48,14 @@ def workload_pool(project: str) -> str:
     """The cluster's Workload Identity pool: one per project, `<project>.svc.id.goog`
     (cluster-toolkit modules/scheduler/gke-cluster main.tf `workload_identity_config`)."""
     return f"{project}.svc.id.goog"
+
+
+def pod_principal(project_number: str, project: str, namespace: str, account: str) -> str:
+    """The IAM principal of Kubernetes ServiceAccount `namespace`/`account` in the cluster's pool
+    (Workload Identity Federation for GKE; GoogleCloudPlatform/gcs-fuse-csi-driver
+    docs/authentication.md, 5fcdc04)."""
+    pool = workload_pool(project)
+    return (
+        f"principal://iam.googleapis.com/projects/{project_number}/locations/global/"
+        f"workloadIdentityPools/{pool}/subject/ns/{namespace}/sa/{account}"
+    )

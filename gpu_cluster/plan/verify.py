@@ -1,6 +1,6 @@
-"""Fabric verification: what "fast enough" means per network mode, the command that checks it
-on every pod of a StatefulSet after `pulumi up`, and the gate a JobSet run passes before
-training (pure)."""
+"""Fabric and storage verification: what "fast enough" means per network mode, the command that
+checks both on every pod of a StatefulSet after `pulumi up`, and the gates a JobSet run passes
+before training (pure)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 CHECK_SCRIPT = "allreduce_check.py"
 # What a JobSet run's pods start with: the check, then the launcher if it passed.
 FABRIC_GATE = "fabric-gate.sh"
+# Measures each storage.volumes path, then starts what follows it if every threshold was met.
+STORAGE_CHECK = "storage_check.py"
 
 # Bus bandwidth (GB/s, all_reduce at the largest size) below which the fabric check fails.
 # rdma: 24 GB/s per 200G RoCE NIC (NVIDIA/nccl-tests#119).
@@ -94,23 +96,49 @@ def check_args(s: Settings) -> list[str]:
     return args
 
 
+def _rate(gbps: float | None) -> str:
+    return "" if gbps is None else f"{gbps:g}"
+
+
+def storage_gate(s: Settings) -> list[str]:
+    """The storage check of every storage.volumes path, ending in `--`: what follows runs only
+    when it passed ([] without volumes). One stream per GPU, as a checkpoint writes a shard per
+    rank."""
+    if not s.storage.volumes:
+        return []
+    args = [
+        f"{SCRIPTS_DIR}/{STORAGE_CHECK}",
+        "--bytes",
+        s.verify.storage_check_bytes,
+        "--streams",
+        str(s.gpus_per_node),
+    ]
+    for v in s.storage.volumes:
+        limits = f"{v.mount_path}:{_rate(v.min_write_gbps)}:{_rate(v.min_read_gbps)}"
+        args += ["--read-only", limits] if v.read_only else [limits]
+    return [*args, "--"]
+
+
 def gated(s: Settings, launch: tuple[str, ...]) -> tuple[str, ...]:
-    """A JobSet run's command: `launch` once the fabric check passed on the run's pods
-    (verify.enabled), else `launch` as it is."""
+    """A JobSet run's command: `launch` once the storage and fabric checks passed on the run's
+    pods (verify.enabled), else `launch` as it is."""
     if not s.verify.enabled:
         return launch
-    return (f"{SCRIPTS_DIR}/{FABRIC_GATE}", *check_args(s), "--", *launch)
+    fabric = (f"{SCRIPTS_DIR}/{FABRIC_GATE}", *check_args(s), "--")
+    return (*storage_gate(s), *fabric, *launch)
 
 
 def verify_command(s: Settings, kube: Kube) -> str:
-    """Runs the all-reduce check on every pod; pod 0 prints the report and the verdict, and the
-    command exits with the first failing pod's code (0 PASS, 1 FAIL). Through launch-all.sh, as
-    training is: a pod that fails early or Ctrl-C stops the check on every pod instead of
-    leaving the other ranks waiting in the rendezvous."""
+    """Runs the storage check (each pod's own figures) and then the all-reduce check on every
+    pod; pod 0 prints the report and the verdict, and the command exits with the first failing
+    pod's code (0 PASS, 1 FAIL). Through launch-all.sh, as training is: a pod that fails early
+    or Ctrl-C stops the check on every pod instead of leaving the other ranks waiting in the
+    rendezvous."""
     return on_every_pod(
         s,
         kube,
         [
+            *storage_gate(s),
             # A fixed world and its own rendezvous id: never joins a running training job.
             "env",
             f"TORCHRUN_NNODES={s.nodes}",

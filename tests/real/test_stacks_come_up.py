@@ -72,6 +72,11 @@ def test_the_stack_comes_up_one_training_pod_per_gpu_node(
 
     for claim in stack_render.of_kind("PersistentVolumeClaim"):
         assert claim_phase(kube, claim) == "Bound", claim["metadata"]["name"]
+    # A bucket's claim is bound by the PV controller to the volume the stack writes (gcp-a4).
+    for pv in stack_render.of_kind("PersistentVolume"):
+        live = kube.get("v1", "PersistentVolume", pv["metadata"]["name"])
+        assert live["status"]["phase"] == "Bound", pv["metadata"]["name"]
+        assert live["spec"]["claimRef"]["uid"]  # bound to the live claim, not just named
 
     # timelineCommand, pasted as a user runs it (the real kubectl, the stack's context): every
     # phase of the start but the image pull (kwok pulls none) is on record, in order.

@@ -61,10 +61,13 @@ def fake_nodes(stack: str, overrides: tuple[str, ...] = ()) -> list[FakeNode]:
 
 def volumes_for(claims: list[Object]) -> list[Object]:
     """One PersistentVolume per claim, of its class, size and access modes, bound to it: what a
-    dynamic provisioner (Ceph RBD, the PD CSI driver) hands out; there is none on loopback."""
+    dynamic provisioner (Ceph RBD, the PD CSI driver) hands out; there is none on loopback. A
+    claim that names its volume (a bucket's, which the stack writes itself) gets none."""
     volumes = []
     for claim in claims:
         meta, spec = claim["metadata"], claim["spec"]
+        if spec.get("volumeName"):
+            continue
         volumes.append(
             {
                 "apiVersion": "v1",

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from gpu_cluster.config.schema import PodSettings, StorageSettings
+from gpu_cluster.config.schema import PodSettings
+from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.plan.podspec import Container, Mount, PodNetworking, PodPlacement, Volume
 
 
@@ -46,6 +47,8 @@ class TrainingWorkloadArgs:
     init containers (code sync) with their volumes and the training container's mounts of them.
     secret_env_keys, secret_env: env variables from a Secret (<name>-env) and its data.
     code_sync_source: the code-sync Secret's data (<name>-code-sync) when its source is secret.
+    data_volumes, data_mounts, data_annotations: the training-data volumes (storage.volumes), the
+    training container's mounts of them and what the pods carry for them.
     scan_exceptions: checks the security scanners skip on the controller object, with their
     reasons. run: the JobSet run; None: a StatefulSet of idle pods."""
 
@@ -72,5 +75,8 @@ class TrainingWorkloadArgs:
     secret_env_keys: tuple[str, ...] = ()
     secret_env: pulumi.Output[dict[str, str]] | None = None
     code_sync_source: pulumi.Output[dict[str, str]] | None = None
+    data_volumes: tuple[Volume, ...] = ()
+    data_mounts: tuple[Mount, ...] = ()
+    data_annotations: dict[str, str] = field(default_factory=dict)
     scan_exceptions: dict[str, str] = field(default_factory=dict)
     run: JobSetRun | None = None

@@ -15,12 +15,14 @@ from pulumi_kubernetes.core.v1 import (
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
 from gpu_cluster.components.workload.args import TrainingWorkloadArgs
-from gpu_cluster.config.schema import StorageSettings
-from gpu_cluster.plan.claims import Claim, retention_annotations, training_claims, volume_sizes
-
-# Tells the Kubernetes provider not to wait for a claim to bind: with WaitForFirstConsumer
-# storage classes it binds only once a pod uses it (pulumi-kubernetes annotations).
-SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+from gpu_cluster.config.storage import StorageSettings
+from gpu_cluster.plan.claims import (
+    SKIP_AWAIT,
+    Claim,
+    retention_annotations,
+    training_claims,
+    volume_sizes,
+)
 
 
 @dataclass(frozen=True)

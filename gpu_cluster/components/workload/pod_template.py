@@ -64,6 +64,7 @@ def pod_template(
         *(ClaimVolume(c.volume, c.name) for c in claims if a.storage.mode == "rwx"),
         *networking.volumes,
         *a.sidecar_volumes,
+        *a.data_volumes,
     ]
     mounts = [
         Mount("dshm", "/dev/shm"),
@@ -72,6 +73,7 @@ def pod_template(
         *([Mount("datasets", launch.DATASETS_PATH)] if a.storage.datasets_size else []),
         *networking.mounts,
         *a.sidecar_mounts,
+        *a.data_mounts,
     ]
     scripts_hash = hashlib.sha256(json.dumps(a.scripts, sort_keys=True).encode()).hexdigest()[:16]
     return PodTemplateSpecArgs(
@@ -80,6 +82,7 @@ def pod_template(
             annotations={
                 **networking.annotations,
                 **role.annotations,
+                **a.data_annotations,
                 # A changed script or hostfile rolls the pods.
                 "gpu-cluster/scripts-sha256": scripts_hash,
             },

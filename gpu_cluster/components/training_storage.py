@@ -1,0 +1,194 @@
+"""The training-data volumes a stack adds (storage.volumes): Cloud Storage buckets mounted
+through GKE's Cloud Storage FUSE CSI driver and shared claims, as claims the training pods
+mount. Usable alone: give it the claims gpu_cluster.plan.data_volumes decides and, on GKE, the
+buckets and who may use them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+from pulumi_kubernetes.core.v1 import (
+    CSIPersistentVolumeSourceArgs,
+    ObjectReferenceArgs,
+    PersistentVolumeClaimSpecArgs,
+    PersistentVolumeSpecArgs,
+    VolumeResourceRequirementsArgs,
+)
+from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
+
+from gpu_cluster.plan.claims import SKIP_AWAIT, retention_annotations
+from gpu_cluster.plan.data_volumes import DataClaim, NewClaim, StaticVolume
+
+
+@dataclass(frozen=True)
+class BucketAccess:
+    """The Cloud Storage side (GKE). project, region: where new buckets go. create: the buckets
+    to create. grants: bucket -> the role the pods get on it. principal: the pods'
+    ServiceAccount as an IAM principal."""
+
+    project: str
+    region: str
+    create: Sequence[str]
+    grants: dict[str, str]
+    principal: pulumi.Input[str]
+
+
+@dataclass(frozen=True)
+class TrainingStorageArgs:
+    """namespace, labels: of the claims (and labels of the volumes). claims: the data volumes'
+    claims. retain_on_delete, protect: storage.retainOnDelete and storage.protect, for
+    everything that holds or reaches data (buckets, volumes, claims). buckets: the Cloud Storage
+    side, None without buckets. after: what the claims wait for (the namespace)."""
+
+    namespace: str
+    labels: dict[str, str]
+    claims: Sequence[DataClaim]
+    retain_on_delete: bool
+    protect: bool
+    buckets: BucketAccess | None = None
+    after: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+class TrainingStorage(pulumi.ComponentResource):
+    """Buckets (created or referenced) with the pods' access to them, and per volume the claim
+    the pods mount, bound to a PersistentVolume written here for a bucket.
+
+    Buckets, volumes and claims are kept on `pulumi destroy` and protected unless the stack opts
+    out: a bucket holds the data; a claim left behind keeps its volume bound, and a volume
+    deleted under a bound claim would hang on its pv-protection finalizer. `ready`: what the
+    training pods wait for (the claims and the grants: a pod mounting a bucket it may not read
+    fails its mount)."""
+
+    buckets: dict[str, gcp.storage.Bucket]
+    claims: list[k8s.core.v1.PersistentVolumeClaim]
+    ready: list[pulumi.Resource]
+
+    def __init__(
+        self, name: str, args: TrainingStorageArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:storage:TrainingStorage", name, None, opts)
+        a = args
+        keep = pulumi.ResourceOptions(
+            parent=self, retain_on_delete=a.retain_on_delete, protect=a.protect
+        )
+        self.buckets = {}
+        grants: list[pulumi.Resource] = []
+        if a.buckets is not None:
+            self.buckets = {
+                bucket: _bucket(f"{name}-bucket-{bucket}", a.buckets, bucket, keep)
+                for bucket in a.buckets.create
+            }
+            grants = [
+                gcp.storage.BucketIAMMember(
+                    f"{name}-access-{bucket}",
+                    bucket=self.buckets[bucket].name if bucket in self.buckets else bucket,
+                    role=role,
+                    member=a.buckets.principal,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                for bucket, role in a.buckets.grants.items()
+            ]
+        in_namespace = pulumi.ResourceOptions.merge(
+            keep, pulumi.ResourceOptions(depends_on=list(a.after) or None)
+        )
+        self.claims = []
+        for claim in a.claims:
+            if claim.new is None:
+                continue
+            if claim.new.static is not None:
+                static = claim.new.static
+                _static_volume(f"{name}-{claim.volume}-volume", a, claim, claim.new, static, keep)
+            self.claims.append(_claim(f"{name}-{claim.volume}", a, claim, in_namespace))
+        self.ready = [*self.claims, *grants]
+        self.register_outputs(
+            {
+                "claimNames": [c.metadata.name for c in self.claims],
+                "bucketNames": [b.name for b in self.buckets.values()],
+            }
+        )
+
+
+def _bucket(
+    resource: str, access: BucketAccess, bucket: str, keep: pulumi.ResourceOptions
+) -> gcp.storage.Bucket:
+    """A bucket for training data as cluster-toolkit's A4 blueprint creates its training and
+    checkpoint buckets (modules/file-system/cloud-storage-bucket with
+    enable_hierarchical_namespace, 1047080): in the region, hierarchical namespace (folders that
+    rename atomically, for checkpoints), which needs uniform bucket-level access; never
+    destroyed with objects in it (force_destroy false). Public access prevented, beyond the
+    module (least privilege: nothing here is public)."""
+    return gcp.storage.Bucket(
+        resource,
+        gcp.storage.BucketArgs(
+            name=bucket,
+            project=access.project,
+            location=access.region,
+            uniform_bucket_level_access=True,
+            hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(enabled=True),
+            public_access_prevention="enforced",
+            force_destroy=False,
+        ),
+        opts=keep,
+    )
+
+
+def _static_volume(
+    resource: str,
+    a: TrainingStorageArgs,
+    claim: DataClaim,
+    new: NewClaim,
+    volume: StaticVolume,
+    keep: pulumi.ResourceOptions,
+) -> k8s.core.v1.PersistentVolume:
+    """The PersistentVolume a bucket's claim binds to, pre-bound to it (claimRef), as gpu-recipes'
+    storage chart writes it (src/helm-charts/storage/gcs-fuse/templates/pv.yaml, 2e1fd5e):
+    ReadWriteMany, reclaim Retain (deleting the object never touches the bucket)."""
+    return k8s.core.v1.PersistentVolume(
+        resource,
+        metadata=ObjectMetaArgs(
+            name=volume.name,
+            labels=a.labels,
+            annotations=retention_annotations(a.retain_on_delete) or None,
+        ),
+        spec=PersistentVolumeSpecArgs(
+            access_modes=["ReadWriteMany"],
+            capacity={"storage": new.size},
+            persistent_volume_reclaim_policy="Retain",
+            storage_class_name=new.storage_class,
+            claim_ref=ObjectReferenceArgs(namespace=a.namespace, name=claim.claim),
+            mount_options=list(volume.mount_options),
+            csi=CSIPersistentVolumeSourceArgs(
+                driver=volume.driver,
+                volume_handle=volume.handle,
+                volume_attributes=dict(volume.attributes),
+            ),
+        ),
+        opts=keep,
+    )
+
+
+def _claim(
+    resource: str, a: TrainingStorageArgs, claim: DataClaim, opts: pulumi.ResourceOptions
+) -> k8s.core.v1.PersistentVolumeClaim:
+    new = claim.new
+    assert new is not None  # called for new claims only
+    return k8s.core.v1.PersistentVolumeClaim(
+        resource,
+        metadata=ObjectMetaArgs(
+            name=claim.claim,
+            namespace=a.namespace,
+            labels=a.labels,
+            annotations={**SKIP_AWAIT, **retention_annotations(a.retain_on_delete)},
+        ),
+        spec=PersistentVolumeClaimSpecArgs(
+            access_modes=["ReadWriteMany"],
+            storage_class_name=new.storage_class,
+            volume_name=new.static.name if new.static is not None else None,
+            resources=VolumeResourceRequirementsArgs(requests={"storage": new.size}),
+        ),
+        opts=opts,
+    )

@@ -1,0 +1,359 @@
+"""Training-data volumes (storage.volumes) in the render: Cloud Storage buckets on GKE through the
+Cloud Storage FUSE CSI driver, shared claims on both platforms; the config rules for them; and
+the lists the rules rely on, held to what the program renders.
+
+Google's own objects, field by field: tests/test_vendor_gke.py (tests/vendor/gke_gpudirect.yaml,
+`gcs_fuse`). The API server binding the claims and taking the objects:
+tests/real/test_stacks_come_up.py (gcp-a4 ships two buckets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpu_cluster.config.loading import load_settings
+from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.volume_rules import RESERVED_MOUNT_ROOTS, RESERVED_VOLUME_NAMES
+from gpu_cluster.facts.gcs import GCS_FUSE_DRIVER, READ_ROLE, READ_WRITE_ROLE
+from gpu_cluster.offline.engine import MOCK_PROJECT_NUMBER, ProgramRun
+from tests.conftest import STACKS, manifests, one, run_stack
+
+BUCKET_TYPE = "gcp:storage/bucket:Bucket"
+GRANT_TYPE = "gcp:storage/bucketIAMMember:BucketIAMMember"
+JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py", "storage.mode=rwx")
+SHARED = (
+    "storage.volumes[0].name=checkpoints",
+    "storage.volumes[0].mountPath=/checkpoints",
+    "storage.volumes[0].sharedClaim.size=10Ti",
+    "storage.volumes[0].sharedClaim.storageClass=ocs-storagecluster-cephfs",
+    "storage.volumes[1].name=corpus",
+    "storage.volumes[1].mountPath=/corpus",
+    "storage.volumes[1].readOnly=true",
+    "storage.volumes[1].sharedClaim.claimName=team-corpus",
+)
+
+
+def inputs(run: ProgramRun, type_: str) -> dict[str, dict[str, Any]]:
+    return {r.name: r.inputs for r in run.of_type(type_)}
+
+
+def options(run: ProgramRun, type_: str) -> list[dict[str, Any]]:
+    return [r.options for r in run.of_type(type_)]
+
+
+def template(run: ProgramRun) -> dict[str, Any]:
+    """The training pods' template, whichever kind runs them."""
+    if not manifests(run, "JobSet"):
+        found: dict[str, Any] = one(run, "StatefulSet")["spec"]["template"]
+        return found
+    job: dict[str, Any] = one(run, "JobSet")["spec"]["replicatedJobs"][0]["template"]["spec"]
+    pods: dict[str, Any] = job["template"]
+    return pods
+
+
+def mounts(run: ProgramRun) -> dict[str, dict[str, Any]]:
+    (training,) = [c for c in template(run)["spec"]["containers"] if c["name"] == "training"]
+    return {m["mountPath"]: m for m in training["volumeMounts"]}
+
+
+def volumes(run: ProgramRun) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in template(run)["spec"]["volumes"]}
+
+
+def pod_annotations(run: ProgramRun) -> dict[str, str]:
+    annotations: dict[str, str] = template(run)["metadata"]["annotations"]
+    return annotations
+
+
+# --- GKE: buckets ----------------------------------------------------------------------------
+
+
+def test_gcp_a4_creates_its_buckets_keeps_them_and_mounts_them_through_the_fuse_driver() -> None:
+    run = run_stack("gcp-a4")
+    buckets = inputs(run, BUCKET_TYPE)
+    assert sorted(b["name"] for b in buckets.values()) == [
+        "my-gpu-project-checkpoints",
+        "my-gpu-project-training-data",
+    ]
+    for bucket in buckets.values():
+        assert bucket["location"] == "us-central1"
+        assert bucket["hierarchicalNamespace"] == {"enabled": True}
+        assert bucket["uniformBucketLevelAccess"] is True
+        assert bucket["publicAccessPrevention"] == "enforced"
+        assert bucket["forceDestroy"] is False
+    for opts in options(run, BUCKET_TYPE):
+        assert opts["protect"] and opts["retainOnDelete"]
+    cluster = one_resource(run, "gcp:container/cluster:Cluster")
+    assert cluster["addonsConfig"] == {"gcsFuseCsiDriverConfig": {"enabled": True}}
+    assert mounts(run)["/data"]["readOnly"] is True
+    assert not mounts(run)["/checkpoints"].get("readOnly")
+    by_claim = {
+        v.get("persistentVolumeClaim", {}).get("claimName"): k for k, v in volumes(run).items()
+    }
+    assert by_claim["gpu-cluster-training-data"] == "training-data"
+    assert by_claim["gpu-cluster-checkpoints"] == "checkpoints"
+    annotations = pod_annotations(run)
+    assert annotations["gke-gcsfuse/volumes"] == "true"
+    # Unlimited: a limit alone would also be the sidecar's request on every node.
+    for resource in ("cpu", "memory", "ephemeral-storage"):
+        assert annotations[f"gke-gcsfuse/{resource}-limit"] == "0"
+
+
+def one_resource(run: ProgramRun, type_: str) -> dict[str, Any]:
+    (found,) = run.of_type(type_)
+    return found.inputs
+
+
+def test_each_bucket_s_claim_is_bound_to_a_volume_of_the_bucket_alone() -> None:
+    run = run_stack("gcp-a4")
+    pvs = {pv["spec"]["claimRef"]["name"]: pv for pv in manifests(run, "PersistentVolume")}
+    claims = {c["metadata"]["name"]: c for c in manifests(run, "PersistentVolumeClaim")}
+    for claim_name, bucket in (
+        ("gpu-cluster-training-data", "my-gpu-project-training-data"),
+        ("gpu-cluster-checkpoints", "my-gpu-project-checkpoints"),
+    ):
+        pv, claim = pvs[claim_name], claims[claim_name]
+        assert pv["metadata"]["name"] == f"training-{claim_name}-{bucket}"
+        assert pv["spec"]["claimRef"]["namespace"] == "training"
+        assert pv["spec"]["csi"]["driver"] == GCS_FUSE_DRIVER
+        assert pv["spec"]["csi"]["volumeHandle"] == bucket
+        assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+        assert claim["spec"]["volumeName"] == pv["metadata"]["name"]
+        assert claim["spec"]["storageClassName"] == pv["spec"]["storageClassName"]
+        assert claim["spec"]["accessModes"] == pv["spec"]["accessModes"] == ["ReadWriteMany"]
+    checkpoint_options = pvs["gpu-cluster-checkpoints"]["spec"]["mountOptions"]
+    assert "write:enable-streaming-writes:true" in checkpoint_options
+    # gcsfuse <= 3.5.0 does not know A4 as a high-performance machine (facts/gcs.py).
+    assert "machine-type:a3-highgpu-8g" in checkpoint_options
+    assert (
+        "write:enable-streaming-writes:true"
+        not in pvs["gpu-cluster-training-data"]["spec"]["mountOptions"]
+    )
+
+
+def test_the_pods_get_the_least_role_on_each_bucket_as_their_own_service_account() -> None:
+    run = run_stack("gcp-a4")
+    grants = {g["bucket"]: g for g in inputs(run, GRANT_TYPE).values()}
+    assert grants["my-gpu-project-training-data"]["role"] == READ_ROLE  # mounted read-only
+    assert grants["my-gpu-project-checkpoints"]["role"] == READ_WRITE_ROLE
+    account = one(run, "ServiceAccount")["metadata"]
+    for grant in grants.values():
+        assert grant["member"] == (
+            f"principal://iam.googleapis.com/projects/{MOCK_PROJECT_NUMBER}/locations/global/"
+            "workloadIdentityPools/my-gpu-project.svc.id.goog/subject/ns/"
+            f"{account['namespace']}/sa/{account['name']}"
+        )
+
+
+def test_a_referenced_bucket_is_granted_not_created_and_read_write_wins() -> None:
+    run = run_stack(
+        "gcp-a3",
+        "storage.volumes[0].name=shards",
+        "storage.volumes[0].mountPath=/shards",
+        "storage.volumes[0].readOnly=true",
+        "storage.volumes[0].gcsFuse.bucket=team-shards",
+        "storage.volumes[0].gcsFuse.mode=reference",
+        "storage.volumes[0].gcsFuse.onlyDir=v2/train",
+        "storage.volumes[1].name=scratch",
+        "storage.volumes[1].mountPath=/scratch",
+        "storage.volumes[1].gcsFuse.bucket=team-shards",
+        "storage.volumes[1].gcsFuse.mode=reference",
+    )
+    assert run.of_type(BUCKET_TYPE) == []
+    (grant,) = inputs(run, GRANT_TYPE).values()
+    assert (grant["bucket"], grant["role"]) == ("team-shards", READ_WRITE_ROLE)
+    pvs = {pv["spec"]["claimRef"]["name"]: pv["spec"] for pv in manifests(run, "PersistentVolume")}
+    assert "only-dir:v2/train" in pvs["gpu-cluster-shards"]["mountOptions"]
+    assert not any(o.startswith("only-dir") for o in pvs["gpu-cluster-scratch"]["mountOptions"])
+    # A3 Mega is a high-performance machine to every gcsfuse: no workaround.
+    assert not any(
+        o.startswith("machine-type") for spec in pvs.values() for o in spec["mountOptions"]
+    )
+
+
+def test_without_volumes_a_stack_renders_no_storage_and_no_driver() -> None:
+    run = run_stack("gcp-a3")
+    assert run.of_type("gpu-cluster:storage:TrainingStorage") == []
+    assert "addonsConfig" not in one_resource(run, "gcp:container/cluster:Cluster")
+    assert manifests(run, "PersistentVolume") == []
+    assert not any(k.startswith("gke-gcsfuse/") for k in pod_annotations(run))
+
+
+def test_the_pods_wait_for_their_grants_and_claims_in_both_kinds() -> None:
+    for overrides in ((), JOBSET):
+        run = run_stack("gcp-a4", *overrides)
+        kind = (
+            "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+            if overrides
+            else ("kubernetes:apps/v1:StatefulSet")
+        )
+        (controller,) = run.of_type(kind)
+        waits = set(controller.options["dependsOn"])
+        for dependency in (
+            *run.of_type(GRANT_TYPE),
+            *run.of_type("kubernetes:core/v1:PersistentVolumeClaim"),
+        ):
+            if "-storage-" in dependency.name:
+                assert dependency.urn in waits, dependency.name
+        assert set(mounts(run)) >= {"/data", "/checkpoints"}
+        assert pod_annotations(run)["gke-gcsfuse/volumes"] == "true"
+
+
+def test_a_changed_mount_option_restarts_the_pods() -> None:
+    before = pod_annotations(run_stack("gcp-a4"))
+    after = pod_annotations(run_stack("gcp-a4", "storage.volumes[0].gcsFuse.onlyDir=shard-1"))
+    assert before["gpu-cluster/volumes-sha256"] != after["gpu-cluster/volumes-sha256"]
+
+
+# --- shared claims ---------------------------------------------------------------------------
+
+
+def test_openshift_creates_a_shared_claim_and_mounts_an_existing_one_untouched() -> None:
+    run = run_stack("nerc-production", *SHARED)
+    claims = {c["metadata"]["name"]: c for c in manifests(run, "PersistentVolumeClaim")}
+    created = claims["ml-dev-env-checkpoints"]["spec"]
+    assert created["accessModes"] == ["ReadWriteMany"]
+    assert created["storageClassName"] == "ocs-storagecluster-cephfs"
+    assert created["resources"] == {"requests": {"storage": "10Ti"}}
+    assert "team-corpus" not in claims
+    assert volumes(run)["corpus"]["persistentVolumeClaim"]["claimName"] == "team-corpus"
+    assert mounts(run)["/corpus"]["readOnly"] is True
+    assert manifests(run, "PersistentVolume") == []
+    assert not any(k.startswith("gke-gcsfuse/") for k in pod_annotations(run))
+    (storage_claim,) = [
+        r for r in run.of_type("kubernetes:core/v1:PersistentVolumeClaim") if "-storage-" in r.name
+    ]
+    assert storage_claim.options["protect"] and storage_claim.options["retainOnDelete"]
+
+
+def test_a_stack_that_opts_out_keeps_nothing_of_its_volumes() -> None:
+    run = run_stack("gcp-a4", "storage.retainOnDelete=false", "storage.protect=false")
+    for type_ in (BUCKET_TYPE, "kubernetes:core/v1:PersistentVolume"):
+        for opts in options(run, type_):
+            assert not opts["protect"] and not opts["retainOnDelete"]
+    for pv in manifests(run, "PersistentVolume"):
+        assert pv["metadata"]["annotations"] == {"gpu-cluster/retain-on-delete": "false"}
+
+
+# --- the lists the rules rely on -------------------------------------------------------------
+
+VARIANTS = [(stack, ()) for stack in STACKS] + [
+    ("nerc-production", ("codeSync.repo=https://example.com/x.git",)),
+    ("gcp-a3", JOBSET),
+]
+
+
+@pytest.mark.parametrize(("stack", "overrides"), VARIANTS)
+def test_the_program_s_own_pod_volumes_and_mounts_are_the_reserved_ones(
+    stack: str, overrides: tuple[str, ...]
+) -> None:
+    """A data volume can neither take the name of a volume the program gives the pods nor be
+    mounted over or inside a directory the training container already uses."""
+    run = run_stack(stack, *overrides)
+    data_claims = {
+        r.inputs["metadata"]["name"]
+        for r in run.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+        if "-storage-" in r.name
+    }
+    own = {
+        name
+        for name, v in volumes(run).items()
+        if v.get("persistentVolumeClaim", {}).get("claimName") not in data_claims
+    }
+    assert own <= set(RESERVED_VOLUME_NAMES)
+    data_paths = {path for path, m in mounts(run).items() if m["name"] not in own}
+    for path in set(mounts(run)) - data_paths:
+        assert any(path == r or path.startswith(r + "/") for r in RESERVED_MOUNT_ROOTS), path
+
+
+# --- config ----------------------------------------------------------------------------------
+
+GKE: dict[str, Any] = {
+    "platform": "gke",
+    "networkMode": "tcp",
+    "kubernetesVersion": "1.35",
+    "gcp": {
+        "project": "my-gpu-project",
+        "region": "us-central1",
+        "zone": "us-central1-b",
+        "authorizedNetworks": [{"cidrBlock": "203.0.113.0/24", "displayName": "vpn"}],
+    },
+}
+BUCKET = {"name": "data", "mountPath": "/data", "gcsFuse": {"bucket": "team-data"}}
+
+
+def refusal(config: dict[str, Any], *volumes: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as err:
+        load_settings({**config, "storage": {"volumes": list(volumes)}})
+    return str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("volume", "says"),
+    [
+        ({**BUCKET, "sharedClaim": {"size": "1Ti"}}, "set exactly one of gcsFuse"),
+        ({"name": "data", "mountPath": "/data"}, "set exactly one of gcsFuse"),
+        ({**BUCKET, "name": "workspace"}, "storage.volumes[0].name = 'workspace'"),
+        ({**BUCKET, "name": "nccl-env"}, "the pods already have a volume of that name"),
+        ({**BUCKET, "mountPath": "/usr/share/data"}, "storage.volumes[0].mountPath = "),
+        ({**BUCKET, "mountPath": "/workspace/data"}, "overlaps /workspace"),
+        ({**BUCKET, "mountPath": "/opt"}, "overlaps /opt"),
+        ({**BUCKET, "mountPath": "/data/"}, "no trailing '/'"),
+        ({**BUCKET, "mountPath": "data"}, "must be an absolute path"),
+        ({**BUCKET, "mountPath": "/a/../data"}, "must be an absolute path"),
+        ({**BUCKET, "mountPath": "/"}, "must be an absolute path"),
+        ({**BUCKET, "gcsFuse": {"bucket": "Team-Data"}}, "must be a Cloud Storage bucket name"),
+        ({**BUCKET, "gcsFuse": {"bucket": "team.data"}}, "names with dots"),
+        ({**BUCKET, "gcsFuse": {"bucket": "my-google-data"}}, "refuses bucket names"),
+        ({**BUCKET, "gcsFuse": {"bucket": "goog-data"}}, "starting with 'goog'"),
+        ({**BUCKET, "gcsFuse": {"bucket": "ab"}}, "3-63"),
+        ({**BUCKET, "gcsFuse": {"bucket": "team-data", "mode": "adopt"}}, "'create' or"),
+        ({**BUCKET, "gcsFuse": {"bucket": "team-data", "onlyDir": "/abs"}}, "onlyDir"),
+        (
+            {"name": "ckpt", "mountPath": "/ckpt", "sharedClaim": {"size": "1Ti"}},
+            "sharedClaim.storageClass: required on GKE",
+        ),
+        (
+            {"name": "c", "mountPath": "/c", "sharedClaim": {"size": "1Ti", "claimName": "x"}},
+            "set exactly one of size",
+        ),
+        (
+            {
+                "name": "c",
+                "mountPath": "/c",
+                "sharedClaim": {"claimName": "x", "storageClass": "y"},
+            },
+            "storageClass is only used with size",
+        ),
+        ({**BUCKET, "gcsFuse": {"bucket": "team-data", "use": "logs"}}, "gcsFuse.use"),
+    ],
+)
+def test_a_bad_volume_is_refused_naming_its_key(volume: dict[str, Any], says: str) -> None:
+    message = refusal(GKE, volume)
+    assert says in message, message
+    assert "gpu-cluster:storage.volumes" in message or "storage.volumes" in message
+
+
+def test_volumes_may_not_share_a_name_a_mount_or_the_bucket_they_create() -> None:
+    message = refusal(GKE, BUCKET, {**BUCKET, "mountPath": "/data/more"})
+    assert "2 volumes are named 'data'" in message
+    assert "overlaps another volume's /data" in message
+    assert "bucket 'team-data' is created by 2 volumes" in message
+
+
+def test_cloud_storage_fuse_is_refused_off_gke_naming_the_alternative() -> None:
+    message = refusal({"platform": "openshift"}, BUCKET)
+    assert "gpu-cluster:storage.volumes[0].gcsFuse is only used when platform is 'gke'" in message
+    assert "use sharedClaim" in message
+
+
+def test_a_good_volume_list_is_taken_on_each_platform() -> None:
+    shared = {"name": "ckpt", "mountPath": "/ckpt", "sharedClaim": {"size": "1Ti"}}
+    settings = load_settings({"platform": "openshift", "storage": {"volumes": [shared]}})
+    assert [v.name for v in settings.storage.volumes] == ["ckpt"]
+    reference = {**BUCKET, "gcsFuse": {"bucket": "team-data", "mode": "reference"}}
+    settings = load_settings(
+        {**GKE, "storage": {"volumes": [BUCKET, {**reference, "name": "b", "mountPath": "/b"}]}}
+    )
+    assert len(settings.storage.volumes) == 2
