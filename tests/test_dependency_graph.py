@@ -28,6 +28,15 @@ VARIANTS: list[Variant] = [(s, ()) for s in STACKS] + [
     ("gcp-a3", JOB_SET),
     ("gcp-a4", JOB_SET),
     ("gcp-a4", (*JOB_SET, "gcp.queuedProvisioning=true")),
+    (
+        "gcp-a4",
+        (
+            "storage.volumes[2].name=scratch",
+            "storage.volumes[2].mountPath=/lustre",
+            "storage.volumes[2].managedLustre.instance=gke-lustre",
+            "storage.volumes[2].managedLustre.capacityGib=36000",
+        ),
+    ),
 ]
 GKE_VARIANTS = [v for v in VARIANTS if run_stack(v[0], *v[1]).of_type(NODE_POOL)]
 # The training pods' controller kinds.
@@ -38,7 +47,8 @@ NAMESPACED = ("Namespace",)
 NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     "Namespace": (),
     "StorageClass": (),
-    # A bucket's volume: it names its claim, which binds to it whenever both exist.
+    # A bucket's or Lustre instance's volume: it names its claim, which binds to it whenever both
+    # exist (and a Lustre instance's address: see allowed_cloud).
     "PersistentVolume": (),
     "SecurityContextConstraints": (),
     "MachineConfig": (),
@@ -74,6 +84,7 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
         "ConfigMap",
         "Secret",
         "PersistentVolumeClaim",
+        "PersistentVolume",
         "Service",
         "DaemonSet",
     ),
@@ -95,6 +106,13 @@ NETWORK_CLOUD_TYPES = ("gcp:compute/network:Network", "gcp:compute/subnetwork:Su
 # What the training pods mount from Cloud Storage: the buckets and their grants to the pods (a
 # pod mounting a bucket it may not read fails its mount).
 BUCKET_CLOUD_TYPES = ("gcp:storage/bucket:Bucket", "gcp:storage/bucketIAMMember:BucketIAMMember")
+# A Lustre instance and what it needs first: its volume names the instance's address.
+LUSTRE_CLOUD_TYPES = (
+    "gcp:lustre/instance:Instance",
+    "gcp:servicenetworking/connection:Connection",
+    "gcp:compute/globalAddress:GlobalAddress",
+    *NETWORK_CLOUD_TYPES,
+)
 
 
 @functools.cache
@@ -154,6 +172,8 @@ def allowed_cloud(g: Graph, urn: str) -> set[str]:
         allowed |= {u for u in g.rows if g.rows[u]["type"] in NETWORK_CLOUD_TYPES}
     if k in TRAINING:
         allowed |= {u for u in g.rows if g.rows[u]["type"] in BUCKET_CLOUD_TYPES}
+    if k in (*TRAINING, "PersistentVolume"):
+        allowed |= {u for u in g.rows if g.rows[u]["type"] in LUSTRE_CLOUD_TYPES}
     return allowed
 
 

@@ -20,6 +20,7 @@ from tests.conftest import TO_GKE, plan_from, plan_of
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 BUCKET = "gcp:storage/bucket:Bucket"
+LUSTRE_INSTANCE = "gcp:lustre/instance:Instance"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -50,6 +51,7 @@ def _edits_key(edit: tuple[str, ...], keys: tuple[str, ...]) -> bool:
 OPT_INS = {
     PVC: ("storage.protect=false",),
     BUCKET: ("storage.protect=false",),
+    LUSTRE_INSTANCE: ("storage.protect=false",),
     CLUSTER: ("gcp.deletionProtection=false",),
     # A namespace leaves the cluster only with the claims in it: both opt-outs.
     NAMESPACE: ("storage.protect=false", "storage.retainOnDelete=false"),
@@ -71,7 +73,7 @@ def violations(
         opted_in = s.type in OPT_INS and all(
             settings.get(key) == value for key, value in (o.split("=") for o in OPT_INS[s.type])
         )
-        if s.type in (PVC, BUCKET, CLUSTER):
+        if s.type in (PVC, BUCKET, LUSTRE_INSTANCE, CLUSTER):
             # Never without asking: protect makes the engine stop at preview.
             if not s.protected and not opted_in:
                 out.append(f"{what}: {PRECIOUS[s.type]}, and nothing stops it")
@@ -220,6 +222,13 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
 }
 
 
+LUSTRE_VOLUME = "storage.volumes[2].managedLustre"
+LUSTRE = (
+    "storage.volumes[2].name=scratch",
+    "storage.volumes[2].mountPath=/lustre",
+    f"{LUSTRE_VOLUME}.instance=gke-lustre",
+    f"{LUSTRE_VOLUME}.capacityGib=36000",
+)
 CREATED = "namespaceMode=create"
 NOT_RETAINED = "storage.retainOnDelete=false"
 UNPROTECTED = "storage.protect=false"
@@ -259,6 +268,10 @@ FROM_DEPLOYED: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[str, int]
     # StatefulSet keeps them too.
     ("nerc-production", JOB_SET, (IMAGE,)): {},
     ("nerc-production", JOB_SET, ("!workload",)): {},
+    # A Lustre instance grows in place; its tier and file system name are fixed at creation.
+    ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.capacityGib=72000",)): {},
+    ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.throughput=1000",)): {"replace Instance!": 1},
+    ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.filesystem=teamfs",)): {"replace Instance!": 1},
     # Leaving the platform: every claim and the namespace leave the program.
     ("nerc-production", (CREATED,), TO_GKE): {
         "delete Namespace (retained)": 1,

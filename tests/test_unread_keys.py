@@ -52,6 +52,10 @@ ALTERNATIVES: dict[str, list[Any]] = {
 VOLUME = "storage.volumes[0]"
 EXISTING_CLAIM = (f"{VOLUME}.sharedClaim.claimName", "team-volume")
 BUCKET = (f"{VOLUME}.gcsFuse.bucket", "team-volume")
+LUSTRE = (
+    (f"{VOLUME}.managedLustre.instance", "team-lustre"),
+    (f"{VOLUME}.managedLustre.capacityGib", 36000),
+)
 
 
 def _volume(*source: tuple[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -90,6 +94,15 @@ COMPANIONS: dict[str, tuple[tuple[str, Any], ...]] = {
         for key in ("size", "storageClass")
     },
     **{f"{VOLUME}.gcsFuse.{key}": _volume(BUCKET) for key in ("bucket", "mode", "onlyDir", "use")},
+    **{
+        f"{VOLUME}.managedLustre.{key}": _volume(*LUSTRE)
+        for key in ("instance", "mode", "capacityGib", "throughput", "filesystem")
+    },
+    f"{VOLUME}.managedLustre.mountPoint": _volume(
+        *LUSTRE,
+        (f"{VOLUME}.managedLustre.mode", "reference"),
+        (f"{VOLUME}.managedLustre.mountPoint", "10.90.1.4@tcp:/lustrefs"),
+    ),
 }
 # Keys read on a stack whose every accepted single-key edit renders the same, with the reason
 # and where the key is shown read instead.
@@ -107,6 +120,11 @@ NOT_SHOWN: dict[tuple[str, str], str] = {
         (stack, "workload.kind"): "a JobSet needs workload.command (and, on a per-pod stack, "
         "storage.mode rwx) beside it (tests/test_jobset.py)"
         for stack in STACKS
+    },
+    **{
+        (stack, f"{VOLUME}.managedLustre.mode"): "reference needs managedLustre.mountPoint beside "
+        "it, which create refuses (tests/test_volumes.py renders both)"
+        for stack in GKE_STACKS
     },
     ("gcp-a4", "gcp.queuedProvisioning"): "needs workload.kind jobset beside it "
     "(tests/test_jobset.py)",

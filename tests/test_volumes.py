@@ -16,7 +16,12 @@ from gpu_cluster.config.loading import load_settings
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.volume_rules import RESERVED_MOUNT_ROOTS, RESERVED_VOLUME_NAMES
 from gpu_cluster.facts.gcs import GCS_FUSE_DRIVER, READ_ROLE, READ_WRITE_ROLE
-from gpu_cluster.offline.engine import MOCK_PROJECT_NUMBER, ProgramRun
+from gpu_cluster.offline.engine import (
+    MOCK_LUSTRE_IP,
+    MOCK_PEERING_RANGE,
+    MOCK_PROJECT_NUMBER,
+    ProgramRun,
+)
 from tests.conftest import STACKS, manifests, one, run_stack
 
 BUCKET_TYPE = "gcp:storage/bucket:Bucket"
@@ -206,6 +211,92 @@ def test_a_changed_mount_option_restarts_the_pods() -> None:
     assert before["gpu-cluster/volumes-sha256"] != after["gpu-cluster/volumes-sha256"]
 
 
+# --- GKE: Managed Lustre --------------------------------------------------------------------
+
+LUSTRE = (
+    "storage.volumes[2].name=scratch",
+    "storage.volumes[2].mountPath=/lustre",
+    "storage.volumes[2].managedLustre.instance=gke-lustre",
+    "storage.volumes[2].managedLustre.capacityGib=36000",
+)
+LUSTRE_TYPE = "gcp:lustre/instance:Instance"
+HOST_VPC = "gpu-cluster-host-id"  # the mock's ID of the host VPC, what the nodes' eth0 is on
+
+
+def test_a_created_lustre_instance_joins_the_host_vpc_with_its_peering_and_firewall() -> None:
+    run = run_stack("gcp-a4", *LUSTRE, "storage.volumes[2].managedLustre.throughput=1000")
+    (instance,) = run.of_type(LUSTRE_TYPE)
+    assert instance.inputs == {
+        "instanceId": "gke-lustre",
+        "project": "my-gpu-project",
+        "location": "us-central1-b",
+        "network": HOST_VPC,
+        "capacityGib": "36000",
+        "perUnitStorageThroughput": "1000",
+        "filesystem": "lustrefs",
+    }
+    assert instance.options["protect"] and instance.options["retainOnDelete"]
+    (psa,) = run.of_type("gcp:compute/globalAddress:GlobalAddress")
+    assert (psa.inputs["purpose"], psa.inputs["addressType"], psa.inputs["network"]) == (
+        "VPC_PEERING",
+        "INTERNAL",
+        HOST_VPC,
+    )
+    (peering,) = run.of_type("gcp:servicenetworking/connection:Connection")
+    assert peering.inputs["reservedPeeringRanges"] == [psa.inputs["name"]]
+    assert peering.urn in instance.options["dependsOn"]  # the instance needs the peering
+    (firewall,) = [f for f in run.of_type("gcp:compute/firewall:Firewall") if "lustre" in f.name]
+    assert firewall.inputs["network"] == HOST_VPC
+    assert firewall.inputs["sourceRanges"] == [f"{MOCK_PEERING_RANGE}/{psa.inputs['prefixLength']}"]
+    assert firewall.inputs["allows"] == [{"protocol": "tcp", "ports": ["988"]}]
+    cluster = one_resource(run, "gcp:container/cluster:Cluster")
+    assert cluster["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True}
+
+
+def test_a_lustre_claim_binds_to_a_volume_naming_the_instance_and_its_address() -> None:
+    run = run_stack("gcp-a4", *LUSTRE)
+    (pv,) = [p for p in manifests(run, "PersistentVolume") if "gke-lustre" in p["metadata"]["name"]]
+    claim = next(
+        c
+        for c in manifests(run, "PersistentVolumeClaim")
+        if c["metadata"]["name"] == "gpu-cluster-scratch"
+    )
+    assert pv["spec"]["csi"] == {
+        "driver": "lustre.csi.storage.gke.io",
+        "volumeHandle": "my-gpu-project/us-central1-b/gke-lustre",
+        "volumeAttributes": {"ip": MOCK_LUSTRE_IP, "filesystem": "lustrefs"},
+    }
+    assert pv["spec"]["capacity"] == {"storage": "36000Gi"}
+    assert claim["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert claim["spec"]["storageClassName"] == pv["spec"]["storageClassName"] == ""
+    assert mounts(run)["/lustre"]["name"] == "scratch"
+    # The pods wait for the volume, which comes once the instance is up.
+    (sts,) = run.of_type("kubernetes:apps/v1:StatefulSet")
+    (pv_resource,) = [
+        r
+        for r in run.of_type("kubernetes:core/v1:PersistentVolume")
+        if r.name.endswith("scratch-volume")
+    ]
+    assert pv_resource.urn in sts.options["dependsOn"]
+
+
+def test_a_referenced_lustre_instance_is_mounted_by_its_mount_point_and_nothing_is_created() -> (
+    None
+):
+    run = run_stack(
+        "gcp-a4",
+        *LUSTRE,
+        "storage.volumes[2].managedLustre.mode=reference",
+        "storage.volumes[2].managedLustre.mountPoint=10.90.1.4@tcp:/teamfs",
+    )
+    for type_ in (LUSTRE_TYPE, "gcp:compute/globalAddress:GlobalAddress"):
+        assert run.of_type(type_) == []
+    (pv,) = [p for p in manifests(run, "PersistentVolume") if "gke-lustre" in p["metadata"]["name"]]
+    assert pv["spec"]["csi"]["volumeAttributes"] == {"ip": "10.90.1.4", "filesystem": "teamfs"}
+    cluster = one_resource(run, "gcp:container/cluster:Cluster")
+    assert cluster["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True}
+
+
 # --- shared claims ---------------------------------------------------------------------------
 
 
@@ -281,6 +372,7 @@ GKE: dict[str, Any] = {
     },
 }
 BUCKET = {"name": "data", "mountPath": "/data", "gcsFuse": {"bucket": "team-data"}}
+LAKE = {"name": "lake", "mountPath": "/lake"}
 
 
 def refusal(config: dict[str, Any], *volumes: dict[str, Any]) -> str:
@@ -327,6 +419,50 @@ def refusal(config: dict[str, Any], *volumes: dict[str, Any]) -> str:
             "storageClass is only used with size",
         ),
         ({**BUCKET, "gcsFuse": {"bucket": "team-data", "use": "logs"}}, "gcsFuse.use"),
+        (
+            {**LAKE, "managedLustre": {"instance": "fs", "capacityGib": 9000, "mode": "reference"}},
+            "mode reference needs mountPoint",
+        ),
+        (
+            {
+                **LAKE,
+                "managedLustre": {
+                    "instance": "fs",
+                    "capacityGib": 9000,
+                    "mountPoint": "10.0.0.2@tcp:/fs",
+                },
+            },
+            "remove 'mountPoint'",
+        ),
+        (
+            {
+                **LAKE,
+                "managedLustre": {
+                    "instance": "fs",
+                    "capacityGib": 9000,
+                    "mode": "reference",
+                    "mountPoint": "10.0.0.2@tcp:/fs",
+                    "throughput": 250,
+                },
+            },
+            "remove 'throughput'",
+        ),
+        (
+            {**LAKE, "managedLustre": {"instance": "Fs", "capacityGib": 9000}},
+            "managedLustre.instance",
+        ),
+        (
+            {**LAKE, "managedLustre": {"instance": "fs", "capacityGib": 9000, "throughput": 300}},
+            "managedLustre.throughput",
+        ),
+        (
+            {
+                **LAKE,
+                "managedLustre": {"instance": "fs", "capacityGib": 9000, "filesystem": "lustrefs1"},
+            },
+            "managedLustre.filesystem",
+        ),
+        ({**LAKE, "managedLustre": {"instance": "fs"}}, "managedLustre.capacityGib: required"),
     ],
 )
 def test_a_bad_volume_is_refused_naming_its_key(volume: dict[str, Any], says: str) -> None:
@@ -335,17 +471,27 @@ def test_a_bad_volume_is_refused_naming_its_key(volume: dict[str, Any], says: st
     assert "gpu-cluster:storage.volumes" in message or "storage.volumes" in message
 
 
-def test_volumes_may_not_share_a_name_a_mount_or_the_bucket_they_create() -> None:
+def test_volumes_may_not_share_a_name_a_mount_or_what_they_create() -> None:
     message = refusal(GKE, BUCKET, {**BUCKET, "mountPath": "/data/more"})
     assert "2 volumes are named 'data'" in message
     assert "overlaps another volume's /data" in message
     assert "bucket 'team-data' is created by 2 volumes" in message
+    lustre = {"instance": "fs", "capacityGib": 9000}
+    message = refusal(
+        GKE,
+        {**LAKE, "managedLustre": lustre},
+        {"name": "lake2", "mountPath": "/lake2", "managedLustre": lustre},
+    )
+    assert "Lustre instance 'fs' is created by 2 volumes" in message
 
 
-def test_cloud_storage_fuse_is_refused_off_gke_naming_the_alternative() -> None:
+def test_gke_s_storage_is_refused_off_gke_naming_the_alternative() -> None:
     message = refusal({"platform": "openshift"}, BUCKET)
     assert "gpu-cluster:storage.volumes[0].gcsFuse is only used when platform is 'gke'" in message
     assert "use sharedClaim" in message
+    lustre = {**LAKE, "managedLustre": {"instance": "fs", "capacityGib": 9000}}
+    message = refusal({"platform": "openshift"}, lustre)
+    assert "storage.volumes[0].managedLustre is only used when platform is 'gke'" in message
 
 
 def test_a_good_volume_list_is_taken_on_each_platform() -> None:

@@ -15,6 +15,7 @@ from gpu_cluster.components.gke_cluster import GkeCluster, GkeClusterArgs
 from gpu_cluster.components.gke_storage import GkeStorageClass, GkeStorageClassArgs
 from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNodesArgs, GpuNicNetwork
+from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
 from gpu_cluster.components.node_identity import NodeIdentity, NodeIdentityArgs
@@ -41,7 +42,13 @@ from gpu_cluster.config.schema import GcpSettings, Settings
 from gpu_cluster.facts.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, plan_addresses
 from gpu_cluster.facts.gpudirect import RDMA_MACHINES, GibRelease, GpuDirectRelease
 from gpu_cluster.facts.kueue import GKE_QUEUED_TAINT
-from gpu_cluster.plan.data_volumes import bucket_grants, buckets_to_create, uses_gcs_fuse
+from gpu_cluster.plan.data_volumes import (
+    bucket_grants,
+    buckets_to_create,
+    lustre_to_create,
+    uses_gcs_fuse,
+    uses_lustre,
+)
 from gpu_cluster.plan.gke_identity import pod_principal
 from gpu_cluster.plan.gke_storage import storage_class_to_create
 from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
@@ -182,6 +189,7 @@ class GkePlatform(pulumi.ComponentResource):
                 node_service_account=identity.email,
                 nodes_after=identity.ready,
                 gcs_fuse_csi=uses_gcs_fuse(s),
+                lustre_csi=uses_lustre(s),
             ),
             moved,
         )
@@ -251,7 +259,13 @@ class GkePlatform(pulumi.ComponentResource):
         in_this = pulumi.ResourceOptions(parent=self, providers=[provider])
         claims_after = _storage_class(name, s, in_this)
         buckets = _bucket_access(s, g, access.service_account_name) if uses_gcs_fuse(s) else None
-        data = training_storage(name, s, depends, in_this, buckets)
+        instances = lustre_to_create(s)
+        lustre = (
+            LustreNetwork(g.project, g.zone, vpcs.host_network.id, s.name, instances)
+            if instances
+            else None
+        )
+        data = training_storage(name, s, depends, in_this, buckets, lustre)
         networking = pod_networking(s, f"{s.name}-scripts")
         workload = workload_args(
             s,

@@ -10,6 +10,7 @@ from typing import Protocol
 
 import pulumi
 
+from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
 from gpu_cluster.components.stack_config import (
     code_sync_secret,
@@ -137,9 +138,11 @@ def training_storage(
     after: Sequence[pulumi.Resource],
     opts: pulumi.ResourceOptions,
     buckets: BucketAccess | None = None,
+    lustre: LustreNetwork | None = None,
 ) -> TrainingStorage | None:
     """The stack's training-data volumes (storage.volumes), their claims waiting for `after`
-    (the namespace); None when it has none."""
+    (the namespace), with the GKE stack's buckets and Lustre instances; None when it has
+    none."""
     if not s.storage.volumes:
         return None
     args = TrainingStorageArgs(
@@ -149,6 +152,7 @@ def training_storage(
         retain_on_delete=s.storage.retain_on_delete,
         protect=s.storage.protect,
         buckets=buckets,
+        lustre=lustre,
         after=after,
     )
     return TrainingStorage(f"{name}-storage", args, opts)

@@ -1,7 +1,8 @@
 """The training-data volumes a stack adds (storage.volumes): Cloud Storage buckets mounted
-through GKE's Cloud Storage FUSE CSI driver and shared claims, as claims the training pods
-mount. Usable alone: give it the claims gpu_cluster.plan.data_volumes decides and, on GKE, the
-buckets and who may use them."""
+through GKE's Cloud Storage FUSE CSI driver, Managed Lustre instances through GKE's Lustre CSI
+driver, and shared claims, as claims the training pods mount. Usable alone: give it the claims
+gpu_cluster.plan.data_volumes decides and, on GKE, the buckets and who may use them and the
+Lustre instances with the network they join."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
+from gpu_cluster.components.managed_lustre import LustreNetwork, lustre_instances
+from gpu_cluster.facts.lustre import mount_point_parts
 from gpu_cluster.plan.claims import SKIP_AWAIT, retention_annotations
 from gpu_cluster.plan.data_volumes import DataClaim, NewClaim, StaticVolume
 
@@ -42,7 +45,8 @@ class TrainingStorageArgs:
     """namespace, labels: of the claims (and labels of the volumes). claims: the data volumes'
     claims. retain_on_delete, protect: storage.retainOnDelete and storage.protect, for
     everything that holds or reaches data (buckets, volumes, claims). buckets: the Cloud Storage
-    side, None without buckets. after: what the claims wait for (the namespace)."""
+    side, None without buckets. lustre: the Managed Lustre side, None without instances to
+    create. after: what the claims wait for (the namespace)."""
 
     namespace: str
     labels: dict[str, str]
@@ -50,20 +54,25 @@ class TrainingStorageArgs:
     retain_on_delete: bool
     protect: bool
     buckets: BucketAccess | None = None
+    lustre: LustreNetwork | None = None
     after: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
 class TrainingStorage(pulumi.ComponentResource):
-    """Buckets (created or referenced) with the pods' access to them, and per volume the claim
-    the pods mount, bound to a PersistentVolume written here for a bucket.
+    """Buckets (created or referenced) with the pods' access to them, Lustre instances with the
+    network access they need, and per volume the claim the pods mount, bound to a
+    PersistentVolume written here for a bucket or an instance.
 
-    Buckets, volumes and claims are kept on `pulumi destroy` and protected unless the stack opts
-    out: a bucket holds the data; a claim left behind keeps its volume bound, and a volume
-    deleted under a bound claim would hang on its pv-protection finalizer. `ready`: what the
-    training pods wait for (the claims and the grants: a pod mounting a bucket it may not read
-    fails its mount)."""
+    Buckets, instances, volumes and claims are kept on `pulumi destroy` and protected unless
+    the stack opts out: a bucket or an instance holds the data (`pulumi destroy
+    --exclude-protected` also keeps what an instance depends on: its peering and the VPC); a
+    claim left behind keeps its volume bound, and a volume deleted under a bound claim would
+    hang on its pv-protection finalizer. `ready`: what the training pods wait for (the claims,
+    the volumes they bind to, which for a Lustre instance come once it is up, and the grants: a
+    pod mounting a bucket it may not read fails its mount)."""
 
     buckets: dict[str, gcp.storage.Bucket]
+    lustre: dict[str, gcp.lustre.Instance]
     claims: list[k8s.core.v1.PersistentVolumeClaim]
     ready: list[pulumi.Resource]
 
@@ -92,18 +101,36 @@ class TrainingStorage(pulumi.ComponentResource):
                 )
                 for bucket, role in a.buckets.grants.items()
             ]
+        self.lustre = {}
+        if a.lustre is not None and a.lustre.create:
+            self.lustre = lustre_instances(name, a.lustre, self, keep)
         in_namespace = pulumi.ResourceOptions.merge(
             keep, pulumi.ResourceOptions(depends_on=list(a.after) or None)
         )
         self.claims = []
+        volumes: list[pulumi.Resource] = []
         for claim in a.claims:
             if claim.new is None:
                 continue
             if claim.new.static is not None:
                 static = claim.new.static
-                _static_volume(f"{name}-{claim.volume}-volume", a, claim, claim.new, static, keep)
+                attributes: dict[str, pulumi.Input[str]] = dict(static.attributes)
+                if static.address_of is not None:
+                    mount_point = self.lustre[static.address_of].mount_point
+                    attributes["ip"] = mount_point.apply(lambda m: mount_point_parts(m)[0])
+                volumes.append(
+                    _static_volume(
+                        f"{name}-{claim.volume}-volume",
+                        a,
+                        claim,
+                        claim.new,
+                        static,
+                        attributes,
+                        keep,
+                    )
+                )
             self.claims.append(_claim(f"{name}-{claim.volume}", a, claim, in_namespace))
-        self.ready = [*self.claims, *grants]
+        self.ready = [*self.claims, *volumes, *grants]
         self.register_outputs(
             {
                 "claimNames": [c.metadata.name for c in self.claims],
@@ -142,11 +169,13 @@ def _static_volume(
     claim: DataClaim,
     new: NewClaim,
     volume: StaticVolume,
+    attributes: dict[str, pulumi.Input[str]],
     keep: pulumi.ResourceOptions,
 ) -> k8s.core.v1.PersistentVolume:
-    """The PersistentVolume a bucket's claim binds to, pre-bound to it (claimRef), as gpu-recipes'
-    storage chart writes it (src/helm-charts/storage/gcs-fuse/templates/pv.yaml, 2e1fd5e):
-    ReadWriteMany, reclaim Retain (deleting the object never touches the bucket)."""
+    """The PersistentVolume a bucket's or instance's claim binds to, pre-bound to it (claimRef),
+    as gpu-recipes' storage charts write them (src/helm-charts/storage/{gcs-fuse,lustre}/
+    templates/pv.yaml, 2e1fd5e): ReadWriteMany, reclaim Retain (deleting the object never
+    touches the data)."""
     return k8s.core.v1.PersistentVolume(
         resource,
         metadata=ObjectMetaArgs(
@@ -160,11 +189,11 @@ def _static_volume(
             persistent_volume_reclaim_policy="Retain",
             storage_class_name=new.storage_class,
             claim_ref=ObjectReferenceArgs(namespace=a.namespace, name=claim.claim),
-            mount_options=list(volume.mount_options),
+            mount_options=list(volume.mount_options) or None,
             csi=CSIPersistentVolumeSourceArgs(
                 driver=volume.driver,
                 volume_handle=volume.handle,
-                volume_attributes=dict(volume.attributes),
+                volume_attributes=attributes,
             ),
         ),
         opts=keep,

@@ -47,6 +47,45 @@ class GcsFuseSettings(Section):
     """
 
 
+class ManagedLustreSettings(Section):
+    """A Google Cloud Managed Lustre instance in `gcp.zone`, on the cluster's host VPC."""
+
+    instance: str = Field(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+    """The instance's name: 1-63 lower-case letters, digits and `-`, starting with a letter, not
+    ending with `-`."""
+    mode: Literal["create", "reference"] = "create"
+    """`create`: the stack creates the instance (with the private services access range, the
+    peering and the firewall rule Lustre needs on the host VPC), protected and kept on `pulumi
+    destroy` as the claims are; `reference`: it exists, reachable from the cluster's VPC
+    (`mountPoint`)."""
+    capacity_gib: int = Field(ge=1, le=1_000_000_000)
+    """Capacity in GiB: the instance's size (`create`; a larger value grows it in place, GCP
+    refuses a smaller one and sizes off its tier's minimum and step, cloud.google.com/
+    managed-lustre/docs/create-instance#performance-tiers), or the referenced instance's size
+    (the volume's capacity, as the Lustre CSI driver asks)."""
+    throughput: Literal[125, 250, 500, 1000] = 500
+    """`create`: MB/s per TiB of capacity (the performance tier, fixed at creation: a change
+    is a new instance). Default 500, as cluster-toolkit's managed-lustre module."""
+    filesystem: str = Field(default="lustrefs", pattern=r"^[A-Za-z0-9]{1,8}$")
+    """`create`: the file system's name, 1-8 letters and digits (fixed at creation)."""
+    mount_point: str | None = Field(
+        default=None, pattern=r"^(\d{1,3}\.){3}\d{1,3}@tcp:/[A-Za-z0-9]{1,8}$"
+    )
+    """`reference`: the instance's mount point, `IP@tcp:/FILESYSTEM` (`gcloud lustre instances
+    describe INSTANCE --location ZONE --format 'value(mountPoint)'`)."""
+
+    @model_validator(mode="after")
+    def _by_mode(self) -> ManagedLustreSettings:
+        if self.mode == "create" and self.mount_point is not None:
+            raise ValueError("mountPoint is only used with mode reference; remove 'mountPoint'")
+        if self.mode == "reference":
+            if self.mount_point is None:
+                raise ValueError("mode reference needs mountPoint (the instance's IP@tcp:/NAME)")
+            for key in sorted({"throughput", "filesystem"} & self.model_fields_set):
+                raise ValueError(f"{key} describes an instance the stack creates; remove '{key}'")
+        return self
+
+
 class SharedClaimSettings(Section):
     """A ReadWriteMany claim: one the stack creates (`size`) or one that exists (`claimName`)."""
 
@@ -71,7 +110,8 @@ class SharedClaimSettings(Section):
 
 
 class DataVolume(Section):
-    """A volume every training pod mounts: set exactly one of `gcsFuse` and `sharedClaim`."""
+    """A volume every training pod mounts: set exactly one of `gcsFuse`, `managedLustre` and
+    `sharedClaim`."""
 
     name: DnsLabel
     """The volume's name in the pod (DNS-1035 label); unique among `storage.volumes`."""
@@ -100,15 +140,26 @@ class DataVolume(Section):
     ] = None
     """GKE: a Cloud Storage bucket through the Cloud Storage FUSE CSI driver (the stack enables the
     driver on the cluster)."""
+    managed_lustre: Annotated[
+        ManagedLustreSettings | None,
+        ReadWhen(
+            lambda s: s.platform == "gke",
+            "platform is 'gke' (Managed Lustre is GKE's CSI driver here; elsewhere use "
+            "sharedClaim)",
+        ),
+    ] = None
+    """GKE: a Managed Lustre instance through GKE's Lustre CSI driver (the stack enables the
+    driver on the cluster)."""
     shared_claim: SharedClaimSettings | None = None
     """A ReadWriteMany claim (both platforms)."""
 
     @model_validator(mode="after")
     def _one_profile(self) -> DataVolume:
-        if (self.gcs_fuse is None) == (self.shared_claim is None):
+        sources = [self.gcs_fuse, self.managed_lustre, self.shared_claim]
+        if sum(source is not None for source in sources) != 1:
             raise ValueError(
-                f"volume {self.name!r}: set exactly one of gcsFuse (a Cloud Storage bucket) and "
-                "sharedClaim (a ReadWriteMany claim)"
+                f"volume {self.name!r}: set exactly one of gcsFuse (a Cloud Storage bucket), "
+                "managedLustre (a Managed Lustre instance) and sharedClaim (a ReadWriteMany claim)"
             )
         if self.read_only and self.min_write_gbps is not None:
             raise ValueError(f"volume {self.name!r}: minWriteGbps on a readOnly volume")

@@ -87,4 +87,16 @@ def volume_problems(s: Settings) -> list[str]:
                 f"gpu-cluster:storage.volumes: bucket {bucket!r} is created by {count} volumes; "
                 "create it in one and reference it (gcsFuse.mode: reference) in the others"
             )
+    instances = Counter(
+        v.managed_lustre.instance
+        for v in volumes
+        if v.managed_lustre is not None and v.managed_lustre.mode == "create"
+    )
+    for instance, count in instances.items():
+        if count > 1:
+            out.append(
+                f"gpu-cluster:storage.volumes: Lustre instance {instance!r} is created by {count} "
+                "volumes; create it in one and reference it (managedLustre.mode: reference) in "
+                "the others"
+            )
     return out

@@ -82,6 +82,12 @@ class ProgramRun:
 # placeholder in its place.
 GET_PROJECT = "gcp:organizations/getProject:getProject"
 MOCK_PROJECT_NUMBER = "000000000000"
+# A Lustre instance's address, known once GCP made it; the render shows this documentation
+# address (RFC 5737) in its place.
+MOCK_LUSTRE_IP = "192.0.2.10"
+# The start of a private services access range GCP picks: a range reserved for benchmarks
+# (RFC 2544, 198.18.0.0/15) stands in for it.
+MOCK_PEERING_RANGE = "198.18.0.0"
 
 
 def _computed_state(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -90,6 +96,10 @@ def _computed_state(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, 
     if type_ == "gcp:container/cluster:Cluster":
         state["endpoint"] = MOCK_ENDPOINT
         state["masterAuth"] = {"clusterCaCertificate": MOCK_CA}
+    if type_ == "gcp:lustre/instance:Instance":
+        state["mountPoint"] = f"{MOCK_LUSTRE_IP}@tcp:/{inputs['filesystem']}"
+    if type_ == "gcp:compute/globalAddress:GlobalAddress":
+        state.setdefault("address", MOCK_PEERING_RANGE)
     if type_.startswith("gcp:"):
         resource_name = inputs.get("name", name)
         state.setdefault("name", resource_name)

@@ -119,6 +119,27 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
     # hierarchical_namespace) and iam_storage_bucket.go (bucket) with the member's role, member.
     "gcp:storage/bucket:Bucket": ("name", "location", "project", "hierarchicalNamespace"),
     "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", "role", "member"),
+    # google/services/lustre/resource_lustre_instance.go (capacity_gib updates in place),
+    # compute/resource_compute_global_address.go, servicenetworking/
+    # resource_service_networking_connection.go.
+    "gcp:lustre/instance:Instance": (
+        "instanceId",
+        "location",
+        "network",
+        "filesystem",
+        "perUnitStorageThroughput",
+        "project",
+    ),
+    "gcp:compute/globalAddress:GlobalAddress": (
+        "name",
+        "address",
+        "addressType",
+        "network",
+        "prefixLength",
+        "purpose",
+        "project",
+    ),
+    "gcp:servicenetworking/connection:Connection": ("network", "service"),
 }
 
 
@@ -141,6 +162,7 @@ _CONDITIONAL: dict[tuple[str, str], Callable[[Any, Any], bool]] = {
 PRECIOUS: dict[str, str] = {
     "kubernetes:core/v1:PersistentVolumeClaim": "user data (workspace, datasets)",
     "gcp:storage/bucket:Bucket": "training data or checkpoints in Cloud Storage",
+    "gcp:lustre/instance:Instance": "training data or checkpoints on Managed Lustre",
     "kubernetes:core/v1:Namespace": "deleting it deletes every object in it, claims included",
     "gcp:container/cluster:Cluster": "GKE cluster: every workload on it, ~10 minutes to recreate",
     "gcp:container/nodePool:NodePool": "GPU node pool: the capacity may not come back",

@@ -2,16 +2,17 @@
 volumes those claims bind to (pure: no Pulumi imports).
 
 Every volume reaches the pods as a ReadWriteMany claim: a shared claim as the stack asks for it,
-a Cloud Storage bucket as a claim bound to a PersistentVolume the stack writes for the GKE Cloud
-Storage FUSE CSI driver (static provisioning, as Google's gpu-recipes storage chart does). So
-both workload kinds mount them the same way, and the claims follow the workspace's retention.
+a Cloud Storage bucket or a Managed Lustre instance as a claim bound to a PersistentVolume the
+stack writes for GKE's CSI driver (static provisioning, as Google's gpu-recipes storage charts
+do). So both workload kinds mount them the same way, and the claims follow the workspace's
+retention.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.storage import DataVolume
@@ -28,6 +29,7 @@ from gpu_cluster.facts.gcs import (
     STATIC_CLASS,
     VOLUME_ATTRIBUTES,
 )
+from gpu_cluster.facts.lustre import LUSTRE_DRIVER, mount_point_parts
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,18 @@ class StaticVolume:
     handle: str
     mount_options: tuple[str, ...]
     attributes: tuple[tuple[str, str], ...]
+    # A Lustre instance the stack creates: its mount point, known once it exists, gives `ip`.
+    address_of: str | None = None
+
+
+@dataclass(frozen=True)
+class LustreInstance:
+    """A Managed Lustre instance the stack creates (storage.volumes[].managedLustre)."""
+
+    instance: str
+    capacity_gib: int
+    throughput: int
+    filesystem: str
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,8 @@ def _claim(s: Settings, v: DataVolume) -> DataClaim:
         shared = v.shared_claim
         new = None if shared.size is None else NewClaim(shared.size, shared.storage_class, None)
         return DataClaim(v.name, shared.claim_name or claim, v.mount_path, v.read_only, new)
+    if v.managed_lustre is not None:
+        return _lustre_claim(s, v, claim)
     assert v.gcs_fuse is not None  # DataVolume has exactly one source
     gcs = v.gcs_fuse
     options = DATA_MOUNT_OPTIONS
@@ -94,6 +110,40 @@ def _claim(s: Settings, v: DataVolume) -> DataClaim:
     return DataClaim(
         v.name, claim, v.mount_path, v.read_only, NewClaim(NOMINAL_CAPACITY, STATIC_CLASS, static)
     )
+
+
+def _lustre_claim(s: Settings, v: DataVolume, claim: str) -> DataClaim:
+    """A Lustre instance's claim, bound to a volume as gpu-recipes' lustre chart writes it: no
+    class, the instance's capacity, handle <project>/<zone>/<instance>, its ip and filesystem."""
+    lustre, gcp = v.managed_lustre, s.gcp
+    assert lustre is not None and gcp is not None  # managedLustre is read on GKE only
+    if lustre.mount_point is not None:
+        ip, filesystem = mount_point_parts(lustre.mount_point)
+        attributes: tuple[tuple[str, str], ...] = (("ip", ip), ("filesystem", filesystem))
+    else:
+        attributes = (("filesystem", lustre.filesystem),)
+    static = StaticVolume(
+        name=f"{s.namespace}-{claim}-{lustre.instance}",
+        driver=LUSTRE_DRIVER,
+        handle=f"{gcp.project}/{gcp.zone}/{lustre.instance}",
+        mount_options=(),
+        attributes=attributes,
+        address_of=lustre.instance if lustre.mode == "create" else None,
+    )
+    size = f"{lustre.capacity_gib}Gi"
+    return DataClaim(v.name, claim, v.mount_path, v.read_only, NewClaim(size, "", static))
+
+
+def lustre_to_create(s: Settings) -> list[LustreInstance]:
+    return [
+        LustreInstance(m.instance, m.capacity_gib, m.throughput, m.filesystem)
+        for v in s.storage.volumes
+        if (m := v.managed_lustre) is not None and m.mode == "create"
+    ]
+
+
+def uses_lustre(s: Settings) -> bool:
+    return any(v.managed_lustre is not None for v in s.storage.volumes)
 
 
 def buckets_to_create(s: Settings) -> list[str]:
@@ -122,11 +172,17 @@ def uses_gcs_fuse(s: Settings) -> bool:
 
 def pod_annotations(s: Settings) -> dict[str, str]:
     """What the pods carry for their data volumes: with a bucket, GKE's webhook injects the
-    gcsfuse sidecar, sized as the annotations say; and a hash of the volumes' mount options, so
-    a pod restarts when they change (a mounted volume keeps the options it was mounted with)."""
+    gcsfuse sidecar, sized as the annotations say; and a hash of what the volumes the stack
+    writes mount (source, options, attributes), so a pod restarts when it changes (a mounted
+    volume keeps what it was mounted with; a changed claim or path changes the pods anyway)."""
     claims = data_claims(s)
     if not claims:
         return {}
-    digest = hashlib.sha256(json.dumps([asdict(c) for c in claims]).encode()).hexdigest()[:16]
+    mounted = [
+        (v.handle, v.mount_options, v.attributes)
+        for c in claims
+        if c.new is not None and (v := c.new.static) is not None
+    ]
+    digest = hashlib.sha256(json.dumps(mounted).encode()).hexdigest()[:16]
     fuse = {INJECT_ANNOTATION: "true", **dict(SIDECAR_ANNOTATIONS)} if uses_gcs_fuse(s) else {}
     return {**fuse, "gpu-cluster/volumes-sha256": digest}

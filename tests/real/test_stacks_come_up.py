@@ -1,7 +1,9 @@
 """Every shipped stack's Kubernetes objects, created on the real API server as
 pulumi-kubernetes creates them (one create call each, in the render's order), come up: the real
 scheduler puts one training pod on each of the stack's fake GPU nodes, the node agents run on
-every GPU node and nowhere else, every claim is bound and the workload becomes Ready.
+every GPU node and nowhere else, every claim is bound and the workload becomes Ready. So do two
+with more data volumes: gcp-a4 with a Managed Lustre instance besides its buckets, and
+nerc-production with a shared checkpoint claim.
 
 For GKE stacks this is the Kubernetes half (the cluster and node pools are GCP's); the fake
 nodes are the rendered pools' nodes as GKE labels and taints them.
@@ -33,11 +35,36 @@ from tools.realtier.stacks import render
 pytestmark = pytest.mark.real
 
 
-@pytest.mark.parametrize("stack", STACKS)
+VOLUME = "storage.volumes[2]"
+VARIANTS: list[tuple[str, tuple[str, ...]]] = [(stack, ()) for stack in STACKS] + [
+    (
+        "gcp-a4",
+        (
+            f"{VOLUME}.name=scratch",
+            f"{VOLUME}.mountPath=/lustre",
+            f"{VOLUME}.managedLustre.instance=gke-lustre",
+            f"{VOLUME}.managedLustre.capacityGib=36000",
+        ),
+    ),
+    (
+        "nerc-production",
+        (
+            "storage.volumes[0].name=checkpoints",
+            "storage.volumes[0].mountPath=/checkpoints",
+            "storage.volumes[0].sharedClaim.size=10Ti",
+            "storage.volumes[0].sharedClaim.storageClass=nfs-csi",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides"), VARIANTS, ids=[" ".join((s, *o))[:60] for s, o in VARIANTS]
+)
 def test_the_stack_comes_up_one_training_pod_per_gpu_node(
-    cluster: Cluster, stack: str, tmp_path: Path
+    cluster: Cluster, stack: str, overrides: tuple[str, ...], tmp_path: Path
 ) -> None:
-    kube, stack_render = cluster.kube, render(stack)
+    kube, stack_render = cluster.kube, render(stack, overrides)
     provision(kube, stack_render)
     kube.create_all(referenced_objects(stack_render))
 
