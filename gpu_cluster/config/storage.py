@@ -1,10 +1,10 @@
 """The stack's storage: the workspace and datasets claims every stack has, and the training-data
-volumes a stack adds (`storage.volumes`: a Cloud Storage bucket through GKE's FUSE driver, or a
-shared claim)."""
+volumes a stack adds (`storage.volumes`: on GKE a Cloud Storage bucket through the FUSE driver or
+a Managed Lustre instance, on either platform a shared claim)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -19,9 +19,6 @@ from gpu_cluster.config.values import (
     Subdomain,
 )
 from gpu_cluster.facts.gke_storage import StorageClassMode
-
-if TYPE_CHECKING:  # ReadWhen predicates get the whole config
-    pass
 
 # How Google's training recipes mount a bucket: read-mostly data, or checkpoints (facts/gcs.py).
 VolumeUse = Literal["data", "checkpoints"]
@@ -209,14 +206,15 @@ class StorageSettings(Section):
     """
     # User data outlives `pulumi destroy` unless the stack opts out explicitly.
     retain_on_delete: bool = True
-    """Claims, and a namespace the program created, survive `pulumi destroy`, scale-down, renames
-    and `namespaceMode` changes.
+    """Claims, the buckets and Lustre instances of `storage.volumes`, and a namespace the program
+    created survive `pulumi destroy`, scale-down, renames and `namespaceMode` changes.
     """
     # Claims carry Pulumi's `protect`, and so does a namespace the program created while it is
     # not retained: an update or destroy that would delete or replace one (a changed name,
     # namespace, namespaceMode, storage mode, class or access mode, a per-pod scale-down) stops
     # at preview until the stack sets this to false for that one update.
     protect: bool = True
-    """**Opt-in key**: `false` lets an update replace or delete claims, and a namespace the program
-    created that is not retained (see docs/contract.md).
+    """**Opt-in key**: `false` lets an update replace or delete claims, the buckets and Lustre
+    instances of `storage.volumes`, and a namespace the program created that is not retained
+    (see docs/contract.md).
     """

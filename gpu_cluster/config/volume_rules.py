@@ -78,25 +78,20 @@ def volume_problems(s: Settings) -> list[str]:
                 "default class, standard-rwo, is ReadWriteOnce): name an RWX class, such as "
                 "Filestore's standard-rwx once its CSI driver is on"
             )
-    created = Counter(
-        v.gcs_fuse.bucket for v in volumes if v.gcs_fuse is not None and v.gcs_fuse.mode == "create"
-    )
-    for bucket, count in created.items():
-        if count > 1:
-            out.append(
-                f"gpu-cluster:storage.volumes: bucket {bucket!r} is created by {count} volumes; "
-                "create it in one and reference it (gcsFuse.mode: reference) in the others"
-            )
-    instances = Counter(
+    buckets = [v.gcs_fuse.bucket for v in volumes if v.gcs_fuse and v.gcs_fuse.mode == "create"]
+    instances = [
         v.managed_lustre.instance
         for v in volumes
-        if v.managed_lustre is not None and v.managed_lustre.mode == "create"
-    )
-    for instance, count in instances.items():
-        if count > 1:
-            out.append(
-                f"gpu-cluster:storage.volumes: Lustre instance {instance!r} is created by {count} "
-                "volumes; create it in one and reference it (managedLustre.mode: reference) in "
-                "the others"
-            )
+        if v.managed_lustre and v.managed_lustre.mode == "create"
+    ]
+    for what, section, names in (
+        ("bucket", "gcsFuse", buckets),
+        ("Lustre instance", "managedLustre", instances),
+    ):
+        out += [
+            f"gpu-cluster:storage.volumes: {what} {name!r} is created by {count} volumes; create "
+            f"it in one and reference it ({section}.mode: reference) in the others"
+            for name, count in Counter(names).items()
+            if count > 1
+        ]
     return out

@@ -35,9 +35,9 @@ from gpu_cluster.facts.lustre import LUSTRE_DRIVER, mount_point_parts
 @dataclass(frozen=True)
 class StaticVolume:
     """A PersistentVolume the stack writes for one claim. name: cluster-wide, so it carries the
-    namespace, and the bucket, so another bucket is another volume (and the claim bound to it is
-    replaced: protected like every claim); driver, handle, mount_options, attributes: its CSI
-    source."""
+    namespace, and the bucket or Lustre instance, so another one is another volume (and the
+    claim bound to it is replaced: protected like every claim); driver, handle, mount_options,
+    attributes: its CSI source."""
 
     name: str
     driver: str
