@@ -163,6 +163,11 @@ KEYS: dict[str, list[Any]] = {
     "gcp.deletionProtection": [True, False],
     "gcp.privateNodes": [True, False],
     "gcp.placementMaxDistance": [1, 3, 4, None],
+    "gcp.secondaryBootDiskImage": [
+        "projects/my-gpu-project/global/images/pytorch-25-01",
+        "global/images/pytorch",
+        "projects/my-gpu-project/global/images/Pytorch",
+    ],
     "gcp.imageStreaming": [True, False],
     "gcp.gpudirectRelease": [
         "tcpxo-2026-01-09",

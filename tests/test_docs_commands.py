@@ -160,10 +160,32 @@ def check_gcloud(c: Command, ctx: Context) -> None:
     assert tuple(c.argv[1:3]) in groups or (c.argv[1],) in groups, c
 
 
+# Repositories the docs clone, each at the commit they pin (its tools are run from source).
+CLONED = {"https://github.com/ai-on-gke/tools": "dd191890bc689477123e618ac09f0100527c64f4"}
+
+
 def check_git(c: Command, ctx: Context) -> None:
+    if c.argv[1] == "clone":
+        assert c.argv[2] in CLONED, f"{c}: clone only what CLONED pins"
+        return
+    if c.argv[1] == "-C":
+        assert c.argv[3] == "checkout" and c.argv[4] in CLONED.values(), c
+        return
     assert c.argv[1] == "diff", c
     for path in (a for a in c.argv[2:] if not a.startswith("-")):
         assert (ROOT / path).exists(), f"{c}: {path} does not exist"
+
+
+def check_go(c: Command, ctx: Context) -> None:
+    """The disk image builder, run from the pinned checkout with the flags its cli/main.go
+    defines (at CLONED's commit)."""
+    assert c.argv[1] == "-C" and c.argv[3:5] == ["run", "./cli"], c
+    flags = {a.split("=", 1)[0] for a in c.argv[5:]}
+    known = {
+        "--project-name", "--image-name", "--zone", "--gcs-path", "--disk-size-gb",
+        "--container-image", "--image-pull-auth", "--timeout", "--network", "--subnet",
+    }  # fmt: skip
+    assert flags <= known, f"{c}: {flags - known}"
 
 
 def check_pip(c: Command, ctx: Context) -> None:
@@ -201,7 +223,11 @@ EXTERNAL: dict[str, tuple[str, Callable[[Command, Context], None]]] = {
     "oc": ("needs an OpenShift cluster (the migration's run on the real tier)", check_kube),
     "kubectl": ("needs a Kubernetes cluster", check_kube),
     "gcloud": ("needs the gcloud CLI and a Google Cloud project", check_gcloud),
-    "git": ("reviews the checkout's changes; the copy is not a repository", check_git),
+    "git": (
+        "reviews the checkout's changes, or clones a pinned tool: the copy is not a repository",
+        check_git,
+    ),
+    "go": ("builds a disk image in a Google Cloud project (network, a cloud account)", check_go),
     "pip": ("installs from PyPI: network, minutes", check_pip),
     "policy/venv/bin/pip": ("installs from PyPI: network, minutes", check_pip),
     ".": ("activates the virtualenv an earlier command made", check_source),

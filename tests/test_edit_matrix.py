@@ -39,6 +39,7 @@ POOL_KEYS = (
     "gcp.maintenanceInterval",
     "gcp.gpudirectRelease",
     "gcp.placementMaxDistance",
+    "gcp.secondaryBootDiskImage",
 )
 GPU_NETWORK_KEYS = ("networkMode", "gcp.machineType", "gcp.gpudirectRelease", "gcp.baseCidr")
 
@@ -182,6 +183,14 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("gcp-a3", (IMAGE,)): {},
     # Image streaming on the GPU pool: gcfs_config is updated in place, the pool kept.
     ("gcp-a3", ("gcp.imageStreaming=true",)): {},
+    # A preloaded image's disk is a new pool (secondary boot disks are ForceNew).
+    (
+        "gcp-a3",
+        (
+            "gcp.imageStreaming=true",
+            "gcp.secondaryBootDiskImage=projects/my-gpu-project/global/images/pytorch-25-01",
+        ),
+    ): {"replace NodePool": 1},
     # gcp-a4: GKE, A4, GPUDirect RDMA (second gVNIC VPC, one RoCE VPC with 8 subnets)
     ("gcp-a4", ("nodes=4",)): {},
     ("gcp-a4", ("gcp.machineType=a3-ultragpu-8g",)): {"delete NodePool": 1},

@@ -297,6 +297,33 @@ def test_streaming_an_image_outside_artifact_registry_warns_and_is_not_refused()
     assert settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=AS_OF)[1] == []
 
 
+DISK_IMAGE = "projects/my-gpu-project/global/images/pytorch-25-01"
+
+
+@pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
+def test_a_preloaded_image_disk_is_the_gpu_pool_s_secondary_boot_disk(stack: str) -> None:
+    run = run_stack(
+        stack, "gcp.imageStreaming=true", AR_IMAGE, f"gcp.secondaryBootDiskImage={DISK_IMAGE}"
+    )
+    node_config = gpu_pool(run)["nodeConfig"]
+    assert node_config["secondaryBootDisks"] == [
+        {"diskImage": DISK_IMAGE, "mode": "CONTAINER_IMAGE_CACHE"}
+    ]
+    assert node_config["gcfsConfig"] == {"enabled": True}
+    assert "secondaryBootDisks" not in pools(run)["system"]["nodeConfig"]
+    assert "secondaryBootDisks" not in gpu_pool(run_stack(stack))["nodeConfig"]
+
+
+def test_a_preloaded_image_disk_without_image_streaming_is_refused_naming_both() -> None:
+    config = engine_config("gcp-a3", (f"gcp.secondaryBootDiskImage={DISK_IMAGE}",))
+    with pytest.raises(ConfigError) as err:
+        settings_from(*config, PROVIDER_SETTINGS, as_of=AS_OF)
+    assert (
+        "gpu-cluster:gcp.secondaryBootDiskImage is only used when gcp.imageStreaming is true"
+        in str(err.value)
+    )
+
+
 def test_turning_image_streaming_on_or_off_updates_the_pool_in_place() -> None:
     """gcfs_config is not ForceNew (hashicorp/terraform-provider-google node_config.go): no new
     pool either way, nor for a pool rendered before the key existed (no gcfsConfig)."""

@@ -81,6 +81,8 @@ COMPANIONS: dict[str, tuple[tuple[str, Any], ...]] = {
     "gcp.machineType": (("networkMode", "tcp"),),
     # Flex-start brings its own placement.
     "gcp.placementMaxDistance": (("gcp.provisioning", "spot"),),
+    # Preloaded images are read through image streaming.
+    "gcp.secondaryBootDiskImage": (("gcp.imageStreaming", True),),
     # A data volume's key needs the rest of a volume: a name, a path and one source.
     **{
         f"{VOLUME}.{key}": _volume(EXISTING_CLAIM)

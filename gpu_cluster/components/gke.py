@@ -223,6 +223,7 @@ class GkePlatform(pulumi.ComponentResource):
                 after=identity.ready,
                 gke_metadata=True,
                 image_streaming=g.image_streaming,
+                secondary_boot_disk_image=g.secondary_boot_disk_image,
             ),
             moved,
         )

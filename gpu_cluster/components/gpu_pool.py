@@ -23,6 +23,7 @@ from pulumi_gcp.container import (
     NodePoolNodeConfigGvnicArgs,
     NodePoolNodeConfigHostMaintenancePolicyArgs,
     NodePoolNodeConfigReservationAffinityArgs,
+    NodePoolNodeConfigSecondaryBootDiskArgs,
     NodePoolNodeConfigTaintArgs,
     NodePoolPlacementPolicyArgs,
     NodePoolQueuedProvisioningArgs,
@@ -46,6 +47,10 @@ ACCELERATOR = {
 # A3 Ultra node pools must boot from hyperdisk-balanced (docs.cloud.google.com/ai-hypercomputer/
 # docs/create/gke-ai-hypercompute); AI-Hypercomputer/xpk sets it for A4 too.
 BOOT_DISK_TYPE = {machine: "hyperdisk-balanced" for machine in RDMA_MACHINES}
+# The secondary boot disk's mode for preloaded container images (GKE API
+# SecondaryBootDisk.Mode; docs.cloud.google.com/kubernetes-engine/docs/how-to/
+# data-container-image-preloading).
+CONTAINER_IMAGE_CACHE = "CONTAINER_IMAGE_CACHE"
 # Local SSDs (375 GiB each) every machine comes with, given to the node as its ephemeral storage
 # (kubelet and containerd root: emptyDir volumes, image layers, logs) instead of the boot disk:
 # GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/disk_definitions.tf
@@ -101,7 +106,9 @@ class GpuNodePoolArgs:
     Compute Engine account; after: what the pool waits for (that account and its roles).
     gke_metadata: pods see GKE's metadata server, not the node's credentials (the cluster must
     have Workload Identity).
-    image_streaming: GKE image streaming (gcfs_config) on the pool's nodes."""
+    image_streaming: GKE image streaming (gcfs_config) on the pool's nodes.
+    secondary_boot_disk_image: a disk image of container images every node gets as a secondary
+    boot disk (CONTAINER_IMAGE_CACHE), or None."""
 
     cluster: pulumi.Input[str]
     project: str
@@ -122,6 +129,7 @@ class GpuNodePoolArgs:
     after: Sequence[pulumi.Resource] = ()
     gke_metadata: bool = False
     image_streaming: bool = False
+    secondary_boot_disk_image: str | None = None
 
 
 def reservation_path(project: str, reservation: str) -> str:
@@ -174,6 +182,14 @@ def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
         # block left out keeps whatever the pool has (hashicorp/terraform-provider-google
         # node_config.go schemaGcfsConfig, e03b7622) and turning streaming off would do nothing.
         gcfs_config=NodePoolNodeConfigGcfsConfigArgs(enabled=a.image_streaming),
+        # Containers start from the images preloaded on this disk (GKE's secondary boot disks).
+        secondary_boot_disks=[
+            NodePoolNodeConfigSecondaryBootDiskArgs(
+                disk_image=a.secondary_boot_disk_image, mode=CONTAINER_IMAGE_CACHE
+            )
+        ]
+        if a.secondary_boot_disk_image
+        else None,
         gvnic=NodePoolNodeConfigGvnicArgs(enabled=True),
         shielded_instance_config=SHIELDED_NODES,
         taints=[

@@ -590,6 +590,29 @@ class GcpSettings(Section):
     in `gcp.project`. A change updates the pool in place (no new pool, no data touched); GKE
     applies it to the pool's nodes.
     """
+    # GKE preloads the container images on this disk image into every GPU node from a secondary
+    # boot disk (mode CONTAINER_IMAGE_CACHE, read through image streaming): docs.cloud.google.com/
+    # kubernetes-engine/docs/how-to/data-container-image-preloading; the terraform provider's
+    # sample and acceptance test pair it with gcfs_config enabled (terraform-docs-samples
+    # gke/standard/zonal/secondary-boot-disk, hashicorp/terraform-provider-google
+    # resource_container_node_pool_test.go). ForceNew (node_config.go, e03b7622): a new pool.
+    secondary_boot_disk_image: Annotated[
+        str | None,
+        ReadWhen(
+            lambda s: _gcp(s).image_streaming,
+            "gcp.imageStreaming is true (GKE reads preloaded images through image streaming: "
+            "set it too)",
+        ),
+    ] = Field(
+        default=None,
+        pattern=r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/global/images/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$",
+    )
+    """A disk image holding the training image (and any other),
+    `projects/<p>/global/images/<name>`: GKE gives every GPU node a secondary boot disk from it
+    and starts containers from the images on it instead of pulling them (docs/operations.md,
+    "Preloading the image"). Needs `gcp.imageStreaming: true`. A change makes a new GPU pool
+    (the old one is deleted first).
+    """
     system_pool: SystemPoolSettings = SystemPoolSettings()
     """The untainted CPU system pool (below)."""
     # Values of gcp.zone or gcp.systemPool.machineType the stack vouches for although the

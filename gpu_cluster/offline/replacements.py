@@ -98,6 +98,7 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "nodeConfig.oauthScopes",
         "nodeConfig.serviceAccount",
         "nodeConfig.ephemeralStorageLocalSsdConfig",
+        "nodeConfig.secondaryBootDisks",
         # Not nodeConfig.gcfsConfig (image streaming): updated in place since
         # GoogleCloudPlatform/magic-modules#11717 (node_config.go nodePoolNodeConfigUpdate).
     ),
