@@ -166,10 +166,11 @@ def report(stacks: list[str]) -> str:
             f"| {stack} | {now.pods_ready:.1f} | {old.pods_ready:.1f} | {fast} | "
             f"{now.cluster_objects:.1f} | {old.cluster_objects:.1f} |"
         )
-        finish = g.finish_times(minutes(g))
+        cost = minutes(g)
+        finish = g.finish_times(cost)
         (pods,) = [u for u, r in g.rows.items() if estimate_of(r) == "training-pods"]
         steps = [
-            f"{g.label(u)} ({minutes(g)(u):.2f})"
+            f"{g.label(u)} ({cost(u):.2f})"
             for u in g.critical_path(pods, finish)
             if estimate_of(g.rows[u]) != "none"
         ]

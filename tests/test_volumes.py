@@ -23,6 +23,7 @@ from gpu_cluster.offline.engine import (
     ProgramRun,
 )
 from tests.conftest import STACKS, manifests, one, run_stack
+from tests.test_jobset import job_of
 
 BUCKET_TYPE = "gcp:storage/bucket:Bucket"
 GRANT_TYPE = "gcp:storage/bucketIAMMember:BucketIAMMember"
@@ -52,8 +53,7 @@ def template(run: ProgramRun) -> dict[str, Any]:
     if not manifests(run, "JobSet"):
         found: dict[str, Any] = one(run, "StatefulSet")["spec"]["template"]
         return found
-    job: dict[str, Any] = one(run, "JobSet")["spec"]["replicatedJobs"][0]["template"]["spec"]
-    pods: dict[str, Any] = job["template"]
+    pods: dict[str, Any] = job_of(one(run, "JobSet"))["template"]
     return pods
 
 

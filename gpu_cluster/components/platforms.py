@@ -214,7 +214,7 @@ def workload_args(
         code_sync_source=code_sync_source if s.code_sync is not None else None,
         data_volumes=tuple(ClaimVolume(c.volume, c.claim) for c in data),
         data_mounts=tuple(Mount(c.volume, c.mount_path, c.read_only) for c in data),
-        data_annotations=pod_annotations(s),
+        data_annotations=pod_annotations(data),
         scan_exceptions=training_exceptions(s, networking, [sidecars[0]] if sidecars else []),
         run=job_set_run(s),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpu_cluster.config.schema import Settings
@@ -170,19 +171,17 @@ def uses_gcs_fuse(s: Settings) -> bool:
     return any(v.gcs_fuse is not None for v in s.storage.volumes)
 
 
-def pod_annotations(s: Settings) -> dict[str, str]:
-    """What the pods carry for their data volumes: with a bucket, GKE's webhook injects the
-    gcsfuse sidecar, sized as the annotations say; and a hash of what the volumes the stack
-    writes mount (source, options, attributes), so a pod restarts when it changes (a mounted
-    volume keeps what it was mounted with; a changed claim or path changes the pods anyway)."""
-    claims = data_claims(s)
+def pod_annotations(claims: Sequence[DataClaim]) -> dict[str, str]:
+    """What the pods carry for their data volumes `claims` (data_claims): with a bucket, GKE's
+    webhook injects the gcsfuse sidecar, sized as the annotations say; and a hash of what the
+    volumes the stack writes mount (source, options, attributes), so a pod restarts when it
+    changes (a mounted volume keeps what it was mounted with; a changed claim or path changes
+    the pods anyway)."""
     if not claims:
         return {}
-    mounted = [
-        (v.handle, v.mount_options, v.attributes)
-        for c in claims
-        if c.new is not None and (v := c.new.static) is not None
-    ]
+    written = [c.new.static for c in claims if c.new is not None and c.new.static is not None]
+    mounted = [(v.handle, v.mount_options, v.attributes) for v in written]
     digest = hashlib.sha256(json.dumps(mounted).encode()).hexdigest()[:16]
-    fuse = {INJECT_ANNOTATION: "true", **dict(SIDECAR_ANNOTATIONS)} if uses_gcs_fuse(s) else {}
+    buckets = any(v.driver == GCS_FUSE_DRIVER for v in written)
+    fuse = {INJECT_ANNOTATION: "true", **dict(SIDECAR_ANNOTATIONS)} if buckets else {}
     return {**fuse, "gpu-cluster/volumes-sha256": digest}
