@@ -5,7 +5,7 @@ Usage: storage_check.py [--bytes N] [--streams K] [--read-only PATH]... [PATH[:M
                         [-- COMMAND [ARGS...]]
 
 For each writable PATH: K streams (threads, as a checkpoint writes one shard per rank) each
-write N/K bytes in 64 MiB blocks to a file of their own under PATH/.gpu-cluster-storage-check,
+write N/K bytes in 64 MiB blocks to a file of their own, PATH/.gpu-cluster-storage-check-*,
 fsync and close it (a checkpoint is saved when close returns: Cloud Storage FUSE uploads then),
 drop the files from the page cache, read them back, and delete them. For each --read-only PATH:
 read up to N bytes of the files already there (training data), in K streams. Reports GB/s and
@@ -15,13 +15,13 @@ empty: none) fails the check when missed.
 Exit codes: 0 every threshold met (then COMMAND, if given, replaces this process: the storage
 gate before the fabric check and training); 1 a threshold missed or an I/O error; 2 usage; 78
 (EX_CONFIG) a path that is not a directory (the volume is not mounted where the stack says).
-Standard library only: it runs in the training image as it is.
+Standard library only (and allreduce_check.py beside it): it runs in the training image as it
+is.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import socket
 import sys
@@ -32,10 +32,13 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+# Sizes as the fabric check reads them (and as verify.storageCheckBytes is validated): the
+# script beside this one, shipped whenever this one is (verify.enabled).
+from allreduce_check import parse_size
+
 BLOCK = 64 * 2**20
-CHECK_DIR = ".gpu-cluster-storage-check"
+CHECK_PREFIX = ".gpu-cluster-storage-check"
 EX_CONFIG = 78
-UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 @dataclass(frozen=True)
@@ -53,15 +56,6 @@ class Figures:
     write_gbps: float | None
     read_gbps: float | None
     nbytes: int = 0
-
-
-def size(text: str) -> int:
-    number = text.upper().removesuffix("IB").removesuffix("B")
-    unit = number[-1:] if number[-1:] in UNITS else ""
-    value = int(number[: len(number) - len(unit)]) * UNITS[unit]
-    if value <= 0:
-        raise ValueError(text)
-    return value
 
 
 def target(text: str, writable: bool = True) -> Target:
@@ -115,10 +109,10 @@ def measure(t: Target, nbytes: int, streams: int) -> Figures:
             return Figures(None, None)
         moved, took = _parallel([partial(_read, f, nbytes // len(files)) for f in files])
         return Figures(None, moved / took / 1e9 if moved else None, moved)
-    work = t.path / CHECK_DIR
-    work.mkdir(exist_ok=True)
-    prefix = f"{socket.gethostname()}-{os.getpid()}"
-    files = [work / f"{prefix}-{i}" for i in range(streams)]
+    # Files of this pod's own in the volume's top directory: the pods sharing a volume check
+    # it at once, and a directory they shared would be removed under one of them.
+    prefix = f"{CHECK_PREFIX}-{socket.gethostname()}-{os.getpid()}"
+    files = [t.path / f"{prefix}-{i}" for i in range(streams)]
     share = nbytes // streams
     try:
         written, write_took = _parallel([partial(_write, f, share) for f in files])
@@ -126,8 +120,6 @@ def measure(t: Target, nbytes: int, streams: int) -> Figures:
     finally:
         for f in files:
             f.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # other pods may still be using it
-            work.rmdir()
     return Figures(written / write_took / 1e9, read / read_took / 1e9, written)
 
 
@@ -154,7 +146,7 @@ def main(argv: list[str]) -> int:
     split = argv.index("--") if "--" in argv else len(argv)
     args, command = argv[:split], argv[split + 1 :]
     parser = argparse.ArgumentParser(prog="storage_check.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--bytes", type=size, default=size("1G"), help="bytes per path (1G)")
+    parser.add_argument("--bytes", type=parse_size, default="1G", help="bytes per path (1G)")
     parser.add_argument("--streams", type=int, default=8, help="parallel files per path (8)")
     parser.add_argument("--read-only", type=lambda v: target(v, writable=False), action="append",
                         default=[], help="a path to read existing files from")  # fmt: skip
