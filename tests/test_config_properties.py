@@ -141,6 +141,7 @@ KEYS: dict[str, list[Any]] = {
     "codeSync.image": ["registry.k8s.io/git-sync/git-sync:v4.5.0", "git-sync"],
     "openshift.nodeNames": [["gpu-1", "gpu-2"], ["gpu-1"], ["GPU_1", "gpu-2"]],
     "openshift.gpuNodeLabel": ["nvidia.com/gpu.present", "gpu", "-bad/key"],
+    "openshift.prePull": [True, False],
     "gcp.project": ["my-gpu-project", "p"],
     "gcp.region": ["us-central1", "europe-west4"],
     "gcp.zone": ["us-central1-a", "us-central1-c", "europe-west4-a"],

@@ -54,7 +54,9 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     "MachineConfig": (),
     "GKENetworkParamSet": (),
     "Network": (),
-    "DaemonSet": (),
+    # The node agents wait for nothing; the image pre-pull (openshift.prePull) for its
+    # namespace and the training account it runs as.
+    "DaemonSet": (*NAMESPACED, "ServiceAccount"),
     "ServiceAccount": NAMESPACED,
     "ConfigMap": NAMESPACED,
     "Secret": NAMESPACED,

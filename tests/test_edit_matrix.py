@@ -121,6 +121,7 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("barcelona", ("namespace=elsewhere",)): {"replace PersistentVolumeClaim!": 4},
     ("barcelona", ("networkMode=tcp", "!rdma")): {},
     ("barcelona", (IMAGE,)): {},
+    ("barcelona", ("openshift.prePull=false",)): {},
     ("barcelona", ("gpusPerNode=2",)): {},
     ("barcelona", ("rdma.gidIndex=nccl",)): {},
     ("barcelona", ("storage.retainOnDelete=false",)): {},

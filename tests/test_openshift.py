@@ -35,6 +35,8 @@ def test_barcelona_builds_the_rdma_cluster() -> None:
         [
             *("ServiceAccount", "SecurityContextConstraints", "Role", "RoleBinding"),
             *("ConfigMap", "Service", "NetworkPolicy", "StatefulSet"),
+            # The image pre-pull (openshift.prePull) and the policy that isolates its pods.
+            *("DaemonSet", "NetworkPolicy"),
         ]
         + ["PersistentVolumeClaim"] * 4  # workspace and datasets for each of the 2 pods
     )
@@ -318,7 +320,7 @@ def test_code_sync_sidecar_keeps_the_repo_in_every_pod_with_credentials_from_a_s
 
 
 def test_only_peer_pods_may_connect_to_training_pods() -> None:
-    run = run_stack("barcelona")
+    run = run_stack("barcelona", "openshift.prePull=false")
     policy = one(run, "NetworkPolicy")["spec"]
     own_labels = one(run, "StatefulSet")["spec"]["selector"]["matchLabels"]
     assert policy["podSelector"]["matchLabels"] == own_labels

@@ -40,7 +40,7 @@ from gpu_cluster.facts.gpudirect import (
     GpuDirectRelease,
 )
 from gpu_cluster.plan.netmodes import gke_network_objects, gpu_network_name
-from gpu_cluster.plan.podspec import NodeRequirement
+from gpu_cluster.plan.podspec import IDLE_RESOURCES, NodeRequirement
 from gpu_cluster.plan.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
 
@@ -308,9 +308,7 @@ def _pause() -> ContainerArgs:
     return ContainerArgs(
         name="pause",
         image=PAUSE_IMAGE,
-        resources=ResourceRequirementsArgs(
-            requests={"cpu": "10m", "memory": "16Mi"}, limits={"cpu": "10m", "memory": "16Mi"}
-        ),
+        resources=ResourceRequirementsArgs(requests=IDLE_RESOURCES, limits=IDLE_RESOURCES),
         security_context=SecurityContextArgs(
             allow_privilege_escalation=False,
             read_only_root_filesystem=True,

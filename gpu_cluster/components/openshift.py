@@ -8,6 +8,11 @@ import dataclasses
 
 import pulumi
 
+from gpu_cluster.components.image_pre_pull import (
+    PRE_PULL_COMPONENT,
+    ImagePrePull,
+    ImagePrePullArgs,
+)
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
 from gpu_cluster.components.platforms import (
@@ -121,11 +126,27 @@ class OpenShiftPlatform(pulumi.ComponentResource):
         storage = training_storage(name, s, depends, pulumi.ResourceOptions(parent=self))
         if storage is not None:
             pods_after.extend(storage.ready)
+        placement = openshift_placement(s)
+        if s.openshift.pre_pull:
+            pre_pull = ImagePrePull(
+                f"{name}-image-pre-pull",
+                ImagePrePullArgs(
+                    name=f"{s.name}-image-pre-pull",
+                    namespace=s.namespace,
+                    labels={**labels(s), "app.kubernetes.io/component": PRE_PULL_COMPONENT},
+                    image=s.image,
+                    placement=placement,
+                    service_account=access.service_account_name,
+                    after=depends,
+                ),
+                pulumi.ResourceOptions(parent=self),
+            )
+            pods_after.append(pre_pull.daemon_set)
 
         workload = workload_args(
             s,
             networking,
-            openshift_placement(s),
+            placement,
             access.service_account_name,
             secret_env,
             pods_after=tuple(pods_after),

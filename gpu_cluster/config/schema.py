@@ -424,6 +424,14 @@ class OpenShiftSettings(Section):
     # Node label that marks GPU nodes (set by the NVIDIA GPU operator's feature discovery).
     gpu_node_label: LabelKey = "nvidia.com/gpu.present"
     """Label key GPU nodes carry (`=true`)."""
+    pre_pull: bool = False
+    """Pull `image` onto every node the training pods may run on (`nodeNames`, else every GPU
+    node) before the workload starts or changes, and keep it there: a DaemonSet whose one
+    container idles in that image (as xpk's `cluster cacheimage`). An `image` edit is pulled
+    while the previous run still trains, and a tag no node can pull stops `pulumi up` before the
+    workload is touched. Off by default: on a shared cluster with no `nodeNames` it pulls onto
+    every GPU node.
+    """
 
 
 class SystemPoolSettings(Section):

@@ -9,6 +9,10 @@ from __future__ import annotations
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.podspec import Container, PodNetworking
 
+# Reasons shared by the training pods and the image pre-pull.
+TAG_PINNED = "images are pinned by tag in stack config (set a digest there)"
+UID_FROM_SCC = "OpenShift's SCC assigns a high UID from the namespace's range"
+
 
 def skip_annotations(reasons: dict[str, str]) -> dict[str, str]:
     """checkov's per-object suppression annotations: `checkov.io/skipN: CHECK=reason`."""
@@ -34,7 +38,7 @@ def training_exceptions(
     }
     images = [s.image, *(c.image for c in networking.init_containers + tuple(sidecars))]
     if any("@sha256:" not in image for image in images):
-        reasons["CKV_K8S_43"] = "images are pinned by tag in stack config (set a digest there)"
+        reasons["CKV_K8S_43"] = TAG_PINNED
     capabilities = set(networking.capabilities)
     capabilities.update(c for sidecar in networking.init_containers for c in sidecar.capabilities)
     if capabilities:
@@ -50,7 +54,7 @@ def training_exceptions(
         reasons["CKV_K8S_28"] = runtime_default
         reasons["CKV_K8S_37"] = runtime_default
     if s.platform == "openshift":
-        reasons["CKV_K8S_40"] = "OpenShift's SCC assigns a high UID from the namespace's range"
+        reasons["CKV_K8S_40"] = UID_FROM_SCC
     if networking.training_runs_as_root:
         reasons["CKV_K8S_23"] = (
             "rdma.memlock root-ipc-lock: IPC_LOCK is only effective for UID 0 (no ambient "
@@ -94,3 +98,20 @@ NODE_AGENT_EXCEPTIONS = {
     "CKV_K8S_13": "Google's manifests set requests only; an OOM-killed injector breaks pods",
     "CKV2_K8S_6": "host-network pods are outside NetworkPolicy's reach",
 }
+
+
+def pre_pull_exceptions(image: str) -> dict[str, str]:
+    """The image pre-pull DaemonSet's (openshift.prePull): an idle container in the training
+    image, on OpenShift."""
+    reasons = {
+        "CKV_K8S_8": "idle container that only holds the training image on the node: nothing "
+        "to probe",
+        "CKV_K8S_9": "idle container that only holds the training image on the node: it serves "
+        "nothing",
+        "CKV_K8S_15": "it pulls exactly as the training pods do (the same image and policy), "
+        "so that they find the image on the node",
+        "CKV_K8S_40": UID_FROM_SCC,
+    }
+    if "@sha256:" not in image:
+        reasons["CKV_K8S_43"] = TAG_PINNED
+    return reasons

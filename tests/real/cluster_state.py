@@ -77,11 +77,21 @@ def statefulset_settled(kube: Kube, sts: Object) -> Object | None:
 
 
 def daemonset_settled(kube: Kube, ds: Object) -> Object | None:
+    """The DaemonSet once its controller saw the current spec and every node that should run
+    its pod runs the current one, ready and available (what pulumi-kubernetes awaits for a
+    DaemonSet: kstatus' Current, pulumi/pulumi-kubernetes#2953), with at least one node; else
+    None."""
     meta = ds["metadata"]
     live = kube.get("apps/v1", "DaemonSet", meta["name"], meta["namespace"])
     status = live.get("status") or {}
     desired = status.get("desiredNumberScheduled", 0)
-    return live if desired > 0 and status.get("numberReady") == desired else None
+    counts = ("currentNumberScheduled", "updatedNumberScheduled", "numberAvailable", "numberReady")
+    settled = (
+        desired > 0
+        and status.get("observedGeneration", 0) >= live["metadata"]["generation"]
+        and all(status.get(c) == desired for c in counts)
+    )
+    return live if settled else None
 
 
 def pods_of(kube: Kube, workload: Object) -> list[Object]:

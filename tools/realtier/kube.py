@@ -51,6 +51,20 @@ class Kube:
             raise CreateError(obj, error) from error
         return created
 
+    def apply(self, obj: Object) -> Object:
+        """Server-side apply with force: what pulumi-kubernetes 4.x does to update a resource
+        (server-side apply is its default since v4.0; provider/pkg/await/await.go ssaUpdate)."""
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        namespace = obj["metadata"].get("namespace") if resource.namespaced else None
+        applied: Object = resource.server_side_apply(
+            body=obj,
+            name=obj["metadata"]["name"],
+            namespace=namespace,
+            field_manager="pulumi-kubernetes",
+            force_conflicts=True,
+        ).to_dict()
+        return applied
+
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Object:
         found: Object = (
             self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()

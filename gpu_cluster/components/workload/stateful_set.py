@@ -11,6 +11,7 @@ from gpu_cluster.components.workload.args import TrainingWorkloadArgs
 from gpu_cluster.components.workload.claims import per_pod_claim_templates
 from gpu_cluster.components.workload.kind import Controller, PodRole, TrainingPods, WorkloadKind
 from gpu_cluster.plan.claims import retention_annotations
+from gpu_cluster.plan.podspec import IDLE_COMMAND
 from gpu_cluster.plan.scan_exceptions import skip_annotations
 
 # Label the StatefulSet controller sets on every pod (beta in 1.28, GA in 1.32).
@@ -36,8 +37,8 @@ class StatefulSetKind:
     def pod_role(self, a: TrainingWorkloadArgs) -> PodRole:
         return PodRole(
             node_rank_field=f"metadata.labels['{POD_INDEX_LABEL}']",
-            # Idle until a user starts the launcher on every pod; exits at once on SIGTERM.
-            command=("/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"),
+            # Idle until a user starts the launcher on every pod.
+            command=IDLE_COMMAND,
         )
 
     def controller(self, pods: TrainingPods) -> Controller:
