@@ -219,9 +219,10 @@ MACHINE_CONFIG: dict[str, Any] = {
     },
 }
 
-# Kueue v1beta2 (kubernetes-sigs/kueue v0.17.1 config/components/crd/bases) and JobSet v1alpha2
-# (kubernetes-sigs/jobset v0.10.1 config/components/crd/bases): the spec fields the program
-# sets. A JobSet's Job templates are validated as batch/v1 Jobs (tests/test_schemas.py).
+# Kueue v1beta2 (kubernetes-sigs/kueue config/components/crd/bases, v0.17.1; every field here is
+# in v0.19.2's too) and JobSet v1alpha2 (kubernetes-sigs/jobset config/components/crd/bases,
+# v0.10.1, and v0.12.0): the spec fields the program sets. A JobSet's Job templates are
+# validated as batch/v1 Jobs (tests/test_schemas.py).
 _KUEUE = "kueue.x-k8s.io/v1beta2"
 _STRING = {"type": "string"}
 _STRINGS = {"type": "array", "items": _STRING}

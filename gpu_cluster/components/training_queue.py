@@ -3,7 +3,7 @@
 A ResourceFlavor for the GPU nodes (with the Topology Kueue places pods by, when the levels are
 known), a ClusterQueue whose quota is one run on every GPU node (with a ProvisioningRequest
 admission check when the nodes come through queued provisioning), and the namespace's
-LocalQueue that points at it. Object shapes: kueue apis/kueue/v1beta2 (v0.17.1)."""
+LocalQueue that points at it. Object shapes: kueue apis/kueue/v1beta2 (v0.17.1, v0.19.2)."""
 
 from __future__ import annotations
 
@@ -86,8 +86,8 @@ class TrainingQueue(pulumi.ComponentResource):
                 },
             )
             # v1beta2 has only the strategy form: a v1beta1-style spec.admissionChecks would be
-            # pruned by the API server and runs admitted with no nodes asked for (kueue
-            # apis/kueue/v1beta2 clusterqueue_types.go AdmissionChecksStrategy, v0.17.1).
+            # pruned by the API server and runs admitted with no nodes asked for (kueue apis/
+            # kueue/v1beta2 clusterqueue_types.go AdmissionChecksStrategy, v0.17.1 and v0.19.2).
             checks = {
                 "admissionChecksStrategy": {"admissionChecks": [{"name": plan.cluster_queue}]}
             }

@@ -16,7 +16,7 @@ REPLICATED_JOB = "node"
 
 def job_set_hostname(name: str, index: int) -> str:
     """Pod `index`'s hostname as the JobSet controller sets it:
-    <jobset>-<replicatedJob>-<jobIndex>-<podIndex> (kubernetes-sigs/jobset v0.10.1
+    <jobset>-<replicatedJob>-<jobIndex>-<podIndex> (kubernetes-sigs/jobset v0.10.1, v0.12.0
     pkg/controllers/jobset_controller.go, genJobName + the pod webhook's hostname)."""
     return f"{name}-{REPLICATED_JOB}-0-{index}"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 # Kueue's API since v0.15 (kubernetes-sigs/kueue apis/kueue/v1beta2); the only one emitted.
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-# JobSet's API (kubernetes-sigs/jobset api/jobset/v1alpha2, v0.10.1).
+# JobSet's API (kubernetes-sigs/jobset api/jobset/v1alpha2, v0.10.1 to v0.12.0).
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 
 # The JobSet label that names its LocalQueue (kueue pkg/controller/constants QueueLabel).

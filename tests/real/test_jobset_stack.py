@@ -1,9 +1,10 @@
 """A `workload.kind: jobset` stack's own objects on the real managers (issue #19): the queue the
 stack creates (Topology, ResourceFlavor, ClusterQueue, LocalQueue) admits its JobSet with Kueue
-0.17.1, Topology Aware Scheduling puts both pods in the one block that has room, JobSet 0.10.1
-runs them with the hostnames MASTER_ADDR names and the ranks NODE_RANK reads; the status and
-timeline commands show it; a failed pod restarts the whole set, a configuration error (exit 78)
-fails the run at once, and the stop command takes the pods and leaves the claims.
+(the tier's version, tools/realtier/build.py), Topology Aware Scheduling puts both pods in the one
+block that has room, JobSet runs them with the hostnames MASTER_ADDR names and the ranks
+NODE_RANK reads; the status and timeline commands show it; a failed pod restarts the whole set,
+a configuration error (exit 78) fails the run at once, and the stop command takes the pods and
+leaves the claims.
 
 The stack is gcp-a3 (TCPXO sidecar and init steps count against the quota) with shared claims;
 its GPU pool's node is copied into four nodes in three GCE topology blocks, only block-2 with two.

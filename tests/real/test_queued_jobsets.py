@@ -1,6 +1,7 @@
-"""Training queued as JobSets by Kueue (issue #19's groundwork), with the real managers: Kueue
-0.17.1 admits a JobSet's Workload within a GPU quota and places it with Topology Aware Scheduling,
-JobSet 0.10.1 creates its Jobs, the real scheduler binds the pods to fake GKE GPU nodes.
+"""Training queued as JobSets by Kueue (issue #19's groundwork), with the real managers at the
+tier's versions (tools/realtier/build.py): Kueue admits a JobSet's Workload within a GPU quota and
+places it with Topology Aware Scheduling, JobSet creates its Jobs, the real scheduler binds the
+pods to fake GKE GPU nodes.
 
 Four 8-GPU nodes in three GCE topology blocks; only block-2 has two nodes. A JobSet of two
 8-GPU pods that requires one block can only go there; a second one waits, over quota, until the

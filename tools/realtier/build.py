@@ -6,12 +6,13 @@ with `-mod=readonly` so the committed go.sum is the only source of truth. A fami
 in `<cache>/<family>-<version>-<key>/bin`, where the key hashes the Go version, the module files
 and the build flags: a warm run finds them and builds nothing; a changed pin builds anew.
 
-Kueue's module is exempt from the checksum database (GONOSUMDB=sigs.k8s.io/kueue, set for that
-family only): the proxy serves sigs.k8s.io/kueue@v0.17.1 but sum.golang.org answers 404 for it
-(checked 2026-11-24), so `go` refuses it wherever no go.sum lists it. Its hashes are still pinned:
-tools/realtier/go/kueue/go.sum (made with `GONOSUMDB=sigs.k8s.io/kueue go mod tidy`) holds them,
-and the build and the download of Kueue's data files run in that module, so the zip is checked
-against the committed go.sum.
+Kueue's module and its scheduler-library dependency are exempt from the checksum database
+(GONOSUMDB, set for that family only): the proxy serves sigs.k8s.io/kueue@v0.19.2 and
+sigs.k8s.io/scheduler-library@v0.1.0-alpha1 but the checksum database answers 404 for them
+(checked 2026-11-24), so `go` refuses them wherever no go.sum lists them. Their hashes are still
+pinned: tools/realtier/go/kueue/go.sum (made with `GONOSUMDB=sigs.k8s.io/kueue,
+sigs.k8s.io/scheduler-library go mod tidy`) holds them, and the build and the download of Kueue's
+data files run in that module, so the zips are checked against the committed go.sum.
 
 Not buildable here (the module proxy answers 403 "This module version is not available" for every
 version of these module paths, checked 2026-11-23): the Python language host
@@ -47,12 +48,14 @@ KUBERNETES_VERSION = "v1.35.4"
 ETCD_VERSION = "v3.6.14"
 # sigs.k8s.io/kwok v0.8.0 (2026-06-23): newest kwok release the module proxy serves.
 KWOK_VERSION = "v0.8.0"
-# sigs.k8s.io/jobset v0.10.1: the JobSet GoogleCloudPlatform/cluster-toolkit v1.95.0 installs
-# (modules/management/kubectl-apply).
-JOBSET_VERSION = "v0.10.1"
-# sigs.k8s.io/kueue v0.17.1: the Kueue GoogleCloudPlatform/cluster-toolkit v1.95.0 installs
-# (modules/management/kubectl-apply); AI-Hypercomputer/xpk pins the same.
-KUEUE_VERSION = "v0.17.1"
+# sigs.k8s.io/jobset v0.12.0 (2026-05-08): the newest JobSet release. cluster-toolkit v1.95.0
+# still installs v0.10.1 (modules/management/kubectl-apply), tested here through 1758bf2.
+JOBSET_VERSION = "v0.12.0"
+# sigs.k8s.io/kueue v0.19.2 (2026-08-20): the newest Kueue release. Kueue maintains the two
+# minors before the one in development (kueue RELEASE.md "Patch releases": N-1 and N-2), so 0.18
+# and 0.19 today; cluster-toolkit v1.95.0 and xpk still install v0.17.1, tested here through
+# 1758bf2.
+KUEUE_VERSION = "v0.19.2"
 
 
 def _kubernetes_version_flags() -> tuple[str, ...]:
@@ -139,7 +142,7 @@ FAMILIES: tuple[Family, ...] = (
         KUEUE_VERSION,
         ("sigs.k8s.io/kueue/cmd/kueue",),
         ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",),
-        nosumdb=("sigs.k8s.io/kueue",),
+        nosumdb=("sigs.k8s.io/kueue", "sigs.k8s.io/scheduler-library"),
     ),
 )
 
@@ -163,7 +166,7 @@ _NAD_CLIENT = ("github.com/k8snetworkplumbingwg/network-attachment-definition-cl
 _KWOK = ("sigs.k8s.io/kwok", KWOK_VERSION)
 _KUEUE = ("sigs.k8s.io/kueue", KUEUE_VERSION)
 _JOBSET = ("sigs.k8s.io/jobset", JOBSET_VERSION)
-# The cluster autoscaler's API module at the version Kueue's go.mod requires (kueue v0.17.1).
+# The cluster autoscaler's API module at the version Kueue's go.mod requires (kueue v0.19.2).
 _AUTOSCALER_APIS = (
     "k8s.io/autoscaler/cluster-autoscaler/apis",
     "v0.0.0-20240830133931-adfbe7e45277",
