@@ -30,13 +30,14 @@ from pydantic import BaseModel
 
 from gpu_cluster.config.messages import ConfigError, nested_model
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.values import PROGRAM_ENV_NAMES, PROGRAM_ENV_PREFIX
 from gpu_cluster.offline.cli import offline_main as main
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.render import FILES, read_render, render
 from gpu_cluster.offline.secret_digest import MARKER as SECRET_MARKER
 from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import ROOT, cli, one_error, program_copy
-from tests.conftest import container
+from tests.conftest import container, run_stack
 
 TOKEN = "hf_DoNotLeakThis123"
 WANDB = "wandb-DoNotLeakThat456"
@@ -82,6 +83,51 @@ def test_secret_env_names_are_validated_without_echoing_values() -> None:
         render("nerc-production", secret_overrides=(f"secretEnv.hf token={TOKEN}",))
     assert "gpu-cluster:secretEnv[0] = 'hf token'" in str(info.value)
     assert TOKEN not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["NODE_RANK", "MASTER_ADDR", "NCCL_IB_HCA", "LD_LIBRARY_PATH"])
+def test_a_secret_may_not_replace_what_the_program_sets(name: str) -> None:
+    # Of two env entries of one name the kubelet keeps the last (the secret's).
+    with pytest.raises(ConfigError) as info:
+        render("barcelona", secret_overrides=(f"secretEnv.{name}={TOKEN}",))
+    assert f"gpu-cluster:secretEnv[0] = '{name}': is a variable the program sets" in str(info.value)
+    assert TOKEN not in str(info.value)
+
+
+# The training containers of every platform, network mode and workload kind.
+ENV_VARIANTS = [
+    ("barcelona", ()),
+    ("barcelona", ("networkMode=tcp", "!rdma")),
+    ("barcelona", ("rdma.memlock=machineconfig", "rdma.machineConfigPool=gpu")),
+    ("barcelona", ("rdma.memlock=preconfigured",)),
+    ("nerc-production", ()),
+    (
+        "nerc-production",
+        ("workload.kind=jobset", "workload.command[0]=t.py", "verify.enabled=true"),
+    ),
+    ("gcp-a3", ()),
+    ("gcp-a3", ("networkMode=tcp",)),
+    ("a3-high", ()),
+    ("gcp-a4", ()),
+]
+
+
+def test_the_programs_env_names_are_the_ones_a_secret_may_not_take() -> None:
+    seen: set[str] = set()
+    for stack, overrides in ENV_VARIANTS:
+        run = run_stack(stack, *overrides)
+        (pods,) = [m for m in run.manifests() if m["kind"] in ("StatefulSet", "JobSet")]
+        template = (
+            pods["spec"]["template"]
+            if pods["kind"] == "StatefulSet"
+            else pods["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        )
+        (training,) = [c for c in template["spec"]["containers"] if c["name"] == "training"]
+        names = {e["name"] for e in training.get("env", [])}
+        seen |= names
+        stray = {n for n in names if not n.startswith(PROGRAM_ENV_PREFIX)} - PROGRAM_ENV_NAMES
+        assert not stray, (stack, overrides, stray)
+    assert seen >= PROGRAM_ENV_NAMES, PROGRAM_ENV_NAMES - seen  # no name the program never sets
 
 
 # --- any key set with `pulumi config set --secret` -------------------------------------------

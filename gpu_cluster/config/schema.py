@@ -750,7 +750,9 @@ class Settings(Section):
     secret_env: tuple[EnvName, ...] = ()
     """**Secret** map of `NAME` -> token: env vars from a Kubernetes Secret (`pulumi config set
     --secret --path secretEnv.HF_TOKEN hf_...`); plain-text values are refused. A name also keys
-    the Secret: letters, digits, `-`, `_`, `.`.
+    the Secret: letters, digits, `-`, `_`, `.`; and none the program sets itself (`NODE_RANK`,
+    `MASTER_ADDR` and the other rendezvous variables, `NCCL_*`, `RDMA_*`, `LD_LIBRARY_PATH`...),
+    which the secret would replace.
     """
     openshift: Annotated[
         OpenShiftSettings,

@@ -231,10 +231,51 @@ def _pod_interface(value: str) -> str:
     return value
 
 
+# What the program sets in the training container's environment: the rank and rendezvous
+# (plan/launch.py rendezvous_env, the pod template's NODE_RANK), the network modes' settings
+# (plan/netmodes.py and the GPUDirect releases: RDMA_*, MEMLOCK_*, CUDA_VISIBLE_DEVICES,
+# LD_LIBRARY_PATH) and every NCCL_* variable (NCCL is configured by `nccl`, `tcp`, `rdma` and the
+# release). Of two env entries of one name the kubelet keeps the last, the secret's: a secretEnv
+# of one of these names would silently replace the program's value. tests/test_secrets.py holds
+# this list to every rendered training container.
+PROGRAM_ENV_NAMES = frozenset(
+    {
+        "NODE_RANK",
+        "NNODES",
+        "GPUS_PER_NODE",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHRUN_NNODES",
+        "TORCHRUN_MAX_RESTARTS",
+        "RDZV_ID",
+        "DEEPSPEED_HOSTFILE",
+        "DEEPSPEED_CONFIG",
+        "PREFLIGHT",
+        "SHM_MIN_BYTES",
+        "MEMLOCK_STRATEGY",
+        "MEMLOCK_MACHINE_CONFIG",
+        "RDMA_GID_INDEX",
+        "RDMA_HCAS",
+        "RDMA_INTERFACES",
+        "RDMA_MTU",
+        "CUDA_VISIBLE_DEVICES",
+        "LD_LIBRARY_PATH",
+    }
+)
+PROGRAM_ENV_PREFIX = "NCCL_"
+
+
 def _secret_env_name(value: str) -> str:
     if not ENV_VAR_NAME.fullmatch(value):
         raise ValueError(
             "must be an environment variable name: printable ASCII characters other than '='"
+        )
+    if value in PROGRAM_ENV_NAMES or value.startswith(PROGRAM_ENV_PREFIX):
+        raise ValueError(
+            "is a variable the program sets in the training container (its rank, rendezvous, "
+            f"network or {PROGRAM_ENV_PREFIX}* settings), which a secret of that name would "
+            "replace: give the secret another name"
         )
     problem = config_map_key_problem(value)
     if problem is not None:
