@@ -29,9 +29,9 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR))
 
 from gpu_cluster.components.gke_cluster import SYSTEM_POOL  # noqa: E402
-from gpu_cluster.components.image_pre_pull import PRE_PULL_COMPONENT  # noqa: E402
 from gpu_cluster.offline.graph import PROVIDER_TYPE_PREFIX, Graph  # noqa: E402
 from gpu_cluster.offline.render import render  # noqa: E402
+from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT  # noqa: E402
 
 STACKS = tuple(
     sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))

@@ -15,6 +15,7 @@ rest. A measurement, not a test: nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 from pathlib import Path
@@ -22,8 +23,10 @@ from pathlib import Path
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR))
 
+from gpu_cluster.plan.launch import node_agents  # noqa: E402
 from gpu_cluster.timeline import fetch, phases  # noqa: E402
 from tests.real.cluster_state import (  # noqa: E402
+    daemonset_settled,
     provision,
     referenced_objects,
     statefulset_settled,
@@ -36,8 +39,9 @@ from tools.realtier.stacks import render  # noqa: E402
 STACKS = tuple(
     sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
 )
-# The phases a StatefulSet start on kwok records (no image pull, no admission).
-SHOWN = ("nodes ready", "scheduled", "initialized", "started", "ready")
+# The phases a StatefulSet start on kwok records (no image pull, no admission; agents: the
+# stacks with node agents).
+SHOWN = ("nodes ready", "agents ready", "scheduled", "initialized", "started", "ready")
 
 
 def measure(tools: Tools, stack: str) -> dict[str, float | None]:
@@ -54,9 +58,12 @@ def measure(tools: Tools, stack: str) -> dict[str, float | None]:
         kube.create_all(stack_render.objects())
         (sts,) = stack_render.of_kind("StatefulSet")
         wait_for(f"{stack}: StatefulSet ready", lambda: statefulset_settled(kube, sts))
+        for ds in stack_render.of_kind("DaemonSet"):
+            wait_for(f"{stack}: DaemonSet ready", functools.partial(daemonset_settled, kube, ds))
         cli = [str(tools.binary("kubectl")), "--kubeconfig", str(plane.kubeconfig)]
         meta = sts["metadata"]
-        found = phases(fetch(cli, meta["namespace"], "statefulset", meta["name"]))
+        agents = list(node_agents(stack_render.settings))
+        found = phases(fetch(cli, meta["namespace"], "statefulset", meta["name"], agents))
     submitted = found[0].at
     assert submitted is not None
     return {
@@ -73,7 +80,7 @@ def report(tools: Tools, stacks: list[str]) -> str:
     ]
     for stack in stacks:
         at = measure(tools, stack)
-        cells = ["-" if at[name] is None else f"{at[name]:.0f}" for name in SHOWN]
+        cells = ["-" if at.get(name) is None else f"{at[name]:.0f}" for name in SHOWN]
         lines.append(f"| {stack} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,13 +1,16 @@
-"""`python3 -m gpu_cluster.timeline CLI TARGET... NAMESPACE KIND NAME`: when each phase of a
-training run's start happened, from the cluster's own records, as a table (timelineCommand).
-KIND: jobset or statefulset. TARGET: --kubeconfig FILE and/or --context CONTEXT (then --cluster
-CLUSTER), as the stack names its cluster.
+"""`python3 -m gpu_cluster.timeline CLI TARGET... [--agents NS:SELECTOR]... NAMESPACE KIND NAME`:
+when each phase of a training run's start happened, from the cluster's own records, as a table
+(timelineCommand). KIND: jobset or statefulset. TARGET: --kubeconfig FILE and/or --context
+CONTEXT (then --cluster CLUSTER), as the stack names its cluster. --agents: the pods that prepare
+a GPU node for training (GKE's GPUDirect node agents, the image pre-pull), by namespace and
+label selector.
 
 The phases, each the moment the last of the run's pods (or nodes) got there: submitted (the
 controller object created), admitted (Kueue's Workload, JobSet runs), nodes ready (the nodes the
-pods run on), scheduled, image pulled (the kubelet's Pulled event, when it still exists),
-initialized (init steps done: NIC detection, GPUDirect setup), started (the training container
-running) and ready. Standard library only, for python3 as launch_all is."""
+pods run on), agents ready (the agents' pods on those nodes Ready), scheduled, image pulled (the
+kubelet's Pulled event, when it still exists), initialized (init steps done: NIC detection,
+GPUDirect setup), started (the training container running) and ready. Standard library only, for
+python3 as launch_all is."""
 
 from __future__ import annotations
 
@@ -20,19 +23,22 @@ from typing import Any, NamedTuple
 Object = dict[str, Any]
 USAGE = (
     "usage: python3 -m gpu_cluster.timeline CLI [--kubeconfig FILE] [--context CONTEXT] "
-    "[--cluster CLUSTER] NAMESPACE jobset|statefulset NAME"
+    "[--cluster CLUSTER] [--agents NAMESPACE:SELECTOR]... NAMESPACE jobset|statefulset NAME"
 )
+AGENTS_FLAG = "--agents"
 TARGET_FLAGS = ("--kubeconfig", "--context", "--cluster")
 # The label the JobSet controller puts on its pods (jobset api/jobset/v1alpha2 JobSetNameKey).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 # The StatefulSet's pods, by the labels the program gives them (components/platforms.py labels).
 STATEFUL_SET_PODS = "app.kubernetes.io/instance={name},app.kubernetes.io/component=training"
 TRAINING_CONTAINER = "training"
-# The phases of a start, in the order it takes them ("admitted": JobSet runs only).
+# The phases of a start, in the order it takes them ("admitted": JobSet runs only; "agents
+# ready": stacks with node agents).
 PHASES = (
     "submitted",
     "admitted",
     "nodes ready",
+    "agents ready",
     "scheduled",
     "image pulled",
     "initialized",
@@ -48,13 +54,14 @@ class Phase(NamedTuple):
 
 class Run(NamedTuple):
     """What the cluster says about one run: its controller object, Kueue Workloads, pods,
-    their nodes and the namespace's events."""
+    their nodes, the namespace's events and the node agents' pods (None: the stack has none)."""
 
     controller: Object
     workloads: list[Object]
     pods: list[Object]
     nodes: list[Object]
     events: list[Object]
+    agents: list[Object] | None = None
 
 
 def _time(text: str | None) -> datetime | None:
@@ -95,6 +102,19 @@ def _pulled(pod: Object, events: list[Object]) -> datetime | None:
     return max((t for t in times if t is not None), default=None)
 
 
+def _agents_ready(run: Run) -> datetime | None:
+    """When the agents' pods were last Ready on the run's nodes; None until every node has them
+    Ready (a node is as ready as its last agent)."""
+    on_node: dict[str, list[datetime | None]] = {n["metadata"]["name"]: [] for n in run.nodes}
+    for agent in run.agents or []:
+        node = agent["spec"].get("nodeName")
+        if node in on_node:
+            on_node[node].append(_condition(agent, "Ready"))
+    if not on_node or any(not times for times in on_node.values()):
+        return None
+    return _last([t for times in on_node.values() for t in times])
+
+
 def phases(run: Run) -> list[Phase]:
     """The run's PHASES with their times."""
     pods, nodes = run.pods, run.nodes
@@ -102,14 +122,19 @@ def phases(run: Run) -> list[Phase]:
         "submitted": _time(run.controller["metadata"].get("creationTimestamp")),
         "admitted": _last([_condition(w, "Admitted") for w in run.workloads]),
         "nodes ready": _last([_condition(n, "Ready") for n in nodes]) if pods else None,
+        "agents ready": _agents_ready(run),
         "scheduled": _last([_condition(p, "PodScheduled") for p in pods]),
         "image pulled": _last([_pulled(p, run.events) for p in pods]),
         "initialized": _last([_condition(p, "Initialized") for p in pods]),
         "started": _last([_started(p) for p in pods]),
         "ready": _last([_condition(p, "Ready") for p in pods]),
     }
-    queued = run.controller.get("kind") == "JobSet"
-    return [Phase(name, at[name]) for name in PHASES if queued or name != "admitted"]
+    shown = set(PHASES)
+    if run.controller.get("kind") != "JobSet":
+        shown.discard("admitted")
+    if run.agents is None:
+        shown.discard("agents ready")
+    return [Phase(name, at[name]) for name in PHASES if name in shown]
 
 
 def table(run: Run) -> str:
@@ -144,8 +169,15 @@ def _get(kube: list[str], *args: str) -> Object:
     return found
 
 
-def fetch(kube: list[str], namespace: str, kind: str, name: str) -> Run:
-    """The run's objects, read with `kube` (the CLI and its target flags)."""
+def fetch(
+    kube: list[str],
+    namespace: str,
+    kind: str,
+    name: str,
+    agents: list[tuple[str, str]] | None = None,
+) -> Run:
+    """The run's objects, read with `kube` (the CLI and its target flags); `agents`: the node
+    agents' pods as (namespace, label selector)."""
     resource, selector = (
         ("jobsets.jobset.x-k8s.io", f"{JOBSET_NAME_LABEL}={name}")
         if kind == "jobset"
@@ -169,7 +201,14 @@ def fetch(kube: list[str], namespace: str, kind: str, name: str) -> Run:
     if len(nodes) < len(pods):
         nodes = []  # a pod not on a node yet: the nodes are not all ready for the run
     events = _get(kube, "-n", namespace, "events")["items"]
-    return Run(controller, workloads, pods, nodes, events)
+    agent_pods = None
+    if agents:
+        agent_pods = [
+            pod
+            for agent_namespace, selector in agents
+            for pod in _get(kube, "-n", agent_namespace, "pods", "-l", selector)["items"]
+        ]
+    return Run(controller, workloads, pods, nodes, events, agent_pods)
 
 
 def main(argv: list[str]) -> int:
@@ -178,8 +217,16 @@ def main(argv: list[str]) -> int:
         return 2
     cli, rest = argv[0], argv[1:]
     target: list[str] = []
-    while len(rest) > 3 and rest[0] in TARGET_FLAGS:
-        target += rest[:2]
+    agents: list[tuple[str, str]] = []
+    while len(rest) > 3 and rest[0] in (*TARGET_FLAGS, AGENTS_FLAG):
+        if rest[0] == AGENTS_FLAG:
+            agent_namespace, colon, selector = rest[1].partition(":")
+            if not (agent_namespace and colon and selector):
+                print(f"timeline: {AGENTS_FLAG} takes NAMESPACE:SELECTOR", file=sys.stderr)
+                return 2
+            agents.append((agent_namespace, selector))
+        else:
+            target += rest[:2]
         rest = rest[2:]
     if len(rest) != 3 or rest[1] not in ("jobset", "statefulset"):
         print(USAGE, file=sys.stderr)
@@ -188,7 +235,7 @@ def main(argv: list[str]) -> int:
         print("timeline: name the cluster with --kubeconfig or --context", file=sys.stderr)
         return 2
     namespace, kind, name = rest
-    print(table(fetch([cli, *target], namespace, kind, name)))
+    print(table(fetch([cli, *target], namespace, kind, name, agents)))
     return 0
 
 

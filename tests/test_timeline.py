@@ -5,6 +5,7 @@ test_stacks_come_up.py."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -52,18 +53,35 @@ def pulled(pod_name: str, seconds: int, container: str = "training") -> dict[str
     }
 
 
-def run(pods: list[dict[str, Any]], kind: str = "JobSet") -> Run:
+def agent(node: str, ready: int | None) -> dict[str, Any]:
+    """A node agent's pod (a GPUDirect installer, the image pre-pull) on `node`."""
+    return {"spec": {"nodeName": node}, "status": {"conditions": [condition("Ready", ready)]}}
+
+
+def run(
+    pods: list[dict[str, Any]],
+    kind: str = "JobSet",
+    agents: list[dict[str, Any]] | None = None,
+) -> Run:
     return Run(
         controller={"kind": kind, "metadata": {"creationTimestamp": at(0), "uid": "u"}},
         workloads=[{"status": {"conditions": [condition("Admitted", 3)]}}],
         pods=pods,
-        nodes=[{"status": {"conditions": [condition("Ready", 30)]}}],
+        nodes=[
+            {
+                "metadata": {"name": p["spec"]["nodeName"]},
+                "status": {"conditions": [condition("Ready", 30)]},
+            }
+            for p in pods
+        ],
         events=[pulled("a", 40), pulled("b", 55), pulled("b", 50, "rxdm")],
+        agents=agents,
     )
 
 
 def test_each_phase_is_when_the_last_pod_got_there() -> None:
-    r = run([pod("a", 31, 60, 61), pod("b", 33, 70, 72)])
+    agents = [agent("node-a", 20), agent("node-a", 32), agent("node-b", 31)]
+    r = run([pod("a", 31, 60, 61), pod("b", 33, 70, 72)], agents=agents)
     found = {p.name: p.at for p in phases(r)}
     assert tuple(found) == PHASES
     submitted = found["submitted"]
@@ -73,6 +91,7 @@ def test_each_phase_is_when_the_last_pod_got_there() -> None:
         "submitted": 0,
         "admitted": 3,
         "nodes ready": 30,
+        "agents ready": 32,  # the last agent on the last node
         "scheduled": 33,
         "image pulled": 55,  # the training container's pull, not the sidecar's
         "initialized": 70,
@@ -97,6 +116,24 @@ def test_a_stateful_set_has_no_admission_and_no_pods_has_no_phases() -> None:
     assert [name for name, t in found.items() if t is not None] == ["submitted"]
 
 
+def test_agents_count_only_on_the_runs_nodes_and_on_every_one_of_them() -> None:
+    pods = [pod("a", 31, 60, 61), pod("b", 33, 70, 72)]
+    elsewhere = agent("node-c", 99)
+    found = {p.name: p.at for p in phases(run(pods, agents=[agent("node-a", 20), elsewhere]))}
+    assert found["agents ready"] is None  # node-b has no agent Ready yet
+    found = {
+        p.name: p.at for p in phases(run(pods, agents=[agent("node-a", 20), agent("node-b", None)]))
+    }
+    assert found["agents ready"] is None
+    both = [agent("node-a", 20), agent("node-b", 25), elsewhere]
+    found = {p.name: p.at for p in phases(run(pods, agents=both))}
+    submitted = found["submitted"]
+    assert submitted is not None
+    assert found["agents ready"] == submitted + timedelta(seconds=25)
+    # A stack without node agents shows no such phase.
+    assert "agents ready" not in {p.name for p in phases(run(pods))}
+
+
 def test_the_table_counts_from_submission() -> None:
     lines = table(run([pod("a", 31, 60, 61)])).splitlines()
     assert lines[0].split() == ["phase", "at", "(UTC)", "since", "submitted"]
@@ -111,6 +148,7 @@ def test_the_table_counts_from_submission() -> None:
         ["kubectl", "--context", "c", "ns", "job", "name"],  # not a kind
         ["kubectl", "ns", "jobset", "name"],  # no cluster named
         ["kubectl", "--cluster", "c", "ns", "jobset", "name"],  # a cluster alone names none
+        ["kubectl", "--context", "c", "--agents", "kube-system", "ns", "jobset", "name"],
     ],
 )
 def test_usage_errors_exit_2_before_calling_the_cli(

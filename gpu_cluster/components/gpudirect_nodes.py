@@ -30,14 +30,17 @@ from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.components.workload.pod_args import node_affinity
 from gpu_cluster.facts.gpudirect import (
+    DEVICE_INJECTOR_APP,
     GIB_HOST_DIR,
     HOST_LIB_DIR,
     HOST_TOOLS_IMAGE,
+    NODE_AGENT_NAMESPACE,
     NRI_INJECTOR_IMAGE,
     PAUSE_IMAGE,
     RDMA_MACHINES,
     GibRelease,
     GpuDirectRelease,
+    installer_app,
 )
 from gpu_cluster.plan.netmodes import gke_network_objects, gpu_network_name
 from gpu_cluster.plan.podspec import IDLE_RESOURCES, NodeRequirement
@@ -170,8 +173,8 @@ class GpuDirectNodes(pulumi.ComponentResource):
         )
         pause = _pause()
         installer = self._node_agent(
-            f"{name}-nccl-{release.mode}-installer",
-            f"nccl-{release.mode}-installer",
+            f"{name}-{installer_app(release.mode)}",
+            installer_app(release.mode),
             only_a3,
             init_containers=installer_init,
             containers=[pause],
@@ -182,8 +185,8 @@ class GpuDirectNodes(pulumi.ComponentResource):
             opts=opts,
         )
         injector = self._node_agent(
-            f"{name}-device-injector",
-            "device-injector",
+            f"{name}-{DEVICE_INJECTOR_APP}",
+            DEVICE_INJECTOR_APP,
             only_a3,
             init_containers=[],
             containers=[
@@ -222,8 +225,8 @@ class GpuDirectNodes(pulumi.ComponentResource):
             )
         )
         return self._node_agent(
-            f"{name}-nccl-rdma-installer",
-            "nccl-rdma-installer",
+            f"{name}-{installer_app('rdma')}",
+            installer_app("rdma"),
             on_rdma_nodes,
             init_containers=[_gib_installer_container(release)],
             containers=[_pause()],
@@ -265,7 +268,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
             resource_name,
             metadata=ObjectMetaArgs(
                 name=app,
-                namespace="kube-system",
+                namespace=NODE_AGENT_NAMESPACE,
                 labels=selector,
                 annotations=skip_annotations(NODE_AGENT_EXCEPTIONS),
             ),

@@ -39,9 +39,6 @@ from gpu_cluster.plan.podspec import IDLE_COMMAND, IDLE_RESOURCES, PodPlacement
 from gpu_cluster.plan.scan_exceptions import pre_pull_exceptions, skip_annotations
 from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION
 
-# The `app.kubernetes.io/component` label of the pre-pull pods.
-PRE_PULL_COMPONENT = "image-pre-pull"
-
 
 @dataclass(frozen=True)
 class ImagePrePullArgs:

@@ -8,11 +8,7 @@ import dataclasses
 
 import pulumi
 
-from gpu_cluster.components.image_pre_pull import (
-    PRE_PULL_COMPONENT,
-    ImagePrePull,
-    ImagePrePullArgs,
-)
+from gpu_cluster.components.image_pre_pull import ImagePrePull, ImagePrePullArgs
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
 from gpu_cluster.components.platforms import (
@@ -34,7 +30,7 @@ from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 from gpu_cluster.plan.outputs import COMMAND_OUTPUTS, no_context_message, stack_outputs
-from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
+from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT, NodeRequirement, PodPlacement
 from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION
 
 

@@ -20,6 +20,26 @@ from datetime import date
 # Where the installer DaemonSet puts the plugin and NCCL on the node, and where pods mount it.
 HOST_LIB_DIR = "/home/kubernetes/bin/nvidia/lib64"
 POD_LIB_DIR = "/usr/local/nvidia/lib64"
+# The node agents' DaemonSets, in kube-system, by their `k8s-app` label as Google's manifests
+# name them (CEA gpudirect-tcpxo/nccl-tcpxo-installer.yaml, gpudirect-tcpx/
+# nccl-tcpx-installer.yaml, nri_device_injector/nri-device-injector.yaml, gpudirect-rdma/
+# nccl-rdma-installer.yaml).
+NODE_AGENT_NAMESPACE = "kube-system"
+DEVICE_INJECTOR_APP = "device-injector"
+
+
+def installer_app(mode: str) -> str:
+    """The NCCL plugin installer of network mode `mode` (tcpxo, tcpx or rdma)."""
+    return f"nccl-{mode}-installer"
+
+
+def node_agent_apps(mode: str) -> tuple[str, ...]:
+    """The node agents a GKE stack in network mode `mode` runs on its GPU nodes."""
+    if mode in ("tcpxo", "tcpx"):
+        return (installer_app(mode), DEVICE_INJECTOR_APP)
+    return (installer_app(mode),) if mode == "rdma" else ()
+
+
 # Unix socket directory shared by the TCPX RxDM sidecar and the training container.
 TCPX_SOCKET_DIR = "/run/tcpx"
 # File RxDM writes once its buffer manager is ready, when HEALTH_CHECK_LOG_FILE names it; the

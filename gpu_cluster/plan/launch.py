@@ -13,9 +13,11 @@ from typing import Any
 
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import job_set_hostname
+from gpu_cluster.facts.gpudirect import NODE_AGENT_NAMESPACE, node_agent_apps
 from gpu_cluster.facts.kubernetes import parse_quantity
 from gpu_cluster.plan.nccl import NCCL_ENV_FILE
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
+from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT
 
 # Kubernetes' default cluster DNS domain (kubelet --cluster-domain).
 CLUSTER_DOMAIN = "cluster.local"
@@ -145,10 +147,25 @@ def on_every_pod(s: Settings, kube: Kube, command: list[str]) -> str:
 TIMELINE_MODULE = "gpu_cluster.timeline"
 
 
+def node_agents(s: Settings) -> tuple[tuple[str, str], ...]:
+    """The pods that prepare a GPU node for the training pods, as (namespace, label selector):
+    GKE's GPUDirect node agents (facts/gpudirect.py), the image pre-pull (openshift.prePull)."""
+    if s.platform == "gke":
+        apps = node_agent_apps(s.network_mode)
+        return ((NODE_AGENT_NAMESPACE, f"k8s-app in ({','.join(apps)})"),) if apps else ()
+    if s.openshift.pre_pull:
+        instance = f"app.kubernetes.io/instance={s.name}"
+        return ((s.namespace, f"{instance},app.kubernetes.io/component={PRE_PULL_COMPONENT}"),)
+    return ()
+
+
 def timeline_command(s: Settings, kube: Kube) -> str:
-    """The table of the run's start: submitted, admitted, nodes, scheduled, pulled, started."""
+    """The table of the run's start: submitted, admitted, nodes, agents, scheduled, pulled,
+    started."""
     kind = "jobset" if s.workload.kind == "jobset" else "statefulset"
-    return shlex.join(["python3", "-m", TIMELINE_MODULE, *kube.argv(s.namespace, kind, s.name)])
+    agents = [arg for ns, selector in node_agents(s) for arg in ("--agents", f"{ns}:{selector}")]
+    argv = kube.argv(*agents, s.namespace, kind, s.name)
+    return shlex.join(["python3", "-m", TIMELINE_MODULE, *argv])
 
 
 # The shell starts with what the launchers source: the NCCL settings detect-rdma.sh wrote

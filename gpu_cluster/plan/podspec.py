@@ -13,6 +13,8 @@ from typing import Literal
 # A container that only has to stay up: idles in its image and exits at once on SIGTERM (a
 # plain `sleep` as PID 1 ignores it and waits out the grace period).
 IDLE_COMMAND = ("/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait")
+# The `app.kubernetes.io/component` label of the image pre-pull pods (openshift.prePull).
+PRE_PULL_COMPONENT = "image-pre-pull"
 # An idle container's requests, its limits the same (a namespace quota may demand limits).
 IDLE_RESOURCES = {"cpu": "10m", "memory": "16Mi"}
 

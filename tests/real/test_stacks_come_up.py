@@ -106,8 +106,12 @@ def test_the_stack_comes_up_one_training_pod_per_gpu_node(
         assert live["spec"]["claimRef"]["uid"]  # bound to the live claim, not just named
 
     # timelineCommand, pasted as a user runs it (the real kubectl, the stack's context): every
-    # phase of the start but the image pull (kwok pulls none) is on record, in order.
+    # phase of the start but the image pull (kwok pulls none) is on record, in order; with the
+    # node agents' (GPUDirect installers, image pre-pull) Ready on the pods' nodes where the
+    # stack has any.
     timeline = paste(
         cluster, tmp_path, stack_context(stack), stack_render.run.outputs["timelineCommand"]
     )
-    assert "admitted" not in start_on_record(timeline)
+    names = start_on_record(timeline)
+    assert "admitted" not in names
+    assert ("agents ready" in names) == bool(stack_render.of_kind("DaemonSet")), timeline
