@@ -28,12 +28,15 @@ from pulumi_kubernetes.core.v1 import (
     PodTemplateSpecArgs,
     ResourceRequirementsArgs,
     SeccompProfileArgs,
-    TolerationArgs,
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 from pulumi_kubernetes.networking.v1 import NetworkPolicySpecArgs
 
-from gpu_cluster.components.workload.pod_args import node_affinity, security_context
+from gpu_cluster.components.workload.pod_args import (
+    node_affinity,
+    security_context,
+    toleration_args,
+)
 from gpu_cluster.components.workload.stateful_set import POD_START_MINUTES
 from gpu_cluster.plan.podspec import IDLE_COMMAND, IDLE_RESOURCES, PodPlacement
 from gpu_cluster.plan.scan_exceptions import pre_pull_exceptions, skip_annotations
@@ -84,10 +87,7 @@ class ImagePrePull(pulumi.ComponentResource):
                 seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
             ),
             affinity=AffinityArgs(node_affinity=node_affinity(a.placement.node_requirements)),
-            tolerations=[
-                TolerationArgs(key=key, operator="Exists", effect=effect)
-                for key, effect in a.placement.tolerations
-            ],
+            tolerations=toleration_args(a.placement),
             containers=[container],
         )
         self.daemon_set = k8s.apps.v1.DaemonSet(

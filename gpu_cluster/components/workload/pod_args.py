@@ -21,6 +21,7 @@ from pulumi_kubernetes.core.v1 import (
     ResourceRequirementsArgs,
     SecretKeySelectorArgs,
     SecurityContextArgs,
+    TolerationArgs,
     VolumeArgs,
     VolumeMountArgs,
 )
@@ -33,6 +34,7 @@ from gpu_cluster.plan.podspec import (
     HostPath,
     Mount,
     NodeRequirement,
+    PodPlacement,
     Volume,
 )
 
@@ -151,3 +153,11 @@ def node_affinity(requirements: tuple[NodeRequirement, ...]) -> NodeAffinityArgs
             ]
         )
     )
+
+
+def toleration_args(placement: PodPlacement) -> list[TolerationArgs]:
+    """The taints of the GPU nodes that pods placed by `placement` tolerate."""
+    return [
+        TolerationArgs(key=key, operator="Exists", effect=effect)
+        for key, effect in placement.tolerations
+    ]

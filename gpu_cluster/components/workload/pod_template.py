@@ -22,7 +22,6 @@ from pulumi_kubernetes.core.v1 import (
     PodTemplateSpecArgs,
     ResourceRequirementsArgs,
     SeccompProfileArgs,
-    TolerationArgs,
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
@@ -33,6 +32,7 @@ from gpu_cluster.components.workload.pod_args import (
     mount_args,
     node_affinity,
     security_context,
+    toleration_args,
     volume_args,
 )
 from gpu_cluster.plan import launch
@@ -101,10 +101,7 @@ def pod_template(
                 seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
             ),
             affinity=_affinity(a.labels, a.placement),
-            tolerations=[
-                TolerationArgs(key=key, operator="Exists", effect=effect)
-                for key, effect in a.placement.tolerations
-            ],
+            tolerations=toleration_args(a.placement),
             init_containers=[container_args(c) for c in (*networking.init_containers, *a.sidecars)]
             or None,
             containers=[_training_container(a, mounts, secret_env, role)],
