@@ -26,6 +26,8 @@ USAGE = (
     "[--cluster CLUSTER] [--agents NAMESPACE:SELECTOR]... NAMESPACE jobset|statefulset NAME"
 )
 AGENTS_FLAG = "--agents"
+# How kubectl and oc report a request the user's rights do not allow.
+FORBIDDEN = "(Forbidden)"
 TARGET_FLAGS = ("--kubeconfig", "--context", "--cluster")
 # The label the JobSet controller puts on its pods (jobset api/jobset/v1alpha2 JobSetNameKey).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -62,6 +64,8 @@ class Run(NamedTuple):
     nodes: list[Object]
     events: list[Object]
     agents: list[Object] | None = None
+    # What the user may not read (RBAC): its phases show '-'.
+    unreadable: tuple[str, ...] = ()
 
 
 def _time(text: str | None) -> datetime | None:
@@ -103,9 +107,12 @@ def _pulled(pod: Object, events: list[Object]) -> datetime | None:
 
 
 def _agents_ready(run: Run) -> datetime | None:
-    """When the agents' pods were last Ready on the run's nodes; None until every node has them
-    Ready (a node is as ready as its last agent)."""
-    on_node: dict[str, list[datetime | None]] = {n["metadata"]["name"]: [] for n in run.nodes}
+    """When the agents' pods were last Ready on the run's nodes; None until every pod is on a
+    node and every such node has them Ready (a node is as ready as its last agent)."""
+    placed = [p["spec"].get("nodeName") for p in run.pods]
+    if not placed or None in placed:
+        return None
+    on_node: dict[str, list[datetime | None]] = {name: [] for name in placed}
     for agent in run.agents or []:
         node = agent["spec"].get("nodeName")
         if node in on_node:
@@ -150,7 +157,20 @@ def table(run: Run) -> str:
         lines.append(f"{phase.name:<14}{phase.at.strftime('%Y-%m-%d %H:%M:%S'):<22}{since:>16}")
     pods = len(run.pods)
     lines.append(f"({pods} pod{'s' if pods != 1 else ''}; '-': not there yet, or not recorded)")
+    if run.unreadable:
+        lines.append(f"(not readable with your rights, so '-': {', '.join(run.unreadable)})")
     return "\n".join(lines)
+
+
+def _readable(kube: list[str], *args: str) -> Object | None:
+    """`_get`, or None when the user's rights do not reach it (kubectl's Forbidden): on a shared
+    cluster a project's user may not list nodes or another namespace's pods."""
+    try:
+        return _get(kube, *args)
+    except SystemExit as error:
+        if FORBIDDEN in str(error):
+            return None
+        raise
 
 
 def _get(kube: list[str], *args: str) -> Object:
@@ -185,18 +205,27 @@ def fetch(
     )
     controller = _get(kube, "-n", namespace, resource, name)
     uid = controller["metadata"]["uid"]
+    unreadable: list[str] = []
+
+    def items(what: str, *args: str) -> list[Object]:
+        found = _readable(kube, *args)
+        if found is None:
+            unreadable.append(what)
+            return []
+        listed: list[Object] = found["items"]
+        return listed
+
     workloads = []
     if kind == "jobset":
-        listed = _get(kube, "-n", namespace, "workloads.kueue.x-k8s.io")["items"]
         workloads = [
             w
-            for w in listed
+            for w in items("Kueue workloads", "-n", namespace, "workloads.kueue.x-k8s.io")
             if any(o.get("uid") == uid for o in w["metadata"].get("ownerReferences") or [])
         ]
     pods = _get(kube, "-n", namespace, "pods", "-l", selector)["items"]
     node_names = {p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
     # One list call, not one call per node: a run may span hundreds of nodes.
-    listed = _get(kube, "nodes")["items"] if node_names else []
+    listed = items("nodes", "nodes") if node_names else []
     nodes = [n for n in listed if n["metadata"]["name"] in node_names]
     if len(nodes) < len(pods):
         nodes = []  # a pod not on a node yet: the nodes are not all ready for the run
@@ -206,9 +235,16 @@ def fetch(
         agent_pods = [
             pod
             for agent_namespace, selector in agents
-            for pod in _get(kube, "-n", agent_namespace, "pods", "-l", selector)["items"]
+            for pod in items(
+                f"the node agents' pods in {agent_namespace}",
+                "-n",
+                agent_namespace,
+                "pods",
+                "-l",
+                selector,
+            )
         ]
-    return Run(controller, workloads, pods, nodes, events, agent_pods)
+    return Run(controller, workloads, pods, nodes, events, agent_pods, tuple(unreadable))
 
 
 def main(argv: list[str]) -> int:

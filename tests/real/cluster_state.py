@@ -107,14 +107,24 @@ def claim_phase(kube: Kube, claim: Object) -> str:
     return str((live.get("status") or {}).get("phase"))
 
 
-def paste(cluster: Cluster, tmp_path: Path, context: str, command: str) -> str:
+def paste(
+    cluster: Cluster,
+    tmp_path: Path,
+    context: str,
+    command: str,
+    user: dict[str, str] | None = None,
+) -> str:
     """`command` in bash as a user runs a stack output: from the project directory, with the
     built kubectl on PATH (as `oc` too) and a kubeconfig whose one context is named `context`
-    (the name the commands give the stack's cluster). Returns what it printed."""
+    (the name the commands give the stack's cluster), as the admin or with `user`'s credentials
+    (a kubeconfig `user` entry, e.g. a token). Returns what it printed."""
     kubeconfig = tmp_path / "user-kubeconfig"
     config = yaml.safe_load(cluster.kubeconfig.read_text())
     (entry,) = config["contexts"]
     entry["name"] = config["current-context"] = context
+    if user is not None:
+        (credentials,) = config["users"]
+        credentials["user"] = user
     kubeconfig.write_text(yaml.safe_dump(config))
     # oc is not built here; the commands' `oc get` is kubectl's (oc embeds kubectl's commands),
     # so the built kubectl answers under both names.

@@ -65,6 +65,14 @@ class Kube:
         ).to_dict()
         return applied
 
+    def service_account_token(self, name: str, namespace: str) -> str:
+        """A token for ServiceAccount `name` (the TokenRequest API, as `kubectl create token`)."""
+        tokens = self._resource("v1", "ServiceAccount").subresources["token"]
+        request = tokens.create(
+            body={"spec": {"expirationSeconds": 3600}}, name=name, namespace=namespace
+        )
+        return str(request.to_dict()["status"]["token"])
+
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Object:
         found: Object = (
             self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
