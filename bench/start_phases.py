@@ -15,7 +15,6 @@ rest. A measurement, not a test: nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import tempfile
 from pathlib import Path
@@ -25,15 +24,10 @@ sys.path.insert(0, str(PROJECT_DIR))
 
 from gpu_cluster.plan.launch import node_agents  # noqa: E402
 from gpu_cluster.timeline import fetch, phases  # noqa: E402
-from tests.real.cluster_state import (  # noqa: E402
-    daemonset_settled,
-    provision,
-    referenced_objects,
-    statefulset_settled,
-)
+from tests.real.cluster_state import come_up, provision  # noqa: E402
 from tools.realtier.build import Tools, locate  # noqa: E402
 from tools.realtier.controlplane import ControlPlane  # noqa: E402
-from tools.realtier.kube import Kube, install_crds, wait_for  # noqa: E402
+from tools.realtier.kube import Kube, install_crds  # noqa: E402
 from tools.realtier.stacks import render  # noqa: E402
 
 STACKS = tuple(
@@ -54,12 +48,7 @@ def measure(tools: Tools, stack: str) -> dict[str, float | None]:
         install_crds(kube, tools.crds)
         stack_render = render(stack)
         provision(kube, stack_render)
-        kube.create_all(referenced_objects(stack_render))
-        kube.create_all(stack_render.objects())
-        (sts,) = stack_render.of_kind("StatefulSet")
-        wait_for(f"{stack}: StatefulSet ready", lambda: statefulset_settled(kube, sts))
-        for ds in stack_render.of_kind("DaemonSet"):
-            wait_for(f"{stack}: DaemonSet ready", functools.partial(daemonset_settled, kube, ds))
+        sts, _ = come_up(kube, stack_render)
         cli = [str(tools.binary("kubectl")), "--kubeconfig", str(plane.kubeconfig)]
         meta = sts["metadata"]
         agents = list(node_agents(stack_render.settings))

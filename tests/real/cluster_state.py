@@ -13,7 +13,7 @@ import yaml
 
 from gpu_cluster.timeline import PHASES
 from tests.conftest import ROOT
-from tools.realtier.kube import Kube, wait_for
+from tools.realtier.kube import Kube, describe, wait_for
 from tools.realtier.stacks import StackRender, volumes_for
 
 if TYPE_CHECKING:
@@ -92,6 +92,27 @@ def daemonset_settled(kube: Kube, ds: Object) -> Object | None:
         and all(status.get(c) == desired for c in counts)
     )
     return live if settled else None
+
+
+def come_up(kube: Kube, render: StackRender) -> tuple[Object, list[Object]]:
+    """Create what the stack uses but does not create, then its objects (one create call each,
+    in the render's order), and wait until its StatefulSet and every DaemonSet are settled as
+    pulumi-kubernetes awaits them. Returns them live: the StatefulSet, the DaemonSets."""
+    kube.create_all(referenced_objects(render))
+    kube.create_all(render.objects())
+    explain = functools.partial(describe, kube, render.settings.namespace)
+    (sts,) = render.of_kind("StatefulSet")
+    ready = f"{render.stack}: StatefulSet ready"
+    live = wait_for(ready, lambda: statefulset_settled(kube, sts), explain=explain)
+    daemon_sets = [
+        wait_for(
+            f"{render.stack}: DaemonSet {ds['metadata']['name']} ready",
+            functools.partial(daemonset_settled, kube, ds),
+            explain=functools.partial(describe, kube, ds["metadata"]["namespace"]),
+        )
+        for ds in render.of_kind("DaemonSet")
+    ]
+    return live, daemon_sets
 
 
 def pods_of(kube: Kube, workload: Object) -> list[Object]:

@@ -12,10 +12,9 @@ import functools
 import pytest
 
 from tests.real.cluster_state import (
+    come_up,
     daemonset_settled,
     pods_of,
-    referenced_objects,
-    statefulset_settled,
 )
 from tests.real.conftest import Cluster
 from tools.realtier.controlplane import FAKE_NODE_ANNOTATION
@@ -45,24 +44,20 @@ def test_pre_pull_runs_on_every_live_host_and_rolls_a_new_image_to_each(cluster:
     wait_for(f"node {down.name} unreachable", functools.partial(unreachable, kube, down.name))
 
     kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
-    kube.create_all(referenced_objects(stack))
-    kube.create_all(stack.objects())
-    namespace = stack.settings.namespace
-    explain = functools.partial(describe, kube, namespace)
-    live = wait_for("pre-pull settled", lambda: daemonset_settled(kube, ds), explain=explain)
+    # The training pods' one-per-node rule does not count the pre-pull pods: both come up.
+    sts, (live,) = come_up(kube, stack)
     assert live["status"]["desiredNumberScheduled"] == len(live_hosts)
     placed = {p["spec"]["nodeName"] for p in pods_of(kube, ds)}
     assert placed == {n.name for n in live_hosts}
-    (sts,) = stack.of_kind("StatefulSet")
-    wait_for("training pods ready", lambda: statefulset_settled(kube, sts), explain=explain)
-    # The training pods' one-per-node rule does not count the pre-pull pods.
     assert len(pods_of(kube, sts)) == stack.settings.nodes
 
     # An image edit, as `pulumi up` applies it: every live host runs a pod of the new image.
     (edited,) = render("barcelona", (NEW_IMAGE,)).of_kind("DaemonSet")
     kube.apply(edited)
     rolled = wait_for(
-        "pre-pull rolled out", lambda: daemonset_settled(kube, edited), explain=explain
+        "pre-pull rolled out",
+        lambda: daemonset_settled(kube, edited),
+        explain=functools.partial(describe, kube, stack.settings.namespace),
     )
     assert rolled["metadata"]["generation"] == 2
     pods = pods_of(kube, ds)

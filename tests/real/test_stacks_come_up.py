@@ -11,7 +11,6 @@ nodes are the rendered pools' nodes as GKE labels and taints them.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
@@ -19,16 +18,13 @@ import pytest
 from tests.conftest import STACKS, stack_context
 from tests.real.cluster_state import (
     claim_phase,
-    daemonset_settled,
+    come_up,
     paste,
     pods_of,
     provision,
-    referenced_objects,
     start_on_record,
-    statefulset_settled,
 )
 from tests.real.conftest import Cluster
-from tools.realtier.kube import describe, wait_for
 from tools.realtier.nodes import GKE_ACCELERATOR_LABEL, GPU_PRESENT_LABEL
 from tools.realtier.stacks import render
 
@@ -66,18 +62,8 @@ def test_the_stack_comes_up_one_training_pod_per_gpu_node(
 ) -> None:
     kube, stack_render = cluster.kube, render(stack, overrides)
     provision(kube, stack_render)
-    kube.create_all(referenced_objects(stack_render))
-
-    kube.create_all(stack_render.objects())
-
-    (sts,) = stack_render.of_kind("StatefulSet")
-    namespace = stack_render.settings.namespace
-    live = wait_for(
-        f"{stack}: StatefulSet ready",
-        lambda: statefulset_settled(kube, sts),
-        explain=lambda: describe(kube, namespace),
-    )
-    pods = pods_of(kube, sts)
+    live, daemon_sets = come_up(kube, stack_render)
+    pods = pods_of(kube, live)
     assert len(pods) == live["spec"]["replicas"] == stack_render.settings.nodes
     placed = [p["spec"]["nodeName"] for p in pods]
     assert len(set(placed)) == len(placed), f"two training pods share a node: {placed}"
@@ -88,14 +74,9 @@ def test_the_stack_comes_up_one_training_pod_per_gpu_node(
     }
     assert set(placed) <= gpu_nodes
 
-    for ds in stack_render.of_kind("DaemonSet"):
-        ds_live = wait_for(
-            f"{stack}: DaemonSet {ds['metadata']['name']} ready",
-            functools.partial(daemonset_settled, kube, ds),
-            explain=functools.partial(describe, kube, ds["metadata"]["namespace"]),
-        )
+    for ds_live in daemon_sets:
         assert ds_live["status"]["desiredNumberScheduled"] == len(gpu_nodes)
-        assert {p["spec"]["nodeName"] for p in pods_of(kube, ds)} == gpu_nodes
+        assert {p["spec"]["nodeName"] for p in pods_of(kube, ds_live)} == gpu_nodes
 
     for claim in stack_render.of_kind("PersistentVolumeClaim"):
         assert claim_phase(kube, claim) == "Bound", claim["metadata"]["name"]

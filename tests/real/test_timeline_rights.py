@@ -4,21 +4,17 @@ server with RBAC. The start is still shown; what those rights cannot read is '-'
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import stack_context
 from tests.real.cluster_state import (
-    daemonset_settled,
+    come_up,
     paste,
     provision,
-    referenced_objects,
-    statefulset_settled,
 )
 from tests.real.conftest import Cluster
-from tools.realtier.kube import describe, wait_for
 from tools.realtier.stacks import render
 
 pytestmark = pytest.mark.real
@@ -50,16 +46,9 @@ def test_a_namespace_user_sees_the_start_without_the_nodes(
 ) -> None:
     kube, stack_render = cluster.kube, render(stack)
     provision(kube, stack_render)
-    kube.create_all(referenced_objects(stack_render))
-    kube.create_all(stack_render.objects())
-    namespace = stack_render.settings.namespace
-    explain = functools.partial(describe, kube, namespace)
-    (sts,) = stack_render.of_kind("StatefulSet")
-    wait_for(f"{stack}: ready", lambda: statefulset_settled(kube, sts), explain=explain)
-    for ds in stack_render.of_kind("DaemonSet"):
-        wait_for("agents ready", functools.partial(daemonset_settled, kube, ds), explain=explain)
+    come_up(kube, stack_render)
 
-    token = namespace_viewer(cluster, namespace)
+    token = namespace_viewer(cluster, stack_render.settings.namespace)
     printed = paste(
         cluster,
         tmp_path,
