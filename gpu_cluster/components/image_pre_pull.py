@@ -40,7 +40,7 @@ from gpu_cluster.components.workload.pod_args import (
 from gpu_cluster.components.workload.stateful_set import POD_START_MINUTES
 from gpu_cluster.plan.podspec import IDLE_COMMAND, IDLE_RESOURCES, PodPlacement
 from gpu_cluster.plan.scan_exceptions import pre_pull_exceptions, skip_annotations
-from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION
+from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class ImagePrePull(pulumi.ComponentResource):
                     metadata=ObjectMetaArgs(
                         labels=a.labels,
                         # Nothing beyond the default SCC, whatever else the account may use.
-                        annotations={REQUIRED_SCC_ANNOTATION: "restricted-v2"},
+                        annotations={REQUIRED_SCC_ANNOTATION: RESTRICTED_SCC},
                     ),
                     spec=spec,
                 ),

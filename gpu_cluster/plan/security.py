@@ -14,6 +14,8 @@ from typing import Any
 
 # Annotation that pins a pod to one SCC instead of letting admission pick (OpenShift >= 4.14).
 REQUIRED_SCC_ANNOTATION = "openshift.io/required-scc"
+# The SCC every authenticated user may use, which the training SCC starts from (the file above).
+RESTRICTED_SCC = "restricted-v2"
 # restricted-v2's allowed volume types ("ephemeral" since 9ce4d4a, "csi" since 7c69f56,
 # "image" since 79795a6, all in cluster-kube-apiserver-operator).
 RESTRICTED_VOLUMES = (
