@@ -165,21 +165,26 @@ def table(run: Run) -> str:
 def _readable(kube: list[str], *args: str) -> Object | None:
     """`_get`, or None when the user's rights do not reach it (kubectl's Forbidden): on a shared
     cluster a project's user may not list nodes or another namespace's pods."""
-    try:
-        return _get(kube, *args)
-    except SystemExit as error:
-        if FORBIDDEN in str(error):
-            return None
-        raise
+    result = _query(kube, args)
+    if result.returncode != 0 and FORBIDDEN in result.stderr:
+        return None
+    return _parsed(result, args)
 
 
 def _get(kube: list[str], *args: str) -> Object:
+    return _parsed(_query(kube, args), args)
+
+
+def _query(kube: list[str], args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
     try:
-        result = subprocess.run(
+        return subprocess.run(
             [*kube, "get", *args, "-o", "json"], capture_output=True, text=True, check=False
         )
     except FileNotFoundError:
         raise SystemExit(f"timeline: {kube[0]} is not on PATH") from None
+
+
+def _parsed(result: subprocess.CompletedProcess[str], args: tuple[str, ...]) -> Object:
     if result.returncode != 0:
         raise SystemExit(f"timeline: {' '.join(args)}: {result.stderr.strip()}")
     try:
