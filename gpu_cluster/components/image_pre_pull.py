@@ -2,11 +2,11 @@
 before they start or change (openshift.prePull).
 
 A DaemonSet whose one container idles in the image, as xpk's `cluster cacheimage` does
-(AI-Hypercomputer/xpk src/xpk/templates/cluster_preheat.yaml.j2 at 554bde4). `pulumi up` awaits
-a DaemonSet until every node runs its current pod (pulumi/pulumi-kubernetes#2953), so a workload
-that waits for this one starts or rolls with the image already on its nodes; the idle
-container keeps the image in use, so the kubelet's image garbage collection never removes it
-between runs."""
+(AI-Hypercomputer/xpk src/xpk/templates/cluster_preheat.yaml.j2 at 554bde4; each deviation, with
+its reason, in tests/vendor/gke_gpudirect.yaml). `pulumi up` awaits a DaemonSet until every node
+runs its current pod (pulumi/pulumi-kubernetes#2953), so a workload that waits for this one
+starts or rolls with the image already on its nodes; the idle container keeps the image in use,
+so the kubelet's image garbage collection never removes it between runs."""
 
 from __future__ import annotations
 
