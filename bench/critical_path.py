@@ -83,6 +83,9 @@ ESTIMATES = {
         "GPUs allocatable; the image pre-pull DaemonSet they wait for has put the image on "
         "their nodes: the container's start assumed to take no time",
     ),
+    "controller-chart": Estimate(
+        1, "Kueue's or JobSet's chart: a small controller image pulled and started, assumed"
+    ),
     "kubernetes-object": Estimate(1 / 60, "one API request: assumed 1 s"),
     "none": Estimate(0, "components and providers: the engine answers at once"),
 }
@@ -97,14 +100,15 @@ def estimate_of(row: Mapping[str, Any]) -> str:
         return "cpu-pool" if row["inputs"]["name"] == SYSTEM_POOL else "gpu-pool"
     if type_.startswith("gcp:"):
         return "cloud-object"
+    if type_ == "kubernetes:helm.sh/v4:Chart":
+        return "controller-chart"
     if type_.startswith("kubernetes:"):
         kind = row["inputs"]["kind"]
         labels = row["inputs"]["metadata"].get("labels") or {}
         if kind == "DaemonSet" and labels.get("app.kubernetes.io/component") == PRE_PULL_COMPONENT:
             return "image-pre-pull"
-        return {"StatefulSet": "training-pods", "DaemonSet": "node-agents"}.get(
-            kind, "kubernetes-object"
-        )
+        pods = {"StatefulSet": "training-pods", "JobSet": "training-pods"}
+        return {**pods, "DaemonSet": "node-agents"}.get(kind, "kubernetes-object")
     return "none"
 
 

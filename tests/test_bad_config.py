@@ -10,6 +10,8 @@ from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import BARCELONA_CREATES_NADS
 
+# A GKE stack as a JobSet stack (shared claims: a JobSet has no per-pod ones).
+_GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", "storage.mode=rwx")
 # (stack, --set overrides, fragments the message must contain)
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # wrong types
@@ -489,6 +491,46 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         "nerc-production",
         ("workload.kind=jobset", "workload.command[0]=train.py", "name=" + "a" * 52, "nodes=4096"),
         ("hostname", "has 64 characters; a hostname holds at most 63"),
+    ),
+    # workload.controllers: what the stack installs, and where
+    (
+        "nerc-production",
+        ("workload.kind=jobset", "workload.command[0]=t.py", "workload.controllers.install=true"),
+        (
+            "gpu-cluster:workload.controllers.install = true: on OpenShift Kueue and JobSet come "
+            "from Red Hat's operators",
+            "set false",
+        ),
+    ),
+    (
+        "gcp-a3",
+        (*_GKE_JOBSET, "workload.controllers.kueueVersion=0.14.9"),
+        (
+            "gpu-cluster:workload.controllers.kueueVersion = '0.14.9'",
+            "0.15.0 or later: the first to serve kueue.x-k8s.io/v1beta2",
+        ),
+    ),
+    (
+        "gcp-a3",
+        (*_GKE_JOBSET, "workload.controllers.jobsetVersion=v0.12.0"),
+        ("gpu-cluster:workload.controllers.jobsetVersion = 'v0.12.0'", "MAJOR.MINOR.PATCH"),
+    ),
+    (
+        "gcp-a3",
+        (
+            *_GKE_JOBSET,
+            "workload.controllers.install=false",
+            "workload.controllers.kueueVersion=0.18.3",
+        ),
+        (
+            "gpu-cluster:workload.controllers.kueueVersion is only used when the stack installs "
+            "Kueue and JobSet",
+        ),
+    ),
+    (
+        "gcp-a3",
+        ("workload.controllers.install=true",),
+        ("gpu-cluster:workload.controllers is only used when workload.kind is 'jobset'",),
     ),
 ]
 

@@ -66,13 +66,17 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     "PersistentVolumeClaim": (*NAMESPACED, "StorageClass"),
     "Role": (*NAMESPACED, "SecurityContextConstraints"),  # it grants `use` of that SCC
     "RoleBinding": (*NAMESPACED, "Role", "ServiceAccount"),
-    # Kueue's objects: cluster-scoped ones find each other by name whenever they exist.
-    "Topology": (),
-    "ResourceFlavor": (),
-    "ClusterQueue": (),
+    # A controller's chart (workload.controllers.install): its namespace, and Kueue's waits for
+    # JobSet's (plan/controllers.py says why).
+    "Chart": (*NAMESPACED, "Chart"),
+    # Kueue's objects: cluster-scoped ones find each other by name whenever they exist; all need
+    # Kueue's CRDs and webhooks, so the chart when the stack installs it.
+    "Topology": ("Chart",),
+    "ResourceFlavor": ("Chart",),
+    "ClusterQueue": ("Chart",),
     "LocalQueue": (*NAMESPACED, "ClusterQueue"),
-    "ProvisioningRequestConfig": (),
-    "AdmissionCheck": (),
+    "ProvisioningRequestConfig": ("Chart",),
+    "AdmissionCheck": ("Chart",),
     # The training pods: their account and its grants, networks, scripts, secrets, claims,
     # Service (its DNS), the node agents, the memlock MachineConfig.
     "StatefulSet": (
@@ -92,9 +96,11 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     ),
 }
 # A JobSet's pods use the same, and it waits for its queue, all of it (Kueue admits nothing
-# into a ClusterQueue whose flavor or Topology is missing).
+# into a ClusterQueue whose flavor or Topology is missing), and for the controllers' charts
+# (their webhooks default and suspend it).
 NAMES_ITS_PREREQUISITES["JobSet"] = (
     *NAMES_ITS_PREREQUISITES["StatefulSet"],
+    "Chart",
     "LocalQueue",
     "ResourceFlavor",
     "Topology",
@@ -124,11 +130,12 @@ def graph(variant: Variant) -> Graph:
 
 
 def kind(g: Graph, urn: str) -> str | None:
-    """The Kubernetes kind of a Kubernetes object, None for anything else."""
+    """The Kubernetes kind of a Kubernetes object ("Chart" for a helm.v4.Chart, the objects
+    of a chart), None for anything else."""
     row = g.rows[urn]
     if not row["type"].startswith("kubernetes:"):
         return None
-    return str(row["inputs"]["kind"])
+    return str(row["inputs"].get("kind") or row["type"].rsplit(":", 1)[1])
 
 
 def is_component(g: Graph, urn: str) -> bool:
@@ -157,7 +164,7 @@ def provider(g: Graph) -> str | None:
 def allowed_kinds(of: str) -> frozenset[str]:
     """The kinds `of` may wait for, directly or through one of them."""
     direct = NAMES_ITS_PREREQUISITES[of]
-    return frozenset(direct).union(*(allowed_kinds(k) for k in direct))
+    return frozenset(direct).union(*(allowed_kinds(k) for k in direct if k != of))
 
 
 def allowed_cloud(g: Graph, urn: str) -> set[str]:

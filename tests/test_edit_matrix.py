@@ -27,6 +27,12 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 NETWORKS = ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork")
 IMAGE = "image=nvcr.io/nvidia/pytorch:25.02-py3"
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
+GKE_JOB_SET = (*JOB_SET, "storage.mode=rwx")
+# The namespaces a GKE JobSet stack installs Kueue and JobSet into (QueueControllers).
+CONTROLLER_NAMESPACES = (
+    "-queue-controllers-kueue-namespace",
+    "-queue-controllers-jobset-namespace",
+)
 
 # Keys that define the GPU node pool's hardware or networks: editing one is the explicit request
 # for a new pool (its force-new fields change). The GPU NIC VPCs come and go with the mode.
@@ -78,10 +84,11 @@ def violations(
             # Never without asking: protect makes the engine stop at preview.
             if not s.protected and not opted_in:
                 out.append(f"{what}: {PRECIOUS[s.type]}, and nothing stops it")
-        elif s.type == NAMESPACE:
+        elif s.type == NAMESPACE and not s.name.endswith(CONTROLLER_NAMESPACES):
             # Deleting a namespace deletes its claims: only a retained namespace (dropped from
             # the state, left in the cluster) may go, or the engine refuses it (protected), or
-            # the update stops at protected claims (the engine refuses the whole preview).
+            # the update stops at protected claims (the engine refuses the whole preview). The
+            # controllers' namespaces (workload.controllers) hold Kueue and JobSet only.
             if not (s.retained or s.protected or opted_in) and not any(
                 x.type == PVC for x in refused
             ):
@@ -278,6 +285,12 @@ FROM_DEPLOYED: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[str, int]
     # StatefulSet keeps them too.
     ("nerc-production", JOB_SET, (IMAGE,)): {},
     ("nerc-production", JOB_SET, ("!workload",)): {},
+    # A GKE JobSet stack installs Kueue and JobSet: another release is an update in place;
+    # turning the install off, or going back to a StatefulSet, deletes both (their charts and
+    # namespaces, which hold no claims), as removing cluster-toolkit's helm_release does.
+    ("gcp-a3", GKE_JOB_SET, ("workload.controllers.kueueVersion=0.18.3",)): {},
+    ("gcp-a3", GKE_JOB_SET, ("workload.controllers.install=false",)): {"delete Namespace": 2},
+    ("gcp-a3", GKE_JOB_SET, ("!workload",)): {"delete Namespace": 2},
     # A Lustre instance grows in place; its tier and file system name are fixed at creation.
     ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.capacityGib=72000",)): {},
     ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.throughput=1000",)): {"replace Instance!": 1},
@@ -340,6 +353,8 @@ def test_the_policy_catches_what_it_forbids() -> None:
     assert len(violations(edit, [dropped], protected_again)) == 1
     assert violations(edit, [dropped], (NOT_RETAINED, UNPROTECTED)) == []
     assert violations(edit, [Step(NAMESPACE, "ns", "delete", protected=True)]) == []
+    controllers = Step(NAMESPACE, "gpu-cluster-queue-controllers-kueue-namespace", "delete")
+    assert violations(("workload.controllers.install=false",), [controllers]) == []
     assert violations((UNPROTECTED,), [claim]) == []
 
 

@@ -78,6 +78,8 @@ VALUE_TYPES: dict[str, str] = {
     "starting and ending with a letter or digit, without `google` or a leading `goog`",
     "MountPath": "an absolute path in normal form (no empty, `.` or `..` parts, no trailing "
     "`/`), not `/`",
+    "KueueVersion": "a Kueue release, `MAJOR.MINOR.PATCH` without `v`, 0.15.0 or later",
+    "JobSetVersion": "a JobSet release, `MAJOR.MINOR.PATCH` without `v`, 0.10.1 or later",
 }
 
 PREAMBLE = """\

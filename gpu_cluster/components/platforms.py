@@ -12,6 +12,7 @@ import pulumi
 
 from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
+from gpu_cluster.components.queue_controllers import QueueControllers
 from gpu_cluster.components.stack_config import (
     code_sync_secret,
     secret_env_values,
@@ -30,6 +31,7 @@ from gpu_cluster.config.workload import required_level
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
+from gpu_cluster.plan.controllers import controller_charts
 from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
 from gpu_cluster.plan.queue import queue_plan, run_annotations
@@ -114,11 +116,20 @@ def queued(
     after: Sequence[pulumi.Resource],
     opts: pulumi.ResourceOptions,
 ) -> TrainingWorkloadArgs:
-    """Workload `a` with its queue: a JobSet stack that creates its queue gets a TrainingQueue
-    (the LocalQueue waiting for `after`, the namespace) and its JobSet waits for it; its flavor's
-    nodes are those the pods' placement names by a label. Else `a` as it is."""
+    """Workload `a` with its queue: a JobSet stack that installs Kueue and JobSet gets
+    QueueControllers, and one that creates its queue a TrainingQueue (after the controllers; the
+    LocalQueue waiting for `after`, the namespace); its JobSet waits for both. The flavor's nodes
+    are those the pods' placement names by a label. A StatefulSet: `a` as it is."""
     if a.run is None:
         return a
+    charts = controller_charts(s)
+    controller_labels = {**a.labels, "app.kubernetes.io/component": "queue-controllers"}
+    controllers = (
+        (QueueControllers(f"{name}-queue-controllers", charts, controller_labels, opts),)
+        if charts
+        else ()
+    )
+    a = dataclasses.replace(a, pods_after=(*a.pods_after, *controllers))
     node_labels = {
         r.key: r.values[0]
         for r in a.placement.node_requirements
@@ -128,7 +139,7 @@ def queued(
     plan = queue_plan(s, node_labels, a.networking.resources, inits)
     if plan is None:
         return a
-    queue = TrainingQueue(f"{name}-queue", plan, s.namespace, a.labels, after, opts)
+    queue = TrainingQueue(f"{name}-queue", plan, s.namespace, a.labels, after, controllers, opts)
     return dataclasses.replace(a, pods_after=(*a.pods_after, queue))
 
 

@@ -18,8 +18,9 @@ from gpu_cluster.plan.queue import QueuePlan
 
 
 class TrainingQueue(pulumi.ComponentResource):
-    """Topology (optional), ResourceFlavor, ClusterQueue and LocalQueue of `plan`; the
-    LocalQueue in `namespace` waits for `after` (the namespace)."""
+    """Topology (optional), ResourceFlavor, ClusterQueue and LocalQueue of `plan`, each after
+    `controllers` (Kueue, when the stack installs it); the LocalQueue in `namespace` waits for
+    `after` (the namespace)."""
 
     local_queue: pulumi.Output[str]
 
@@ -30,10 +31,11 @@ class TrainingQueue(pulumi.ComponentResource):
         namespace: str,
         labels: dict[str, str],
         after: Sequence[pulumi.Resource] = (),
+        controllers: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-cluster:queue:TrainingQueue", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(controllers))
 
         def cluster_object(
             suffix: str, kind: str, object_name: str, spec: object

@@ -171,6 +171,13 @@ def workload_problems(s: Settings) -> list[str]:
             f"gpu-cluster:name = {s.name!r}: the last pod's hostname {hostname!r} has "
             f"{len(hostname)} characters; a hostname holds at most {DNS_LABEL_MAX}"
         )
+    if s.platform == "openshift" and w.controllers.install:
+        out.append(
+            "gpu-cluster:workload.controllers.install = true: on OpenShift Kueue and JobSet come "
+            "from Red Hat's operators (the Red Hat build of Kueue, with JobSet among its "
+            "frameworks), which the stack does not install; install them and set false "
+            '(docs/operations.md, "Training as a JobSet")'
+        )
     levels = topology_levels(s)
     required = required_level(s)
     placed = w.queue.topology_levels is not None or w.queue.required_level is not None

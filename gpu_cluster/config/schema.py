@@ -26,6 +26,8 @@ from gpu_cluster.config.values import (
     HostInterface,
     Image,
     Interface,
+    JobSetVersion,
+    KueueVersion,
     LabelKey,
     Namespace,
     NodeName,
@@ -36,6 +38,7 @@ from gpu_cluster.config.values import (
     SweepSize,
     SyncPeriod,
 )
+from gpu_cluster.config.workload import installs_controllers
 from gpu_cluster.facts.gcp import (
     FLEX_START_MAX_SECONDS,
     RESERVATION_PATTERN,
@@ -43,6 +46,7 @@ from gpu_cluster.facts.gcp import (
     Provisioning,
 )
 from gpu_cluster.facts.kubernetes import resource_quantity
+from gpu_cluster.facts.kueue import JOBSET_CHART_VERSION, KUEUE_CHART_VERSION
 
 PROJECT = "gpu-cluster"
 
@@ -167,6 +171,25 @@ class QueueSettings(Section):
     """
 
 
+_INSTALLED = ReadWhen(installs_controllers, "the stack installs Kueue and JobSet")
+
+
+class ControllerSettings(Section):
+    """Kueue and JobSet, the controllers a JobSet stack's runs need in the cluster."""
+
+    install: bool | None = None
+    """`true`: the stack installs both from their upstream Helm charts (GKE only), JobSet in
+    `jobset-system`, then Kueue in `kueue-system`, each as the chart's defaults set it up, and
+    creates the queue once they run. `false`: both already run in the cluster. Unset: `true` on
+    GKE (the stack's own cluster has neither), `false` on OpenShift (Red Hat's operators install
+    them there; docs/operations.md, "Training as a JobSet").
+    """
+    kueue_version: Annotated[KueueVersion, _INSTALLED] = KUEUE_CHART_VERSION
+    """Kueue's chart version (its release, without `v`); 0.15.0 or later."""
+    jobset_version: Annotated[JobSetVersion, _INSTALLED] = JOBSET_CHART_VERSION
+    """JobSet's chart version (its release, without `v`); 0.10.1 or later."""
+
+
 class WorkloadSettings(Section):
     """What runs the training pods: a StatefulSet a person starts training in, or a JobSet
     queued by Kueue that starts it by itself."""
@@ -188,6 +211,8 @@ class WorkloadSettings(Section):
     """
     queue: Annotated[QueueSettings, _JOBSET] = QueueSettings()
     """The Kueue queue."""
+    controllers: Annotated[ControllerSettings, _JOBSET] = ControllerSettings()
+    """Whether the stack installs Kueue and JobSet, and which releases."""
 
 
 class NicSettings(Section):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
@@ -35,6 +36,7 @@ from gpu_cluster.facts.kubernetes import (
     parse_quantity,
     qualified_name_problem,
 )
+from gpu_cluster.facts.kueue import JOBSET_MIN_VERSION, KUEUE_MIN_VERSION
 
 
 def _quantity_text(value: Any) -> Any:
@@ -343,6 +345,21 @@ def _mount_path(value: str) -> str:
     return value
 
 
+def _release_at_least(minimum: tuple[int, int, int], why: str) -> Callable[[str], str]:
+    """A chart's release version (MAJOR.MINOR.PATCH, no `v`, as Helm charts are versioned), no
+    older than `minimum`."""
+
+    def check(value: str) -> str:
+        match = re.fullmatch(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)", value)
+        if match is None:
+            raise ValueError("must be a release's chart version, MAJOR.MINOR.PATCH, e.g. 0.19.2")
+        if tuple(map(int, match.groups())) < minimum:
+            raise ValueError(f"must be {'.'.join(map(str, minimum))} or later: {why}")
+        return value
+
+    return check
+
+
 Quantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(_quantity)]
 CpuQuantity = Annotated[Quantity, AfterValidator(_cpu)]
 Size = Annotated[
@@ -365,3 +382,10 @@ HostInterface = Annotated[str, AfterValidator(_host_interface)]  # a node's inte
 EnvName = Annotated[str, AfterValidator(_secret_env_name)]  # a secretEnv variable
 BucketName = Annotated[str, AfterValidator(_bucket_name)]
 MountPath = Annotated[str, AfterValidator(_mount_path)]
+# Kueue's and JobSet's chart versions (workload.controllers).
+_KUEUE_OLDEST = "the first to serve kueue.x-k8s.io/v1beta2, which the stack writes"
+_JOBSET_OLDEST = "the oldest release the program is tested with"
+KueueVersion = Annotated[str, AfterValidator(_release_at_least(KUEUE_MIN_VERSION, _KUEUE_OLDEST))]
+JobSetVersion = Annotated[
+    str, AfterValidator(_release_at_least(JOBSET_MIN_VERSION, _JOBSET_OLDEST))
+]

@@ -33,6 +33,14 @@ def topology_levels(s: Settings) -> tuple[str, ...]:
     return GKE_TOPOLOGY_LEVELS if s.platform == "gke" and not nodes_on_demand(s) else ()
 
 
+def installs_controllers(s: Settings) -> bool:
+    """Whether the stack installs Kueue and JobSet: a JobSet stack on GKE unless told not to."""
+    if s.workload.kind != "jobset":
+        return False
+    install = s.workload.controllers.install
+    return install if install is not None else s.platform == "gke"
+
+
 def nodes_on_demand(s: Settings) -> bool:
     """Whether the GPU nodes only come when pods ask for them (a flex-start pool starts empty):
     Kueue's topology-aware placement then has no nodes to place a run on and admits none."""

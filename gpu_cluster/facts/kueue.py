@@ -50,3 +50,20 @@ MAX_RUN_DURATION_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
 # The taint GKE puts on nodes it provisions for a ProvisioningRequest; the example's pods
 # tolerate it (key cloud.google.com/gke-queued, value true, NoSchedule).
 GKE_QUEUED_TAINT = "cloud.google.com/gke-queued"
+
+# The upstream Helm charts a stack installs the controllers from, and their namespaces, as
+# cluster-toolkit's kubectl-apply module installs them (GoogleCloudPlatform/cluster-toolkit
+# 1047080 modules/management/kubectl-apply/main.tf, install_kueue and install_jobset).
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_NAMESPACE = "kueue-system"
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+JOBSET_NAMESPACE = "jobset-system"
+# The releases installed by default: the newest of each (Kueue v0.19.2, 2026-08-20, a minor
+# Kueue maintains: RELEASE.md "Patch releases", N-1 and N-2; JobSet v0.12.0, 2026-05-08), the
+# versions the real tier builds and runs (tools/realtier/build.py).
+KUEUE_CHART_VERSION = "0.19.2"
+JOBSET_CHART_VERSION = "0.12.0"
+# The oldest releases the program's objects work with: Kueue serves v1beta2 since v0.15.0
+# (apis/kueue/v1beta2); JobSet v0.10.1 is the oldest the real tier ran (through 1758bf2).
+KUEUE_MIN_VERSION = (0, 15, 0)
+JOBSET_MIN_VERSION = (0, 10, 1)

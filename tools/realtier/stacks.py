@@ -7,6 +7,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_cluster.components.queue_controllers import QUEUE_CONTROLLERS_TYPE
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.schema import Settings
@@ -17,6 +18,8 @@ from tests.as_of import AS_OF
 from tools.realtier.nodes import FakeNode, gke_nodes, openshift_nodes
 
 Object = dict[str, Any]
+# pulumi-kubernetes' Chart v4 resource type.
+CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
 
 
 @dataclass(frozen=True)
@@ -26,9 +29,19 @@ class StackRender:
     run: ProgramRun
 
     def objects(self) -> list[Object]:
-        """Every object the stack creates, in the render's apply order (kubernetes.yaml's)."""
-        created = [r.inputs for r in self.run.kubernetes_objects() if "import" not in r.options]
+        """Every object the stack creates, in the render's apply order (kubernetes.yaml's), but
+        the controllers it installs (workload.controllers): the tier installs those charts
+        itself (controllers.py), before the stack."""
+        created = [
+            r.inputs
+            for r in self.run.kubernetes_objects()
+            if "import" not in r.options and f"{QUEUE_CONTROLLERS_TYPE}$" not in r.urn
+        ]
         return sorted(created, key=kind_rank)
+
+    def charts(self) -> list[dict[str, Any]]:
+        """The inputs of each helm.v4.Chart the stack installs, in registration order."""
+        return [dict(r.inputs) for r in self.run.of_type(CHART_TYPE)]
 
     def imported(self) -> dict[str, RecordedResource]:
         """Objects the stack adopts (Pulumi `import`), by import ID."""

@@ -1,0 +1,104 @@
+"""`workload.controllers` in the render: a GKE JobSet stack installs JobSet, then Kueue, from
+their upstream charts (helm.v4.Chart), each in its own namespace, and its queue and run wait
+for them; elsewhere, or told not to, it installs nothing.
+
+The charts on the real managers: tests/real/test_jobset_stack.py (tools/realtier/charts.py
+renders and runs the same charts); cluster-toolkit's install field by field:
+tests/vendor/gke_gpudirect.yaml."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_cluster.offline.engine import ProgramRun, RecordedResource
+from tests.conftest import run_stack
+
+CHART = "kubernetes:helm.sh/v4:Chart"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py", "storage.mode=rwx")
+OPENSHIFT_JOBSET = GKE_JOBSET[:2]
+
+
+def charts(run: ProgramRun) -> list[RecordedResource]:
+    return run.of_type(CHART)
+
+
+def by_urn(run: ProgramRun) -> dict[str, RecordedResource]:
+    return {r.urn: r for r in run.resources}
+
+
+def test_a_gke_jobset_stack_installs_jobset_then_kueue_from_their_charts() -> None:
+    run = run_stack("gcp-a4", *GKE_JOBSET)
+    jobset, kueue = charts(run)
+    assert [dict(c.inputs) for c in (jobset, kueue)] == [
+        {
+            "chart": "oci://registry.k8s.io/jobset/charts/jobset",
+            "version": "0.12.0",
+            "name": "jobset",
+            "namespace": "jobset-system",
+        },
+        {
+            "chart": "oci://registry.k8s.io/kueue/charts/kueue",
+            "version": "0.19.2",
+            "name": "kueue",
+            "namespace": "kueue-system",
+        },
+    ]
+    resources = by_urn(run)
+    for chart in (jobset, kueue):
+        namespaces = [resources[u] for u in chart.options["dependsOn"] if NAMESPACE in u]
+        assert [n.inputs["metadata"]["name"] for n in namespaces] == [chart.inputs["namespace"]]
+        (namespace,) = namespaces
+        labels = namespace.inputs["metadata"]["labels"]
+        assert labels["app.kubernetes.io/component"] == "queue-controllers"
+        # On the stack's own cluster, through its provider.
+        assert chart.options["provider"] == namespace.options["provider"] != ""
+    assert jobset.urn in kueue.options["dependsOn"]
+
+
+def test_the_queue_and_the_run_wait_for_kueue() -> None:
+    run = run_stack("gcp-a3", *GKE_JOBSET)
+    (_, kueue) = charts(run)
+    waiting = [
+        r
+        for r in run.kubernetes_objects()
+        if r.inputs["apiVersion"].startswith("kueue.x-k8s.io/") and r.inputs["kind"] != "LocalQueue"
+    ]
+    assert {r.inputs["kind"] for r in waiting} >= {"ResourceFlavor", "ClusterQueue", "Topology"}
+    for r in waiting:
+        assert kueue.urn in r.options["dependsOn"], r.name
+    (job_set,) = [r for r in run.kubernetes_objects() if r.inputs["kind"] == "JobSet"]
+    assert kueue.urn in job_set.options["dependsOn"]
+
+
+def test_a_config_edit_moves_a_controller_to_another_release() -> None:
+    before = run_stack("gcp-a4", *GKE_JOBSET)
+    after = run_stack("gcp-a4", *GKE_JOBSET, "workload.controllers.kueueVersion=0.18.3")
+
+    def inputs(run: ProgramRun) -> dict[str, Any]:
+        return {r.urn: r.inputs for r in run.resources}
+
+    changed = {
+        urn: (old, inputs(after)[urn])
+        for urn, old in inputs(before).items()
+        if inputs(after)[urn] != old
+    }
+    ((urn, (old, new)),) = changed.items()
+    assert urn.endswith("::gpu-cluster-queue-controllers-kueue")
+    assert (old["version"], new["version"]) == ("0.19.2", "0.18.3")
+
+
+def test_nothing_is_installed_where_the_controllers_come_from_elsewhere() -> None:
+    for stack, overrides in [
+        ("gcp-a4", (*GKE_JOBSET, "workload.controllers.install=false")),
+        ("nerc-production", OPENSHIFT_JOBSET),
+        ("gcp-a4", ()),
+    ]:
+        run = run_stack(stack, *overrides)
+        assert charts(run) == [], (stack, overrides)
+        assert not any("QueueControllers" in r.type for r in run.resources)
+        assert not [
+            r
+            for r in run.kubernetes_objects()
+            if r.inputs["metadata"]["name"] in ("kueue-system", "jobset-system")
+        ]
