@@ -1,21 +1,23 @@
 """The real tier's pins agree with themselves: each family's go.mod requires the upstream release
 build.py stamps into its binaries, and Kubernetes' staging modules are replaced by the published
-versions of the same release (v1.N.P <-> v0.N.P)."""
+versions of the same release (v1.N.P <-> v0.N.P), and the controllers' charts it runs are the
+ones a stack installs."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from tools.realtier.build import (
     _DATA,
-    CONTROLLER_CRDS,
+    AUTOSCALER_CRDS,
+    CHARTS,
     FAMILIES,
-    JOBSET_WEBHOOKS,
     KUBERNETES_VERSION,
-    KUEUE_CONVERSION,
-    KUEUE_WEBHOOKS,
     _go_binary_name,
 )
+from tools.realtier.charts import NAMESPACES
+from tools.realtier.stacks import render
 
 UPSTREAM_MODULE = {
     "kubernetes": "k8s.io/kubernetes",
@@ -24,6 +26,7 @@ UPSTREAM_MODULE = {
     "kwok": "sigs.k8s.io/kwok",
     "jobset": "sigs.k8s.io/jobset",
     "kueue": "sigs.k8s.io/kueue",
+    "helm": "helm.sh/helm/v3",
 }
 
 
@@ -69,20 +72,33 @@ def test_modules_outside_the_checksum_database_are_pinned_by_go_sum() -> None:
             ), (family.name, module, suffix)
 
 
-def test_controller_data_files_come_from_the_built_releases() -> None:
-    """The CRDs and webhooks installed for Kueue and JobSet are those of the managers built;
-    another module's (the cluster autoscaler's ProvisioningRequest) is the version the built
+def test_controller_data_comes_from_the_built_releases() -> None:
+    """The charts installed for Kueue and JobSet are those of the managers built; another
+    module's data (the cluster autoscaler's ProvisioningRequest CRD) is at the version the built
     Kueue requires."""
     versions = {UPSTREAM_MODULE[f.name]: f.version for f in FAMILIES}
+    for upstream in CHARTS.values():
+        assert versions[upstream.module] == upstream.version, upstream
     kueue = next(f for f in FAMILIES if f.name == "kueue")
     requires = (kueue.module_dir / "go.mod").read_text()
-    for files in (CONTROLLER_CRDS, KUEUE_CONVERSION, KUEUE_WEBHOOKS, JOBSET_WEBHOOKS):
-        for upstream in files:
-            if upstream.module in versions:
-                assert versions[upstream.module] == upstream.version, upstream
-            else:
-                pinned = rf"^\s+{re.escape(upstream.module)} {re.escape(upstream.version)}\b"
-                assert re.search(pinned, requires, re.M), upstream
+    for upstream in AUTOSCALER_CRDS:
+        pinned = rf"^\s+{re.escape(upstream.module)} {re.escape(upstream.version)}\b"
+        assert re.search(pinned, requires, re.M), upstream
+
+
+def test_the_tier_installs_the_charts_a_stack_installs() -> None:
+    """A GKE JobSet stack's charts, with their default versions, release names and namespaces,
+    are the ones the tier renders and runs (tools/realtier/charts.py)."""
+    stack = render("gcp-a3", ("workload.kind=jobset", "workload.command[0]=t", "storage.mode=rwx"))
+    installed = [
+        (c["name"], c["namespace"], c["version"], c["chart"].rsplit("/", 1)[1])
+        for c in stack.charts()
+    ]
+    versions = {f.name: f.version.removeprefix("v") for f in FAMILIES}
+    assert installed == [
+        (release, NAMESPACES[release], versions[release], Path(CHARTS[release].path).name)
+        for release in ("jobset", "kueue")
+    ]
 
 
 def test_data_files_have_distinct_names_in_their_directory() -> None:

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from tools.realtier.build import Tools, locate
+from tools.realtier.charts import chart_crds
 from tools.realtier.controllers import start_controllers
 from tools.realtier.controlplane import ControlPlane
-from tools.realtier.kube import Kube, install_crds
+from tools.realtier.kube import Kube, install_crd_objects, install_crds
 
 
 @dataclass(frozen=True)
@@ -71,5 +72,6 @@ def api(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube
     workdir = tmp_path_factory.mktemp("api") / "control-plane"
     with ControlPlane(tools, workdir=workdir) as plane:
         kube = Kube(plane.kubeconfig)
-        install_crds(kube, [*tools.crds, *tools.data("controller-crds").values()])
+        install_crds(kube, [*tools.crds, *tools.data("autoscaler-crds").values()])
+        install_crd_objects(kube, chart_crds(tools))
         yield kube

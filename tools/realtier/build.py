@@ -56,6 +56,9 @@ JOBSET_VERSION = "v0.12.0"
 # and 0.19 today; cluster-toolkit v1.95.0 and xpk still install v0.17.1, tested here through
 # 1758bf2.
 KUEUE_VERSION = "v0.19.2"
+# helm.sh/helm/v3 v3.20.2: the Helm library pulumi-kubernetes renders a helm.v4.Chart with
+# (pulumi/pulumi-kubernetes provider/go.mod at 9497796, 2026-07-01).
+HELM_VERSION = "v3.20.2"
 
 
 def _kubernetes_version_flags() -> tuple[str, ...]:
@@ -144,6 +147,17 @@ FAMILIES: tuple[Family, ...] = (
         ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",),
         nosumdb=("sigs.k8s.io/kueue", "sigs.k8s.io/scheduler-library"),
     ),
+    # The version stamp of Helm's Makefile; the tier names the Kubernetes version it renders
+    # for itself (`helm template --kube-version`), as pulumi-kubernetes asks the cluster.
+    Family(
+        "helm",
+        HELM_VERSION,
+        ("helm.sh/helm/v3/cmd/helm",),
+        ldflags=(
+            f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
+            "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+        ),
+    ),
 )
 
 
@@ -203,48 +217,18 @@ KWOK_STAGES: tuple[UpstreamFile, ...] = tuple(
 )
 
 
-# The controllers' CRDs (Kueue's config/components/crd/kustomization.yaml installs every one of
-# these; JobSet's config/components/crd has the one), apart from `CRDS`: the stacks render none.
-# And the cluster autoscaler's ProvisioningRequest, which GKE serves and Kueue's provisioning
+# The cluster autoscaler's ProvisioningRequest CRD, which GKE serves and Kueue's provisioning
 # admission check needs served when it starts (kueue cmd/kueue/main.go
-# ServerSupportsProvisioningRequest).
-CONTROLLER_CRDS: tuple[UpstreamFile, ...] = (
-    *(
-        UpstreamFile(*_KUEUE, f"config/components/crd/bases/kueue.x-k8s.io_{plural}.yaml")
-        for plural in (
-            "admissionchecks",
-            "clusterqueues",
-            "cohorts",
-            "localqueues",
-            "multikueueclusters",
-            "multikueueconfigs",
-            "provisioningrequestconfigs",
-            "resourceflavors",
-            "topologies",
-            "workloadpriorityclasses",
-            "workloads",
-        )
-    ),
-    UpstreamFile(*_JOBSET, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
+# ServerSupportsProvisioningRequest). Kueue's and JobSet's own CRDs come with their charts.
+AUTOSCALER_CRDS: tuple[UpstreamFile, ...] = (
     UpstreamFile(*_AUTOSCALER_APIS, "config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"),
 )
-# The conversion webhooks Kueue's config/components/crd/kustomization.yaml patches in.
-KUEUE_CONVERSION: tuple[UpstreamFile, ...] = tuple(
-    UpstreamFile(*_KUEUE, f"config/components/crd/patches/webhook_in_{plural}.yaml")
-    for plural in ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
-)
-# Each manager's webhook configurations and the kustomize patches its config/components/webhook
-# applies to them (namespace and object selectors).
-KUEUE_WEBHOOKS: tuple[UpstreamFile, ...] = (
-    UpstreamFile(*_KUEUE, "config/components/webhook/manifests.yaml"),
-    UpstreamFile(*_KUEUE, "config/components/webhook/kustomization.yaml"),
-)
-JOBSET_WEBHOOKS: tuple[UpstreamFile, ...] = (
-    UpstreamFile(*_JOBSET, "config/components/webhook/manifests.yaml"),
-    UpstreamFile(*_JOBSET, "config/components/webhook/kustomization.yaml"),
-    UpstreamFile(*_JOBSET, "config/components/webhook/patches/mutating-patch.yaml"),
-    UpstreamFile(*_JOBSET, "config/components/webhook/patches/validating-patch.yaml"),
-)
+# The controllers' Helm charts, each a directory of its module at the release built: what the
+# stack installs (workload.controllers), rendered by the tier with the built helm (charts.py).
+CHARTS: dict[str, UpstreamFile] = {
+    "kueue": UpstreamFile(*_KUEUE, "charts/kueue"),
+    "jobset": UpstreamFile(*_JOBSET, "charts/jobset"),
+}
 
 
 @dataclass(frozen=True)
@@ -274,15 +258,16 @@ class Tools:
         """One set of upstream data files (a key of `_DATA`) by file name, in their order."""
         return {path.name: path for path in _data_paths(self.data_dir, subdir)}
 
+    def chart(self, name: str) -> Path:
+        """The directory of a controller's chart (a key of `CHARTS`)."""
+        return _chart_dir(self.data_dir, name)
+
 
 # Where each set of upstream data files lands below the data directory.
 _DATA = {
     "crds": CRDS,
     "kwok-stages": KWOK_STAGES,
-    "controller-crds": CONTROLLER_CRDS,
-    "kueue-conversion": KUEUE_CONVERSION,
-    "kueue-webhooks": KUEUE_WEBHOOKS,
-    "jobset-webhooks": JOBSET_WEBHOOKS,
+    "autoscaler-crds": AUTOSCALER_CRDS,
 }
 
 
@@ -290,8 +275,13 @@ def _data_paths(directory: Path, subdir: str) -> list[Path]:
     return [directory / subdir / f.name for f in _DATA[subdir]]
 
 
+def _chart_dir(directory: Path, name: str) -> Path:
+    return directory / "charts" / name
+
+
 def _data_present(directory: Path) -> bool:
-    return all(p.is_file() for subdir in _DATA for p in _data_paths(directory, subdir))
+    files = all(p.is_file() for subdir in _DATA for p in _data_paths(directory, subdir))
+    return files and all((_chart_dir(directory, n) / "Chart.yaml").is_file() for n in CHARTS)
 
 
 def cache_root() -> Path:
@@ -339,7 +329,7 @@ def family_dir(family: Family, go_version: str) -> Path:
 
 
 def data_dir() -> Path:
-    files = [f for files in _DATA.values() for f in files]
+    files = [*(f for files in _DATA.values() for f in files), *CHARTS.values()]
     return cache_root() / f"data-{_digest(f'{f.module}@{f.version}/{f.path}' for f in files)}"
 
 
@@ -435,10 +425,18 @@ def _fetch_data(log: Log) -> None:
         for upstream in files:
             source = _download(upstream.module, upstream.version) / upstream.path
             shutil.copyfile(source, staging / sub / upstream.name)
+    for name, upstream in CHARTS.items():
+        chart = _download(upstream.module, upstream.version) / upstream.path
+        copy = _chart_dir(staging, name)
+        shutil.copytree(chart, copy, copy_function=shutil.copyfile)
+        # The module cache's directories are read-only and copytree copies their modes: make
+        # the copies removable.
+        for directory in (copy, *(p for p in copy.rglob("*") if p.is_dir())):
+            directory.chmod(0o755)
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     counts = ", ".join(f"{len(files)} {sub}" for sub, files in _DATA.items())
-    log(f"upstream data: {counts} in {target}")
+    log(f"upstream data: {counts}, charts {', '.join(CHARTS)} in {target}")
 
 
 def build(log: Log) -> Tools:
