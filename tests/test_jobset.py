@@ -17,6 +17,8 @@ from gpu_cluster.facts.kueue import (
     GKE_TOPOLOGY_LEVELS,
     JOB_COMPLETION_INDEX_ANNOTATION,
     MAX_RUN_DURATION_ANNOTATION,
+    OPENSHIFT_MANAGED_NAMESPACE_LABEL,
+    PODSET_LABEL,
     QUEUE_LABEL,
     REQUIRED_TOPOLOGY_ANNOTATION,
 )
@@ -53,7 +55,8 @@ def without_kind(template: dict[str, Any]) -> dict[str, Any]:
     t["spec"].pop("restartPolicy", None)
     (training,) = [c for c in t["spec"]["containers"] if c["name"] == "training"]
     del training["command"]
-    training["env"] = [e for e in training["env"] if e["name"] not in ("NODE_RANK", "MASTER_ADDR")]
+    kind_env = ("NODE_RANK", "MASTER_ADDR", "KUEUE_PODSET", "POD_NAMESPACE")
+    training["env"] = [e for e in training["env"] if e["name"] not in kind_env]
     return t
 
 
@@ -68,9 +71,10 @@ def test_the_pods_are_the_stateful_set_s_but_for_what_the_kind_decides(
 
     assert queued["spec"]["restartPolicy"] == "Never"
     (training,) = [c for c in queued["spec"]["containers"] if c["name"] == "training"]
-    # The storage check of its data volumes (gcp-a4 has two), then the fabric check, on the
-    # run's own pods (verify.enabled), then the launcher.
-    command = training["command"]
+    # Only once Kueue admitted the run: the storage check of its data volumes (gcp-a4 has
+    # two), then the fabric check, on the run's own pods (verify.enabled), then the launcher.
+    admission, *command = training["command"]
+    assert admission == "/opt/gpu-cluster/admitted.sh"
     assert (command[0] == "/opt/gpu-cluster/storage_check.py") == (stack == "gcp-a4")
     if stack == "gcp-a4":
         command = command[command.index("--") + 1 :]
@@ -79,24 +83,33 @@ def test_the_pods_are_the_stateful_set_s_but_for_what_the_kind_decides(
     assert check[check.index("--expected-busbw-gbps") + 1]
     assert launcher == "/opt/gpu-cluster/launch-torchrun.sh"
     assert [script, epochs] == ["/workspace/train.py", "--epochs=3"]
-    rank = next(e for e in training["env"] if e["name"] == "NODE_RANK")
-    assert rank["valueFrom"]["fieldRef"]["fieldPath"] == (
-        f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"
-    )
+    from_fields = {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in training["env"]
+        if "valueFrom" in e and "fieldRef" in e["valueFrom"]
+    }
+    assert from_fields == {
+        "NODE_RANK": f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']",
+        "KUEUE_PODSET": f"metadata.labels['{PODSET_LABEL}']",
+        "POD_NAMESPACE": "metadata.namespace",
+    }
 
 
 def test_without_the_fabric_check_the_pods_start_the_launcher_and_ship_no_gate() -> None:
     run = run_stack("nerc-production", *STACKS[0][1], "verify.enabled=false")
     training = job_of(one(run, "JobSet"))["template"]["spec"]["containers"][0]
     assert training["command"] == [
+        "/opt/gpu-cluster/admitted.sh",
         "/opt/gpu-cluster/launch-torchrun.sh",
         "/workspace/train.py",
         "--epochs=3",
     ]
     scripts = one(run, "ConfigMap")["data"]
     assert "fabric-gate.sh" not in scripts and "allreduce_check.py" not in scripts
+    assert scripts["admitted.sh"] == (ROOT / "scripts" / "admitted.sh").read_text()
     shipped = one(run_stack("nerc-production", *STACKS[0][1]), "ConfigMap")["data"]
     assert shipped["fabric-gate.sh"] == (ROOT / "scripts" / "fabric-gate.sh").read_text()
+    assert "admitted.sh" not in one(run_stack("nerc-production"), "ConfigMap")["data"]
 
 
 @pytest.mark.parametrize(("stack", "overrides"), STACKS, ids=[s for s, _ in STACKS])
@@ -305,3 +318,29 @@ def test_the_run_time_gke_keeps_the_nodes_is_the_stack_s() -> None:
         "gcp-a4", *STACKS[2][1], "gcp.queuedProvisioning=true", "gcp.maxRunDurationSeconds=86400"
     )
     assert one(run, "JobSet")["metadata"]["annotations"][MAX_RUN_DURATION_ANNOTATION] == "86400"
+
+
+def test_an_openshift_jobset_stack_opts_its_namespace_into_red_hat_s_kueue() -> None:
+    """Red Hat's build of Kueue manages jobs only in namespaces labelled
+    kueue.openshift.io/managed=true: a namespace the stack creates carries it; not on GKE (the
+    upstream chart has no such opt-in) and not for a StatefulSet."""
+
+    def namespace_labels(stack: str, *overrides: str) -> dict[str, str]:
+        labels: dict[str, str] = one(run_stack(stack, *overrides), "Namespace")["metadata"][
+            "labels"
+        ]
+        return labels
+
+    created = "namespaceMode=create"
+    assert (
+        namespace_labels("nerc-production", *STACKS[0][1], created)[
+            OPENSHIFT_MANAGED_NAMESPACE_LABEL
+        ]
+        == "true"
+    )
+    assert OPENSHIFT_MANAGED_NAMESPACE_LABEL not in namespace_labels("nerc-production", created)
+    gke = [
+        m["metadata"].get("labels", {})
+        for m in manifests(run_stack("gcp-a3", *STACKS[1][1]), "Namespace")
+    ]
+    assert gke and all(OPENSHIFT_MANAGED_NAMESPACE_LABEL not in labels for labels in gke)

@@ -42,11 +42,13 @@ DETECT = SCRIPTS / "detect-rdma.sh"
 TORCHRUN = SCRIPTS / "launch-torchrun.sh"
 DEEPSPEED = SCRIPTS / "launch-deepspeed.sh"
 GATE = SCRIPTS / "fabric-gate.sh"
+ADMITTED = SCRIPTS / "admitted.sh"
 OURS = (
     DETECT,
     TORCHRUN,
     DEEPSPEED,
     GATE,
+    ADMITTED,
     SCRIPTS / "launch-all.sh",
     SCRIPTS / "launch-stop.sh",
 )
@@ -963,3 +965,35 @@ def test_the_gate_needs_something_to_launch(
     result = run(GATE, gate_env, *args)
     assert result.returncode == USAGE_ERROR and "usage:" in result.stderr
     assert calls_of(gate_env) == []
+
+
+# --- admitted.sh: a JobSet run trains only once Kueue admitted it -----------------------------
+
+
+def test_an_admitted_pod_runs_its_command(tmp_path: Path) -> None:
+    out = tmp_path / "ran"
+    env = {"KUEUE_PODSET": "node", "POD_NAMESPACE": "team"}
+    result = run(ADMITTED, env, "sh", "-c", f'echo "$0 $*" >{out}', "storage-check", "--x")
+    assert result.returncode == 0, result.stderr
+    assert out.read_text() == "storage-check --x\n"
+
+
+@pytest.mark.parametrize("podset", [None, ""], ids=["unset", "empty"])
+def test_a_pod_kueue_did_not_admit_fails_the_run_naming_the_fix(
+    tmp_path: Path, podset: str | None
+) -> None:
+    """No kueue.x-k8s.io/podset label: the JobSet runs outside the queue. A configuration
+    error (the JobSet fails the run at once) naming the namespace label Red Hat's Kueue needs."""
+    out = tmp_path / "ran"
+    env = {"POD_NAMESPACE": "team-a", **({"KUEUE_PODSET": podset} if podset is not None else {})}
+    result = run(ADMITTED, env, "sh", "-c", f"touch {out}")
+    assert result.returncode == CONFIG_ERROR
+    assert not out.exists()
+    assert "Kueue did not admit this run" in result.stderr
+    assert "oc label namespace team-a kueue.openshift.io/managed=true" in result.stderr
+    assert "jobset.x-k8s.io/jobset" in result.stderr
+
+
+def test_the_admission_gate_needs_a_command() -> None:
+    result = run(ADMITTED, {"KUEUE_PODSET": "node"})
+    assert result.returncode == USAGE_ERROR and "usage: admitted" in result.stderr

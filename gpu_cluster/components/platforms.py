@@ -28,13 +28,14 @@ from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadAr
 from gpu_cluster.components.workload.args import JobSetRun
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import required_level
+from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.controllers import controller_charts
 from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
-from gpu_cluster.plan.queue import queue_plan, run_annotations
+from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, run_annotations
 from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
@@ -64,8 +65,9 @@ def scripts_data(s: Settings) -> dict[str, str]:
     """ConfigMap content: the in-pod scripts plus the files rendered from config."""
     check = [CHECK_SCRIPT] if s.verify.enabled else []
     storage = [STORAGE_CHECK] if s.verify.enabled and s.storage.volumes else []
-    gate = [FABRIC_GATE] if s.verify.enabled and s.workload.kind == "jobset" else []
-    names = [*SHIPPED_SCRIPTS, *check, *storage, *gate]
+    queued = s.workload.kind == "jobset"
+    gates = [ADMISSION_GATE, *([FABRIC_GATE] if s.verify.enabled else [])] if queued else []
+    names = [*SHIPPED_SCRIPTS, *check, *storage, *gates]
     data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
     data[launch.HOSTFILE] = launch.hostfile(s)
     data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
@@ -80,10 +82,13 @@ def namespace_args(s: Settings) -> TrainingNamespaceArgs | None:
     """The stack's namespace, unless it is only referenced (namespaceMode: reference)."""
     if s.namespace_mode == "reference":
         return None
+    # Red Hat's build of Kueue manages jobs only in namespaces labelled so (an adopted or a
+    # referenced one is labelled by its owner; the pods refuse to train unqueued either way).
+    opted_in = s.platform == "openshift" and s.workload.kind == "jobset"
     return TrainingNamespaceArgs(
         namespace=s.namespace,
         mode="adopt" if s.namespace_mode == "adopt" else "create",
-        labels=labels(s),
+        labels={**labels(s), **({OPENSHIFT_MANAGED_NAMESPACE_LABEL: "true"} if opted_in else {})},
         annotations=retention_annotations(s.storage.retain_on_delete),
         retain_on_delete=s.storage.retain_on_delete,
         # Kubernetes deletes every claim in a deleted namespace, whatever the claims' own
@@ -101,7 +106,7 @@ def job_set_run(s: Settings) -> JobSetRun | None:
     if s.workload.kind != "jobset":
         return None
     return JobSetRun(
-        command=gated(s, launch.run_command(s)),
+        command=admission_gated(gated(s, launch.run_command(s))),
         max_restarts=s.workload.max_restarts,
         queue_name=s.queue_name,
         required_level=required_level(s),

@@ -35,6 +35,16 @@ HOSTNAME_LEVEL = "kubernetes.io/hostname"
 # Job's pod (kubernetes batch/v1 JobCompletionIndexAnnotation).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# The label Kueue puts on the pods of every pod set it admitted: its name (kueue
+# pkg/constants PodSetLabel, set in pkg/controller/jobframework/reconciler.go
+# getPodSetsInfoFromStatus, v0.15.0 to v0.19.2). A pod without it ran without admission.
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+# Red Hat's build of Kueue manages jobs only in namespaces with this label set to "true": its
+# operator writes Kueue's managedJobsNamespaceSelector and every namespaced webhook's
+# namespaceSelector so (openshift/kueue-operator dc3b657 pkg/configmap/configmap.go,
+# pkg/webhook/pod_webhook.go; docs.redhat.com OpenShift 4.21 AI workloads, "Labeling
+# namespaces to allow Red Hat build of Kueue to manage jobs").
+OPENSHIFT_MANAGED_NAMESPACE_LABEL = "kueue.openshift.io/managed"
 
 # GKE queued provisioning through Kueue (gcp.queuedProvisioning): an AdmissionCheck of Kueue's
 # ProvisioningRequest controller (kueue apis/kueue/v1beta2 provisioningrequestconfig_types.go

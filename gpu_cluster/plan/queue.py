@@ -13,7 +13,17 @@ from gpu_cluster.config.workload import topology_levels
 from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE, parse_quantity
 from gpu_cluster.facts.kueue import GKE_QUEUED_PROVISIONING_CLASS, MAX_RUN_DURATION_ANNOTATION
+from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 from gpu_cluster.plan.podspec import Container
+
+# What a JobSet run's pods start with: the rest of their command only once Kueue admitted the
+# run (scripts/admitted.sh).
+ADMISSION_GATE = "admitted.sh"
+
+
+def admission_gated(command: tuple[str, ...]) -> tuple[str, ...]:
+    """A JobSet run's command: `command`, which the pods run only when Kueue admitted them."""
+    return (f"{SCRIPTS_DIR}/{ADMISSION_GATE}", *command)
 
 
 @dataclass(frozen=True)

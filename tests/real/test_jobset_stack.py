@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from gpu_cluster.config.workload import REPLICATED_JOB
 from gpu_cluster.facts.kubernetes import parse_quantity
 from gpu_cluster.facts.kueue import (
     GKE_TOPOLOGY_LEVELS,
@@ -28,6 +29,7 @@ from gpu_cluster.facts.kueue import (
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_API,
     JOBSET_NAME_LABEL,
+    PODSET_LABEL,
 )
 from gpu_cluster.plan.launch import TRAINING_CONTAINER
 from tests.conftest import stack_context
@@ -162,6 +164,10 @@ def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
         field = env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
         assert field == f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"
         assert env["MASTER_ADDR"]["value"] == outputs["masterAddr"] == outputs["podDnsNames"][0]
+        # What the admission gate reads (scripts/admitted.sh): the label Kueue put on the pod.
+        field = env["KUEUE_PODSET"]["valueFrom"]["fieldRef"]["fieldPath"]
+        assert field == f"metadata.labels['{PODSET_LABEL}']"
+        assert pod["metadata"]["labels"][PODSET_LABEL] == REPLICATED_JOB
 
     # The exported commands, run as a user pastes them, with the real kubectl and a kubeconfig
     # whose context has the name get-credentials gives it.

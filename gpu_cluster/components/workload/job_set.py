@@ -19,6 +19,7 @@ from gpu_cluster.config.workload import REPLICATED_JOB
 from gpu_cluster.facts.kueue import (
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_API,
+    PODSET_LABEL,
     QUEUE_LABEL,
     REQUIRED_TOPOLOGY_ANNOTATION,
 )
@@ -45,6 +46,12 @@ class JobSetKind:
             annotations=(
                 {REQUIRED_TOPOLOGY_ANNOTATION: run.required_level} if run.required_level else {}
             ),
+            # What the admission gate (scripts/admitted.sh) reads: the label Kueue puts on the
+            # pods of a run it admitted, empty when there is none, and the pod's namespace.
+            field_env={
+                "KUEUE_PODSET": f"metadata.labels['{PODSET_LABEL}']",
+                "POD_NAMESPACE": "metadata.namespace",
+            },
         )
 
     def controller(self, pods: TrainingPods) -> Controller:

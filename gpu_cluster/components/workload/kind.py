@@ -24,12 +24,14 @@ class PodRole:
     node_rank_field: the pod field (a downward-API fieldPath) in which the controller puts the
     pod's index, the training container's NODE_RANK. command: the training container's.
     restart_policy: the pod's (None: the API default, Always). annotations: the pod template's,
-    besides the network mode's."""
+    besides the network mode's. field_env: more of the training container's env from the pod's
+    own fields (name -> fieldPath)."""
 
     node_rank_field: str
     command: tuple[str, ...]
     restart_policy: Literal["Never"] | None = None
     annotations: dict[str, str] = field(default_factory=dict)
+    field_env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

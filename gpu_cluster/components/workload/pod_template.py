@@ -120,12 +120,14 @@ def _training_container(
 ) -> ContainerArgs:
     """The training container, running what the workload kind's `role` says."""
     networking = a.networking
+    from_fields = {"NODE_RANK": role.node_rank_field, **role.field_env}
     env = [
-        EnvVarArgs(
-            name="NODE_RANK",
-            value_from=EnvVarSourceArgs(
-                field_ref=ObjectFieldSelectorArgs(field_path=role.node_rank_field)
-            ),
+        *(
+            EnvVarArgs(
+                name=name,
+                value_from=EnvVarSourceArgs(field_ref=ObjectFieldSelectorArgs(field_path=path)),
+            )
+            for name, path in from_fields.items()
         ),
         *(EnvVarArgs(name=k, value=v) for k, v in a.env.items()),
         *(EnvVarArgs(name=k, value=v) for k, v in sorted(networking.env.items())),
