@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
 from tools.realtier.build import Tools, locate
 from tools.realtier.charts import chart_crds
 from tools.realtier.controllers import start_controllers
@@ -52,17 +53,28 @@ def cluster(tools: Tools, tmp_path: Path) -> Iterator[Cluster]:
         yield Cluster(plane, kube, tools)
 
 
-@pytest.fixture
-def queued_cluster(tools: Tools, tmp_path: Path) -> Iterator[Cluster]:
-    """`cluster` with the Kueue and JobSet managers running, and Job pods that run until deleted,
-    as training does (kwok's pod-complete stage is left out)."""
+def _queued(tools: Tools, tmp_path: Path, opt_in_label: str | None = None) -> Iterator[Cluster]:
     stages = tuple(p for p in tools.kwok_stages if p.name != "pod-complete.yaml")
     plane = ControlPlane(tools, workdir=tmp_path / "control-plane", kwok_stages=stages)
     with plane:
         kube = Kube(plane.kubeconfig)
         install_crds(kube, tools.crds)
-        start_controllers(plane, kube, tools)
+        start_controllers(plane, kube, tools, opt_in_label)
         yield Cluster(plane, kube, tools)
+
+
+@pytest.fixture
+def queued_cluster(tools: Tools, tmp_path: Path) -> Iterator[Cluster]:
+    """`cluster` with the Kueue and JobSet managers running, and Job pods that run until deleted,
+    as training does (kwok's pod-complete stage is left out)."""
+    yield from _queued(tools, tmp_path)
+
+
+@pytest.fixture
+def openshift_queued_cluster(tools: Tools, tmp_path: Path) -> Iterator[Cluster]:
+    """`queued_cluster` with Kueue set up as Red Hat's operator sets it up on OpenShift: it
+    manages jobs only in namespaces labelled kueue.openshift.io/managed=true."""
+    yield from _queued(tools, tmp_path, OPENSHIFT_MANAGED_NAMESPACE_LABEL)
 
 
 @pytest.fixture(scope="module")

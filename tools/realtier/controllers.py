@@ -44,6 +44,7 @@ from tools.realtier.kube import Kube, Object, install_crd_objects, install_crds
 KUEUE_CA_NAME = "kueue-ca"
 KUEUE_CERT_VALIDITY = datetime.timedelta(days=365)
 WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+KUEUE_GROUP = "kueue.x-k8s.io"
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,13 @@ class _Manager:
         return self.chart.release
 
 
-def start_controllers(plane: ControlPlane, kube: Kube, tools: Tools) -> None:
+def start_controllers(
+    plane: ControlPlane, kube: Kube, tools: Tools, opt_in_label: str | None = None
+) -> None:
     """Install JobSet's and Kueue's charts, start both managers on `plane`, and return once both
-    report ready (their /readyz waits for the webhook server)."""
+    report ready (their /readyz waits for the webhook server). `opt_in_label`: Kueue manages
+    jobs only in namespaces with this label set to "true", as Red Hat's operator configures
+    Kueue on OpenShift (_opt_in)."""
     workdir = plane.workdir / "controllers"
     workdir.mkdir()
     jobset_chart, kueue_chart = render_chart(tools, "jobset"), render_chart(tools, "kueue")
@@ -106,13 +111,18 @@ def start_controllers(plane: ControlPlane, kube: Kube, tools: Tools) -> None:
             if obj["kind"] in WEBHOOK_CONFIGURATIONS:
                 for webhook in obj["webhooks"]:
                     _point_at(webhook["clientConfig"], manager)
+                    if manager is kueue and opt_in_label is not None:
+                        _opt_in(webhook, opt_in_label)
             if manager is kueue and obj["kind"] == "Secret":
                 obj["data"] = kueue_secret
             kube.create(obj, dry_run=obj["kind"] == "Deployment")
 
+    kueue_config = _kueue_config(kueue, _cert_dir(workdir / "kueue-certs", kueue_pair))
+    if opt_in_label is not None:
+        kueue_config["managedJobsNamespaceSelector"] = {"matchLabels": {opt_in_label: "true"}}
     configs = {
         "jobset": _jobset_config(jobset, _cert_dir(workdir / "jobset-certs", jobset_pair)),
-        "kueue": _kueue_config(kueue, _cert_dir(workdir / "kueue-certs", kueue_pair)),
+        "kueue": kueue_config,
     }
     for manager in (jobset, kueue):
         config = _write(workdir / f"{manager.name}.yaml", configs[manager.name])
@@ -127,6 +137,17 @@ def start_controllers(plane: ControlPlane, kube: Kube, tools: Tools) -> None:
         )
     for manager in (jobset, kueue):
         plane.wait_http(manager.name, f"http://127.0.0.1:{manager.health_port}/readyz")
+
+
+def _opt_in(webhook: Object, label: str) -> None:
+    """A job framework's webhook (not one of Kueue's own kinds) also requires the namespace's
+    opt-in label, merged into its namespaceSelector as Red Hat's operator merges it
+    (openshift/kueue-operator dc3b657 pkg/webhook/pod_webhook.go mergeNamespaceSelectors)."""
+    if all(KUEUE_GROUP in rule.get("apiGroups", []) for rule in webhook["rules"]):
+        return
+    selector = webhook.setdefault("namespaceSelector", {})
+    requirement = {"key": label, "operator": "In", "values": ["true"]}
+    selector["matchExpressions"] = [*selector.get("matchExpressions", []), requirement]
 
 
 def _kueue_config(manager: _Manager, cert_dir: Path) -> Object:
