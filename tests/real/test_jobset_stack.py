@@ -197,6 +197,8 @@ def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
 
     again = wait_for("the whole set restarted", restarted, explain=why)
     assert sorted(p["spec"]["nodeName"] for p in again) == ["gpu-1", "gpu-2"]
+    # Still the admitted run's pods: the admission gate lets the restarted ones train too.
+    assert [p["metadata"]["labels"][PODSET_LABEL] for p in again] == [REPLICATED_JOB] * 2
 
     # A configuration error fails the run at once, restarts left or not.
     fail(kube, again[0], CONFIG_ERROR)
