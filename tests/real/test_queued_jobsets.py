@@ -10,6 +10,7 @@ first is deleted.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -45,6 +46,9 @@ NODES = {
     "gpu-3": ("block-3", "subblock-3", "host-3"),
 }
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# The taint cluster-health-scanner's GPU check puts on a node that failed it
+# (GoogleCloudPlatform/cluster-health-scanner 81c525d src/gpu_healthcheck/gpu_healthcheck.py).
+FAILED_GPU_CHECK = {"key": "aiinfra/gpu-healthcheck", "value": "failed", "effect": "NoSchedule"}
 
 
 def gpu_nodes() -> list[FakeNode]:
@@ -217,5 +221,38 @@ def test_kueue_admits_jobsets_within_quota_onto_one_block(queued_cluster: Cluste
     assert_in_one_block(
         wait_for(
             "train-b's pods bound", functools.partial(placed_pods, kube, "train-b"), explain=why
+        )
+    )
+
+
+def test_a_run_waits_rather_than_land_on_a_node_a_health_check_failed(
+    queued_cluster: Cluster,
+) -> None:
+    """A node tainted by a health checker (cluster-health-scanner's failed GPU check) does not
+    count for Topology Aware Scheduling: with gpu-2 tainted no block has two usable nodes, so
+    the run stays queued, with no pods, instead of landing beside the bad node or across
+    blocks; once the checker lifts the taint it is admitted into block-2."""
+    cluster, kube = queued_cluster, queued_cluster.kube
+    for node in gpu_nodes():
+        taints = [FAILED_GPU_CHECK] if node.name == "gpu-2" else []
+        kube.create(dataclasses.replace(node, taints=taints).manifest())
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    kube.create_all(queues())
+    why = functools.partial(explain, cluster, NAMESPACE)
+
+    kube.create(training("train-a"))
+    reserved = wait_for(
+        "train-a left queued", functools.partial(declined, kube, "train-a"), explain=why
+    )
+    assert FAILED_GPU_CHECK["key"] in reserved["message"], reserved
+    assert kube.list("v1", "Pod", NAMESPACE, label_selector=f"{JOBSET_NAME_LABEL}=train-a") == []
+
+    kube.merge_patch("v1", "Node", "gpu-2", None, {"spec": {"taints": None}})
+    wait_for(
+        "train-a admitted", functools.partial(admitted, kube, NAMESPACE, "train-a"), explain=why
+    )
+    assert_in_one_block(
+        wait_for(
+            "train-a's pods bound", functools.partial(placed_pods, kube, "train-a"), explain=why
         )
     )

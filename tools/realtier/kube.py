@@ -107,6 +107,23 @@ class Kube:
         ).to_dict()
         return patched
 
+    def merge_patch(
+        self, api_version: str, kind: str, name: str, namespace: str | None, patch: Object
+    ) -> Object:
+        """A JSON merge patch of the object (RFC 7386: a list is replaced whole), as `kubectl
+        patch --type merge` or a controller that edits one field sends it."""
+        patched: Object = (
+            self._resource(api_version, kind)
+            .patch(
+                body=patch,
+                name=name,
+                namespace=namespace,
+                content_type="application/merge-patch+json",
+            )
+            .to_dict()
+        )
+        return patched
+
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         with contextlib.suppress(NotFoundError):
             self._resource(api_version, kind).delete(name=name, namespace=namespace)
