@@ -3,7 +3,7 @@
 
 Each chart goes into a namespace of its own with the chart's default values, as
 cluster-toolkit's kubectl-apply module installs them (GoogleCloudPlatform/cluster-toolkit
-1047080 modules/management/kubectl-apply/main.tf; tests/vendor/queue_controllers.yaml lists what
+1047080 modules/management/kubectl-apply/main.tf; tests/vendor/gke_gpudirect.yaml lists what
 differs). A Chart's objects are each a Pulumi resource awaited as any other, so what depends on
 this component waits until both managers' Deployments are available, their webhooks serving."""
 

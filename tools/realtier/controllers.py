@@ -10,8 +10,9 @@ of the ControlPlane (stopped with it) with its chart's Configuration and contain
   Kueue's visibility APIServices (served through a Service only) are not created, Kueue's
   VisibilityOnDemand off;
 - the managers run out of process, so the Deployments are created as a dry run (validated and
-  admitted in full, not stored: no pods), and each Configuration's health, metrics and webhook
-  endpoints move to loopback ports (metrics off, nothing reads them).
+  admitted in full, not stored: no pods), each Configuration's health, metrics and webhook
+  endpoints move to loopback ports (metrics off, nothing reads them), and its leader-election
+  lease to the chart's namespace, which a pod reads from its service account.
 Certificates: Kueue's certificate rotator stays on, as the chart sets it, and is handed what it
 keeps its CA and pair in: the chart's Secret, holding a pair that is also valid for 127.0.0.1.
 The rotator finds them valid, keeps them, and injects that CA into the webhooks and CRDs
@@ -69,7 +70,7 @@ def start_controllers(
     workdir = plane.workdir / "controllers"
     workdir.mkdir()
     jobset_chart, kueue_chart = render_chart(tools, "jobset"), render_chart(tools, "kueue")
-    kueue_config = kueue_chart.manager_config()["internalCertManagement"]
+    kueue_certs = kueue_chart.manager_config()["internalCertManagement"]
     kueue_ca = CertificateAuthority(
         _mkdir(workdir / "kueue-pki"),
         common_name=KUEUE_CA_NAME,
@@ -81,7 +82,7 @@ def start_controllers(
         "webhook",
         "kueue-webhook",
         server=True,
-        dns_names=(f"{kueue_config['webhookServiceName']}.{kueue_chart.namespace}.svc",),
+        dns_names=(f"{kueue_certs['webhookServiceName']}.{kueue_chart.namespace}.svc",),
     )
     jobset_ca = CertificateAuthority(_mkdir(workdir / "jobset-pki"))
     jobset_pair = jobset_ca.issue("webhook", "jobset-webhook", server=True)
@@ -117,12 +118,9 @@ def start_controllers(
                 obj["data"] = kueue_secret
             kube.create(obj, dry_run=obj["kind"] == "Deployment")
 
-    kueue_config = _kueue_config(kueue, _cert_dir(workdir / "kueue-certs", kueue_pair))
-    if opt_in_label is not None:
-        kueue_config["managedJobsNamespaceSelector"] = {"matchLabels": {opt_in_label: "true"}}
     configs = {
         "jobset": _jobset_config(jobset, _cert_dir(workdir / "jobset-certs", jobset_pair)),
-        "kueue": kueue_config,
+        "kueue": _kueue_config(kueue, _cert_dir(workdir / "kueue-certs", kueue_pair), opt_in_label),
     }
     for manager in (jobset, kueue):
         config = _write(workdir / f"{manager.name}.yaml", configs[manager.name])
@@ -150,11 +148,15 @@ def _opt_in(webhook: Object, label: str) -> None:
     selector["matchExpressions"] = [*selector.get("matchExpressions", []), requirement]
 
 
-def _kueue_config(manager: _Manager, cert_dir: Path) -> Object:
+def _kueue_config(manager: _Manager, cert_dir: Path, opt_in_label: str | None) -> Object:
     """The chart's Configuration out of its pod. VisibilityOnDemand off: its API server is
-    reached through an APIService, which loopback cannot route to (not created here)."""
+    reached through an APIService, which loopback cannot route to (not created here). With
+    `opt_in_label`, the jobs it manages are those in namespaces so labelled, as Red Hat's
+    operator writes it (openshift/kueue-operator dc3b657 pkg/configmap/configmap.go)."""
     config = _out_of_pod(manager, cert_dir)
     config["featureGates"] = {**config.get("featureGates", {}), "VisibilityOnDemand": False}
+    if opt_in_label is not None:
+        config["managedJobsNamespaceSelector"] = {"matchLabels": {opt_in_label: "true"}}
     return config
 
 
