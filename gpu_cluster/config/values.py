@@ -263,6 +263,10 @@ PROGRAM_ENV_NAMES = frozenset(
         "RDMA_MTU",
         "CUDA_VISIBLE_DEVICES",
         "LD_LIBRARY_PATH",
+        # A JobSet pod's admission gate (scripts/admitted.sh): a secret of the name would let a
+        # run Kueue never admitted train.
+        "KUEUE_PODSET",
+        "POD_NAMESPACE",
     }
 )
 PROGRAM_ENV_PREFIX = "NCCL_"
