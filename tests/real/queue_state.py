@@ -1,10 +1,11 @@
-"""What the real-tier tests read back from Kueue: a JobSet's Workload and its admission."""
+"""What the real-tier tests read back from Kueue and JobSet: a JobSet's Workload, its admission
+and its pods."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpu_cluster.facts.kueue import KUEUE_API
+from gpu_cluster.facts.kueue import JOBSET_NAME_LABEL, KUEUE_API
 from tests.real.conftest import Cluster
 from tools.realtier.kube import Kube, Object, describe
 
@@ -50,3 +51,16 @@ def explain(cluster: Cluster, namespace: str) -> str:
     for manager in ("kueue", "jobset"):
         lines.append(f"--- {manager} log\n{cluster.plane.log_tail(manager, 15)}")
     return "\n".join(lines)
+
+
+def run_pods(kube: Kube, namespace: str, name: str) -> list[Object]:
+    """The pods of JobSet `name` that are not being deleted."""
+    pods = kube.list("v1", "Pod", namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}")
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def running(kube: Kube, namespace: str, name: str, count: int) -> list[Object] | None:
+    """The run's `count` pods once all of them run (and no others), else None."""
+    pods = run_pods(kube, namespace, name)
+    live = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    return live if len(live) == count == len(pods) else None

@@ -28,14 +28,13 @@ from gpu_cluster.facts.kueue import (
     HOSTNAME_LEVEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_API,
-    JOBSET_NAME_LABEL,
     PODSET_LABEL,
 )
 from gpu_cluster.plan.launch import TRAINING_CONTAINER
 from tests.conftest import stack_context
 from tests.real.cluster_state import node_ready, paste, referenced_objects, start_on_record
 from tests.real.conftest import Cluster
-from tests.real.queue_state import admitted, condition, explain
+from tests.real.queue_state import admitted, condition, explain, run_pods, running
 from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.nodes import GKE_ACCELERATOR_LABEL, FakeNode
 from tools.realtier.stacks import StackRender, render, volumes_for
@@ -73,17 +72,6 @@ def nodes_in_blocks(stack: StackRender) -> list[FakeNode]:
         for name, (block, subblock, host) in PLACES.items()
     ]
     return [n for n in nodes if GKE_ACCELERATOR_LABEL not in n.labels] + placed
-
-
-def run_pods(kube: Kube, namespace: str, name: str) -> list[Object]:
-    pods = kube.list("v1", "Pod", namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}")
-    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-
-
-def running(kube: Kube, namespace: str, name: str, count: int) -> list[Object] | None:
-    pods = run_pods(kube, namespace, name)
-    live = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-    return live if len(live) == count == len(pods) else None
 
 
 def fail(kube: Kube, pod: Object, exit_code: int) -> None:

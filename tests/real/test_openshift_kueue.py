@@ -24,8 +24,7 @@ from gpu_cluster.facts.kueue import (
 )
 from tests.real.cluster_state import provision, referenced_objects
 from tests.real.conftest import Cluster
-from tests.real.queue_state import admitted, explain, workload_of
-from tests.real.test_jobset_stack import run_pods, running
+from tests.real.queue_state import admitted, explain, run_pods, running, workload_of
 from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.stacks import StackRender, render
 
