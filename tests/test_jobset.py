@@ -344,3 +344,18 @@ def test_an_openshift_jobset_stack_opts_its_namespace_into_red_hat_s_kueue() -> 
         for m in manifests(run_stack("gcp-a3", *STACKS[1][1]), "Namespace")
     ]
     assert gke and all(OPENSHIFT_MANAGED_NAMESPACE_LABEL not in labels for labels in gke)
+
+
+def test_a_namespace_the_stack_does_not_create_draws_a_warning_naming_the_label() -> None:
+    """Red Hat's Kueue needs the label the stack sets only on a namespace it creates: an
+    OpenShift JobSet stack in a referenced (or adopted) one is warned at `pulumi up`, with the
+    command that labels it; one that creates its namespace, a StatefulSet or GKE are not."""
+    (warning,) = run_stack("nerc-production", *STACKS[0][1]).warnings
+    assert "gpu-cluster:namespaceMode = 'reference'" in warning
+    assert "oc label namespace coops-767192 kueue.openshift.io/managed=true" in warning
+    for stack, overrides in [
+        ("nerc-production", (*STACKS[0][1], "namespaceMode=create")),
+        ("nerc-production", ()),
+        ("gcp-a3", STACKS[1][1]),
+    ]:
+        assert run_stack(stack, *overrides).warnings == [], (stack, overrides)

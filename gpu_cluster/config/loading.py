@@ -18,6 +18,7 @@ from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import read_rule
 from gpu_cluster.config.schema import PROJECT, Settings
+from gpu_cluster.config.workload import opt_in_warnings
 
 SECRET_ENV_KEY = "secretEnv"
 CODE_SYNC_KEY = "codeSync"
@@ -302,4 +303,10 @@ def settings_from(
     ended, ending = support_window(settings, as_of.day)
     if ended and as_of.pinned:
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(ended))
-    return settings, [*warnings, *ended, *ending, *image_streaming_warnings(settings)]
+    return settings, [
+        *warnings,
+        *ended,
+        *ending,
+        *image_streaming_warnings(settings),
+        *opt_in_warnings(settings),
+    ]

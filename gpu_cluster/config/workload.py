@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpu_cluster.facts.kueue import GKE_TOPOLOGY_LEVELS, HOSTNAME_LEVEL
+from gpu_cluster.facts.kueue import (
+    GKE_TOPOLOGY_LEVELS,
+    HOSTNAME_LEVEL,
+    OPENSHIFT_MANAGED_NAMESPACE_LABEL,
+)
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
     from gpu_cluster.config.schema import Settings
@@ -54,3 +58,18 @@ def required_level(s: Settings) -> str | None:
         return explicit
     levels = topology_levels(s)
     return levels[0] if levels else None
+
+
+def opt_in_warnings(s: Settings) -> list[str]:
+    """A warning for an OpenShift JobSet stack in a namespace it does not create: Red Hat's build
+    of Kueue manages jobs only in namespaces labelled OPENSHIFT_MANAGED_NAMESPACE_LABEL=true, and
+    the stack labels only one it creates. Not a refusal: the owner may have labelled it."""
+    if s.platform != "openshift" or s.workload.kind != "jobset" or s.namespace_mode == "create":
+        return []
+    label = f"{OPENSHIFT_MANAGED_NAMESPACE_LABEL}=true"
+    return [
+        f"gpu-cluster:namespaceMode = {s.namespace_mode!r}: Red Hat's build of Kueue manages "
+        f"jobs only in namespaces labelled {label}, and the stack labels only a namespace it "
+        f"creates; unless {s.namespace!r} has the label (a cluster admin: oc label namespace "
+        f"{s.namespace} {label}), every run fails at its admission gate"
+    ]
