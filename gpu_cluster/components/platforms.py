@@ -27,7 +27,7 @@ from gpu_cluster.components.training_storage import (
 from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadArgs
 from gpu_cluster.components.workload.args import JobSetRun
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.config.workload import required_level
+from gpu_cluster.config.workload import needs_namespace_opt_in, required_level
 from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import retention_annotations
@@ -82,13 +82,13 @@ def namespace_args(s: Settings) -> TrainingNamespaceArgs | None:
     """The stack's namespace, unless it is only referenced (namespaceMode: reference)."""
     if s.namespace_mode == "reference":
         return None
-    # Red Hat's build of Kueue manages jobs only in namespaces labelled so (an adopted or a
-    # referenced one is labelled by its owner; the pods refuse to train unqueued either way).
-    opted_in = s.platform == "openshift" and s.workload.kind == "jobset"
+    # An adopted or referenced namespace is labelled by its owner (opt_in_warnings); the pods
+    # refuse to train unqueued either way.
+    opt_in = {OPENSHIFT_MANAGED_NAMESPACE_LABEL: "true"} if needs_namespace_opt_in(s) else {}
     return TrainingNamespaceArgs(
         namespace=s.namespace,
         mode="adopt" if s.namespace_mode == "adopt" else "create",
-        labels={**labels(s), **({OPENSHIFT_MANAGED_NAMESPACE_LABEL: "true"} if opted_in else {})},
+        labels={**labels(s), **opt_in},
         annotations=retention_annotations(s.storage.retain_on_delete),
         retain_on_delete=s.storage.retain_on_delete,
         # Kubernetes deletes every claim in a deleted namespace, whatever the claims' own

@@ -60,11 +60,16 @@ def required_level(s: Settings) -> str | None:
     return levels[0] if levels else None
 
 
+def needs_namespace_opt_in(s: Settings) -> bool:
+    """Whether the stack's namespace must carry OPENSHIFT_MANAGED_NAMESPACE_LABEL=true: Red Hat's
+    build of Kueue manages jobs only in namespaces so labelled, so an OpenShift JobSet stack's."""
+    return s.platform == "openshift" and s.workload.kind == "jobset"
+
+
 def opt_in_warnings(s: Settings) -> list[str]:
-    """A warning for an OpenShift JobSet stack in a namespace it does not create: Red Hat's build
-    of Kueue manages jobs only in namespaces labelled OPENSHIFT_MANAGED_NAMESPACE_LABEL=true, and
-    the stack labels only one it creates. Not a refusal: the owner may have labelled it."""
-    if s.platform != "openshift" or s.workload.kind != "jobset" or s.namespace_mode == "create":
+    """A warning when the namespace needs the opt-in label and the stack does not create it
+    (it labels only one it creates). Not a refusal: the owner may have labelled it."""
+    if not needs_namespace_opt_in(s) or s.namespace_mode == "create":
         return []
     label = f"{OPENSHIFT_MANAGED_NAMESPACE_LABEL}=true"
     return [
