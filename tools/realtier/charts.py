@@ -13,6 +13,7 @@ promoted release); those values are given here, so the objects are the published
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from dataclasses import dataclass
 
@@ -41,11 +42,12 @@ NAMESPACES = {"kueue": KUEUE_NAMESPACE, "jobset": JOBSET_NAMESPACE}
 
 @dataclass(frozen=True)
 class RenderedChart:
-    """One chart's objects, in the order helm writes them."""
+    """One chart's objects, in the order helm writes them (shared by every caller: copy before
+    changing one)."""
 
     release: str
     namespace: str
-    objects: list[Object]
+    objects: tuple[Object, ...]
 
     def of_kind(self, kind: str) -> list[Object]:
         return [o for o in self.objects if o["kind"] == kind]
@@ -64,6 +66,7 @@ class RenderedChart:
         return list(container["args"])
 
 
+@functools.cache  # the same chart at the same release for every control plane of a run
 def render_chart(tools: Tools, release: str) -> RenderedChart:
     """`helm template` of the chart named `release`, as the stack's Chart renders it (CRDs too:
     a v4 Chart installs a chart's crds/ unless told to skip them)."""
@@ -83,7 +86,7 @@ def render_chart(tools: Tools, release: str) -> RenderedChart:
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"helm template {release} failed:\n{result.stderr[-4000:]}")
-    objects = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    objects = tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
     return RenderedChart(release, NAMESPACES[release], objects)
 
 
