@@ -487,6 +487,54 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ),
         ("workload.queue.topologyLevels is only used when workload.queue.mode is 'create'",),
     ),
+    # the node health gate needs node names before admission, and its keys only with it on
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "workload.queue.healthGate.enabled=true",
+        ),
+        (
+            "gpu-cluster:workload.queue.healthGate.enabled = true needs topology-aware placement",
+            "set workload.queue.topologyLevels on OpenShift",
+        ),
+    ),
+    (
+        "gcp-a4",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "storage.mode=rwx",
+            "gcp.queuedProvisioning=true",
+            "workload.queue.healthGate.enabled=true",
+        ),
+        ("a flex-start pool (gcp.provisioning) has none",),
+    ),
+    (
+        "gcp-a3",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "storage.mode=rwx",
+            "workload.queue.healthGate.maxAgeHours=12",
+        ),
+        (
+            "gpu-cluster:workload.queue.healthGate.maxAgeHours is only used when "
+            "workload.queue.healthGate.enabled is true",
+        ),
+    ),
+    (
+        "gcp-a3",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "storage.mode=rwx",
+            "workload.queue.healthGate.enabled=true",
+            "workload.queue.healthGate.checks[0]=dcgm",
+        ),
+        ("workload.queue.healthGate.checks[0] = 'dcgm'", "'gpu', 'nccl' or 'neper'"),
+    ),
     (
         "nerc-production",
         ("workload.kind=jobset", "workload.command[0]=train.py", "name=" + "a" * 52, "nodes=4096"),

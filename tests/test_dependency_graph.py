@@ -22,12 +22,14 @@ from tests.conftest import STACKS, run_stack
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py", "storage.mode=rwx")
+HEALTH_GATE = "workload.queue.healthGate.enabled=true"
 Variant = tuple[str, tuple[str, ...]]
 VARIANTS: list[Variant] = [(s, ()) for s in STACKS] + [
     ("nerc-production", JOB_SET),
     ("gcp-a3", JOB_SET),
     ("gcp-a4", JOB_SET),
     ("gcp-a4", (*JOB_SET, "gcp.queuedProvisioning=true")),
+    ("gcp-a3", (*JOB_SET, HEALTH_GATE)),
     (
         "gcp-a4",
         (
@@ -66,6 +68,11 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     "PersistentVolumeClaim": (*NAMESPACED, "StorageClass"),
     "Role": (*NAMESPACED, "SecurityContextConstraints"),  # it grants `use` of that SCC
     "RoleBinding": (*NAMESPACED, "Role", "ServiceAccount"),
+    "ClusterRole": (),
+    "ClusterRoleBinding": ("ClusterRole", "ServiceAccount"),
+    # The node health gate's controller (workload.queue.healthGate): its account, grants and
+    # script.
+    "Deployment": (*NAMESPACED, "ConfigMap", "RoleBinding", "ClusterRoleBinding"),
     # A controller's chart (workload.controllers.install): its namespace, and Kueue's waits for
     # JobSet's (plan/controllers.py says why).
     "Chart": (*NAMESPACED, "Chart"),
@@ -106,6 +113,7 @@ NAMES_ITS_PREREQUISITES["JobSet"] = (
     "Topology",
     "AdmissionCheck",
     "ProvisioningRequestConfig",
+    "Deployment",
 )
 # Kinds that run on the GPU nodes and so wait for the GPU pool.
 ON_GPU_NODES = (*TRAINING, "DaemonSet")

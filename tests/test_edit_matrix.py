@@ -247,6 +247,7 @@ LUSTRE = (
     f"{LUSTRE_VOLUME}.capacityGib=36000",
 )
 CREATED = "namespaceMode=create"
+HEALTH_GATE = "workload.queue.healthGate.enabled=true"
 NOT_RETAINED = "storage.retainOnDelete=false"
 UNPROTECTED = "storage.protect=false"
 
@@ -291,6 +292,10 @@ FROM_DEPLOYED: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[str, int]
     ("gcp-a3", GKE_JOB_SET, ("workload.controllers.kueueVersion=0.18.3",)): {},
     ("gcp-a3", GKE_JOB_SET, ("workload.controllers.install=false",)): {"delete Namespace": 2},
     ("gcp-a3", GKE_JOB_SET, ("!workload",)): {"delete Namespace": 2},
+    # The node health gate comes, changes and goes beside the run, touching no claim.
+    ("gcp-a3", GKE_JOB_SET, (HEALTH_GATE,)): {},
+    ("gcp-a3", (*GKE_JOB_SET, HEALTH_GATE), ("workload.queue.healthGate.maxAgeHours=12",)): {},
+    ("gcp-a3", (*GKE_JOB_SET, HEALTH_GATE), ("workload.queue.healthGate.enabled=false",)): {},
     # A Lustre instance grows in place; its tier and file system name are fixed at creation.
     ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.capacityGib=72000",)): {},
     ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.throughput=1000",)): {"replace Instance!": 1},

@@ -27,6 +27,24 @@ VARIANTS = [(stack, ()) for stack in STACKS] + [
     ("nerc-production", ("workload.kind=jobset", "workload.command[0]=train.py")),
     ("gcp-a4", ("workload.kind=jobset", "workload.command[0]=train.py", "storage.mode=rwx")),
     (
+        "gcp-a3",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "storage.mode=rwx",
+            "workload.queue.healthGate.enabled=true",
+        ),
+    ),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "workload.queue.topologyLevels[0]=example.com/rack",
+            "workload.queue.healthGate.enabled=true",
+        ),
+    ),
+    (
         "gcp-a4",
         (
             "workload.kind=jobset",

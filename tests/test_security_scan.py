@@ -19,6 +19,7 @@ from tests.conftest import ROOT, STACKS
 TOOLS_CHECKOV = ROOT / ".tools" / "checkov" / "bin" / "checkov"
 
 REPO = "codeSync.repo=https://github.com/example/train.git"
+JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
 # (stack, --set overrides, --set-secret overrides)
 VARIANTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     *((stack, (), ()) for stack in STACKS),
@@ -30,6 +31,13 @@ VARIANTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (REPO.replace("https://", "https://oauth2:t@"), "secretEnv.HF_TOKEN=t"),
     ),
     ("gcp-a3", ("networkMode=tcp",), ()),
+    *(
+        (stack, (*JOB_SET, "workload.queue.healthGate.enabled=true", *placed), ())
+        for stack, placed in (
+            ("gcp-a3", ("storage.mode=rwx",)),
+            ("nerc-production", ("workload.queue.topologyLevels[0]=example.com/rack",)),
+        )
+    ),
 ]
 
 

@@ -203,6 +203,8 @@ SWITCHED: list[Variant] = [
         "nerc-production",
         ("workload.kind=jobset", "workload.command[0]=train.py", "workload.queue.mode=reference"),
     ),
+    # A queue without the node health gate.
+    ("nerc-production", ("workload.kind=jobset", "workload.command[0]=train.py")),
 ]
 UNREAD = [(v, k) for v in SHIPPED + SWITCHED for k in sorted(KEYS) if _unread_by(v, k)]
 READ = [(v, k) for v in SHIPPED for k in sorted(KEYS) if not _unread_by(v, k)]

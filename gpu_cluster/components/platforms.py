@@ -12,6 +12,7 @@ import pulumi
 
 from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
+from gpu_cluster.components.node_health_gate import NodeHealthGate
 from gpu_cluster.components.queue_controllers import QueueControllers
 from gpu_cluster.components.stack_config import (
     code_sync_secret,
@@ -123,7 +124,8 @@ def queued(
 ) -> TrainingWorkloadArgs:
     """Workload `a` with its queue: a JobSet stack that installs Kueue and JobSet gets
     QueueControllers, and one that creates its queue a TrainingQueue (after the controllers; the
-    LocalQueue waiting for `after`, the namespace); its JobSet waits for both. The flavor's nodes
+    LocalQueue waiting for `after`, the namespace), with the NodeHealthGate when it has one;
+    its JobSet waits for all of them. The flavor's nodes
     are those the pods' placement names by a label. A StatefulSet: `a` as it is."""
     if a.run is None:
         return a
@@ -145,7 +147,17 @@ def queued(
     if plan is None:
         return a
     queue = TrainingQueue(f"{name}-queue", plan, s.namespace, a.labels, after, controllers, opts)
-    return dataclasses.replace(a, pods_after=(*a.pods_after, queue))
+    # The run waits for the gate's controller, not its ingress policy.
+    gate = (
+        (
+            NodeHealthGate(
+                f"{name}-node-health-gate", plan.health_gate, a.labels, after, opts
+            ).deployment,
+        )
+        if plan.health_gate is not None
+        else ()
+    )
+    return dataclasses.replace(a, pods_after=(*a.pods_after, queue, *gate))
 
 
 def training_storage(

@@ -3,7 +3,8 @@
 A ResourceFlavor for the GPU nodes (with the Topology Kueue places pods by, when the levels are
 known), a ClusterQueue whose quota is one run on every GPU node (with a ProvisioningRequest
 admission check when the nodes come through queued provisioning), and the namespace's
-LocalQueue that points at it. Object shapes: kueue apis/kueue/v1beta2 (v0.17.1, v0.19.2)."""
+LocalQueue that points at it; with the node health gate, its AdmissionCheck too (the controller
+that answers it is NodeHealthGate). Object shapes: kueue apis/kueue/v1beta2 (v0.17.1, v0.19.2)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pulumi
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE
 from gpu_cluster.facts.kueue import KUEUE_API, PROVISIONING_CHECK_CONTROLLER
-from gpu_cluster.plan.queue import QueuePlan
+from gpu_cluster.plan.queue import HEALTH_GATE_CONTROLLER, QueuePlan
 
 
 class TrainingQueue(pulumi.ComponentResource):
@@ -61,7 +62,7 @@ class TrainingQueue(pulumi.ComponentResource):
             )
             flavor_spec["topologyName"] = plan.topology
         cluster_object("flavor", "ResourceFlavor", plan.flavor, flavor_spec)
-        checks: dict[str, object] = {}
+        checks: list[str] = []
         if plan.provisioning_class is not None:
             # Before admitting a run Kueue asks the cluster autoscaler for all its nodes at
             # once (a ProvisioningRequest of this class), and admits it once they are there.
@@ -87,12 +88,25 @@ class TrainingQueue(pulumi.ComponentResource):
                     },
                 },
             )
-            # v1beta2 has only the strategy form: a v1beta1-style spec.admissionChecks would be
-            # pruned by the API server and runs admitted with no nodes asked for (kueue apis/
-            # kueue/v1beta2 clusterqueue_types.go AdmissionChecksStrategy, v0.17.1 and v0.19.2).
-            checks = {
-                "admissionChecksStrategy": {"admissionChecks": [{"name": plan.cluster_queue}]}
-            }
+            checks.append(plan.cluster_queue)
+        if plan.health_gate is not None:
+            # Kueue admits a run only once the gate's controller (NodeHealthGate) found every
+            # node Topology Aware Scheduling placed it on healthy.
+            cluster_object(
+                "node-health-check",
+                "AdmissionCheck",
+                plan.health_gate.check,
+                {"controllerName": HEALTH_GATE_CONTROLLER},
+            )
+            checks.append(plan.health_gate.check)
+        # v1beta2 has only the strategy form: a v1beta1-style spec.admissionChecks would be
+        # pruned by the API server and runs admitted with no check asked (kueue apis/kueue/
+        # v1beta2 clusterqueue_types.go AdmissionChecksStrategy, v0.17.1 and v0.19.2).
+        strategy = (
+            {"admissionChecksStrategy": {"admissionChecks": [{"name": c} for c in checks]}}
+            if checks
+            else {}
+        )
         resources = sorted(plan.quota)
         cluster_queue = cluster_object(
             "cluster-queue",
@@ -114,7 +128,7 @@ class TrainingQueue(pulumi.ComponentResource):
                         ],
                     }
                 ],
-                **checks,
+                **strategy,
             },
         )
         ManifestResource(

@@ -194,6 +194,13 @@ def workload_problems(s: Settings) -> list[str]:
             f"gpu-cluster:workload.queue.requiredLevel = {required!r} is not a placement "
             f"level; allowed: {allowed}"
         )
+    if w.queue.mode == "create" and w.queue.health_gate.enabled and not levels:
+        out.append(
+            "gpu-cluster:workload.queue.healthGate.enabled = true needs topology-aware "
+            "placement, which names a run's nodes before it is admitted: set "
+            "workload.queue.topologyLevels on OpenShift; a flex-start pool (gcp.provisioning) "
+            "has none, its nodes come only after admission"
+        )
     if w.queue.topology_levels is not None:
         given = list(w.queue.topology_levels)
         if HOSTNAME_LEVEL in given or len(set(given)) != len(given):

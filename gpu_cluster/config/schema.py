@@ -23,6 +23,7 @@ from gpu_cluster.config.values import (
     CpuQuantity,
     DnsLabel,
     EnvName,
+    HealthCheck,
     HostInterface,
     Image,
     Interface,
@@ -46,7 +47,7 @@ from gpu_cluster.facts.gcp import (
     Provisioning,
 )
 from gpu_cluster.facts.kubernetes import resource_quantity
-from gpu_cluster.facts.kueue import JOBSET_CHART_VERSION, KUEUE_CHART_VERSION
+from gpu_cluster.facts.kueue import HEALTH_GATE_IMAGE, JOBSET_CHART_VERSION, KUEUE_CHART_VERSION
 
 PROJECT = "gpu-cluster"
 
@@ -140,6 +141,36 @@ class LauncherSettings(Section):
 _JOBSET = ReadWhen(lambda s: s.workload.kind == "jobset", "workload.kind is 'jobset'")
 
 
+_CREATED_QUEUE = ReadWhen(
+    lambda s: s.workload.queue.mode == "create", "workload.queue.mode is 'create'"
+)
+_GATED = ReadWhen(
+    lambda s: s.workload.queue.health_gate.enabled, "workload.queue.healthGate.enabled is true"
+)
+
+
+class HealthGateSettings(Section):
+    """The node health gate: a Kueue admission check that admits a run only onto nodes that
+    passed health checks recently (docs/operations.md, "Node health gate")."""
+
+    enabled: bool = False
+    """`true`: the stack's ClusterQueue gets the admission check, and a small controller in the
+    namespace answers it from the nodes' health-check labels; a run placed on a node that lacks
+    a pass of every check in `checks` within `maxAgeHours` is held (Kueue tries it again after
+    `retrySeconds`). Something must run the checks and label the nodes: on GKE
+    cluster-health-scanner's health runner. Needs node-level placement (a Topology).
+    """
+    checks: Annotated[tuple[HealthCheck, ...], _GATED, Field(min_length=1)] = ("gpu", "nccl")
+    """The checks every node of a run must have passed (cluster-health-scanner's: `gpu` DCGM
+    diagnostics, `nccl` pairwise all-reduce bandwidth, `neper` NIC throughput)."""
+    max_age_hours: Annotated[int, _GATED, Field(ge=1, le=720)] = 24
+    """How old a pass may be, 1..720."""
+    retry_seconds: Annotated[int, _GATED, Field(ge=10, le=86400)] = 600
+    """How long Kueue waits before trying a held run again, 10..86400."""
+    image: Annotated[Image, _GATED] = HEALTH_GATE_IMAGE
+    """The image the controller's script runs in: any with Python 3.11 or later."""
+
+
 class QueueSettings(Section):
     """The Kueue queue a JobSet waits in (`workload.kind: jobset`)."""
 
@@ -155,7 +186,7 @@ class QueueSettings(Section):
     """The LocalQueue's name; unset: `name`."""
     topology_levels: Annotated[
         tuple[LabelKey, ...] | None,
-        ReadWhen(lambda s: s.workload.queue.mode == "create", "workload.queue.mode is 'create'"),
+        _CREATED_QUEUE,
         Field(min_length=1),
     ] = None
     """Node labels of the placement levels, broadest first (e.g. `[example.com/rack]`); the
@@ -169,6 +200,11 @@ class QueueSettings(Section):
     `workload.queue.topologyLevels` on OpenShift. With `mode: reference`, a level of the
     referenced queue's Topology.
     """
+    health_gate: Annotated[
+        HealthGateSettings,
+        _CREATED_QUEUE,
+    ] = HealthGateSettings()
+    """The node health gate on the stack's queue."""
 
 
 _INSTALLED = ReadWhen(installs_controllers, "the stack installs Kueue and JobSet")

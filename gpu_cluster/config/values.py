@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator
 
@@ -376,6 +376,10 @@ StorageClassName = Annotated[str, AfterValidator(_storage_class)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 Image = Annotated[str, AfterValidator(_image)]
+
+# A node health check whose result and time labels the gate reads: cluster-health-scanner's
+# (scripts/node_health_gate.py RESULT_LABEL, TIME_LABEL).
+HealthCheck = Literal["gpu", "nccl", "neper"]
 SyncPeriod = Annotated[str, AfterValidator(_sync_period)]
 SweepSize = Annotated[str, BeforeValidator(_integer_text), AfterValidator(_sweep_size)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]

@@ -77,3 +77,8 @@ JOBSET_CHART_VERSION = "0.12.0"
 # (apis/kueue/v1beta2); JobSet v0.10.1 is the oldest the real tier ran (through 1758bf2).
 KUEUE_MIN_VERSION = (0, 15, 0)
 JOBSET_MIN_VERSION = (0, 10, 1)
+
+# The image the node health gate's controller (scripts/node_health_gate.py, standard library
+# only) runs in: the Docker Official Image of Python 3.14, in bugfix support until 2027-10 and
+# security support until 2030-10 (peps.python.org/pep-0745).
+HEALTH_GATE_IMAGE = "python:3.14-slim"

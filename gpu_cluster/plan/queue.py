@@ -26,6 +26,44 @@ def admission_gated(command: tuple[str, ...]) -> tuple[str, ...]:
     return (f"{SCRIPTS_DIR}/{ADMISSION_GATE}", *command)
 
 
+# The node health gate (workload.queue.healthGate): the controller name its AdmissionCheck
+# names (ours: Kueue matches it to no controller of its own), the script that answers it
+# (scripts/node_health_gate.py) and how often that reads the queue's runs.
+HEALTH_GATE_CONTROLLER = "gpu-cluster.io/node-health-gate"
+HEALTH_GATE_SCRIPT = "node_health_gate.py"
+HEALTH_GATE_POLL_SECONDS = 15
+# The gate's user off OpenShift (where the SCC assigns one): nobody, which owns no file.
+NOBODY_UID = 65534
+
+
+@dataclass(frozen=True)
+class HealthGatePlan:
+    """check: the AdmissionCheck's name (cluster-scoped). name: the controller's objects' in
+    the namespace. checks, max_age_seconds, retry_seconds: what it asks of each node and how
+    long Kueue waits to try a held run again. run_as_user: None where the platform assigns it."""
+
+    check: str
+    name: str
+    namespace: str
+    checks: tuple[str, ...]
+    max_age_seconds: int
+    retry_seconds: int
+    image: str
+    run_as_user: int | None
+
+    def env(self) -> dict[str, str]:
+        """The script's settings (its docstring lists them)."""
+        return {
+            "HEALTH_GATE_CHECK": self.check,
+            "HEALTH_GATE_CONTROLLER": HEALTH_GATE_CONTROLLER,
+            "HEALTH_GATE_NAMESPACE": self.namespace,
+            "HEALTH_GATE_CHECKS": ",".join(self.checks),
+            "HEALTH_GATE_MAX_AGE_SECONDS": str(self.max_age_seconds),
+            "HEALTH_GATE_RETRY_SECONDS": str(self.retry_seconds),
+            "HEALTH_GATE_POLL_SECONDS": str(HEALTH_GATE_POLL_SECONDS),
+        }
+
+
 @dataclass(frozen=True)
 class QueuePlan:
     """cluster_queue, flavor, topology: the cluster-scoped objects' names (topology None: no
@@ -33,7 +71,8 @@ class QueuePlan:
     Topology's node labels. node_labels: the labels that pick the stack's GPU nodes, the
     flavor's. quota: resource -> the ClusterQueue's nominal quota. provisioning_class: the
     ProvisioningRequest class an admission check asks GKE's autoscaler for before a run is
-    admitted (queued provisioning), None: none."""
+    admitted (queued provisioning), None: none. health_gate: the node health gate's, None:
+    none."""
 
     cluster_queue: str
     flavor: str
@@ -43,6 +82,7 @@ class QueuePlan:
     node_labels: dict[str, str]
     quota: dict[str, str]
     provisioning_class: str | None = None
+    health_gate: HealthGatePlan | None = None
 
 
 def queue_plan(
@@ -76,6 +116,23 @@ def queue_plan(
         node_labels=node_labels,
         quota={name: _quantity(value * s.nodes) for name, value in per_pod.items()},
         provisioning_class=GKE_QUEUED_PROVISIONING_CLASS if queued_provisioning(s) else None,
+        health_gate=health_gate_plan(s, scoped),
+    )
+
+
+def health_gate_plan(s: Settings, scoped: str) -> HealthGatePlan | None:
+    gate = s.workload.queue.health_gate
+    if not gate.enabled:
+        return None
+    return HealthGatePlan(
+        check=f"{scoped}-node-health",
+        name=f"{s.name}-node-health-gate",
+        namespace=s.namespace,
+        checks=gate.checks,
+        max_age_seconds=gate.max_age_hours * 3600,
+        retry_seconds=gate.retry_seconds,
+        image=gate.image,
+        run_as_user=None if s.platform == "openshift" else NOBODY_UID,
     )
 
 

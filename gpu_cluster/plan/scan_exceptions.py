@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.podspec import Container, PodNetworking
+from gpu_cluster.plan.queue import HealthGatePlan
 
 # Reasons shared by the training pods and the image pre-pull.
 TAG_PINNED = "images are pinned by tag in stack config (set a digest there)"
@@ -113,5 +114,21 @@ def pre_pull_exceptions(image: str) -> dict[str, str]:
         "CKV_K8S_40": UID_FROM_SCC,
     }
     if "@sha256:" not in image:
+        reasons["CKV_K8S_43"] = TAG_PINNED
+    return reasons
+
+
+def health_gate_exceptions(plan: HealthGatePlan) -> dict[str, str]:
+    """The node health gate's Deployment (workload.queue.healthGate)."""
+    reasons = {
+        "CKV_K8S_8": "a loop that reads the API server every few seconds and logs what fails: "
+        "a restart would change nothing",
+        "CKV_K8S_9": "it serves nothing",
+        "CKV_K8S_38": "it reads and answers Kueue's objects as its ServiceAccount: the token is "
+        "what it runs on",
+    }
+    if plan.run_as_user is None:
+        reasons["CKV_K8S_40"] = UID_FROM_SCC
+    if "@sha256:" not in plan.image:
         reasons["CKV_K8S_43"] = TAG_PINNED
     return reasons

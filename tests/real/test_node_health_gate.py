@@ -1,0 +1,177 @@
+"""The node health gate (workload.queue.healthGate, issue #19) on the real managers: the stack's
+AdmissionCheck on its ClusterQueue, answered by scripts/node_health_gate.py as the stack's
+Deployment runs it (its environment as rendered), with the stack's ServiceAccount and nothing
+more (a token of it, on the real API server with RBAC).
+
+gcp-a3 as a JobSet stack, its GPU node copied into four nodes in three GCE topology blocks, only
+block-2 with two; a run of two pods that must share a block can only go there. One of those two
+passed cluster-health-scanner's NCCL check 30 hours ago: Kueue reserves the quota and places the
+run, the gate answers Retry naming that node and check, and Kueue takes the quota back; no pod is
+created. Once the node passes again the next try is admitted and both pods run there.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from gpu_cluster.facts.kueue import KUEUE_API
+from gpu_cluster.plan.queue import HEALTH_GATE_SCRIPT
+from tests.conftest import ROOT
+from tests.real.cluster_state import node_ready, referenced_objects
+from tests.real.conftest import Cluster
+from tests.real.queue_state import admitted, explain, run_pods, running, workload_of
+from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
+from tools.realtier.kube import Kube, Object, wait_for
+from tools.realtier.stacks import render, volumes_for
+
+pytestmark = pytest.mark.real
+
+
+SCRIPT = ROOT / "scripts" / HEALTH_GATE_SCRIPT
+GATE = ("workload.queue.healthGate.enabled=true", "workload.queue.healthGate.retrySeconds=10")
+HOUR = 3600
+
+
+def passed(check: str, seconds_ago: int) -> dict[str, str]:
+    """The labels cluster-health-scanner's `check` leaves on a node it passed `seconds_ago`
+    (scripts/node_health_gate.py RESULT_LABEL, TIME_LABEL)."""
+    return {
+        f"aiinfra/{check}-healthcheck-result": "pass",
+        f"aiinfra/{check}-healthcheck-runtime-sec": str(int(time.time()) - seconds_ago),
+    }
+
+
+def gate_process(cluster: Cluster, deployment: Object, tmp_path: Path) -> subprocess.Popen[str]:
+    """The gate's container as a process beside the control plane: its command's script with
+    the Deployment's environment, the API server where a pod finds it, and a token of the
+    Deployment's ServiceAccount where the kubelet would mount it."""
+    spec = deployment["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    namespace = deployment["metadata"]["namespace"]
+    token = cluster.kube.service_account_token(spec["serviceAccountName"], namespace)
+    (account / "token").write_text(token)
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    (entry,) = config["clusters"]
+    (account / "ca.crt").write_bytes(
+        base64.b64decode(entry["cluster"]["certificate-authority-data"])
+    )
+    server = urlsplit(entry["cluster"]["server"])
+    env = {e["name"]: e["value"] for e in container["env"]}
+    env |= {
+        "HEALTH_GATE_POLL_SECONDS": "1",  # the tier's only speed-up: the rendered one is 15
+        "KUBERNETES_SERVICE_HOST": str(server.hostname),
+        "KUBERNETES_SERVICE_PORT": str(server.port),
+        "SERVICEACCOUNT_DIR": str(account),
+        "PATH": os.environ["PATH"],
+    }
+    assert container["command"][-1].endswith(f"/{HEALTH_GATE_SCRIPT}")
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT)],
+        env=env,
+        stdout=(tmp_path / "gate.log").open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def check_state(kube: Kube, namespace: str, name: str, check: str) -> dict[str, Any] | None:
+    workload = workload_of(kube, namespace, name)
+    states = ((workload or {}).get("status") or {}).get("admissionChecks") or []
+    return next((c for c in states if c["name"] == check), None)
+
+
+def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again(
+    queued_cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster, kube = queued_cluster, queued_cluster.kube
+    stack = render("gcp-a3", (*OVERRIDES, *GATE))
+    s = stack.settings
+    namespace, name = s.namespace, s.name
+    why = functools.partial(explain, cluster, namespace)
+    (check,) = stack.of_kind("AdmissionCheck")
+    check_name = check["metadata"]["name"]
+    (queue,) = stack.of_kind("ClusterQueue")
+    assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"] == [{"name": check_name}]
+
+    fresh = {**passed("gpu", HOUR), **passed("nccl", HOUR)}
+    stale_nccl = {**passed("gpu", HOUR), **passed("nccl", 30 * HOUR)}
+    for node in nodes_in_blocks(stack):
+        health = stale_nccl if node.name == "gpu-2" else fresh
+        gpu = node.name.startswith("gpu-")
+        node = dataclasses.replace(node, labels={**node.labels, **(health if gpu else {})})
+        kube.create(node.manifest())
+        wait_for(f"node {node.name} Ready", functools.partial(node_ready, kube, node.name))
+    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
+    kube.create_all(referenced_objects(stack))
+    kube.create_all(stack.objects())
+    (deployment,) = stack.of_kind("Deployment")
+    gate = gate_process(cluster, deployment, tmp_path)
+    log = tmp_path / "gate.log"
+    try:
+        # The check is the controller's: it marks it Active, so the queue admits at all.
+        wait_for(
+            "the AdmissionCheck Active",
+            lambda: any(
+                c["type"] == "Active" and c["status"] == "True"
+                for c in (
+                    kube.get(KUEUE_API, "AdmissionCheck", check_name).get("status") or {}
+                ).get("conditions", [])
+            ),
+            explain=lambda: log.read_text(),
+        )
+        # Placed in block-2 (gpu-1, gpu-2), answered Retry for gpu-2's NCCL pass: Kueue takes
+        # the quota back and tries again, each try counted.
+        wait_for(
+            "the run held twice",
+            lambda: (
+                (c := check_state(kube, namespace, name, check_name)) is not None
+                and int(c.get("retryCount") or 0) >= 2
+            ),
+            explain=lambda: log.read_text() + why(),
+        )
+        held = [line for line in log.read_text().splitlines() if ": Retry: " in line]
+        assert held, log.read_text()
+        assert held[0].endswith(
+            "not healthy within 24 h: gpu-2 (nccl: passed 30.0 h ago, over 24 h)"
+        ), held
+        assert admitted(kube, namespace, name) is None
+        # Kueue's eviction quotes the answer where `kubectl describe workload` shows it.
+        said = [e["message"] for e in kube.list("v1", "Event", namespace)]
+        assert any("gpu-2 (nccl: passed 30.0 h ago, over 24 h)" in m for m in said), said
+        assert run_pods(kube, namespace, name) == []
+
+        # The health runner checks gpu-2 again and it passes: the next try is admitted.
+        kube.merge_patch("v1", "Node", "gpu-2", None, {"metadata": {"labels": passed("nccl", 60)}})
+        wait_for(
+            "the run admitted",
+            functools.partial(admitted, kube, namespace, name),
+            explain=lambda: log.read_text() + why(),
+        )
+        state = check_state(kube, namespace, name, check_name)
+        assert state is not None and state["state"] == "Ready", state
+        assert state["message"] == "2 nodes passed gpu, nccl within 24 h"
+        pods = wait_for(
+            "both pods running",
+            functools.partial(running, kube, namespace, name, s.nodes),
+            explain=why,
+        )
+        assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]
+    finally:
+        gate.terminate()
+        gate.wait(timeout=30)
+    # It ran with the stack's rights alone: nothing it was refused.
+    assert "403" not in log.read_text(), log.read_text()
