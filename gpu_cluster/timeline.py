@@ -1,12 +1,14 @@
-"""`python3 -m gpu_cluster.timeline CLI TARGET... [--agents NS:SELECTOR]... NAMESPACE KIND NAME`:
+"""`python3 -m gpu_cluster.timeline CLI TARGET... [--agents NS:SELECTOR]... [--health-check CHECK]
+NAMESPACE KIND NAME`:
 when each phase of a training run's start happened, from the cluster's own records, as a table
 (timelineCommand). KIND: jobset or statefulset. TARGET: --kubeconfig FILE and/or --context
 CONTEXT (then --cluster CLUSTER), as the stack names its cluster. --agents: the pods that prepare
 a GPU node for training (GKE's GPUDirect node agents, the image pre-pull), by namespace and
-label selector.
+label selector. --health-check: the node health gate's Kueue AdmissionCheck.
 
 The phases, each the moment the last of the run's pods (or nodes) got there: submitted (the
-controller object created), admitted (Kueue's Workload, JobSet runs), nodes ready (the nodes the
+controller object created), health gate (the gate found the run's nodes healthy), admitted
+(Kueue's Workload, JobSet runs), nodes ready (the nodes the
 pods run on), agents ready (the agents' pods on those nodes Ready), scheduled, image pulled (the
 kubelet's Pulled event, when it still exists), initialized (init steps done: NIC detection,
 GPUDirect setup), started (the training container running) and ready. Standard library only, for
@@ -23,9 +25,11 @@ from typing import Any, NamedTuple
 Object = dict[str, Any]
 USAGE = (
     "usage: python3 -m gpu_cluster.timeline CLI [--kubeconfig FILE] [--context CONTEXT] "
-    "[--cluster CLUSTER] [--agents NAMESPACE:SELECTOR]... NAMESPACE jobset|statefulset NAME"
+    "[--cluster CLUSTER] [--agents NAMESPACE:SELECTOR]... [--health-check CHECK] "
+    "NAMESPACE jobset|statefulset NAME"
 )
 AGENTS_FLAG = "--agents"
+HEALTH_CHECK_FLAG = "--health-check"
 # How kubectl and oc report a request the user's rights do not allow.
 FORBIDDEN = "(Forbidden)"
 TARGET_FLAGS = ("--kubeconfig", "--context", "--cluster")
@@ -34,10 +38,11 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 # The StatefulSet's pods, by the labels the program gives them (components/platforms.py labels).
 STATEFUL_SET_PODS = "app.kubernetes.io/instance={name},app.kubernetes.io/component=training"
 TRAINING_CONTAINER = "training"
-# The phases of a start, in the order it takes them ("admitted": JobSet runs only; "agents
-# ready": stacks with node agents).
+# The phases of a start, in the order it takes them ("admitted": JobSet runs only; "health
+# gate": runs behind the node health gate; "agents ready": stacks with node agents).
 PHASES = (
     "submitted",
+    "health gate",
     "admitted",
     "nodes ready",
     "agents ready",
@@ -66,6 +71,8 @@ class Run(NamedTuple):
     agents: list[Object] | None = None
     # What the user may not read (RBAC): its phases show '-'.
     unreadable: tuple[str, ...] = ()
+    # The node health gate's AdmissionCheck (None: the run has none).
+    health_check: str | None = None
 
 
 def _time(text: str | None) -> datetime | None:
@@ -122,11 +129,20 @@ def _agents_ready(run: Run) -> datetime | None:
     return _last([t for times in on_node.values() for t in times])
 
 
+def _check_ready(workload: Object, check: str) -> datetime | None:
+    """When admission check `check` last answered Ready on `workload`; None while it is not."""
+    for state in (workload.get("status") or {}).get("admissionChecks") or []:
+        if state.get("name") == check and state.get("state") == "Ready":
+            return _time(state.get("lastTransitionTime"))
+    return None
+
+
 def phases(run: Run) -> list[Phase]:
     """The run's PHASES with their times."""
     pods, nodes = run.pods, run.nodes
     at = {
         "submitted": _time(run.controller["metadata"].get("creationTimestamp")),
+        "health gate": _last([_check_ready(w, run.health_check or "") for w in run.workloads]),
         "admitted": _last([_condition(w, "Admitted") for w in run.workloads]),
         "nodes ready": _last([_condition(n, "Ready") for n in nodes]) if pods else None,
         "agents ready": _agents_ready(run),
@@ -138,9 +154,11 @@ def phases(run: Run) -> list[Phase]:
     }
     shown = set(PHASES)
     if run.controller.get("kind") != "JobSet":
-        shown.discard("admitted")
+        shown -= {"admitted", "health gate"}
     if run.agents is None:
         shown.discard("agents ready")
+    if run.health_check is None:
+        shown.discard("health gate")
     return [Phase(name, at[name]) for name in PHASES if name in shown]
 
 
@@ -200,9 +218,10 @@ def fetch(
     kind: str,
     name: str,
     agents: list[tuple[str, str]] | None = None,
+    health_check: str | None = None,
 ) -> Run:
     """The run's objects, read with `kube` (the CLI and its target flags); `agents`: the node
-    agents' pods as (namespace, label selector)."""
+    agents' pods as (namespace, label selector); `health_check`: the node health gate's."""
     resource, selector = (
         ("jobsets.jobset.x-k8s.io", f"{JOBSET_NAME_LABEL}={name}")
         if kind == "jobset"
@@ -249,7 +268,9 @@ def fetch(
                 selector,
             )
         ]
-    return Run(controller, workloads, pods, nodes, events, agent_pods, tuple(unreadable))
+    return Run(
+        controller, workloads, pods, nodes, events, agent_pods, tuple(unreadable), health_check
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -259,8 +280,11 @@ def main(argv: list[str]) -> int:
     cli, rest = argv[0], argv[1:]
     target: list[str] = []
     agents: list[tuple[str, str]] = []
-    while len(rest) > 3 and rest[0] in (*TARGET_FLAGS, AGENTS_FLAG):
-        if rest[0] == AGENTS_FLAG:
+    health_check = None
+    while len(rest) > 3 and rest[0] in (*TARGET_FLAGS, AGENTS_FLAG, HEALTH_CHECK_FLAG):
+        if rest[0] == HEALTH_CHECK_FLAG:
+            health_check = rest[1]
+        elif rest[0] == AGENTS_FLAG:
             agent_namespace, colon, selector = rest[1].partition(":")
             if not (agent_namespace and colon and selector):
                 print(f"timeline: {AGENTS_FLAG} takes NAMESPACE:SELECTOR", file=sys.stderr)
@@ -276,7 +300,7 @@ def main(argv: list[str]) -> int:
         print("timeline: name the cluster with --kubeconfig or --context", file=sys.stderr)
         return 2
     namespace, kind, name = rest
-    print(table(fetch([cli, *target], namespace, kind, name, agents)))
+    print(table(fetch([cli, *target], namespace, kind, name, agents, health_check)))
     return 0
 
 

@@ -58,14 +58,26 @@ def agent(node: str, ready: int | None) -> dict[str, Any]:
     return {"spec": {"nodeName": node}, "status": {"conditions": [condition("Ready", ready)]}}
 
 
+GATE = "ns-run-node-health"
+
+
+def check(name: str, state: str, seconds: int) -> dict[str, Any]:
+    """An admission check's state on a Workload, as Kueue keeps it."""
+    return {"name": name, "state": state, "lastTransitionTime": at(seconds), "message": ""}
+
+
 def run(
     pods: list[dict[str, Any]],
     kind: str = "JobSet",
     agents: list[dict[str, Any]] | None = None,
+    health_check: str | None = GATE,
+    checks: tuple[dict[str, Any], ...] = (check(GATE, "Ready", 2),),
 ) -> Run:
     return Run(
         controller={"kind": kind, "metadata": {"creationTimestamp": at(0), "uid": "u"}},
-        workloads=[{"status": {"conditions": [condition("Admitted", 3)]}}],
+        workloads=[
+            {"status": {"conditions": [condition("Admitted", 3)], "admissionChecks": list(checks)}}
+        ],
         pods=pods,
         nodes=[
             {
@@ -76,6 +88,7 @@ def run(
         ],
         events=[pulled("a", 40), pulled("b", 55), pulled("b", 50, "rxdm")],
         agents=agents,
+        health_check=health_check,
     )
 
 
@@ -89,6 +102,7 @@ def test_each_phase_is_when_the_last_pod_got_there() -> None:
     seconds = {name: int((t - submitted).total_seconds()) for name, t in found.items() if t}
     assert seconds == {
         "submitted": 0,
+        "health gate": 2,
         "admitted": 3,
         "nodes ready": 30,
         "agents ready": 32,  # the last agent on the last node
@@ -98,6 +112,20 @@ def test_each_phase_is_when_the_last_pod_got_there() -> None:
         "started": 72,
         "ready": 77,
     }
+
+
+def test_the_health_gate_is_when_its_check_answered_ready() -> None:
+    pods = [pod("a", 31, 60, 61)]
+    # Held once (Retry), then found healthy: the Ready answer counts, not another check's.
+    held = (check("provisioning", "Ready", 1), check(GATE, "Pending", 4))
+    found = {p.name: p.at for p in phases(run(pods, checks=held))}
+    assert found["health gate"] is None
+    passed = (check("provisioning", "Ready", 1), check(GATE, "Ready", 9))
+    found = {p.name: p.at for p in phases(run(pods, checks=passed))}
+    submitted = found["submitted"]
+    assert submitted is not None and found["health gate"] == submitted + timedelta(seconds=9)
+    # A run without the gate shows no such phase.
+    assert "health gate" not in {p.name for p in phases(run(pods, health_check=None))}
 
 
 def test_a_phase_waits_for_every_pod() -> None:
@@ -138,7 +166,8 @@ def test_the_table_counts_from_submission() -> None:
     lines = table(run([pod("a", 31, 60, 61)])).splitlines()
     assert lines[0].split() == ["phase", "at", "(UTC)", "since", "submitted"]
     assert lines[1].split() == ["submitted", "2026-11-24", "06:00:00", "0", "s"]
-    assert lines[3].split() == ["nodes", "ready", "2026-11-24", "06:00:30", "30", "s"]
+    assert lines[2].split() == ["health", "gate", "2026-11-24", "06:00:02", "2", "s"]
+    assert lines[4].split() == ["nodes", "ready", "2026-11-24", "06:00:30", "30", "s"]
 
 
 @pytest.mark.parametrize(
@@ -149,6 +178,7 @@ def test_the_table_counts_from_submission() -> None:
         ["kubectl", "ns", "jobset", "name"],  # no cluster named
         ["kubectl", "--cluster", "c", "ns", "jobset", "name"],  # a cluster alone names none
         ["kubectl", "--context", "c", "--agents", "kube-system", "ns", "jobset", "name"],
+        ["kubectl", "--context", "c", "--health-check", "ns", "jobset", "name"],  # no check
     ],
 )
 def test_usage_errors_exit_2_before_calling_the_cli(

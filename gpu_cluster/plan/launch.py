@@ -18,6 +18,7 @@ from gpu_cluster.facts.kubernetes import parse_quantity
 from gpu_cluster.plan.nccl import NCCL_ENV_FILE
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT
+from gpu_cluster.plan.queue import health_gate_check
 
 # Kubernetes' default cluster DNS domain (kubelet --cluster-domain).
 CLUSTER_DOMAIN = "cluster.local"
@@ -160,11 +161,13 @@ def node_agents(s: Settings) -> tuple[tuple[str, str], ...]:
 
 
 def timeline_command(s: Settings, kube: Kube) -> str:
-    """The table of the run's start: submitted, admitted, nodes, agents, scheduled, pulled,
-    started."""
+    """The table of the run's start: submitted, health gate, admitted, nodes, agents,
+    scheduled, pulled, started."""
     kind = "jobset" if s.workload.kind == "jobset" else "statefulset"
     agents = [arg for ns, selector in node_agents(s) for arg in ("--agents", f"{ns}:{selector}")]
-    argv = kube.argv(*agents, s.namespace, kind, s.name)
+    check = health_gate_check(s)
+    gate = ["--health-check", check] if check is not None else []
+    argv = kube.argv(*agents, *gate, s.namespace, kind, s.name)
     return shlex.join(["python3", "-m", TIMELINE_MODULE, *argv])
 
 

@@ -116,16 +116,25 @@ def queue_plan(
         node_labels=node_labels,
         quota={name: _quantity(value * s.nodes) for name, value in per_pod.items()},
         provisioning_class=GKE_QUEUED_PROVISIONING_CLASS if queued_provisioning(s) else None,
-        health_gate=health_gate_plan(s, scoped),
+        health_gate=health_gate_plan(s),
     )
 
 
-def health_gate_plan(s: Settings, scoped: str) -> HealthGatePlan | None:
+def health_gate_check(s: Settings) -> str | None:
+    """The node health gate's AdmissionCheck (cluster-scoped, so named after the namespace
+    too); None: the stack has no gate."""
+    if s.workload.queue.mode == "reference" or not s.workload.queue.health_gate.enabled:
+        return None
+    return f"{s.namespace}-{s.name}-node-health"
+
+
+def health_gate_plan(s: Settings) -> HealthGatePlan | None:
     gate = s.workload.queue.health_gate
-    if not gate.enabled:
+    check = health_gate_check(s)
+    if check is None:
         return None
     return HealthGatePlan(
-        check=f"{scoped}-node-health",
+        check=check,
         name=f"{s.name}-node-health-gate",
         namespace=s.namespace,
         checks=gate.checks,

@@ -178,7 +178,7 @@ def start_on_record(printed: str) -> list[str]:
     at = {line[:14].strip(): line[14:36].strip() for line in lines[1:-1]}
     assert list(at) == [p for p in PHASES if p in at], printed
     assert at.pop("image pulled") == "-" and "-" not in at.values(), printed
-    steps = ("submitted", "admitted", "scheduled", "initialized", "ready")
+    steps = ("submitted", "health gate", "admitted", "scheduled", "initialized", "ready")
     order = [at[p] for p in steps if p in at]
     assert order == sorted(order), printed
     return [line[:14].strip() for line in lines[1:-1]]

@@ -28,8 +28,8 @@ import yaml
 
 from gpu_cluster.facts.kueue import KUEUE_API
 from gpu_cluster.plan.queue import HEALTH_GATE_SCRIPT
-from tests.conftest import ROOT
-from tests.real.cluster_state import node_ready, referenced_objects
+from tests.conftest import ROOT, stack_context
+from tests.real.cluster_state import node_ready, paste, referenced_objects, start_on_record
 from tests.real.conftest import Cluster
 from tests.real.queue_state import admitted, explain, run_pods, running, workload_of
 from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
@@ -170,6 +170,11 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
             explain=why,
         )
         assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]
+        # The start's timeline shows when the gate let it through, before Kueue admitted it.
+        printed = paste(
+            cluster, tmp_path, stack_context("gcp-a3"), stack.run.outputs["timelineCommand"]
+        )
+        assert "health gate" in start_on_record(printed), printed
     finally:
         gate.terminate()
         gate.wait(timeout=30)
