@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from gpu_cluster.config.values import HealthCheck
+from gpu_cluster.facts import health
 from gpu_cluster.plan.queue import HEALTH_GATE_CONTROLLER, HEALTH_GATE_SCRIPT
 from tests.conftest import ROOT, manifests, run_stack
 from tools.realtier.stacks import render
@@ -297,15 +298,40 @@ def test_the_gate_may_read_and_write_only_what_it_answers() -> None:
             ]
 
 
-def test_without_the_gate_the_stack_renders_none_of_it_and_the_same_run() -> None:
+def test_without_the_gate_the_stack_renders_none_of_it() -> None:
     run = run_stack("gcp-a3", *JOB_SET, "storage.mode=rwx")
-    # Turning the gate on or off leaves a running run as it is (only the queue changes).
-    assert manifests(run, "JobSet") == manifests(run_stack(GKE[0], *GKE[1]), "JobSet")
     assert manifests(run, "AdmissionCheck") == []
     assert manifests(run, "Deployment") == []
     assert manifests(run, "ClusterRole") == []
     (queue,) = manifests(run, "ClusterQueue")
     assert "admissionChecksStrategy" not in queue["spec"]
+
+
+def node_terms(run: Any) -> list[dict[str, Any]]:
+    (job_set,) = manifests(run, "JobSet")
+    pod = job_set["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    affinity = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms: list[dict[str, Any]] = affinity["nodeSelectorTerms"]
+    return terms
+
+
+@pytest.mark.parametrize(("stack", "overrides"), [GKE, OPENSHIFT], ids=["gke", "openshift"])
+def test_the_gated_run_asks_for_nodes_whose_checks_last_passed(
+    stack: str, overrides: tuple[str, ...]
+) -> None:
+    """So placement skips a node the health runner labelled failed without tainting it (its
+    default), and the gate only judges the passes' age. The flavor stays as it was: its node
+    labels cannot change once it has a Topology."""
+    gated = run_stack(stack, *overrides)
+    ungated = run_stack(stack, *(o for o in overrides if o != GATE))
+    (term,) = node_terms(gated)
+    (before,) = node_terms(ungated)
+    wanted = [
+        {"key": f"aiinfra/{check}-healthcheck-result", "operator": "In", "values": ["pass"]}
+        for check in ("gpu", "nccl")
+    ]
+    assert term["matchExpressions"] == before["matchExpressions"] + wanted
+    assert manifests(gated, "ResourceFlavor") == manifests(ungated, "ResourceFlavor")
 
 
 SCANNER = yaml.safe_load((ROOT / "tests" / "vendor" / "cluster_health_scanner.yaml").read_text())
@@ -316,6 +342,8 @@ def test_the_gate_reads_the_labels_cluster_health_scanner_writes() -> None:
     assert set(get_args(HealthCheck)) == set(SCANNER["checks"])
     for check, facts in SCANNER["checks"].items():
         assert gate.RESULT_LABEL.format(check) == facts["result_label"]["key"]
+        assert health.RESULT_LABEL.format(check) == facts["result_label"]["key"]
+        assert facts["result_label"]["pass"] == health.PASS
         assert facts["result_label"]["pass"] == gate.PASS
         assert gate.TIME_LABEL.format(check) == facts["time_label"]["key"]
 

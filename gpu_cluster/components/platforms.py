@@ -36,7 +36,13 @@ from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.controllers import controller_charts
 from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
-from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, run_annotations
+from gpu_cluster.plan.queue import (
+    ADMISSION_GATE,
+    admission_gated,
+    healthy_nodes,
+    queue_plan,
+    run_annotations,
+)
 from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
@@ -146,6 +152,12 @@ def queued(
     plan = queue_plan(s, node_labels, a.networking.resources, inits)
     if plan is None:
         return a
+    # Behind the health gate the pods (not the flavor, whose labels are fixed once it has a
+    # Topology) ask for nodes whose checks last passed.
+    required = (*a.placement.node_requirements, *healthy_nodes(s))
+    a = dataclasses.replace(
+        a, placement=dataclasses.replace(a.placement, node_requirements=required)
+    )
     queue = TrainingQueue(f"{name}-queue", plan, s.namespace, a.labels, after, controllers, opts)
     # The run waits for the gate's controller, not its ingress policy.
     gate = (

@@ -11,10 +11,11 @@ from fractions import Fraction
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import topology_levels
 from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS
+from gpu_cluster.facts.health import PASS, RESULT_LABEL
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE, parse_quantity
 from gpu_cluster.facts.kueue import GKE_QUEUED_PROVISIONING_CLASS, MAX_RUN_DURATION_ANNOTATION
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
-from gpu_cluster.plan.podspec import Container
+from gpu_cluster.plan.podspec import Container, NodeRequirement
 
 # What a JobSet run's pods start with: the rest of their command only once Kueue admitted the
 # run (scripts/admitted.sh).
@@ -126,6 +127,18 @@ def health_gate_check(s: Settings) -> str | None:
     if s.workload.queue.mode == "reference" or not s.workload.queue.health_gate.enabled:
         return None
     return f"{s.namespace}-{s.name}-node-health"
+
+
+def healthy_nodes(s: Settings) -> tuple[NodeRequirement, ...]:
+    """What the gated run's pods require of a node: the last result of every gated check a
+    pass. Kueue's topology-aware placement honours a pod's required node affinity (kueue
+    pkg/cache/scheduler/tas_flavor_snapshot.go, v0.15.0 to v0.19.2), so it places runs only on
+    such nodes, and the gate is left to judge the passes' age: a failed node, which the health
+    runner by default labels without tainting, is never chosen again and again."""
+    if health_gate_check(s) is None:
+        return ()
+    checks = s.workload.queue.health_gate.checks
+    return tuple(NodeRequirement(RESULT_LABEL.format(c), "In", (PASS,)) for c in checks)
 
 
 def health_gate_plan(s: Settings) -> HealthGatePlan | None:

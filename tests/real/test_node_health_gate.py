@@ -5,9 +5,11 @@ more (a token of it, on the real API server with RBAC).
 
 gcp-a3 as a JobSet stack, its GPU node copied into four nodes in three GCE topology blocks, only
 block-2 with two; a run of two pods that must share a block can only go there. One of those two
-passed cluster-health-scanner's NCCL check 30 hours ago: Kueue reserves the quota and places the
-run, the gate answers Retry naming that node and check, and Kueue takes the quota back; no pod is
-created. Once the node passes again the next try is admitted and both pods run there.
+failed cluster-health-scanner's NCCL check (labelled, not tainted, as the health runner's default
+leaves it): Kueue's placement leaves it out, by the pods' node affinity, and the run waits
+unplaced. Its next pass is read as 30 hours old: Kueue places the run, the gate answers Retry
+naming that node and check, and Kueue takes the quota back; no pod is created. Once the pass is
+fresh the next try is admitted and both pods run there.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from gpu_cluster.plan.queue import HEALTH_GATE_SCRIPT
 from tests.conftest import ROOT, stack_context
 from tests.real.cluster_state import node_ready, paste, referenced_objects, start_on_record
 from tests.real.conftest import Cluster
-from tests.real.queue_state import admitted, explain, run_pods, running, workload_of
+from tests.real.queue_state import (
+    admitted,
+    condition,
+    explain,
+    run_pods,
+    running,
+    workload_of,
+)
 from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
 from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.stacks import render, volumes_for
@@ -108,9 +117,11 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
     assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"] == [{"name": check_name}]
 
     fresh = {**passed("gpu", HOUR), **passed("nccl", HOUR)}
-    stale_nccl = {**passed("gpu", HOUR), **passed("nccl", 30 * HOUR)}
+    # As the health runner leaves a node that failed NCCL with its default DRY_RUN: labelled,
+    # not tainted.
+    failed_nccl = {**fresh, "aiinfra/nccl-healthcheck-result": "fail"}
     for node in nodes_in_blocks(stack):
-        health = stale_nccl if node.name == "gpu-2" else fresh
+        health = failed_nccl if node.name == "gpu-2" else fresh
         gpu = node.name.startswith("gpu-")
         node = dataclasses.replace(node, labels={**node.labels, **(health if gpu else {})})
         kube.create(node.manifest())
@@ -133,6 +144,25 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
             ),
             explain=lambda: log.read_text(),
         )
+        # gpu-2 failed NCCL: placement passes it over (the pods ask for nodes whose checks last
+        # passed), and no block has two such nodes: the run waits, unplaced, never asked.
+        wait_for(
+            "Kueue finding no place",
+            lambda: (
+                (w := workload_of(kube, namespace, name)) is not None
+                and (c := condition(w, "QuotaReserved")) is not None
+                and c["status"] == "False"
+                # Kueue's words: one node of the four left out by the pods' affinity.
+                and "fit only 1 out of 2 pod(s)" in c["message"]
+                and "excluded: affinity: 1" in c["message"]
+            ),
+            explain=lambda: log.read_text() + why(),
+        )
+        assert ": Retry: " not in log.read_text()
+        # The runner checks gpu-2 again and it passes, but its pass is read as 30 hours old.
+        kube.merge_patch(
+            "v1", "Node", "gpu-2", None, {"metadata": {"labels": passed("nccl", 30 * HOUR)}}
+        )
         # Placed in block-2 (gpu-1, gpu-2), answered Retry for gpu-2's NCCL pass: Kueue takes
         # the quota back and tries again, each try counted.
         wait_for(
@@ -154,7 +184,7 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
         assert any("gpu-2 (nccl: passed 30.0 h ago, over 24 h)" in m for m in said), said
         assert run_pods(kube, namespace, name) == []
 
-        # The health runner checks gpu-2 again and it passes: the next try is admitted.
+        # The pass is fresh: the next try is admitted.
         kube.merge_patch("v1", "Node", "gpu-2", None, {"metadata": {"labels": passed("nccl", 60)}})
         wait_for(
             "the run admitted",
