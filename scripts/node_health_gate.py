@@ -60,6 +60,8 @@ Object = dict[str, Any]
 
 @dataclass(frozen=True)
 class Gate:
+    """The HEALTH_GATE_* settings (above), the ages and delays in seconds."""
+
     check: str
     controller: str
     namespace: str
@@ -165,8 +167,9 @@ def decide(
             problems.append(f"{node} ({'; '.join(found)})")
     if problems:
         return "Retry", f"not healthy within {window}: {', '.join(problems)}"[:MAX_MESSAGE]
-    checks = ", ".join(gate.checks)
-    return "Ready", f"{len(where.nodes)} nodes passed {checks} within {window}"
+    count = len(where.nodes)
+    nodes = f"{count} node{'s' if count != 1 else ''}"
+    return "Ready", f"{nodes} passed {', '.join(gate.checks)} within {window}"
 
 
 class Api:

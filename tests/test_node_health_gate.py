@@ -198,6 +198,11 @@ def test_the_answer_names_every_node_that_holds_the_run_and_why() -> None:
         "Ready",
         "3 nodes passed gpu, nccl within 24 h",
     )
+    one = gate.Placement(("gpu-1",), ())
+    assert gate.decide(one, labels, settings(checks=("gpu",)), NOW) == (
+        "Ready",
+        "1 node passed gpu within 24 h",
+    )
     assert gate.decide(gate.Placement((), ("node",)), {}, settings(), NOW) == (
         "Retry",
         "not healthy within 24 h: pod set node placed without node names",
