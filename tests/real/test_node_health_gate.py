@@ -15,12 +15,14 @@ fresh the next try is admitted and both pods run there.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import functools
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,9 +43,9 @@ from tests.real.queue_state import (
     running,
     workload_of,
 )
-from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
-from tools.realtier.kube import Kube, Object, wait_for
-from tools.realtier.stacks import render, volumes_for
+from tests.real.test_jobset_stack import OVERRIDES, RACK, RACKS, nodes_in_blocks
+from tools.realtier.kube import Kube, wait_for
+from tools.realtier.stacks import StackRender, render, volumes_for
 
 pytestmark = pytest.mark.real
 
@@ -62,10 +64,13 @@ def passed(check: str, seconds_ago: int) -> dict[str, str]:
     }
 
 
-def gate_process(cluster: Cluster, deployment: Object, tmp_path: Path) -> subprocess.Popen[str]:
-    """The gate's container as a process beside the control plane: its command's script with
-    the Deployment's environment, the API server where a pod finds it, and a token of the
-    Deployment's ServiceAccount where the kubelet would mount it."""
+@contextlib.contextmanager
+def answering_gate(cluster: Cluster, stack: StackRender, tmp_path: Path) -> Iterator[Path]:
+    """The stack's gate container as a process beside the control plane, until the block ends:
+    its command's script with the rendered Deployment's environment, the API server where a pod
+    finds it, and a token of the Deployment's ServiceAccount where the kubelet would mount it.
+    Yields its log; asserts at the end that nothing was refused to it."""
+    (deployment,) = stack.of_kind("Deployment")
     spec = deployment["spec"]["template"]["spec"]
     (container,) = spec["containers"]
     account = tmp_path / "serviceaccount"
@@ -88,13 +93,24 @@ def gate_process(cluster: Cluster, deployment: Object, tmp_path: Path) -> subpro
         "PATH": os.environ["PATH"],
     }
     assert container["command"][-1].endswith(f"/{HEALTH_GATE_SCRIPT}")
-    return subprocess.Popen(
-        [sys.executable, str(SCRIPT)],
-        env=env,
-        stdout=(tmp_path / "gate.log").open("w"),
-        stderr=subprocess.STDOUT,
-        text=True,
+    log = tmp_path / "gate.log"
+    with log.open("w") as out:
+        gate = subprocess.Popen([sys.executable, str(SCRIPT)], env=env, stdout=out, stderr=out)
+        try:
+            yield log
+        finally:
+            gate.terminate()
+            gate.wait(timeout=30)
+    # It ran with the stack's rights alone: nothing it was refused.
+    assert "403" not in log.read_text(), log.read_text()
+
+
+def active(kube: Kube, check: str) -> bool:
+    """Whether the gate marked its AdmissionCheck Active (Kueue admits nothing before)."""
+    conditions = (kube.get(KUEUE_API, "AdmissionCheck", check).get("status") or {}).get(
+        "conditions"
     )
+    return any(c["type"] == "Active" and c["status"] == "True" for c in conditions or [])
 
 
 def check_state(kube: Kube, namespace: str, name: str, check: str) -> dict[str, Any] | None:
@@ -129,20 +145,9 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
     kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
     kube.create_all(referenced_objects(stack))
     kube.create_all(stack.objects())
-    (deployment,) = stack.of_kind("Deployment")
-    gate = gate_process(cluster, deployment, tmp_path)
-    log = tmp_path / "gate.log"
-    try:
-        # The check is the controller's: it marks it Active, so the queue admits at all.
+    with answering_gate(cluster, stack, tmp_path) as log:
         wait_for(
-            "the AdmissionCheck Active",
-            lambda: any(
-                c["type"] == "Active" and c["status"] == "True"
-                for c in (
-                    kube.get(KUEUE_API, "AdmissionCheck", check_name).get("status") or {}
-                ).get("conditions", [])
-            ),
-            explain=lambda: log.read_text(),
+            "the AdmissionCheck Active", lambda: active(kube, check_name), explain=log.read_text
         )
         # gpu-2 failed NCCL: placement passes it over (the pods ask for nodes whose checks last
         # passed), and no block has two such nodes: the run waits, unplaced, never asked.
@@ -205,8 +210,82 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
             cluster, tmp_path, stack_context("gcp-a3"), stack.run.outputs["timelineCommand"]
         )
         assert "health gate" in start_on_record(printed), printed
-    finally:
-        gate.terminate()
-        gate.wait(timeout=30)
-    # It ran with the stack's rights alone: nothing it was refused.
-    assert "403" not in log.read_text(), log.read_text()
+
+
+def test_on_openshift_the_gate_runs_unqueued_beside_red_hat_s_kueue_and_holds_an_unchecked_host(
+    openshift_queued_cluster: Cluster, tmp_path: Path
+) -> None:
+    """nerc-production as a JobSet stack in a namespace it creates (opted in to Red Hat's Kueue),
+    placed by the racks it names, behind the gate: the gate's own pod is not queued by Kueue
+    (no queue name: Red Hat's default label policy); a host that was never checked is left out,
+    so the one rack with two GPU hosts has room only once it passes."""
+    cluster, kube = openshift_queued_cluster, openshift_queued_cluster.kube
+    stack = render(
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=/workspace/train.py",
+            "namespaceMode=create",
+            f"workload.queue.topologyLevels[0]={RACK}",
+            *GATE,
+        ),
+    )
+    s = stack.settings
+    namespace, name = s.namespace, s.name
+    why = functools.partial(explain, cluster, namespace)
+    (check,) = stack.of_kind("AdmissionCheck")
+    (host, *_) = stack.nodes()
+    healthy = {**passed("gpu", HOUR), **passed("nccl", HOUR)}
+    for node_name, rack in RACKS.items():
+        health = {} if node_name == "gpu-b2" else healthy
+        labels = {**host.labels, RACK: rack, **health}
+        kube.create(dataclasses.replace(host, name=node_name, labels=labels).manifest())
+        wait_for(f"node {node_name} Ready", functools.partial(node_ready, kube, node_name))
+    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
+    kube.create_all(referenced_objects(stack))
+    kube.create_all(stack.objects())
+
+    # The gate's Deployment runs its pod as is: Kueue manages the opted-in namespace's jobs
+    # that name a queue, and the gate names none.
+    gate_pods = wait_for(
+        "the gate's pod running",
+        lambda: (
+            [
+                p
+                for p in kube.list("v1", "Pod", namespace)
+                if p["metadata"]["name"].startswith(f"{name}-node-health-gate-")
+                and (p.get("status") or {}).get("phase") == "Running"
+            ]
+            or None
+        ),
+        explain=why,
+    )
+    assert not gate_pods[0]["spec"].get("schedulingGates"), gate_pods[0]["spec"]
+    with answering_gate(cluster, stack, tmp_path) as log:
+        wait_for("the AdmissionCheck Active", lambda: active(kube, check["metadata"]["name"]))
+        wait_for(
+            "Kueue finding no rack with room",
+            lambda: (
+                (w := workload_of(kube, namespace, name)) is not None
+                and (c := condition(w, "QuotaReserved")) is not None
+                and "excluded: affinity: 1" in c["message"]
+            ),
+            explain=lambda: log.read_text() + why(),
+        )
+        kube.merge_patch("v1", "Node", "gpu-b2", None, {"metadata": {"labels": healthy}})
+        wait_for(
+            "the run admitted",
+            functools.partial(admitted, kube, namespace, name),
+            explain=lambda: log.read_text() + why(),
+        )
+        pods = wait_for(
+            "its pods running",
+            functools.partial(running, kube, namespace, name, s.nodes),
+            explain=why,
+        )
+        assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-b1", "gpu-b2"]
+        assert (
+            log.read_text()
+            .splitlines()[-1]
+            .endswith(": Ready: 2 nodes passed gpu, nccl within 24 h")
+        )
