@@ -80,6 +80,12 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         return self.workdir / "kubeconfig"
 
+    @property
+    def training_log(self) -> Path:
+        """What every pod's training container has printed, as the kubelet keeps it (CRI
+        format: `<RFC 3339 nano> stdout F <line>`): kwok serves it to `kubectl logs`."""
+        return self.workdir / "logs" / "training.log"
+
     def __enter__(self) -> ControlPlane:
         self.start()
         return self
@@ -100,6 +106,9 @@ class ControlPlane:
         pki.mkdir(parents=True)
         ca = CertificateAuthority(pki)
         serving = ca.issue("apiserver", "localhost", server=True)
+        # kwok's server stands in for the kubelets' API (logs), on the port the nodes publish.
+        kubelet_serving = ca.issue("kwok", "localhost", server=True)
+        kubelet_port = free_port()
         admin = ca.issue("admin", "realtier-admin", organizations=("system:masters",))
         service_accounts = service_account_keys(pki)
 
@@ -132,6 +141,9 @@ class ControlPlane:
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={ca.cert_path}",
+                f"--kubelet-certificate-authority={ca.cert_path}",
+                f"--kubelet-client-certificate={admin.cert}",
+                f"--kubelet-client-key={admin.key}",
                 "--authorization-mode=RBAC",
                 "--service-cluster-ip-range=10.96.0.0/16",
                 f"--service-account-issuer={server}",
@@ -181,8 +193,11 @@ class ControlPlane:
         self.wait_http("kube-scheduler", f"https://127.0.0.1:{scheduler_port}/healthz")
 
         stages = self.workdir / "kwok-stages.yaml"
+        self.training_log.parent.mkdir()
+        self.training_log.touch()
         stages.write_text(
-            "\n---\n".join(p.read_text() for p in self._kwok_stages()), encoding="utf-8"
+            "\n---\n".join([*(p.read_text() for p in self._kwok_stages()), self._logs()]),
+            encoding="utf-8",
         )
         self.spawn(
             "kwok",
@@ -195,9 +210,28 @@ class ControlPlane:
                 "--cidr=10.244.0.0/16",
                 "--node-ip=127.0.0.1",
                 "--node-lease-duration-seconds=40",
+                f"--node-port={kubelet_port}",
+                f"--server-address=127.0.0.1:{kubelet_port}",
+                f"--tls-cert-file={kubelet_serving.cert}",
+                f"--tls-private-key-file={kubelet_serving.key}",
             ],
         )
         self.log(f"control plane up in {time.monotonic() - started:.0f} s at {server}")
+
+    def _logs(self) -> str:
+        """kwok's ClusterLogs (sigs.k8s.io/kwok pkg/apis/v1alpha1 cluster_logs_types.go): every
+        pod's training container logs `training_log`, read by the kubelet's own CRI log reader
+        (kwok pkg/kwok/server/debugging_logs.go)."""
+        return yaml.safe_dump(
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "ClusterLogs",
+                "metadata": {"name": "training"},
+                "spec": {
+                    "logs": [{"containers": ["training"], "logsFile": str(self.training_log)}]
+                },
+            }
+        )
 
     def _kwok_stages(self) -> tuple[Path, ...]:
         return tuple(self.tools.kwok_stages) if self.kwok_stages is None else self.kwok_stages
