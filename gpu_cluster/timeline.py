@@ -1,22 +1,25 @@
 """`python3 -m gpu_cluster.timeline CLI TARGET... [--agents NS:SELECTOR]... [--health-check CHECK]
-NAMESPACE KIND NAME`:
+[--first-step PATTERN] NAMESPACE KIND NAME`:
 when each phase of a training run's start happened, from the cluster's own records, as a table
 (timelineCommand). KIND: jobset or statefulset. TARGET: --kubeconfig FILE and/or --context
 CONTEXT (then --cluster CLUSTER), as the stack names its cluster. --agents: the pods that prepare
 a GPU node for training (GKE's GPUDirect node agents, the image pre-pull), by namespace and
-label selector. --health-check: the node health gate's Kueue AdmissionCheck.
+label selector. --health-check: the node health gate's Kueue AdmissionCheck. --first-step: a
+regular expression for a line the training prints at its first step.
 
 The phases, each the moment the last of the run's pods (or nodes) got there: submitted (the
 controller object created), health gate (the gate found the run's nodes healthy), admitted
 (Kueue's Workload, JobSet runs), nodes ready (the nodes the
 pods run on), agents ready (the agents' pods on those nodes Ready), scheduled, image pulled (the
 kubelet's Pulled event, when it still exists), initialized (init steps done: NIC detection,
-GPUDirect setup), started (the training container running) and ready. Standard library only, for
-python3 as launch_all is."""
+GPUDirect setup), started (the training container running), ready, and first step (pod 0's
+training container first printed a line --first-step matches, by the kubelet's timestamps).
+Standard library only, for python3 as launch_all is."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import datetime
@@ -26,15 +29,21 @@ Object = dict[str, Any]
 USAGE = (
     "usage: python3 -m gpu_cluster.timeline CLI [--kubeconfig FILE] [--context CONTEXT] "
     "[--cluster CLUSTER] [--agents NAMESPACE:SELECTOR]... [--health-check CHECK] "
-    "NAMESPACE jobset|statefulset NAME"
+    "[--first-step PATTERN] NAMESPACE jobset|statefulset NAME"
 )
 AGENTS_FLAG = "--agents"
 HEALTH_CHECK_FLAG = "--health-check"
+FIRST_STEP_FLAG = "--first-step"
+# How much of pod 0's log is read for the first step: its start, where the step is.
+FIRST_STEP_LOG_BYTES = 16 * 2**20
 # How kubectl and oc report a request the user's rights do not allow.
 FORBIDDEN = "(Forbidden)"
 TARGET_FLAGS = ("--kubeconfig", "--context", "--cluster")
 # The label the JobSet controller puts on its pods (jobset api/jobset/v1alpha2 JobSetNameKey).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# The index the Job controller gives an Indexed Job's pod (kubernetes batch/v1
+# JobCompletionIndexAnnotation): rank 0 is index 0.
+JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 # The StatefulSet's pods, by the labels the program gives them (components/platforms.py labels).
 STATEFUL_SET_PODS = "app.kubernetes.io/instance={name},app.kubernetes.io/component=training"
 TRAINING_CONTAINER = "training"
@@ -51,6 +60,7 @@ PHASES = (
     "initialized",
     "started",
     "ready",
+    "first step",
 )
 
 
@@ -73,6 +83,9 @@ class Run(NamedTuple):
     unreadable: tuple[str, ...] = ()
     # The node health gate's AdmissionCheck (None: the run has none).
     health_check: str | None = None
+    # When pod 0 printed its first step (None: not yet, or not recorded); shown when asked.
+    first_step: datetime | None = None
+    asked_first_step: bool = False
 
 
 def _time(text: str | None) -> datetime | None:
@@ -151,6 +164,7 @@ def phases(run: Run) -> list[Phase]:
         "initialized": _last([_condition(p, "Initialized") for p in pods]),
         "started": _last([_started(p) for p in pods]),
         "ready": _last([_condition(p, "Ready") for p in pods]),
+        "first step": run.first_step,
     }
     shown = set(PHASES)
     if run.controller.get("kind") != "JobSet":
@@ -159,6 +173,8 @@ def phases(run: Run) -> list[Phase]:
         shown.discard("agents ready")
     if run.health_check is None:
         shown.discard("health gate")
+    if not run.asked_first_step:
+        shown.discard("first step")
     return [Phase(name, at[name]) for name in PHASES if name in shown]
 
 
@@ -178,6 +194,54 @@ def table(run: Run) -> str:
     if run.unreadable:
         lines.append(f"(not readable with your rights, so '-': {', '.join(run.unreadable)})")
     return "\n".join(lines)
+
+
+def first_step_at(log: str, pattern: str) -> datetime | None:
+    """When the first line of `log` (read with --timestamps: RFC 3339 time, a space, the line)
+    that `pattern` matches was printed."""
+    finder = re.compile(pattern)
+    for line in log.splitlines():
+        stamp, _, text = line.partition(" ")
+        if finder.search(text):
+            # Nanoseconds, which datetime does not hold: to the microsecond.
+            whole, dot, fraction = stamp.rstrip("Z").partition(".")
+            return _time(f"{whole}{dot}{fraction[:6]}Z")
+    return None
+
+
+def _pod_zero(pods: list[Object]) -> Object | None:
+    """Rank 0: an indexed Job's pod of completion index 0, a StatefulSet's ordinal 0."""
+    for pod in pods:
+        meta = pod["metadata"]
+        index = (meta.get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION)
+        if index == "0" or (index is None and meta["name"].endswith("-0")):
+            return pod
+    return None
+
+
+def _first_step(
+    kube: list[str], namespace: str, pods: list[Object], pattern: str
+) -> datetime | None:
+    """When pod 0's training container printed the first step; None when it has not, or its
+    log cannot be read (not started, gone with a restart, or a node that serves none)."""
+    pod = _pod_zero(pods)
+    if pod is None:
+        return None
+    args = (
+        "logs",
+        "-n",
+        namespace,
+        pod["metadata"]["name"],
+        "-c",
+        TRAINING_CONTAINER,
+        "--timestamps",
+        f"--limit-bytes={FIRST_STEP_LOG_BYTES}",
+    )
+    try:
+        result = subprocess.run([*kube, *args], capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise SystemExit(f"timeline: {kube[0]} is not on PATH") from None
+    return first_step_at(result.stdout, pattern) if result.returncode == 0 else None
 
 
 def _readable(kube: list[str], *args: str) -> Object | None:
@@ -219,9 +283,11 @@ def fetch(
     name: str,
     agents: list[tuple[str, str]] | None = None,
     health_check: str | None = None,
+    first_step: str | None = None,
 ) -> Run:
     """The run's objects, read with `kube` (the CLI and its target flags); `agents`: the node
-    agents' pods as (namespace, label selector); `health_check`: the node health gate's."""
+    agents' pods as (namespace, label selector); `health_check`: the node health gate's;
+    `first_step`: the pattern of the training's first-step line."""
     resource, selector = (
         ("jobsets.jobset.x-k8s.io", f"{JOBSET_NAME_LABEL}={name}")
         if kind == "jobset"
@@ -268,8 +334,18 @@ def fetch(
                 selector,
             )
         ]
+    stepped = _first_step(kube, namespace, pods, first_step) if first_step else None
     return Run(
-        controller, workloads, pods, nodes, events, agent_pods, tuple(unreadable), health_check
+        controller,
+        workloads,
+        pods,
+        nodes,
+        events,
+        agent_pods,
+        tuple(unreadable),
+        health_check,
+        stepped,
+        first_step is not None,
     )
 
 
@@ -280,10 +356,13 @@ def main(argv: list[str]) -> int:
     cli, rest = argv[0], argv[1:]
     target: list[str] = []
     agents: list[tuple[str, str]] = []
-    health_check = None
-    while len(rest) > 3 and rest[0] in (*TARGET_FLAGS, AGENTS_FLAG, HEALTH_CHECK_FLAG):
+    health_check = first_step = None
+    flags = (*TARGET_FLAGS, AGENTS_FLAG, HEALTH_CHECK_FLAG, FIRST_STEP_FLAG)
+    while len(rest) > 3 and rest[0] in flags:
         if rest[0] == HEALTH_CHECK_FLAG:
             health_check = rest[1]
+        elif rest[0] == FIRST_STEP_FLAG:
+            first_step = rest[1]
         elif rest[0] == AGENTS_FLAG:
             agent_namespace, colon, selector = rest[1].partition(":")
             if not (agent_namespace and colon and selector):
@@ -300,7 +379,8 @@ def main(argv: list[str]) -> int:
         print("timeline: name the cluster with --kubeconfig or --context", file=sys.stderr)
         return 2
     namespace, kind, name = rest
-    print(table(fetch([cli, *target], namespace, kind, name, agents, health_check)))
+    run = fetch([cli, *target], namespace, kind, name, agents, health_check, first_step)
+    print(table(run))
     return 0
 
 

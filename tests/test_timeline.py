@@ -94,7 +94,9 @@ def run(
 
 def test_each_phase_is_when_the_last_pod_got_there() -> None:
     agents = [agent("node-a", 20), agent("node-a", 32), agent("node-b", 31)]
-    r = run([pod("a", 31, 60, 61), pod("b", 33, 70, 72)], agents=agents)
+    r = run([pod("a", 31, 60, 61), pod("b", 33, 70, 72)], agents=agents)._replace(
+        asked_first_step=True, first_step=timeline._time(at(90))
+    )
     found = {p.name: p.at for p in phases(r)}
     assert tuple(found) == PHASES
     submitted = found["submitted"]
@@ -111,6 +113,7 @@ def test_each_phase_is_when_the_last_pod_got_there() -> None:
         "initialized": 70,
         "started": 72,
         "ready": 77,
+        "first step": 90,
     }
 
 
@@ -179,6 +182,7 @@ def test_the_table_counts_from_submission() -> None:
         ["kubectl", "--cluster", "c", "ns", "jobset", "name"],  # a cluster alone names none
         ["kubectl", "--context", "c", "--agents", "kube-system", "ns", "jobset", "name"],
         ["kubectl", "--context", "c", "--health-check", "ns", "jobset", "name"],  # no check
+        ["kubectl", "--context", "c", "--first-step", "ns", "jobset", "name"],  # no pattern
     ],
 )
 def test_usage_errors_exit_2_before_calling_the_cli(
@@ -186,3 +190,38 @@ def test_usage_errors_exit_2_before_calling_the_cli(
 ) -> None:
     assert timeline.main(argv) == 2
     assert capsys.readouterr().err
+
+
+def test_the_first_step_is_the_first_line_the_pattern_finds_in_the_text() -> None:
+    log = (
+        "2026-11-24T06:01:00.000000001Z step 10 of the warm-up\n"
+        "2026-11-24T06:01:07.123456789Z step 1 loss 11.0\n"
+        "2026-11-24T06:01:09.000000000Z step 1 loss 10.8\n"
+    )
+    found = timeline.first_step_at(log, r"^step 1\b")
+    assert found is not None
+    assert found.isoformat() == "2026-11-24T06:01:07.123456+00:00"
+    # The timestamp is not the text: a pattern for a time matches nothing there.
+    assert timeline.first_step_at(log, r"06:01") is None
+    assert timeline.first_step_at("", r"^step 1\b") is None
+
+
+def test_the_first_step_shows_only_when_asked_and_is_read_from_pod_0() -> None:
+    pods = [pod("a", 31, 60, 61), pod("b", 33, 70, 72)]
+    asked = run(pods)._replace(asked_first_step=True, first_step=timeline._time(at(90)))
+    found = {p.name: p.at for p in phases(asked)}
+    assert list(found)[-1] == "first step" and found["first step"] == timeline._time(at(90))
+    assert "first step" not in {p.name for p in phases(run(pods))}
+    # Rank 0: the indexed Job's pod of index 0, or the StatefulSet's ordinal 0.
+    indexed = [
+        {
+            "metadata": {
+                "name": f"run-node-0-{i}-x",
+                "annotations": {"batch.kubernetes.io/job-completion-index": str(i)},
+            }
+        }
+        for i in (1, 0)
+    ]
+    assert timeline._pod_zero(indexed) == indexed[1]
+    ordinals = [{"metadata": {"name": n}} for n in ("train-10", "train-0")]
+    assert timeline._pod_zero(ordinals) == ordinals[1]

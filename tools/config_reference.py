@@ -56,6 +56,10 @@ VALUE_TYPES: dict[str, str] = {
     "`repo:tag@sha256:...`, sha384 and sha512 digests), with a tag or a digest; `:latest` "
     "without a digest is refused",
     "SyncPeriod": "a Go duration of at least 10ms (`60s`, `1m30s`, `500ms`)",
+    "HealthCheck": "`gpu`, `nccl` or `neper`: a cluster-health-scanner check that labels nodes "
+    "with its result and time",
+    "LogPattern": "a Python regular expression of at most 200 characters that does not match an "
+    "empty line",
     "SweepSize": "a size the check script reads (`64M`, `1G`, `2t`, `512MiB`, a number of "
     "bytes; binary units), 8 to 2^63 - 1 bytes",
     "ResourceName": "an extended resource `<domain>/<name>` a device plugin can register (not "

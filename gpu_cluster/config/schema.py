@@ -30,6 +30,7 @@ from gpu_cluster.config.values import (
     JobSetVersion,
     KueueVersion,
     LabelKey,
+    LogPattern,
     Namespace,
     NodeName,
     PrivateCidr,
@@ -132,6 +133,12 @@ class LauncherSettings(Section):
     """torchrun `--max-restarts`."""
     master_port: int = Field(default=29500, ge=1024, le=65535)
     """Rendezvous port on pod 0."""
+    first_step_pattern: LogPattern | None = None
+    """A line the training prints at its first step, as a Python regular expression matched
+    anywhere in the line (e.g. `^step 1\\b` or `'loss': `): `timelineCommand`'s `first step` is
+    when pod 0's training container first printed such a line. Unset: no such phase (the
+    program cannot tell a step from the training's output by itself).
+    """
     deepspeed: DeepSpeedSettings = DeepSpeedSettings()
     """`ds_config.json` settings (`launcher.kind: deepspeed`, or a script that calls
     `deepspeed.initialize`).

@@ -188,6 +188,22 @@ def _image(value: str) -> str:
     return value
 
 
+# A first-step pattern is passed on timelineCommand's command line: a line, not a program.
+LOG_PATTERN_MAX = 200
+
+
+def _log_pattern(value: str) -> str:
+    if len(value) > LOG_PATTERN_MAX:
+        raise ValueError(f"must be at most {LOG_PATTERN_MAX} characters")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"must be a Python regular expression; {exc}") from None
+    if re.search(value, ""):
+        raise ValueError("matches an empty line, so every line: make it name the step's output")
+    return value
+
+
 def _resource_name(value: str) -> str:
     problem = container_resource_problem(value)
     if problem is not None:
@@ -376,6 +392,7 @@ StorageClassName = Annotated[str, AfterValidator(_storage_class)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 Image = Annotated[str, AfterValidator(_image)]
+LogPattern = Annotated[str, AfterValidator(_log_pattern)]
 
 # A node health check whose result and time labels the gate reads: cluster-health-scanner's
 # (scripts/node_health_gate.py RESULT_LABEL, TIME_LABEL).

@@ -162,12 +162,14 @@ def node_agents(s: Settings) -> tuple[tuple[str, str], ...]:
 
 def timeline_command(s: Settings, kube: Kube) -> str:
     """The table of the run's start: submitted, health gate, admitted, nodes, agents,
-    scheduled, pulled, started."""
+    scheduled, pulled, started, ready, first step."""
     kind = "jobset" if s.workload.kind == "jobset" else "statefulset"
     agents = [arg for ns, selector in node_agents(s) for arg in ("--agents", f"{ns}:{selector}")]
     check = health_gate_check(s)
     gate = ["--health-check", check] if check is not None else []
-    argv = kube.argv(*agents, *gate, s.namespace, kind, s.name)
+    pattern = s.launcher.first_step_pattern
+    step = ["--first-step", pattern] if pattern is not None else []
+    argv = kube.argv(*agents, *gate, *step, s.namespace, kind, s.name)
     return shlex.join(["python3", "-m", TIMELINE_MODULE, *argv])
 
 
