@@ -18,7 +18,7 @@ import yaml
 
 from gpu_cluster.config.values import HealthCheck
 from gpu_cluster.facts import health
-from gpu_cluster.plan.queue import HEALTH_GATE_CONTROLLER, HEALTH_GATE_SCRIPT
+from gpu_cluster.plan.health_gate import HEALTH_GATE_CONTROLLER, HEALTH_GATE_SCRIPT
 from tests.conftest import ROOT, manifests, run_stack
 from tools.realtier.stacks import render
 

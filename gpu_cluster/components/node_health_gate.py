@@ -31,8 +31,8 @@ from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
 from gpu_cluster.components.workload.pod_args import security_context
 from gpu_cluster.facts.kueue import KUEUE_API
+from gpu_cluster.plan.health_gate import HEALTH_GATE_SCRIPT, HealthGatePlan
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
-from gpu_cluster.plan.queue import HEALTH_GATE_SCRIPT, HealthGatePlan
 from gpu_cluster.plan.scan_exceptions import health_gate_exceptions, skip_annotations
 from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
 from gpu_cluster.plan.shipped import SCRIPTS_PATH

@@ -35,14 +35,9 @@ from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.controllers import controller_charts
 from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
+from gpu_cluster.plan.health_gate import healthy_nodes
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
-from gpu_cluster.plan.queue import (
-    ADMISSION_GATE,
-    admission_gated,
-    healthy_nodes,
-    queue_plan,
-    run_annotations,
-)
+from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, run_annotations
 from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH

@@ -15,7 +15,8 @@ import pulumi
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE
 from gpu_cluster.facts.kueue import KUEUE_API, PROVISIONING_CHECK_CONTROLLER
-from gpu_cluster.plan.queue import HEALTH_GATE_CONTROLLER, QueuePlan
+from gpu_cluster.plan.health_gate import HEALTH_GATE_CONTROLLER
+from gpu_cluster.plan.queue import QueuePlan
 
 
 class TrainingQueue(pulumi.ComponentResource):

@@ -15,10 +15,10 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import job_set_hostname
 from gpu_cluster.facts.gpudirect import NODE_AGENT_NAMESPACE, node_agent_apps
 from gpu_cluster.facts.kubernetes import parse_quantity
+from gpu_cluster.plan.health_gate import health_gate_check
 from gpu_cluster.plan.nccl import NCCL_ENV_FILE
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT
-from gpu_cluster.plan.queue import health_gate_check
 
 # Kubernetes' default cluster DNS domain (kubelet --cluster-domain).
 CLUSTER_DOMAIN = "cluster.local"

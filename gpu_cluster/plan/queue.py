@@ -11,11 +11,11 @@ from fractions import Fraction
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import topology_levels
 from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS
-from gpu_cluster.facts.health import PASS, RESULT_LABEL
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE, parse_quantity
 from gpu_cluster.facts.kueue import GKE_QUEUED_PROVISIONING_CLASS, MAX_RUN_DURATION_ANNOTATION
+from gpu_cluster.plan.health_gate import HealthGatePlan, health_gate_plan
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
-from gpu_cluster.plan.podspec import Container, NodeRequirement
+from gpu_cluster.plan.podspec import Container
 
 # What a JobSet run's pods start with: the rest of their command only once Kueue admitted the
 # run (scripts/admitted.sh).
@@ -25,44 +25,6 @@ ADMISSION_GATE = "admitted.sh"
 def admission_gated(command: tuple[str, ...]) -> tuple[str, ...]:
     """A JobSet run's command: `command`, which the pods run only when Kueue admitted them."""
     return (f"{SCRIPTS_DIR}/{ADMISSION_GATE}", *command)
-
-
-# The node health gate (workload.queue.healthGate): the controller name its AdmissionCheck
-# names (ours: Kueue matches it to no controller of its own), the script that answers it
-# (scripts/node_health_gate.py) and how often that reads the queue's runs.
-HEALTH_GATE_CONTROLLER = "gpu-cluster.io/node-health-gate"
-HEALTH_GATE_SCRIPT = "node_health_gate.py"
-HEALTH_GATE_POLL_SECONDS = 15
-# The gate's user off OpenShift (where the SCC assigns one): nobody, which owns no file.
-NOBODY_UID = 65534
-
-
-@dataclass(frozen=True)
-class HealthGatePlan:
-    """check: the AdmissionCheck's name (cluster-scoped). name: the controller's objects' in
-    the namespace. checks, max_age_seconds, retry_seconds: what it asks of each node and how
-    long Kueue waits to try a held run again. run_as_user: None where the platform assigns it."""
-
-    check: str
-    name: str
-    namespace: str
-    checks: tuple[str, ...]
-    max_age_seconds: int
-    retry_seconds: int
-    image: str
-    run_as_user: int | None
-
-    def env(self) -> dict[str, str]:
-        """The script's settings (its docstring lists them)."""
-        return {
-            "HEALTH_GATE_CHECK": self.check,
-            "HEALTH_GATE_CONTROLLER": HEALTH_GATE_CONTROLLER,
-            "HEALTH_GATE_NAMESPACE": self.namespace,
-            "HEALTH_GATE_CHECKS": ",".join(self.checks),
-            "HEALTH_GATE_MAX_AGE_SECONDS": str(self.max_age_seconds),
-            "HEALTH_GATE_RETRY_SECONDS": str(self.retry_seconds),
-            "HEALTH_GATE_POLL_SECONDS": str(HEALTH_GATE_POLL_SECONDS),
-        }
 
 
 @dataclass(frozen=True)
@@ -118,43 +80,6 @@ def queue_plan(
         quota={name: _quantity(value * s.nodes) for name, value in per_pod.items()},
         provisioning_class=GKE_QUEUED_PROVISIONING_CLASS if queued_provisioning(s) else None,
         health_gate=health_gate_plan(s),
-    )
-
-
-def health_gate_check(s: Settings) -> str | None:
-    """The node health gate's AdmissionCheck (cluster-scoped, so named after the namespace
-    too); None: the stack has no gate."""
-    if s.workload.queue.mode == "reference" or not s.workload.queue.health_gate.enabled:
-        return None
-    return f"{s.namespace}-{s.name}-node-health"
-
-
-def healthy_nodes(s: Settings) -> tuple[NodeRequirement, ...]:
-    """What the gated run's pods require of a node: the last result of every gated check a
-    pass. Kueue's topology-aware placement honours a pod's required node affinity (kueue
-    pkg/cache/scheduler/tas_flavor_snapshot.go, v0.15.0 to v0.19.2), so it places runs only on
-    such nodes, and the gate is left to judge the passes' age: a failed node, which the health
-    runner by default labels without tainting, is never chosen again and again."""
-    if health_gate_check(s) is None:
-        return ()
-    checks = s.workload.queue.health_gate.checks
-    return tuple(NodeRequirement(RESULT_LABEL.format(c), "In", (PASS,)) for c in checks)
-
-
-def health_gate_plan(s: Settings) -> HealthGatePlan | None:
-    gate = s.workload.queue.health_gate
-    check = health_gate_check(s)
-    if check is None:
-        return None
-    return HealthGatePlan(
-        check=check,
-        name=f"{s.name}-node-health-gate",
-        namespace=s.namespace,
-        checks=gate.checks,
-        max_age_seconds=gate.max_age_hours * 3600,
-        retry_seconds=gate.retry_seconds,
-        image=gate.image,
-        run_as_user=None if s.platform == "openshift" else NOBODY_UID,
     )
 
 

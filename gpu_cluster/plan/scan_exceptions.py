@@ -7,8 +7,8 @@ and only when the stack's config actually needs it; everything else must pass th
 from __future__ import annotations
 
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.plan.health_gate import HealthGatePlan
 from gpu_cluster.plan.podspec import Container, PodNetworking
-from gpu_cluster.plan.queue import HealthGatePlan
 
 # Reasons shared by the training pods and the image pre-pull.
 TAG_PINNED = "images are pinned by tag in stack config (set a digest there)"

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from gpu_cluster.facts.kueue import KUEUE_API
-from gpu_cluster.plan.queue import HEALTH_GATE_SCRIPT
+from gpu_cluster.plan.health_gate import HEALTH_GATE_SCRIPT
 from tests.conftest import ROOT, stack_context
 from tests.real.cluster_state import node_ready, paste, referenced_objects, start_on_record
 from tests.real.conftest import Cluster
