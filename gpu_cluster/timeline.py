@@ -237,10 +237,7 @@ def _first_step(
         "--timestamps",
         f"--limit-bytes={FIRST_STEP_LOG_BYTES}",
     )
-    try:
-        result = subprocess.run([*kube, *args], capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise SystemExit(f"timeline: {kube[0]} is not on PATH") from None
+    result = _cli(kube, args)
     return first_step_at(result.stdout, pattern) if result.returncode == 0 else None
 
 
@@ -258,10 +255,12 @@ def _get(kube: list[str], *args: str) -> Object:
 
 
 def _query(kube: list[str], args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    return _cli(kube, ("get", *args, "-o", "json"))
+
+
+def _cli(kube: list[str], args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(
-            [*kube, "get", *args, "-o", "json"], capture_output=True, text=True, check=False
-        )
+        return subprocess.run([*kube, *args], capture_output=True, text=True, check=False)
     except FileNotFoundError:
         raise SystemExit(f"timeline: {kube[0]} is not on PATH") from None
 
@@ -379,6 +378,14 @@ def main(argv: list[str]) -> int:
         print("timeline: name the cluster with --kubeconfig or --context", file=sys.stderr)
         return 2
     namespace, kind, name = rest
+    if first_step is not None:
+        try:
+            re.compile(first_step)
+        except re.error as error:
+            print(
+                f"timeline: {FIRST_STEP_FLAG} is not a regular expression: {error}", file=sys.stderr
+            )
+            return 2
     run = fetch([cli, *target], namespace, kind, name, agents, health_check, first_step)
     print(table(run))
     return 0

@@ -183,6 +183,7 @@ def test_the_table_counts_from_submission() -> None:
         ["kubectl", "--context", "c", "--agents", "kube-system", "ns", "jobset", "name"],
         ["kubectl", "--context", "c", "--health-check", "ns", "jobset", "name"],  # no check
         ["kubectl", "--context", "c", "--first-step", "ns", "jobset", "name"],  # no pattern
+        ["kubectl", "--context", "c", "--first-step", "(", "ns", "jobset", "name"],  # not a regex
     ],
 )
 def test_usage_errors_exit_2_before_calling_the_cli(
