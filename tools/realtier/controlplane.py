@@ -108,7 +108,6 @@ class ControlPlane:
         serving = ca.issue("apiserver", "localhost", server=True)
         # kwok's server stands in for the kubelets' API (logs), on the port the nodes publish.
         kubelet_serving = ca.issue("kwok", "localhost", server=True)
-        kubelet_port = free_port()
         admin = ca.issue("admin", "realtier-admin", organizations=("system:masters",))
         service_accounts = service_account_keys(pki)
 
@@ -199,6 +198,9 @@ class ControlPlane:
             "\n---\n".join([*(p.read_text() for p in self._kwok_stages()), self._logs()]),
             encoding="utf-8",
         )
+        # Picked just before kwok binds it, and awaited below: a port picked earlier, or not yet
+        # bound when the next component picks its own, could be handed out twice.
+        kubelet_port = free_port()
         self.spawn(
             "kwok",
             [
@@ -216,6 +218,7 @@ class ControlPlane:
                 f"--tls-private-key-file={kubelet_serving.key}",
             ],
         )
+        self.wait_http("kwok", f"https://127.0.0.1:{kubelet_port}/healthz", ca=ca.cert_path)
         self.log(f"control plane up in {time.monotonic() - started:.0f} s at {server}")
 
     def _logs(self) -> str:
