@@ -606,3 +606,39 @@ def test_bad_config_stops_before_any_resource(
 
 def test_the_suite_is_broad() -> None:
     assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides", "key"),
+    [
+        (
+            "gcp-a3",
+            (
+                "workload.kind=jobset",
+                "workload.command[0]=train.py",
+                "storage.mode=rwx",
+                "workload.queue.healthGate.enabled=true",
+                "workload.queue.healthGate.checks[0]=dcgm",
+            ),
+            "workload.queue.healthGate.checks",
+        ),
+        (
+            "nerc-production",
+            (
+                "workload.kind=jobset",
+                "workload.command[0]=train.py",
+                "workload.queue.topologyLevels[0]=Bad Label",
+            ),
+            "workload.queue.topologyLevels",
+        ),
+    ],
+)
+def test_a_list_whose_one_item_is_bad_is_named_once_by_that_item(
+    stack: str, overrides: tuple[str, ...], key: str
+) -> None:
+    """Not also as too short: pydantic counts a list's valid items against its minimum."""
+    config, secret_keys = engine_config(stack, overrides)
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(config, secret_keys, stack, record_into=ProgramRun())
+    lines = str(info.value).splitlines()[1:]
+    assert [line.split(" = ")[0].strip() for line in lines] == [f"gpu-cluster:{key}[0]"], lines

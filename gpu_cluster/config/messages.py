@@ -67,14 +67,33 @@ def clipped(text: str) -> str:
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
+def _long_enough_but_for_bad_items(too_short: Any, errors: Collection[Any]) -> bool:
+    """Whether a list pydantic calls too short has enough items as written, some of which have
+    errors of their own."""
+    loc, given = too_short["loc"], too_short["input"]
+    n = len(loc)
+    minimum = (too_short.get("ctx") or {}).get("min_length", 0)
+    return (
+        isinstance(given, list | tuple)
+        and len(given) >= minimum
+        and any(
+            len(e["loc"]) > n and e["loc"][:n] == loc and isinstance(e["loc"][n], int)
+            for e in errors
+        )
+    )
+
+
 def format_errors(exc: ValidationError, secret: Collection[str] = ()) -> str:
     """One line per problem: the key as written, the value (clipped) and what is allowed. The
     input of a problem under a `secret` top-level key is never formatted: `[secret]` stands in
     its place. (The problem's wording there is pydantic's own, which never quotes the input:
     the parts of a secret `codeSync` that have validators of ours are refused before.)"""
+    errors = exc.errors()
     lines = []
-    for err in exc.errors():
+    for err in errors:
         loc = err["loc"]
+        if err["type"] == "too_short" and _long_enough_but_for_bad_items(err, errors):
+            continue  # pydantic counts only the valid items; the bad ones are named already
         key = _key_path(loc)
         shown = SECRET_MASK if loc and loc[0] in secret else clipped(repr(err["input"]))
         msg = err["msg"].removeprefix("Value error, ")
