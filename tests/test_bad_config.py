@@ -13,6 +13,14 @@ from tests.conftest import BARCELONA_CREATES_NADS
 # A GKE stack as a JobSet stack (shared claims: a JobSet has no per-pod ones).
 _GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", "storage.mode=rwx")
 # (stack, --set overrides, fragments the message must contain)
+# A gcp-a3 JobSet stack behind the node health gate, asking for a check no checker labels.
+UNKNOWN_HEALTH_CHECK = (
+    "workload.kind=jobset",
+    "workload.command[0]=train.py",
+    "storage.mode=rwx",
+    "workload.queue.healthGate.enabled=true",
+    "workload.queue.healthGate.checks[0]=dcgm",
+)
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # wrong types
     ("barcelona", ("nodes=two",), ("gpu-cluster:nodes = 'two'", "valid integer")),
@@ -526,13 +534,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "gcp-a3",
-        (
-            "workload.kind=jobset",
-            "workload.command[0]=train.py",
-            "storage.mode=rwx",
-            "workload.queue.healthGate.enabled=true",
-            "workload.queue.healthGate.checks[0]=dcgm",
-        ),
+        UNKNOWN_HEALTH_CHECK,
         ("workload.queue.healthGate.checks[0] = 'dcgm'", "'gpu', 'nccl' or 'neper'"),
     ),
     (
@@ -613,13 +615,7 @@ def test_the_suite_is_broad() -> None:
     [
         (
             "gcp-a3",
-            (
-                "workload.kind=jobset",
-                "workload.command[0]=train.py",
-                "storage.mode=rwx",
-                "workload.queue.healthGate.enabled=true",
-                "workload.queue.healthGate.checks[0]=dcgm",
-            ),
+            UNKNOWN_HEALTH_CHECK,
             "workload.queue.healthGate.checks",
         ),
         (
