@@ -35,7 +35,6 @@ from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.controllers import controller_charts
 from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
-from gpu_cluster.plan.health_gate import healthy_nodes
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
 from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, run_annotations
 from gpu_cluster.plan.runs import submit_command
@@ -147,24 +146,20 @@ def queued(
     plan = queue_plan(s, node_labels, a.networking.resources, inits)
     if plan is None:
         return a
-    # Behind the health gate the pods (not the flavor, whose labels are fixed once it has a
-    # Topology) ask for nodes whose checks last passed.
-    required = (*a.placement.node_requirements, *healthy_nodes(s))
-    a = dataclasses.replace(
-        a, placement=dataclasses.replace(a.placement, node_requirements=required)
-    )
     queue = TrainingQueue(f"{name}-queue", plan, s.namespace, a.labels, after, controllers, opts)
-    # The run waits for the gate's controller, not its ingress policy.
-    gate = (
-        (
-            NodeHealthGate(
-                f"{name}-node-health-gate", plan.health_gate, a.labels, after, opts
-            ).deployment,
-        )
-        if plan.health_gate is not None
-        else ()
+    a = dataclasses.replace(a, pods_after=(*a.pods_after, queue))
+    if plan.health_gate is None:
+        return a
+    gate = NodeHealthGate(f"{name}-node-health-gate", plan.health_gate, a.labels, after, opts)
+    # Behind the gate the pods (not the flavor, whose labels are fixed once it has a Topology)
+    # ask for nodes whose checks last passed, and wait for the gate's controller (not its
+    # ingress policy).
+    required = (*a.placement.node_requirements, *plan.health_gate.node_requirements())
+    return dataclasses.replace(
+        a,
+        placement=dataclasses.replace(a.placement, node_requirements=required),
+        pods_after=(*a.pods_after, gate.deployment),
     )
-    return dataclasses.replace(a, pods_after=(*a.pods_after, queue, *gate))
 
 
 def training_storage(

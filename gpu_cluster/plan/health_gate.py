@@ -46,6 +46,14 @@ class HealthGatePlan:
             "HEALTH_GATE_POLL_SECONDS": str(HEALTH_GATE_POLL_SECONDS),
         }
 
+    def node_requirements(self) -> tuple[NodeRequirement, ...]:
+        """What the gated run's pods require of a node: the last result of every gated check a
+        pass. Kueue's topology-aware placement honours a pod's required node affinity (kueue
+        pkg/cache/scheduler/tas_flavor_snapshot.go, v0.15.0 to v0.19.2), so it places runs only
+        on such nodes, and the gate is left to judge the passes' age: a failed node, which the
+        health runner by default labels without tainting, is never chosen again and again."""
+        return tuple(NodeRequirement(RESULT_LABEL.format(c), "In", (PASS,)) for c in self.checks)
+
 
 def health_gate_check(s: Settings) -> str | None:
     """The node health gate's AdmissionCheck (cluster-scoped, so named after the namespace
@@ -53,18 +61,6 @@ def health_gate_check(s: Settings) -> str | None:
     if s.workload.queue.mode == "reference" or not s.workload.queue.health_gate.enabled:
         return None
     return f"{s.namespace}-{s.name}-node-health"
-
-
-def healthy_nodes(s: Settings) -> tuple[NodeRequirement, ...]:
-    """What the gated run's pods require of a node: the last result of every gated check a
-    pass. Kueue's topology-aware placement honours a pod's required node affinity (kueue
-    pkg/cache/scheduler/tas_flavor_snapshot.go, v0.15.0 to v0.19.2), so it places runs only on
-    such nodes, and the gate is left to judge the passes' age: a failed node, which the health
-    runner by default labels without tainting, is never chosen again and again."""
-    if health_gate_check(s) is None:
-        return ()
-    checks = s.workload.queue.health_gate.checks
-    return tuple(NodeRequirement(RESULT_LABEL.format(c), "In", (PASS,)) for c in checks)
 
 
 def health_gate_plan(s: Settings) -> HealthGatePlan | None:

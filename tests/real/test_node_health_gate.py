@@ -107,10 +107,8 @@ def answering_gate(cluster: Cluster, stack: StackRender, tmp_path: Path) -> Iter
 
 def active(kube: Kube, check: str) -> bool:
     """Whether the gate marked its AdmissionCheck Active (Kueue admits nothing before)."""
-    conditions = (kube.get(KUEUE_API, "AdmissionCheck", check).get("status") or {}).get(
-        "conditions"
-    )
-    return any(c["type"] == "Active" and c["status"] == "True" for c in conditions or [])
+    found = condition(kube.get(KUEUE_API, "AdmissionCheck", check), "Active")
+    return found is not None and found["status"] == "True"
 
 
 def check_state(kube: Kube, namespace: str, name: str, check: str) -> dict[str, Any] | None:
