@@ -14,6 +14,8 @@ from tools.realtier.build import (
     CHARTS,
     FAMILIES,
     KUBERNETES_VERSION,
+    PROVIDER_MODULE,
+    PROVIDER_MODULE_VERSION,
     _go_binary_name,
 )
 from tools.realtier.charts import NAMESPACES
@@ -27,16 +29,18 @@ UPSTREAM_MODULE = {
     "jobset": "sigs.k8s.io/jobset",
     "kueue": "sigs.k8s.io/kueue",
     "helm": "helm.sh/helm/v3",
+    "provider": PROVIDER_MODULE,
 }
+# Families whose module has no tag of the release: the pseudo-version of the release's commit.
+MODULE_VERSION = {"provider": PROVIDER_MODULE_VERSION}
 
 
 def test_each_go_mod_requires_the_release_its_binaries_are_stamped_with() -> None:
     for family in FAMILIES:
         go_mod = (family.module_dir / "go.mod").read_text()
         module = re.escape(UPSTREAM_MODULE[family.name])
-        assert re.search(
-            rf"^\s*(require\s+)?{module} {re.escape(family.version)}\b", go_mod, re.M
-        ), family.name
+        version = re.escape(MODULE_VERSION.get(family.name, family.version))
+        assert re.search(rf"^\s*(require\s+)?{module} {version}\b", go_mod, re.M), family.name
 
 
 def test_kubernetes_staging_modules_are_the_same_release() -> None:

@@ -13,6 +13,7 @@ import yaml
 
 from gpu_cluster.timeline import PHASES
 from tests.conftest import ROOT
+from tools.realtier.engine import stack_kubeconfig
 from tools.realtier.kube import Kube, describe, wait_for
 from tools.realtier.stacks import StackRender, volumes_for
 
@@ -139,14 +140,7 @@ def paste(
     built kubectl on PATH (as `oc` too) and a kubeconfig whose one context is named `context`
     (the name the commands give the stack's cluster), as the admin or with `user`'s credentials
     (a kubeconfig `user` entry, e.g. a token). Returns what it printed."""
-    kubeconfig = tmp_path / "user-kubeconfig"
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    (entry,) = config["contexts"]
-    entry["name"] = config["current-context"] = context
-    if user is not None:
-        (credentials,) = config["users"]
-        credentials["user"] = user
-    kubeconfig.write_text(yaml.safe_dump(config))
+    kubeconfig = stack_kubeconfig(cluster.kubeconfig, context, tmp_path / "user-kubeconfig", user)
     # oc is not built here; the commands' `oc get` is kubectl's (oc embeds kubectl's commands),
     # so the built kubectl answers under both names.
     bin_dir = tmp_path / "bin"

@@ -14,10 +14,15 @@ pinned: tools/realtier/go/kueue/go.sum (made with `GONOSUMDB=sigs.k8s.io/kueue,
 sigs.k8s.io/scheduler-library go mod tidy`) holds them, and the build and the download of Kueue's
 data files run in that module, so the zips are checked against the committed go.sum.
 
+The Kubernetes provider plugin is built from the one version of its module the proxy serves
+(pulumi-kubernetes v4.25.0, below) with a main package of the tier's own
+(go/provider/cmd/pulumi-resource-kubernetes/main.go says why); its embedded schema is written into
+a copy of that module before the build (`Family.generate`).
+
 Not buildable here (the module proxy answers 403 "This module version is not available" for every
-version of these module paths, checked 2026-11-23): the Python language host
-(github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) and the Kubernetes provider
-(github.com/pulumi/pulumi-kubernetes/provider/v4). docs/real-tier.md says what that leaves out.
+version of its module path, checked 2026-11-24): the Python language host
+(github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3). The Automation API runs the
+program instead (tools/realtier/engine.py); docs/real-tier.md says what that changes.
 """
 
 from __future__ import annotations
@@ -59,6 +64,14 @@ KUEUE_VERSION = "v0.19.2"
 # helm.sh/helm/v3 v3.20.2: the Helm library pulumi-kubernetes renders a helm.v4.Chart with
 # (pulumi/pulumi-kubernetes provider/go.mod at 9497796, 2026-07-01).
 HELM_VERSION = "v3.20.2"
+# pulumi-kubernetes v4.25.0 (2026-01-16): its tag's commit f47bc2d6 is provider/v4
+# v4.0.0-20260115033456-f47bc2d6f199, the only version of the provider module the module proxy
+# serves (checked 2026-11-24; pulumi-kubernetes has no provider/v4.x tags, so Go sees only
+# pseudo-versions). Older than the >=4.29 the program requires: docs/real-tier.md lists what
+# changed since and what the tier therefore cannot show.
+PROVIDER_VERSION = "v4.25.0"
+PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
+PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 
 
 def _kubernetes_version_flags() -> tuple[str, ...]:
@@ -90,6 +103,8 @@ class Family:
     renames: tuple[tuple[str, str], ...] = ()
     # Module paths fetched without the checksum database (GONOSUMDB); go.sum still pins them.
     nosumdb: tuple[str, ...] = ()
+    # Writes files the build needs (and git does not hold) into a copy of the family's module.
+    generate: Callable[[Path], None] | None = None
 
     @property
     def module_dir(self) -> Path:
@@ -105,6 +120,21 @@ def _go_binary_name(package: str) -> str:
     major-version suffix (go.etcd.io/etcd/server/v3 -> server)."""
     parts = package.split("/")
     return parts[-2] if re.fullmatch(r"v[0-9]+", parts[-1]) else parts[-1]
+
+
+_PROVIDER_MAIN = "cmd/pulumi-resource-kubernetes"
+
+
+def _write_provider_embeds(source: Path) -> None:
+    """What pulumi-kubernetes' `go generate` writes (provider/cmd/pulumi-resource-kubernetes/
+    generate.go): the module's schema.json with the release's version set, and its
+    terraform-mapping.json, both re-serialised compactly, beside the tier's main package."""
+    upstream = _download(PROVIDER_MODULE, PROVIDER_MODULE_VERSION) / _PROVIDER_MAIN
+    schema = json.loads((upstream / "schema.json").read_text(encoding="utf-8"))
+    schema["version"] = PROVIDER_VERSION.lstrip("v")
+    mapping = json.loads((upstream / "terraform-mapping.json").read_text(encoding="utf-8"))
+    for name, content in (("schema-embed.json", schema), ("terraform-mapping-embed.json", mapping)):
+        (source / _PROVIDER_MAIN / name).write_text(json.dumps(content, separators=(",", ":")))
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -146,6 +176,14 @@ FAMILIES: tuple[Family, ...] = (
         ("sigs.k8s.io/kueue/cmd/kueue",),
         ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",),
         nosumdb=("sigs.k8s.io/kueue", "sigs.k8s.io/scheduler-library"),
+    ),
+    # Stamped as pulumi-kubernetes' Makefile stamps a release (`-X .../pkg/version.Version`).
+    Family(
+        "provider",
+        PROVIDER_VERSION,
+        (f"gpu-cluster/realtier/provider/{_PROVIDER_MAIN}",),
+        ldflags=(f"-X {PROVIDER_MODULE}/pkg/version.Version={PROVIDER_VERSION.lstrip('v')}",),
+        generate=_write_provider_embeds,
     ),
     # The version stamp of Helm's Makefile; the tier names the Kubernetes version it renders
     # for itself (`helm template --kube-version`), as pulumi-kubernetes asks the cluster.
@@ -319,6 +357,7 @@ def family_dir(family: Family, go_version: str) -> Path:
             go_version,
             (family.module_dir / "go.mod").read_bytes(),
             (family.module_dir / "go.sum").read_bytes(),
+            *(p.read_bytes() for p in sorted(family.module_dir.rglob("*.go"))),
             family.tags,
             *family.packages,
             *family.ldflags,
@@ -361,6 +400,11 @@ def _build_family(family: Family, go_version: str, log: Log) -> None:
     if family.tags:
         command += ["-tags", family.tags]
     command += ["-o", str(staging / "bin") + "/", *family.packages]
+    source = family.module_dir
+    if family.generate is not None:
+        source = staging / "src"
+        shutil.copytree(family.module_dir, source)
+        family.generate(source)
     done = threading.Event()
 
     def heartbeat() -> None:
@@ -371,7 +415,7 @@ def _build_family(family: Family, go_version: str, log: Log) -> None:
     try:
         result = subprocess.run(
             command,
-            cwd=family.module_dir,
+            cwd=source,
             env=_go_env(family.nosumdb),
             capture_output=True,
             text=True,
@@ -383,6 +427,7 @@ def _build_family(family: Family, go_version: str, log: Log) -> None:
         raise RuntimeError(f"building {family.name} failed:\n{result.stderr[-4000:]}")
     for go_name, name in family.renames:
         (staging / "bin" / go_name).rename(staging / "bin" / name)
+    shutil.rmtree(staging / "src", ignore_errors=True)
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     log(f"{family.name}: built in {time.monotonic() - started:.0f} s")
