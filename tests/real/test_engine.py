@@ -1,4 +1,4 @@
-"""A stack through the real Pulumi engine (tools/realtier/engine.py): the built CLI and
+"""Stacks through the real Pulumi engine (tools/realtier/engine.py): the built CLI and
 Kubernetes provider plugin run `pulumi up`, `preview` and `destroy` of the project's program
 against the tier's API server, as a platform team runs them.
 
@@ -8,19 +8,30 @@ offline render records (same URNs) and returns once the provider has awaited the
 StatefulSet and the pre-pull DaemonSet rolled out on the hosts); a second preview changes
 nothing; `pulumi destroy` is refused while the claims are protected, and
 `--exclude-protected` removes everything else and keeps the claims bound.
+
+The edit matrix on the engine: every OpenShift edit of tests/test_edit_matrix.py previewed by
+the real engine on the deployed stack, its steps (create, update, replace, delete per resource)
+equal to what the offline plan says, and an edit that would replace or delete a protected claim
+refused at preview.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import stack_context
+from gpu_cluster.offline.replacements import destructive
+from tests.conftest import plan_of, stack_context
 from tests.real.cluster_state import claim_phase, pods_of, provision, referenced_objects
 from tests.real.conftest import Cluster
-from tools.realtier.engine import Engine, stack_kubeconfig
-from tools.realtier.kube import Kube
+from tests.test_edit_matrix import MATRIX
+from tools.realtier.build import Tools
+from tools.realtier.controlplane import ControlPlane
+from tools.realtier.engine import Engine, Outcome, stack_kubeconfig
+from tools.realtier.kube import Kube, install_crds
 from tools.realtier.stacks import Object, StackRender, render
 
 pytestmark = pytest.mark.real
@@ -72,3 +83,73 @@ def test_barcelona_up_preview_and_destroy_through_the_real_engine(
     assert claims and all(claim_phase(kube, c) == "Bound" for c in claims)
     owned = [o for o in stack_render.objects() if o["kind"] != "PersistentVolumeClaim"]
     assert [o["metadata"]["name"] for o in owned if exists(kube, o)] == []
+
+
+OPENSHIFT_STACKS = ("barcelona", "nerc-production")
+# Edits the tier's provider (4.25.0, build.py) previews otherwise than the >=4.29 the program
+# requires. A replaced object of a fixed name is deleted before it is created again, so its
+# preview is a dry-run create while the old one still exists: 4.25 sends it as a server-side
+# apply of that name, an update the API server refuses for a StatefulSet's volumeClaimTemplates
+# (422, not the immutable-field error 4.25 retries under another name), and the preview fails
+# there; from 4.29 it is a plain create, whose AlreadyExists the provider takes as "cannot
+# preview" (pulumi-kubernetes provider/pkg/provider/provider.go Create at 94977969), and the
+# preview goes on to the protected claims. Each such edit -> what its 4.25 preview fails with.
+PROVIDER_4_25_PREVIEWS: dict[tuple[str, tuple[str, ...]], str] = {
+    ("nerc-production", ("storage.mode=per-pod",)): (
+        "updates to statefulset spec for fields other than"
+    ),
+}
+OPENSHIFT_EDITS = [(stack, edit) for stack, edit in MATRIX if stack in OPENSHIFT_STACKS]
+# A replacement's three events (pulumi/pulumi pkg/resource/deploy/step.go: ReplaceStep and the
+# create and delete around it) are one "replace" in the offline plan.
+REPLACING = {"create-replacement": "replace", "delete-replaced": "replace"}
+
+
+def engine_changes(outcome: Outcome) -> set[tuple[str, str, str]]:
+    return {
+        (s.type, s.name, REPLACING.get(s.op, s.op))
+        for s in outcome.steps
+        if s.op not in ("same", "read")
+    }
+
+
+@pytest.fixture(scope="module")
+def deployed(
+    tools: Tools, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[str], Engine]]:
+    """Each stack's engine once its stack file is up, on a control plane of its own for the
+    module (an edit is only previewed, so the state stays as deployed)."""
+    engines: dict[str, Engine] = {}
+    with contextlib.ExitStack() as planes:
+
+        def deploy(stack: str) -> Engine:
+            if stack not in engines:
+                workdir = tmp_path_factory.mktemp(stack)
+                plane = planes.enter_context(ControlPlane(tools, workdir=workdir / "plane"))
+                kube = Kube(plane.kubeconfig)
+                install_crds(kube, tools.crds)
+                engines[stack] = engine_for(Cluster(plane, kube, tools), render(stack), workdir)
+                engines[stack].up()
+            return engines[stack]
+
+        yield deploy
+
+
+@pytest.mark.parametrize(
+    ("stack", "edit"), OPENSHIFT_EDITS, ids=[" ".join((s, *e))[:60] for s, e in OPENSHIFT_EDITS]
+)
+def test_the_engine_previews_each_edit_as_the_offline_plan_says(
+    deployed: Callable[[str], Engine], stack: str, edit: tuple[str, ...]
+) -> None:
+    planned = plan_of(stack, *edit)
+    refused = [s for s in destructive(planned) if s.protected]
+    provider_4_25 = PROVIDER_4_25_PREVIEWS.get((stack, edit))
+    preview = deployed(stack).preview(*edit, check=not (refused or provider_4_25))
+    if provider_4_25:
+        assert preview.error is not None and provider_4_25 in preview.error
+        return
+    if refused:
+        assert preview.error is not None and "protect" in preview.error
+        assert any(s.name in preview.error for s in refused), preview.error
+        return
+    assert engine_changes(preview) == {(s.type, s.name, s.op) for s in planned}

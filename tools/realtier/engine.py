@@ -128,13 +128,20 @@ class Engine:
         return outcome
 
     def up(self, *overrides: str) -> Outcome:
-        """`pulumi config set --path` each `key=value` (the project's keys), then `pulumi up`."""
+        """`pulumi config set --path` each `key=value` (a key of the project's unless it names
+        its namespace), `pulumi config rm` each `!key`, then `pulumi up`."""
         return self._run("up", overrides)
 
     def preview(self, *overrides: str, check: bool = True) -> Outcome:
-        """`pulumi preview` after the overrides; with check=False a refused preview (a protected
-        resource the edit would replace) returns its steps and error instead of raising."""
-        return self._run("preview", overrides, check)
+        """`pulumi preview` of the stack with the overrides, which are then undone (the stack
+        file is as before); with check=False a refused preview (a protected resource the edit
+        would replace or delete) returns its steps and error instead of raising."""
+        stack_file = self.project_dir / f"Pulumi.{self.stack}.yaml"
+        deployed = stack_file.read_bytes()
+        try:
+            return self._run("preview", overrides, check)
+        finally:
+            stack_file.write_bytes(deployed)
 
     def destroy(self, *, exclude_protected: bool = False, check: bool = True) -> Outcome:
         """`pulumi destroy` (`--exclude-protected`); check=False returns a refused one."""
@@ -162,8 +169,11 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
         ),
     )
     for override in request["overrides"]:
-        key, value = override.split("=", 1)
-        stack.set_config(f"gpu-cluster:{key}", auto.ConfigValue(value), path=True)
+        if override.startswith("!"):
+            stack.remove_config(_qualified(override[1:]))
+        else:
+            key, value = override.split("=", 1)
+            stack.set_config(_qualified(key), auto.ConfigValue(value), path=True)
     steps: list[dict[str, Any]] = []
     diagnostics: list[str] = []
 
@@ -201,6 +211,10 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
     except auto.errors.CommandError as failed:
         error = str(failed)
     return {"steps": steps, "outputs": outputs, "diagnostics": diagnostics, "error": error}
+
+
+def _qualified(key: str) -> str:
+    return key if ":" in key else f"gpu-cluster:{key}"
 
 
 # The ops whose event names the properties that force the replacement (its `keys`).
