@@ -17,7 +17,9 @@ refused at preview.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -153,3 +155,31 @@ def test_the_engine_previews_each_edit_as_the_offline_plan_says(
         assert any(s.name in preview.error for s in refused), preview.error
         return
     assert engine_changes(preview) == {(s.type, s.name, s.op) for s in planned}
+
+
+def test_a_secret_reaches_the_cluster_and_stays_ciphertext_in_the_state(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """nerc-production with a token in `secretEnv`, set as `pulumi config set --secret` sets it:
+    `pulumi up` puts it in the stack's Secret; the stack file, the state file and the exported
+    state hold it only as ciphertext."""
+    token = "hf_realtier" + "7" * 24  # a value no other part of the stack has
+    stack_render = render("nerc-production")
+    engine = engine_for(cluster, stack_render, tmp_path)
+    engine.up(secrets={"secretEnv.HF_TOKEN": token})
+
+    namespace = stack_render.settings.namespace
+    carried = [
+        s["metadata"]["name"]
+        for s in cluster.kube.list("v1", "Secret", namespace)
+        if base64.b64decode((s.get("data") or {}).get("HF_TOKEN", "")) == token.encode()
+    ]
+    assert carried, "no Secret in the namespace carries the token"
+
+    state = json.dumps(engine.export())
+    assert token not in state and base64.b64encode(token.encode()).decode() not in state
+    assert '"ciphertext": "v1:' in state, "no secret in the state"
+    stored = [p for p in (tmp_path / "engine" / "state").rglob("*.json") if p.is_file()]
+    assert stored and not [p for p in stored if token in p.read_text(errors="replace")]
+    stack_file = engine.stack_file.read_text()
+    assert token not in stack_file and "secure: v1:" in stack_file

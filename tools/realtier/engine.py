@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from tools.realtier.build import Tools
-from tools.realtier.pulumi_cli import offline_env
+from tools.realtier.pulumi_cli import PulumiCli
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]  # Pulumi.yaml, Pulumi.<stack>.yaml, __main__.py
 
@@ -87,13 +87,20 @@ class Engine:
             shutil.copyfile(PROJECT_DIR / name, self.project_dir / name)
         self.pulumi_root = tools.binary("pulumi").parent.parent  # PulumiCommand(root=): bin/pulumi
         provider_dir = tools.binary("pulumi-resource-kubernetes").parent
+        self.cli = PulumiCli(tools, self.project_dir, workdir / "state")
         self.env = {
-            **offline_env(workdir / "state"),
+            **self.cli.env,
             "PATH": f"{provider_dir}{os.pathsep}{os.environ['PATH']}",
             "KUBECONFIG": str(kubeconfig),
         }
 
-    def _run(self, op: str, overrides: tuple[str, ...], check: bool = True) -> Outcome:
+    def _run(
+        self,
+        op: str,
+        overrides: tuple[str, ...],
+        check: bool = True,
+        secrets: dict[str, str] | None = None,
+    ) -> Outcome:
         result_file = self.project_dir / f"{op}.json"
         request = {
             "op": op,
@@ -101,6 +108,7 @@ class Engine:
             "project_dir": str(self.project_dir),
             "pulumi_root": str(self.pulumi_root),
             "overrides": list(overrides),
+            "secrets": secrets or {},
             "result": str(result_file),
         }
         result = subprocess.run(
@@ -127,29 +135,35 @@ class Engine:
             raise EngineError(f"pulumi {op} of {self.stack} failed:\n{outcome.error[-6000:]}")
         return outcome
 
-    def up(self, *overrides: str) -> Outcome:
+    def up(self, *overrides: str, secrets: dict[str, str] | None = None) -> Outcome:
         """`pulumi config set --path` each `key=value` (a key of the project's unless it names
-        its namespace), `pulumi config rm` each `!key`, then `pulumi up`."""
-        return self._run("up", overrides)
+        its namespace), `pulumi config rm` each `!key`, `pulumi config set --secret --path`
+        each of `secrets`, then `pulumi up`."""
+        return self._run("up", overrides, secrets=secrets)
 
     def preview(self, *overrides: str, check: bool = True) -> Outcome:
         """`pulumi preview` of the stack with the overrides, which are then undone (the stack
         file is as before); with check=False a refused preview (a protected resource the edit
         would replace or delete) returns its steps and error instead of raising."""
-        stack_file = self.project_dir / f"Pulumi.{self.stack}.yaml"
-        deployed = stack_file.read_bytes()
+        deployed = self.stack_file.read_bytes()
         try:
             return self._run("preview", overrides, check)
         finally:
-            stack_file.write_bytes(deployed)
+            self.stack_file.write_bytes(deployed)
 
     def destroy(self, *, exclude_protected: bool = False, check: bool = True) -> Outcome:
         """`pulumi destroy` (`--exclude-protected`); check=False returns a refused one."""
         return self._run("destroy-exclude-protected" if exclude_protected else "destroy", (), check)
 
     def export(self) -> dict[str, Any]:
-        """`pulumi stack export`: the state file's deployment, as written."""
-        return dict(self._run("export", ()).outputs)
+        """`pulumi stack export` (without `--show-secrets`, which the Automation API's export
+        adds): the state's deployment as the backend stores it."""
+        exported = json.loads(self.cli.run("stack", "export", "--stack", self.stack))
+        return dict(exported["deployment"])
+
+    @property
+    def stack_file(self) -> Path:
+        return self.project_dir / f"Pulumi.{self.stack}.yaml"
 
 
 def _serve(request: dict[str, Any]) -> dict[str, Any]:
@@ -174,6 +188,8 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
         else:
             key, value = override.split("=", 1)
             stack.set_config(_qualified(key), auto.ConfigValue(value), path=True)
+    for key, value in request["secrets"].items():
+        stack.set_config(_qualified(key), auto.ConfigValue(value, secret=True), path=True)
     steps: list[dict[str, Any]] = []
     diagnostics: list[str] = []
 
@@ -204,8 +220,6 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
             stack.preview(on_event=on_event)
         elif op in ("destroy", "destroy-exclude-protected"):
             stack.destroy(on_event=on_event, exclude_protected=op != "destroy")
-        elif op == "export":
-            outputs = dict(stack.export_stack().deployment or {})
         else:
             raise ValueError(f"unknown operation {op!r}")
     except auto.errors.CommandError as failed:

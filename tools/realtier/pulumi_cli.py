@@ -15,24 +15,20 @@ from tools.realtier.build import Tools
 TEST_PASSPHRASE = "realtier-test-passphrase"
 
 
-def offline_env(state_dir: Path) -> dict[str, str]:
-    """The process environment for the CLI with its home and file backend in `state_dir`."""
-    (state_dir / "backend").mkdir(parents=True, exist_ok=True)
-    return {
-        **os.environ,
-        "PULUMI_HOME": str(state_dir / "home"),
-        "PULUMI_BACKEND_URL": f"file://{state_dir / 'backend'}",
-        "PULUMI_CONFIG_PASSPHRASE": TEST_PASSPHRASE,
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-    }
-
-
 class PulumiCli:
     def __init__(self, tools: Tools, project_dir: Path, state_dir: Path) -> None:
         self.binary = tools.binary("pulumi")
         self.project_dir = project_dir
-        self.env = offline_env(state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.env = {
+            **os.environ,
+            "PULUMI_HOME": str(state_dir / "home"),
+            "PULUMI_BACKEND_URL": f"file://{state_dir / 'backend'}",
+            "PULUMI_CONFIG_PASSPHRASE": TEST_PASSPHRASE,
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        }
+        (state_dir / "backend").mkdir(exist_ok=True)
 
     def run(self, *args: str, positional: tuple[str, ...] = ()) -> str:
         """`pulumi ARGS --non-interactive [-- POSITIONAL]`: positional arguments after `--`, so
