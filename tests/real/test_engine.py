@@ -9,6 +9,11 @@ StatefulSet and the pre-pull DaemonSet rolled out on the hosts); a second previe
 nothing; `pulumi destroy` is refused while the claims are protected, and
 `--exclude-protected` removes everything else and keeps the claims bound.
 
+A stack deployed by the release before the components were cut (ef30eb1, whose URNs
+tests/fixtures/urns_before_issue15.json records) upgrades to this checkout through the real
+engine: its aliases are accepted, nothing is deleted, only the scripts' ConfigMap (new scripts)
+is replaced, and after `pulumi up` every claim is the same object (same UID).
+
 The edit matrix on the engine: every OpenShift edit of tests/test_edit_matrix.py previewed by
 the real engine on the deployed stack, its steps (create, update, replace, delete per resource)
 equal to what the offline plan says, and an edit that would replace or delete a protected claim
@@ -19,14 +24,17 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
+import subprocess
+import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from gpu_cluster.offline.replacements import destructive
-from tests.conftest import plan_of, stack_context
+from tests.conftest import ROOT, plan_of, stack_context
 from tests.real.cluster_state import claim_phase, pods_of, provision, referenced_objects
 from tests.real.conftest import Cluster
 from tests.test_edit_matrix import MATRIX
@@ -43,14 +51,16 @@ STACK = "barcelona"
 ENGINE_OWN = ("pulumi:pulumi:Stack", "pulumi:providers:")
 
 
-def engine_for(cluster: Cluster, stack_render: StackRender, tmp_path: Path) -> Engine:
+def engine_for(
+    cluster: Cluster, stack_render: StackRender, tmp_path: Path, program_dir: Path = ROOT
+) -> Engine:
     """The stack's engine, on a cluster that has the stack's hosts, volumes and what it
     references."""
     provision(cluster.kube, stack_render)
     cluster.kube.create_all(referenced_objects(stack_render))
     context = stack_context(stack_render.stack)
     kubeconfig = stack_kubeconfig(cluster.kubeconfig, context, tmp_path / "kubeconfig")
-    return Engine(cluster.tools, tmp_path / "engine", stack_render.stack, kubeconfig)
+    return Engine(cluster.tools, tmp_path / "engine", stack_render.stack, kubeconfig, program_dir)
 
 
 def exists(kube: Kube, obj: Object) -> bool:
@@ -85,6 +95,50 @@ def test_barcelona_up_preview_and_destroy_through_the_real_engine(
     assert claims and all(claim_phase(kube, c) == "Bound" for c in claims)
     owned = [o for o in stack_render.objects() if o["kind"] != "PersistentVolumeClaim"]
     assert [o["metadata"]["name"] for o in owned if exists(kube, o)] == []
+
+
+def claim_uids(kube: Kube, namespace: str) -> dict[str, str]:
+    claims = kube.list("v1", "PersistentVolumeClaim", namespace)
+    return {c["metadata"]["name"]: c["metadata"]["uid"] for c in claims}
+
+
+# The commit tests/fixtures/urns_before_issue15.json was recorded from (tests/test_urns.py).
+BEFORE_THE_CUT = "ef30eb1"
+# What the engine does to a resource that is removed or rebuilt.
+DESTRUCTIVE_OPS = ("delete", "replace", "create-replacement", "delete-replaced")
+
+
+@pytest.mark.parametrize("stack", ["barcelona", "nerc-production"])
+def test_a_stack_deployed_before_the_cut_upgrades_replacing_no_object_that_holds_data(
+    cluster: Cluster, tmp_path: Path, stack: str
+) -> None:
+    released = tmp_path / BEFORE_THE_CUT
+    released.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", BEFORE_THE_CUT], capture_output=True, check=True
+    )
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(released, filter="data")
+    stack_render = render(stack)
+    engine = engine_for(cluster, stack_render, tmp_path, program_dir=released)
+    engine.up()
+    namespace = stack_render.settings.namespace
+    claims = {
+        c["metadata"]["name"]: c["metadata"]["uid"]
+        for c in cluster.kube.list("v1", "PersistentVolumeClaim", namespace)
+    }
+    assert claims
+
+    engine.use_program(ROOT)
+    upgrade = engine.preview()
+    rebuilt = {(s.type, s.name) for s in upgrade.steps if s.op in DESTRUCTIVE_OPS}
+    assert rebuilt == {("kubernetes:core/v1:ConfigMap", "gpu-cluster-workload-scripts")}
+    engine.up()
+    after = {
+        c["metadata"]["name"]: c["metadata"]["uid"]
+        for c in cluster.kube.list("v1", "PersistentVolumeClaim", namespace)
+    }
+    assert after == claims
 
 
 OPENSHIFT_STACKS = ("barcelona", "nerc-production")

@@ -5,15 +5,15 @@ tier's API server.
 The Python language host is not served by the module proxy (build.py), so the program runs as
 the Automation API runs an inline program: the SDK serves the language runtime itself and the CLI
 connects to it (`--client`, pulumi/pulumi sdk/python/lib/pulumi/automation/_stack.py). Each
-operation is a process of its own (`python -m tools.realtier.engine REQUEST`), as a language host
-would start the program anew for each; it runs the project's `__main__.py` unchanged.
+operation is a process of its own (inline_program.py), as a language host would start the
+program anew for each; it runs a project's `__main__.py` unchanged, this checkout's or an older
+one's (`program_dir`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import runpy
 import shutil
 import subprocess
 import sys
@@ -27,6 +27,7 @@ from tools.realtier.build import Tools
 from tools.realtier.pulumi_cli import PulumiCli
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]  # Pulumi.yaml, Pulumi.<stack>.yaml, __main__.py
+INLINE_PROGRAM = Path(__file__).resolve().parent / "inline_program.py"
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,18 @@ class Engine:
     """One stack of the project in a directory of its own: its stack file copied there, its
     state in a file backend there, the built provider as the ambient `kubernetes` plugin."""
 
-    def __init__(self, tools: Tools, workdir: Path, stack: str, kubeconfig: Path) -> None:
+    def __init__(
+        self,
+        tools: Tools,
+        workdir: Path,
+        stack: str,
+        kubeconfig: Path,
+        program_dir: Path = PROJECT_DIR,
+    ) -> None:
         self.stack = stack
         self.project_dir = workdir / "project"
         self.project_dir.mkdir(parents=True, exist_ok=True)
-        for name in ("Pulumi.yaml", f"Pulumi.{stack}.yaml"):
-            shutil.copyfile(PROJECT_DIR / name, self.project_dir / name)
+        self.use_program(program_dir)
         self.pulumi_root = tools.binary("pulumi").parent.parent  # PulumiCommand(root=): bin/pulumi
         provider_dir = tools.binary("pulumi-resource-kubernetes").parent
         self.cli = PulumiCli(tools, self.project_dir, workdir / "state")
@@ -93,6 +100,13 @@ class Engine:
             "PATH": f"{provider_dir}{os.pathsep}{os.environ['PATH']}",
             "KUBECONFIG": str(kubeconfig),
         }
+
+    def use_program(self, program_dir: Path) -> None:
+        """Run `program_dir`'s program with its Pulumi.yaml and stack file from now on (the
+        state stays): what checking out another release of the project does."""
+        self.program_dir = program_dir
+        for name in ("Pulumi.yaml", f"Pulumi.{self.stack}.yaml"):
+            shutil.copyfile(program_dir / name, self.project_dir / name)
 
     def _run(
         self,
@@ -106,14 +120,15 @@ class Engine:
             "op": op,
             "stack": self.stack,
             "project_dir": str(self.project_dir),
+            "program": str(self.program_dir / "__main__.py"),
             "pulumi_root": str(self.pulumi_root),
             "overrides": list(overrides),
             "secrets": secrets or {},
             "result": str(result_file),
         }
         result = subprocess.run(
-            [sys.executable, "-m", "tools.realtier.engine", json.dumps(request)],
-            cwd=PROJECT_DIR,
+            [sys.executable, str(INLINE_PROGRAM), json.dumps(request)],
+            cwd=self.program_dir,
             env=self.env,
             capture_output=True,
             text=True,
@@ -164,76 +179,3 @@ class Engine:
     @property
     def stack_file(self) -> Path:
         return self.project_dir / f"Pulumi.{self.stack}.yaml"
-
-
-def _serve(request: dict[str, Any]) -> dict[str, Any]:
-    """The driver's side, in its own process: one Automation API operation on the stack."""
-    from pulumi import automation as auto
-
-    def program() -> None:
-        runpy.run_path(str(PROJECT_DIR / "__main__.py"), run_name="__main__")
-
-    stack = auto.create_or_select_stack(
-        request["stack"],
-        project_name="gpu-cluster",
-        program=program,
-        opts=auto.LocalWorkspaceOptions(
-            work_dir=request["project_dir"],
-            pulumi_command=auto.PulumiCommand(root=request["pulumi_root"]),
-        ),
-    )
-    for override in request["overrides"]:
-        if override.startswith("!"):
-            stack.remove_config(_qualified(override[1:]))
-        else:
-            key, value = override.split("=", 1)
-            stack.set_config(_qualified(key), auto.ConfigValue(value), path=True)
-    for key, value in request["secrets"].items():
-        stack.set_config(_qualified(key), auto.ConfigValue(value, secret=True), path=True)
-    steps: list[dict[str, Any]] = []
-    diagnostics: list[str] = []
-
-    def on_event(event: auto.EngineEvent) -> None:
-        if event.resource_pre_event is not None:
-            meta = event.resource_pre_event.metadata
-            steps.append(
-                {
-                    "op": str(meta.op.value),
-                    "urn": meta.urn,
-                    "type": meta.type,
-                    "diffs": list(meta.diffs or []),
-                    "replace_keys": list(meta.keys or []) if meta.op.value in _REPLACING else [],
-                }
-            )
-        if event.diagnostic_event is not None:
-            diag = event.diagnostic_event
-            diagnostics.append(f"{diag.severity}: {diag.message.strip()}")
-
-    outputs: dict[str, Any] = {}
-    error = None
-    op = request["op"]
-    try:
-        if op == "up":
-            result = stack.up(on_event=on_event)
-            outputs = {k: v.value for k, v in result.outputs.items()}
-        elif op == "preview":
-            stack.preview(on_event=on_event)
-        elif op in ("destroy", "destroy-exclude-protected"):
-            stack.destroy(on_event=on_event, exclude_protected=op != "destroy")
-        else:
-            raise ValueError(f"unknown operation {op!r}")
-    except auto.errors.CommandError as failed:
-        error = str(failed)
-    return {"steps": steps, "outputs": outputs, "diagnostics": diagnostics, "error": error}
-
-
-def _qualified(key: str) -> str:
-    return key if ":" in key else f"gpu-cluster:{key}"
-
-
-# The ops whose event names the properties that force the replacement (its `keys`).
-_REPLACING = ("replace", "create-replacement", "delete-replaced")
-
-if __name__ == "__main__":
-    _request = json.loads(sys.argv[1])
-    Path(_request["result"]).write_text(json.dumps(_serve(_request)))

@@ -1,0 +1,87 @@
+"""One `pulumi` operation on a stack, its program run as an Automation API inline program
+(tools/realtier/engine.py starts it with a JSON request as its argument and reads the result
+file it names). Run as a script from the program's directory, which the program imports from:
+it needs only the Pulumi SDK, so an older checkout's program runs as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from pathlib import Path
+from typing import Any
+
+from pulumi import automation as auto
+
+# The ops whose event names the properties that force the replacement (its `keys`).
+_REPLACING = ("replace", "create-replacement", "delete-replaced")
+
+
+def _qualified(key: str) -> str:
+    return key if ":" in key else f"gpu-cluster:{key}"
+
+
+def _serve(request: dict[str, Any]) -> dict[str, Any]:
+    def program() -> None:
+        runpy.run_path(request["program"], run_name="__main__")
+
+    stack = auto.create_or_select_stack(
+        request["stack"],
+        project_name="gpu-cluster",
+        program=program,
+        opts=auto.LocalWorkspaceOptions(
+            work_dir=request["project_dir"],
+            pulumi_command=auto.PulumiCommand(root=request["pulumi_root"]),
+        ),
+    )
+    for override in request["overrides"]:
+        if override.startswith("!"):
+            stack.remove_config(_qualified(override[1:]))
+        else:
+            key, value = override.split("=", 1)
+            stack.set_config(_qualified(key), auto.ConfigValue(value), path=True)
+    for key, value in request["secrets"].items():
+        stack.set_config(_qualified(key), auto.ConfigValue(value, secret=True), path=True)
+    steps: list[dict[str, Any]] = []
+    diagnostics: list[str] = []
+
+    def on_event(event: auto.EngineEvent) -> None:
+        if event.resource_pre_event is not None:
+            meta = event.resource_pre_event.metadata
+            steps.append(
+                {
+                    "op": str(meta.op.value),
+                    "urn": meta.urn,
+                    "type": meta.type,
+                    "diffs": list(meta.diffs or []),
+                    "replace_keys": list(meta.keys or []) if meta.op.value in _REPLACING else [],
+                }
+            )
+        if event.diagnostic_event is not None:
+            diag = event.diagnostic_event
+            diagnostics.append(f"{diag.severity}: {diag.message.strip()}")
+
+    outputs: dict[str, Any] = {}
+    error = None
+    op = request["op"]
+    try:
+        if op == "up":
+            result = stack.up(on_event=on_event)
+            outputs = {k: v.value for k, v in result.outputs.items()}
+        elif op == "preview":
+            stack.preview(on_event=on_event)
+        elif op in ("destroy", "destroy-exclude-protected"):
+            stack.destroy(on_event=on_event, exclude_protected=op != "destroy")
+        else:
+            raise ValueError(f"unknown operation {op!r}")
+    except auto.errors.CommandError as failed:
+        error = str(failed)
+    return {"steps": steps, "outputs": outputs, "diagnostics": diagnostics, "error": error}
+
+
+if __name__ == "__main__":
+    _request = json.loads(sys.argv[1])
+    # The program's directory first, not this script's (Python puts the script's there).
+    sys.path[0] = str(Path(_request["program"]).parent)
+    Path(_request["result"]).write_text(json.dumps(_serve(_request)))
