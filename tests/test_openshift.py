@@ -12,6 +12,7 @@ from subprocess import CompletedProcess
 
 import pytest
 
+from gpu_cluster.components.namespace import PATCH_FORCE_ANNOTATION
 from gpu_cluster.offline.engine import ProgramRun, RecordedResource, run_program
 from gpu_cluster.offline.stack_files import engine_config
 from tests.conftest import (
@@ -449,6 +450,15 @@ def test_existing_namespace_and_nads_can_be_adopted() -> None:
     ]
     # They existed before the stack: destroy leaves them in place.
     assert all(r.options["retainOnDelete"] for r in [namespace, *nads])
+    # The stack changes the NADs' spec.config, which the seed's `oc` owns: only forced may it
+    # (tests/real/test_migration.py, adopt). The namespace's import changes nothing.
+    assert all(r.inputs["metadata"]["annotations"][PATCH_FORCE_ANNOTATION] == "true" for r in nads)
+    created = run_stack("barcelona", *BARCELONA_CREATES_NADS)
+    annotations = [
+        r.inputs["metadata"]["annotations"]
+        for r in resources_of(created, "NetworkAttachmentDefinition")
+    ]
+    assert annotations and not any(PATCH_FORCE_ANNOTATION in a for a in annotations)
 
 
 def test_existing_namespace_and_nads_can_be_referenced() -> None:

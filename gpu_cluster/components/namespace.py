@@ -7,7 +7,7 @@ objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -38,6 +38,21 @@ def adopted(
         retain_on_delete=True,
         ignore_changes=list(platform_owned) or None,
     )
+
+
+# Makes pulumi-kubernetes' server-side apply take the fields it sets even where another field
+# manager owns them (provider/pkg/await/await.go patchForce, at v4.25.0 and at 94977969).
+PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
+
+
+def taken_over(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` of an object the stack adopts and then changes (a NAD whose `spec.config`
+    differs from the stack's): the tool that made it (`oc apply`, `oc create`) owns its fields,
+    so the update right after the import would fail as an apply conflict; with the annotation
+    the stack takes the fields it sets, the rest keep their owners."""
+    metadata = manifest["metadata"]
+    annotations = {**metadata.get("annotations", {}), PATCH_FORCE_ANNOTATION: "true"}
+    return {**manifest, "metadata": {**metadata, "annotations": annotations}}
 
 
 @dataclass(frozen=True)

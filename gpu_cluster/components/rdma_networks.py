@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pulumi
 
 from gpu_cluster.components.k8s_objects import ManifestResource
-from gpu_cluster.components.namespace import adopted
-from gpu_cluster.config.schema import RdmaSettings
+from gpu_cluster.components.namespace import adopted, taken_over
+from gpu_cluster.config.schema import NicSettings, RdmaSettings
 from gpu_cluster.plan.netmodes import network_attachment
 
 
@@ -36,14 +36,14 @@ class RdmaNetworks(pulumi.ComponentResource):
         super().__init__("gpu-cluster:rdma_networks:RdmaNetworks", name, None, opts)
         a = args
         child = pulumi.ResourceOptions(parent=self, depends_on=list(a.after))
-        self.attachments = [
-            ManifestResource(
-                f"{name}-nad-{nic.network}",
-                network_attachment(nic, a.rdma, a.namespace),
-                pulumi.ResourceOptions.merge(child, adopted(a.namespace, nic.network))
-                if a.adopt
-                else child,
-            )
-            for nic in a.rdma.nics
-        ]
+
+        def attachment(nic: NicSettings) -> ManifestResource:
+            manifest = network_attachment(nic, a.rdma, a.namespace)
+            resource = f"{name}-nad-{nic.network}"
+            if not a.adopt:
+                return ManifestResource(resource, manifest, child)
+            adopt = pulumi.ResourceOptions.merge(child, adopted(a.namespace, nic.network))
+            return ManifestResource(resource, taken_over(manifest), adopt)
+
+        self.attachments = [attachment(nic) for nic in a.rdma.nics]
         self.register_outputs({"networks": [nic.network for nic in a.rdma.nics]})

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from gpu_cluster.timeline import PHASES
-from tests.conftest import ROOT
-from tools.realtier.engine import stack_kubeconfig
+from tests.conftest import ROOT, stack_context
+from tools.realtier.engine import PROJECT_DIR, Engine, stack_kubeconfig
 from tools.realtier.kube import Kube, describe, wait_for
 from tools.realtier.stacks import StackRender, volumes_for
 
@@ -176,3 +176,12 @@ def start_on_record(printed: str) -> list[str]:
     order = [at[p] for p in steps if p in at]
     assert order == sorted(order), printed
     return [line[:14].strip() for line in lines[1:-1]]
+
+
+def stack_engine(
+    cluster: Cluster, stack: str, tmp_path: Path, program_dir: Path = PROJECT_DIR
+) -> Engine:
+    """The real Pulumi engine for `stack` on the tier's cluster (a kubeconfig context of the
+    stack's name), its state under `tmp_path`."""
+    kubeconfig = stack_kubeconfig(cluster.kubeconfig, stack_context(stack), tmp_path / "kubeconfig")
+    return Engine(cluster.tools, tmp_path / "engine", stack, kubeconfig, program_dir)

@@ -34,13 +34,19 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.offline.replacements import destructive
-from tests.conftest import ROOT, plan_of, stack_context
-from tests.real.cluster_state import claim_phase, pods_of, provision, referenced_objects
+from tests.conftest import ROOT, plan_of
+from tests.real.cluster_state import (
+    claim_phase,
+    pods_of,
+    provision,
+    referenced_objects,
+    stack_engine,
+)
 from tests.real.conftest import Cluster
 from tests.test_edit_matrix import MATRIX
 from tools.realtier.build import Tools
 from tools.realtier.controlplane import ControlPlane
-from tools.realtier.engine import Engine, Outcome, stack_kubeconfig
+from tools.realtier.engine import Engine, Outcome
 from tools.realtier.kube import Kube, install_crds
 from tools.realtier.stacks import Object, StackRender, render
 
@@ -58,9 +64,7 @@ def engine_for(
     references."""
     provision(cluster.kube, stack_render)
     cluster.kube.create_all(referenced_objects(stack_render))
-    context = stack_context(stack_render.stack)
-    kubeconfig = stack_kubeconfig(cluster.kubeconfig, context, tmp_path / "kubeconfig")
-    return Engine(cluster.tools, tmp_path / "engine", stack_render.stack, kubeconfig, program_dir)
+    return stack_engine(cluster, stack_render.stack, tmp_path, program_dir)
 
 
 def exists(kube: Kube, obj: Object) -> bool:
