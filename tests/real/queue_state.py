@@ -3,11 +3,13 @@ and its pods."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from gpu_cluster.facts.kueue import JOBSET_NAME_LABEL, KUEUE_API
 from tests.real.conftest import Cluster
-from tools.realtier.kube import Kube, Object, describe
+from tools.realtier.kube import Kube, Object, describe, wait_for
+from tools.realtier.stacks import StackRender
 
 
 def condition(obj: Object, kind: str) -> dict[str, Any] | None:
@@ -64,3 +66,17 @@ def running(kube: Kube, namespace: str, name: str, count: int) -> list[Object] |
     pods = run_pods(kube, namespace, name)
     live = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     return live if len(live) == count == len(pods) else None
+
+
+def pods_of_an_admitted_run(cluster: Cluster, stack: StackRender) -> list[Object]:
+    kube, s = cluster.kube, stack.settings
+    why = functools.partial(explain, cluster, s.namespace)
+    wait_for(
+        "the run admitted", functools.partial(admitted, kube, s.namespace, s.name), explain=why
+    )
+    pods: list[Object] = wait_for(
+        "its pods running",
+        functools.partial(running, kube, s.namespace, s.name, s.nodes),
+        explain=why,
+    )
+    return pods

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_cluster.facts.kueue import JOBSET_API
 from gpu_cluster.offline.replacements import destructive
 from tests.conftest import ROOT, plan_of
 from tests.real.cluster_state import (
@@ -43,6 +44,7 @@ from tests.real.cluster_state import (
     stack_engine,
 )
 from tests.real.conftest import Cluster
+from tests.real.queue_state import pods_of_an_admitted_run
 from tests.test_edit_matrix import MATRIX
 from tools.realtier.build import Tools
 from tools.realtier.controlplane import ControlPlane
@@ -241,3 +243,38 @@ def test_a_secret_reaches_the_cluster_and_stays_ciphertext_in_the_state(
     assert stored and not [p for p in stored if token in p.read_text(errors="replace")]
     stack_file = engine.stack_file.read_text()
     assert token not in stack_file and "secure: v1:" in stack_file
+
+
+JOB_SET_TYPE = f"kubernetes:{JOBSET_API}:JobSet"
+JOB_SET_STACK = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
+NEXT_IMAGE = "image=nvcr.io/nvidia/pytorch:25.02-py3"
+
+
+def test_a_jobset_stack_runs_and_an_image_edit_replaces_the_run_not_the_claims(
+    openshift_queued_cluster: Cluster, tmp_path: Path
+) -> None:
+    """nerc-production as a JobSet stack that creates its namespace, on Kueue and JobSet set up
+    as on OpenShift: `pulumi up` through the real engine creates the queue and the run, which
+    Kueue admits and JobSet starts; a second preview changes nothing. An image edit replaces the
+    JobSet (its spec is immutable: deleted, then created) and nothing else; the new run is
+    admitted and runs the new image on the same claims."""
+    cluster, kube = openshift_queued_cluster, openshift_queued_cluster.kube
+    overrides = (*JOB_SET_STACK, "namespaceMode=create")
+    stack_render = render("nerc-production", overrides)
+    s = stack_render.settings
+    provision(kube, stack_render)
+    engine = stack_engine(cluster, "nerc-production", tmp_path)
+    engine.up(*overrides)
+    first = {p["metadata"]["uid"] for p in pods_of_an_admitted_run(cluster, stack_render)}
+    claims = claim_uids(kube, s.namespace)
+    assert claims
+    assert {st.op for st in engine.preview().steps} == {"same"}
+
+    edit = engine.preview(NEXT_IMAGE)
+    rebuilt = {(st.type, st.name) for st in edit.steps if st.op in DESTRUCTIVE_OPS}
+    assert rebuilt == {(r.type, r.name) for r in stack_render.run.of_type(JOB_SET_TYPE)}
+    engine.up(NEXT_IMAGE)
+    pods = pods_of_an_admitted_run(cluster, stack_render)
+    assert first.isdisjoint(p["metadata"]["uid"] for p in pods)
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} >= {NEXT_IMAGE.split("=")[1]}
+    assert claim_uids(kube, s.namespace) == claims

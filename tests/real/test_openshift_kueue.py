@@ -24,27 +24,13 @@ from gpu_cluster.facts.kueue import (
 )
 from tests.real.cluster_state import provision, referenced_objects
 from tests.real.conftest import Cluster
-from tests.real.queue_state import admitted, explain, run_pods, running, workload_of
-from tools.realtier.kube import Kube, Object, wait_for
-from tools.realtier.stacks import StackRender, render
+from tests.real.queue_state import pods_of_an_admitted_run, run_pods, running, workload_of
+from tools.realtier.kube import Kube, wait_for
+from tools.realtier.stacks import render
 
 pytestmark = pytest.mark.real
 
 JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
-
-
-def pods_of_an_admitted_run(cluster: Cluster, stack: StackRender) -> list[Object]:
-    kube, s = cluster.kube, stack.settings
-    why = functools.partial(explain, cluster, s.namespace)
-    wait_for(
-        "the run admitted", functools.partial(admitted, kube, s.namespace, s.name), explain=why
-    )
-    pods: list[Object] = wait_for(
-        "its pods running",
-        functools.partial(running, kube, s.namespace, s.name, s.nodes),
-        explain=why,
-    )
-    return pods
 
 
 def test_a_namespace_the_stack_creates_is_opted_in_and_the_run_admitted(
