@@ -399,6 +399,13 @@ def test_a_second_stack_references_or_adopts_the_memlock_machine_config() -> Non
     (config,) = machine_configs(adopted)
     assert config.options["import"] == "99-worker-gpu-cluster-memlock"
     assert config.options["retainOnDelete"] is True
+    # Its owner annotation is the creator's apply's: only forced may it change
+    # (tests/real/test_engine.py); a created one needs no force.
+    assert config.inputs["metadata"]["annotations"][PATCH_FORCE_ANNOTATION] == "true"
+    created = machine_configs(run_stack("barcelona", "rdma.memlock=machineconfig"))
+    assert [PATCH_FORCE_ANNOTATION in c.inputs["metadata"]["annotations"] for c in created] == [
+        False
+    ]
 
 
 def test_machineconfig_memlock_warns_in_the_preview() -> None:

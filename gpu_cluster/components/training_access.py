@@ -14,7 +14,7 @@ from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
 from gpu_cluster.components.k8s_objects import ManifestResource
-from gpu_cluster.components.namespace import adopted
+from gpu_cluster.components.namespace import adopted, taken_over
 from gpu_cluster.plan.security import (
     memlock_disruption,
     memlock_machine_config,
@@ -95,16 +95,14 @@ class TrainingAccess(pulumi.ComponentResource):
         )
         # Cluster-wide and shared: never deleted by this stack (destroy, a strategy or pool
         # change), since that would reboot the pool under the other stacks on it.
-        keep = (
-            adopted(None, memlock_machine_config_name(m.pool))
-            if m.mode == "adopt"
-            else pulumi.ResourceOptions(retain_on_delete=True)
-        )
-        return ManifestResource(
-            f"{name}-memlock",
-            memlock_machine_config(m.pool, m.owner),
-            pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), keep),
-        )
+        config = memlock_machine_config(m.pool, m.owner)
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        if m.mode == "adopt":
+            # Its owner annotation becomes this stack's: a field its creator's apply owns.
+            config = taken_over(config)
+            adopt = adopted(None, memlock_machine_config_name(m.pool))
+            keep = pulumi.ResourceOptions.merge(keep, adopt)
+        return ManifestResource(f"{name}-memlock", config, keep)
 
     @staticmethod
     def _grant(

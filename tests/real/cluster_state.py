@@ -183,5 +183,6 @@ def stack_engine(
 ) -> Engine:
     """The real Pulumi engine for `stack` on the tier's cluster (a kubeconfig context of the
     stack's name), its state under `tmp_path`."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     kubeconfig = stack_kubeconfig(cluster.kubeconfig, stack_context(stack), tmp_path / "kubeconfig")
     return Engine(cluster.tools, tmp_path / "engine", stack, kubeconfig, program_dir)

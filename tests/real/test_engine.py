@@ -35,7 +35,8 @@ import pytest
 
 from gpu_cluster.facts.kueue import JOBSET_API
 from gpu_cluster.offline.replacements import destructive
-from tests.conftest import ROOT, plan_of
+from gpu_cluster.plan.security import OWNER_ANNOTATION
+from tests.conftest import ROOT, plan_of, stack_context
 from tests.real.cluster_state import (
     claim_phase,
     pods_of,
@@ -48,9 +49,9 @@ from tests.real.queue_state import pods_of_an_admitted_run
 from tests.test_edit_matrix import MATRIX
 from tools.realtier.build import Tools
 from tools.realtier.controlplane import ControlPlane
-from tools.realtier.engine import Engine, Outcome
+from tools.realtier.engine import Engine, Outcome, stack_kubeconfig
 from tools.realtier.kube import Kube, install_crds
-from tools.realtier.stacks import Object, StackRender, render
+from tools.realtier.stacks import Object, StackRender, render, volumes_for
 
 pytestmark = pytest.mark.real
 
@@ -285,3 +286,33 @@ def test_a_jobset_stack_runs_and_an_image_edit_replaces_the_run_not_the_claims(
     assert first.isdisjoint(p["metadata"]["uid"] for p in pods)
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} >= {NEXT_IMAGE.split("=")[1]}
     assert claim_uids(kube, s.namespace) == claims
+
+
+MEMLOCK_BY_MACHINE_CONFIG = "rdma.memlock=machineconfig"
+
+
+def test_a_second_stack_adopts_the_memlock_machine_config_its_creator_left(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """barcelona creates the pool's memlock MachineConfig; `pulumi destroy` leaves it (shared by
+    every stack on the pool); another stack of the same settings then adopts it
+    (`rdma.machineConfig: adopt`): imported, and its owner annotation, a field the first stack's
+    apply owns, taken over."""
+    stack_render = render(STACK, (MEMLOCK_BY_MACHINE_CONFIG,))
+    creator = engine_for(cluster, stack_render, tmp_path / "creator")
+    creator.up(MEMLOCK_BY_MACHINE_CONFIG)
+    creator.destroy(exclude_protected=True)
+    (config,) = stack_render.of_kind("MachineConfig")
+    name = config["metadata"]["name"]
+    assert cluster.kube.exists(config["apiVersion"], "MachineConfig", name)
+
+    # Its own workload name: the first stack's claims stay, and a plain create would refuse them.
+    adopting = (MEMLOCK_BY_MACHINE_CONFIG, "rdma.machineConfig=adopt", "name=second-run")
+    claims = render(STACK, adopting).of_kind("PersistentVolumeClaim")
+    cluster.kube.create_all(volumes_for(claims))
+    kubeconfig = stack_kubeconfig(cluster.kubeconfig, stack_context(STACK), tmp_path / "kubeconfig")
+    second = Engine(cluster.tools, tmp_path / "second", "second", kubeconfig, stack_file_of=STACK)
+    up = second.up(*adopting)
+    assert [s.name for s in up.ops("import")] == ["gpu-cluster-memlock"]
+    live = cluster.kube.get(config["apiVersion"], "MachineConfig", name)
+    assert live["metadata"]["annotations"][OWNER_ANNOTATION] == "gpu-cluster/second"

@@ -87,8 +87,12 @@ class Engine:
         stack: str,
         kubeconfig: Path,
         program_dir: Path = PROJECT_DIR,
+        stack_file_of: str | None = None,
     ) -> None:
+        """`stack_file_of`: the shipped stack whose file this stack starts from (a second stack
+        of the same settings under another name); its own by default."""
         self.stack = stack
+        self.stack_file_of = stack_file_of or stack
         self.project_dir = workdir / "project"
         self.project_dir.mkdir(parents=True, exist_ok=True)
         self.use_program(program_dir)
@@ -105,8 +109,8 @@ class Engine:
         """Run `program_dir`'s program with its Pulumi.yaml and stack file from now on (the
         state stays): what checking out another release of the project does."""
         self.program_dir = program_dir
-        for name in ("Pulumi.yaml", f"Pulumi.{self.stack}.yaml"):
-            shutil.copyfile(program_dir / name, self.project_dir / name)
+        shutil.copyfile(program_dir / "Pulumi.yaml", self.project_dir / "Pulumi.yaml")
+        shutil.copyfile(program_dir / f"Pulumi.{self.stack_file_of}.yaml", self.stack_file)
 
     def _run(
         self,
