@@ -4,7 +4,8 @@ against the tier's API server, as a platform team runs them.
 
 Barcelona as it ships: the cluster has what the stack references (its namespace and four NADs),
 the fake GPU hosts and a volume for each claim. `pulumi up` registers exactly the resources the
-offline render records (same URNs, parents and dependencies) and returns once the provider has
+offline render records (same URNs, parents and dependencies), exports its outputs, and returns
+once the provider has
 awaited them (the StatefulSet and the pre-pull DaemonSet rolled out on the hosts); a second
 preview changes nothing; `pulumi destroy` is refused while the claims are protected, and
 `--exclude-protected` removes everything else and keeps the claims bound.
@@ -84,6 +85,7 @@ def test_barcelona_up_preview_and_destroy_through_the_real_engine(
     up = engine.up()
     program_urns = {s.urn for s in up.ops("create") if not s.type.startswith(ENGINE_OWN)}
     assert program_urns == {r.urn for r in stack_render.run.resources}
+    assert up.outputs == stack_render.run.outputs
     # The graph `pulumi up` waits by, as the engine stored it, is the one the offline render
     # records (tests/test_dependency_graph.py reads that one).
     stored = {r["urn"]: r for r in engine.export()["resources"]}

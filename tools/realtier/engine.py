@@ -38,7 +38,6 @@ class Step:
     urn: str
     type: str
     diffs: tuple[str, ...]  # the properties that differ
-    replace_keys: tuple[str, ...]  # the properties that force a replacement
 
     @property
     def name(self) -> str:
@@ -48,8 +47,7 @@ class Step:
 @dataclass(frozen=True)
 class Outcome:
     steps: list[Step]
-    outputs: dict[str, Any]
-    diagnostics: list[str]  # the engine's and the provider's messages, "severity: message"
+    outputs: dict[str, Any]  # the stack's outputs (after `up`)
     error: str | None  # why the operation failed, None when it succeeded
 
     def ops(self, *ops: str) -> list[Step]:
@@ -142,12 +140,8 @@ class Engine:
             raise EngineError(f"the engine driver failed ({op}, {self.stack}):\n{failed}")
         found = json.loads(result_file.read_text())
         outcome = Outcome(
-            steps=[
-                Step(s["op"], s["urn"], s["type"], tuple(s["diffs"]), tuple(s["replace_keys"]))
-                for s in found["steps"]
-            ],
+            steps=[Step(s["op"], s["urn"], s["type"], tuple(s["diffs"])) for s in found["steps"]],
             outputs=found["outputs"],
-            diagnostics=found["diagnostics"],
             error=found["error"],
         )
         if check and outcome.error is not None:

@@ -14,9 +14,6 @@ from typing import Any
 
 from pulumi import automation as auto
 
-# The ops whose event names the properties that force the replacement (its `keys`).
-_REPLACING = ("replace", "create-replacement", "delete-replaced")
-
 
 def _qualified(key: str) -> str:
     return key if ":" in key else f"gpu-cluster:{key}"
@@ -44,7 +41,6 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
     for key, value in request["secrets"].items():
         stack.set_config(_qualified(key), auto.ConfigValue(value, secret=True), path=True)
     steps: list[dict[str, Any]] = []
-    diagnostics: list[str] = []
 
     def on_event(event: auto.EngineEvent) -> None:
         if event.resource_pre_event is not None:
@@ -55,12 +51,8 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
                     "urn": meta.urn,
                     "type": meta.type,
                     "diffs": list(meta.diffs or []),
-                    "replace_keys": list(meta.keys or []) if meta.op.value in _REPLACING else [],
                 }
             )
-        if event.diagnostic_event is not None:
-            diag = event.diagnostic_event
-            diagnostics.append(f"{diag.severity}: {diag.message.strip()}")
 
     outputs: dict[str, Any] = {}
     error = None
@@ -77,7 +69,7 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"unknown operation {op!r}")
     except auto.errors.CommandError as failed:
         error = str(failed)
-    return {"steps": steps, "outputs": outputs, "diagnostics": diagnostics, "error": error}
+    return {"steps": steps, "outputs": outputs, "error": error}
 
 
 if __name__ == "__main__":
