@@ -37,7 +37,7 @@ import pytest
 from gpu_cluster.facts.kueue import JOBSET_API
 from gpu_cluster.offline.replacements import destructive
 from gpu_cluster.plan.security import OWNER_ANNOTATION
-from tests.conftest import ROOT, plan_of, stack_context
+from tests.conftest import BARCELONA_CREATES_NADS, ROOT, plan_from, plan_of, stack_context
 from tests.real.cluster_state import (
     claim_phase,
     pods_of,
@@ -47,7 +47,7 @@ from tests.real.cluster_state import (
 )
 from tests.real.conftest import Cluster
 from tests.real.queue_state import pods_of_an_admitted_run
-from tests.test_edit_matrix import MATRIX
+from tests.test_edit_matrix import FROM_DEPLOYED, MATRIX, NAMESPACE
 from tools.realtier.build import Tools
 from tools.realtier.controlplane import ControlPlane
 from tools.realtier.engine import Engine, Outcome, stack_kubeconfig
@@ -183,6 +183,42 @@ def engine_changes(outcome: Outcome) -> set[tuple[str, str, str]]:
         for s in outcome.steps
         if s.op not in ("same", "read")
     }
+
+
+# Edits of barcelona deployed with another namespace mode (tests/test_edit_matrix.py
+# FROM_DEPLOYED): the namespace transitions, where the claims' data is at stake.
+NAMESPACE_EDITS = [(d, e) for s, d, e in FROM_DEPLOYED if s == STACK]
+
+
+@pytest.mark.parametrize(
+    ("deployed", "edit"),
+    NAMESPACE_EDITS,
+    ids=[f"{','.join(d)} -> {','.join(e)}" for d, e in NAMESPACE_EDITS],
+)
+def test_the_engine_takes_a_namespace_edit_as_the_offline_plan_says(
+    cluster: Cluster, tmp_path: Path, deployed: tuple[str, ...], edit: tuple[str, ...]
+) -> None:
+    """Deployed with `deployed`, the edit previews as the offline plan says (refused where it
+    would delete a protected namespace); applied, what the plan retains stays in the cluster
+    with the claims in it. The stack creates its NADs here: ones it references could not exist
+    before a namespace it creates (on a cluster the SR-IOV operator would write them then)."""
+    deployed = (*BARCELONA_CREATES_NADS, *deployed)
+    stack_render = render(STACK, deployed)
+    engine = engine_for(cluster, stack_render, tmp_path)
+    engine.up(*deployed)
+    planned = plan_from(STACK, deployed, edit)
+    refused = [s for s in destructive(planned) if s.protected]
+    preview = engine.preview(*edit, check=not refused)
+    if refused:
+        assert preview.error is not None and "protect" in preview.error
+        return
+    assert engine_changes(preview) == {(s.type, s.name, s.op) for s in planned}
+    engine.up(*edit)
+    namespace = stack_render.settings.namespace
+    assert [s.retained for s in planned if s.type == NAMESPACE] == [True]
+    assert cluster.kube.exists("v1", "Namespace", namespace)
+    claims = stack_render.of_kind("PersistentVolumeClaim")
+    assert claims and all(claim_phase(cluster.kube, c) == "Bound" for c in claims)
 
 
 @pytest.fixture(scope="module")
