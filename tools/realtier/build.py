@@ -138,6 +138,8 @@ def _write_provider_embeds(source: Path) -> None:
 
 
 FAMILIES: tuple[Family, ...] = (
+    # Longest build first: `build` runs them two at a time in this order (cold build times in
+    # docs/real-tier.md).
     Family(
         "kubernetes",
         KUBERNETES_VERSION,
@@ -159,24 +161,6 @@ FAMILIES: tuple[Family, ...] = (
         tags="osusergo,grpcnotrace",
         ldflags=(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={PULUMI_VERSION}",),
     ),
-    # etcd's main package is the server module's root: go names the binary `server`.
-    Family("etcd", ETCD_VERSION, ("go.etcd.io/etcd/server/v3",), renames=(("server", "etcd"),)),
-    Family("kwok", KWOK_VERSION, ("sigs.k8s.io/kwok/cmd/kwok",)),
-    # The managers as each Makefile builds them (`go build -ldflags "-X <module>/pkg/version...`):
-    # jobset's main package is its module root (go names it `jobset`), kueue's is cmd/kueue.
-    Family(
-        "jobset",
-        JOBSET_VERSION,
-        ("sigs.k8s.io/jobset",),
-        ldflags=(f"-X sigs.k8s.io/jobset/pkg/version.GitVersion={JOBSET_VERSION}",),
-    ),
-    Family(
-        "kueue",
-        KUEUE_VERSION,
-        ("sigs.k8s.io/kueue/cmd/kueue",),
-        ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",),
-        nosumdb=("sigs.k8s.io/kueue", "sigs.k8s.io/scheduler-library"),
-    ),
     # Stamped as pulumi-kubernetes' Makefile stamps a release (`-X .../pkg/version.Version`).
     Family(
         "provider",
@@ -185,6 +169,22 @@ FAMILIES: tuple[Family, ...] = (
         ldflags=(f"-X {PROVIDER_MODULE}/pkg/version.Version={PROVIDER_VERSION.lstrip('v')}",),
         generate=_write_provider_embeds,
     ),
+    # The managers as each Makefile builds them (`go build -ldflags "-X <module>/pkg/version...`):
+    # jobset's main package is its module root (go names it `jobset`), kueue's is cmd/kueue.
+    Family(
+        "kueue",
+        KUEUE_VERSION,
+        ("sigs.k8s.io/kueue/cmd/kueue",),
+        ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",),
+        nosumdb=("sigs.k8s.io/kueue", "sigs.k8s.io/scheduler-library"),
+    ),
+    Family(
+        "jobset",
+        JOBSET_VERSION,
+        ("sigs.k8s.io/jobset",),
+        ldflags=(f"-X sigs.k8s.io/jobset/pkg/version.GitVersion={JOBSET_VERSION}",),
+    ),
+    Family("kwok", KWOK_VERSION, ("sigs.k8s.io/kwok/cmd/kwok",)),
     # The version stamp of Helm's Makefile; the tier names the Kubernetes version it renders
     # for itself (`helm template --kube-version`), as pulumi-kubernetes asks the cluster.
     Family(
@@ -196,6 +196,8 @@ FAMILIES: tuple[Family, ...] = (
             "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
         ),
     ),
+    # etcd's main package is the server module's root: go names the binary `server`.
+    Family("etcd", ETCD_VERSION, ("go.etcd.io/etcd/server/v3",), renames=(("server", "etcd"),)),
 )
 
 
