@@ -40,10 +40,12 @@ from gpu_cluster.plan.security import OWNER_ANNOTATION
 from tests.conftest import BARCELONA_CREATES_NADS, ROOT, plan_from, plan_of, stack_context
 from tests.real.cluster_state import (
     claim_phase,
+    paste,
     pods_of,
     provision,
     referenced_objects,
     stack_engine,
+    statefulset_settled,
 )
 from tests.real.conftest import Cluster
 from tests.real.queue_state import pods_of_an_admitted_run
@@ -296,21 +298,22 @@ JOB_SET_STACK = ("workload.kind=jobset", "workload.command[0]=/workspace/train.p
 NEXT_IMAGE = "image=nvcr.io/nvidia/pytorch:25.02-py3"
 
 
-def test_a_jobset_stack_runs_and_an_image_edit_replaces_the_run_not_the_claims(
+def test_a_jobset_stack_runs_is_replaced_on_an_edit_and_goes_back_keeping_the_claims(
     openshift_queued_cluster: Cluster, tmp_path: Path
 ) -> None:
     """nerc-production as a JobSet stack that creates its namespace, on Kueue and JobSet set up
     as on OpenShift: `pulumi up` through the real engine creates the queue and the run, which
     Kueue admits and JobSet starts; a second preview changes nothing. An image edit replaces the
     JobSet (its spec is immutable: deleted, then created) and nothing else; the new run is
-    admitted and runs the new image on the same claims."""
+    admitted and runs the new image on the same claims. Stopped with its `stopCommand`, the
+    stack goes back to a StatefulSet on the same claims."""
     cluster, kube = openshift_queued_cluster, openshift_queued_cluster.kube
     overrides = (*JOB_SET_STACK, "namespaceMode=create")
     stack_render = render("nerc-production", overrides)
     s = stack_render.settings
     provision(kube, stack_render)
     engine = stack_engine(cluster, "nerc-production", tmp_path)
-    engine.up(*overrides)
+    up = engine.up(*overrides)
     first = {p["metadata"]["uid"] for p in pods_of_an_admitted_run(cluster, stack_render)}
     claims = claim_uids(kube, s.namespace)
     assert claims
@@ -323,6 +326,15 @@ def test_a_jobset_stack_runs_and_an_image_edit_replaces_the_run_not_the_claims(
     pods = pods_of_an_admitted_run(cluster, stack_render)
     assert first.isdisjoint(p["metadata"]["uid"] for p in pods)
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} >= {NEXT_IMAGE.split("=")[1]}
+    assert claim_uids(kube, s.namespace) == claims
+
+    # Back to a StatefulSet: Pulumi deletes what left the program after it created the rest, so
+    # the StatefulSet's pods would wait for the GPUs the run still holds; the run is stopped
+    # first, as docs/operations.md says.
+    paste(cluster, tmp_path, stack_context("nerc-production"), up.outputs["stopCommand"])
+    engine.up("!workload")
+    (sts,) = render("nerc-production", ("namespaceMode=create",)).of_kind("StatefulSet")
+    assert statefulset_settled(kube, sts) is not None, "pulumi up returned before the rollout"
     assert claim_uids(kube, s.namespace) == claims
 
 
