@@ -140,11 +140,7 @@ def test_a_stack_deployed_before_the_cut_upgrades_replacing_no_object_that_holds
     stack_render = render(stack)
     engine = engine_for(cluster, stack_render, tmp_path, program_dir=released)
     engine.up()
-    namespace = stack_render.settings.namespace
-    claims = {
-        c["metadata"]["name"]: c["metadata"]["uid"]
-        for c in cluster.kube.list("v1", "PersistentVolumeClaim", namespace)
-    }
+    claims = claim_uids(cluster.kube, stack_render.settings.namespace)
     assert claims
 
     engine.use_program(ROOT)
@@ -152,11 +148,7 @@ def test_a_stack_deployed_before_the_cut_upgrades_replacing_no_object_that_holds
     rebuilt = {(s.type, s.name) for s in upgrade.steps if s.op in DESTRUCTIVE_OPS}
     assert rebuilt == {("kubernetes:core/v1:ConfigMap", "gpu-cluster-workload-scripts")}
     engine.up()
-    after = {
-        c["metadata"]["name"]: c["metadata"]["uid"]
-        for c in cluster.kube.list("v1", "PersistentVolumeClaim", namespace)
-    }
-    assert after == claims
+    assert claim_uids(cluster.kube, stack_render.settings.namespace) == claims
 
 
 OPENSHIFT_STACKS = ("barcelona", "nerc-production")
