@@ -12,15 +12,13 @@ from tests.conftest import BARCELONA_CREATES_NADS
 
 # A GKE stack as a JobSet stack (shared claims: a JobSet has no per-pod ones).
 _GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", "storage.mode=rwx")
-# (stack, --set overrides, fragments the message must contain)
 # A gcp-a3 JobSet stack behind the node health gate, asking for a check no checker labels.
 UNKNOWN_HEALTH_CHECK = (
-    "workload.kind=jobset",
-    "workload.command[0]=train.py",
-    "storage.mode=rwx",
+    *_GKE_JOBSET,
     "workload.queue.healthGate.enabled=true",
     "workload.queue.healthGate.checks[0]=dcgm",
 )
+# (stack, --set overrides, fragments the message must contain)
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # wrong types
     ("barcelona", ("nodes=two",), ("gpu-cluster:nodes = 'two'", "valid integer")),

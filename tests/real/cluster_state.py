@@ -179,10 +179,16 @@ def start_on_record(printed: str) -> list[str]:
 
 
 def stack_engine(
-    cluster: Cluster, stack: str, tmp_path: Path, program_dir: Path = PROJECT_DIR
+    cluster: Cluster,
+    stack: str,
+    tmp_path: Path,
+    program_dir: Path = PROJECT_DIR,
+    stack_file_of: str | None = None,
 ) -> Engine:
     """The real Pulumi engine for `stack` on the tier's cluster (a kubeconfig context of the
-    stack's name), its state under `tmp_path`."""
+    stack's name), its state under `tmp_path`; `stack_file_of`: the shipped stack whose file
+    (and kube context) it starts from, when it is a second stack of the same settings."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    kubeconfig = stack_kubeconfig(cluster.kubeconfig, stack_context(stack), tmp_path / "kubeconfig")
-    return Engine(cluster.tools, tmp_path / "engine", stack, kubeconfig, program_dir)
+    context = stack_context(stack_file_of or stack)
+    kubeconfig = stack_kubeconfig(cluster.kubeconfig, context, tmp_path / "kubeconfig")
+    return Engine(cluster.tools, tmp_path / "engine", stack, kubeconfig, program_dir, stack_file_of)

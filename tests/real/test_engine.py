@@ -52,7 +52,7 @@ from tests.real.queue_state import pods_of_an_admitted_run
 from tests.test_edit_matrix import FROM_DEPLOYED, MATRIX, NAMESPACE
 from tools.realtier.build import Tools
 from tools.realtier.controlplane import ControlPlane
-from tools.realtier.engine import Engine, Outcome, stack_kubeconfig
+from tools.realtier.engine import Engine, Outcome
 from tools.realtier.kube import Kube, install_crds
 from tools.realtier.stacks import Object, StackRender, render, volumes_for
 
@@ -122,8 +122,11 @@ def claim_uids(kube: Kube, namespace: str) -> dict[str, str]:
 
 # The commit tests/fixtures/urns_before_issue15.json was recorded from (tests/test_urns.py).
 BEFORE_THE_CUT = "ef30eb1"
+# A replacement's three events (pulumi/pulumi pkg/resource/deploy/step.go: ReplaceStep and the
+# create and delete around it) are one "replace" in the offline plan.
+REPLACING = {"create-replacement": "replace", "delete-replaced": "replace"}
 # What the engine does to a resource that is removed or rebuilt.
-DESTRUCTIVE_OPS = ("delete", "replace", "create-replacement", "delete-replaced")
+DESTRUCTIVE_OPS = ("delete", "replace", *REPLACING)
 
 
 @pytest.mark.parametrize("stack", ["barcelona", "nerc-production"])
@@ -166,9 +169,6 @@ PROVIDER_4_25_PREVIEWS: dict[tuple[str, tuple[str, ...]], str] = {
     ),
 }
 OPENSHIFT_EDITS = [(stack, edit) for stack, edit in MATRIX if stack in OPENSHIFT_STACKS]
-# A replacement's three events (pulumi/pulumi pkg/resource/deploy/step.go: ReplaceStep and the
-# create and delete around it) are one "replace" in the offline plan.
-REPLACING = {"create-replacement": "replace", "delete-replaced": "replace"}
 
 
 def engine_changes(outcome: Outcome) -> set[tuple[str, str, str]]:
@@ -352,8 +352,7 @@ def test_a_second_stack_adopts_the_memlock_machine_config_its_creator_left(
     adopting = (MEMLOCK_BY_MACHINE_CONFIG, "rdma.machineConfig=adopt", "name=second-run")
     claims = render(STACK, adopting).of_kind("PersistentVolumeClaim")
     cluster.kube.create_all(volumes_for(claims))
-    kubeconfig = stack_kubeconfig(cluster.kubeconfig, stack_context(STACK), tmp_path / "kubeconfig")
-    second = Engine(cluster.tools, tmp_path / "second", "second", kubeconfig, stack_file_of=STACK)
+    second = stack_engine(cluster, "second", tmp_path / "second", stack_file_of=STACK)
     up = second.up(*adopting)
     assert [s.name for s in up.ops("import")] == ["gpu-cluster-memlock"]
     live = cluster.kube.get(config["apiVersion"], "MachineConfig", name)
