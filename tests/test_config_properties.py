@@ -83,6 +83,7 @@ KEYS: dict[str, list[Any]] = {
     "workload.kind": ["statefulset", "jobset", "job"],
     "workload.command": [["/workspace/train.py"], ["train.py", "--epochs", "3"], [], "train.py"],
     "workload.maxRestarts": [0, 3, 1001],
+    "workload.startTimeoutMinutes": [1, 1440, 0, 1441, "30m"],
     "workload.queue.mode": ["create", "reference", "adopt"],
     "workload.queue.name": ["training", "Team"],
     "workload.queue.topologyLevels": [["example.com/rack"], [], ["kubernetes.io/hostname"]],

@@ -132,6 +132,8 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("barcelona", ("gpusPerNode=2",)): {},
     ("barcelona", ("rdma.gidIndex=nccl",)): {},
     ("barcelona", ("storage.retainOnDelete=false",)): {},
+    # How long `pulumi up` awaits the pods: a resource option, nothing in the cluster changes.
+    ("barcelona", ("workload.startTimeoutMinutes=60",)): {},
     # nerc-production: OpenShift, shared RWX claims, existing namespace
     ("nerc-production", ("nodes=8",)): {},
     ("nerc-production", ("storage.workspaceSize=200Gi",)): {},

@@ -120,6 +120,14 @@ def test_the_workload_waits_for_the_image_on_its_nodes(overrides: tuple[str, ...
     assert timeouts["create"] == timeouts["update"] == "30m"
 
 
+def test_pulumi_up_awaits_the_pulls_and_the_pods_as_long_as_the_stack_says() -> None:
+    awaited = (DAEMON_SET, "kubernetes:apps/v1:StatefulSet")
+    for overrides, minutes in (((), 30), (("workload.startTimeoutMinutes=90",), 90)):
+        run = run_stack("barcelona", *overrides)
+        timeouts = [r.options["customTimeouts"] for t in awaited for r in run.of_type(t)]
+        assert timeouts == [{"create": f"{minutes}m", "update": f"{minutes}m", "delete": ""}] * 2
+
+
 def test_off_by_default() -> None:
     for stack in ("nerc-production", "barcelona"):
         overrides = ("openshift.prePull=false",) if stack == "barcelona" else ()

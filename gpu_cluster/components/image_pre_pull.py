@@ -35,9 +35,9 @@ from pulumi_kubernetes.networking.v1 import NetworkPolicySpecArgs
 from gpu_cluster.components.workload.pod_args import (
     node_affinity,
     security_context,
+    start_timeouts,
     toleration_args,
 )
-from gpu_cluster.components.workload.stateful_set import POD_START_MINUTES
 from gpu_cluster.plan.podspec import IDLE_COMMAND, IDLE_RESOURCES, PodPlacement
 from gpu_cluster.plan.scan_exceptions import pre_pull_exceptions, skip_annotations
 from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
@@ -47,8 +47,9 @@ from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
 class ImagePrePullArgs:
     """name: the DaemonSet's. labels: its pods', not the training pods' (their one-pod-per-node
     anti-affinity selects those). placement: the training pods' nodes and tolerations.
-    service_account: the training pods' (the same image pull credentials). after: what the
-    DaemonSet waits for (the namespace)."""
+    service_account: the training pods' (the same image pull credentials). start_timeout_minutes:
+    how long `pulumi up` waits for every node to run its pod. after: what the DaemonSet waits for
+    (the namespace)."""
 
     name: str
     namespace: str
@@ -56,6 +57,7 @@ class ImagePrePullArgs:
     image: str
     placement: PodPlacement
     service_account: pulumi.Input[str]
+    start_timeout_minutes: int
     after: Sequence[pulumi.Resource] = ()
 
 
@@ -119,9 +121,7 @@ class ImagePrePull(pulumi.ComponentResource):
                 parent=self,
                 depends_on=list(a.after),
                 # Every node pulls the whole training image, as a new training pod would.
-                custom_timeouts=pulumi.CustomTimeouts(
-                    create=f"{POD_START_MINUTES}m", update=f"{POD_START_MINUTES}m"
-                ),
+                custom_timeouts=start_timeouts(a.start_timeout_minutes),
             ),
         )
         # The pods talk to nobody (the node's runtime pulls the image, not the pod): no

@@ -133,6 +133,7 @@ class OpenShiftPlatform(pulumi.ComponentResource):
                     image=s.image,
                     placement=placement,
                     service_account=access.service_account_name,
+                    start_timeout_minutes=s.workload.start_timeout_minutes,
                     after=depends,
                 ),
                 pulumi.ResourceOptions(parent=self),

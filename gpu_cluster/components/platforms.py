@@ -234,6 +234,7 @@ def workload_args(
         networking=networking,
         placement=placement,
         service_account=service_account,
+        start_timeout_minutes=s.workload.start_timeout_minutes,
         sidecars=(sidecars[0],) if sidecars else (),
         sidecar_volumes=(sidecars[1],) if sidecars else (),
         sidecar_mounts=(sidecars[2],) if sidecars else (),

@@ -47,7 +47,7 @@ from gpu_cluster.facts.gcp import (
     SYSTEM_POOL_BY_MACHINE,
     Provisioning,
 )
-from gpu_cluster.facts.kubernetes import resource_quantity
+from gpu_cluster.facts.kubernetes import POD_START_MINUTES, resource_quantity
 from gpu_cluster.facts.kueue import HEALTH_GATE_IMAGE, JOBSET_CHART_VERSION, KUEUE_CHART_VERSION
 
 PROJECT = "gpu-cluster"
@@ -72,6 +72,13 @@ _MACHINECONFIG = ReadWhen(
     "rdma.memlock is 'machineconfig'",
 )
 _CHECK = VERIFY_ENABLED
+_AWAITED = ReadWhen(
+    lambda s: (
+        s.workload.kind == "statefulset" or (s.platform == "openshift" and s.openshift.pre_pull)
+    ),
+    "workload.kind is 'statefulset' or openshift.prePull is true (`pulumi up` awaits no pods "
+    "otherwise)",
+)
 
 
 # --- sections --------------------------------------------------------------------------------
@@ -256,6 +263,14 @@ class WorkloadSettings(Section):
     """The Kueue queue."""
     controllers: Annotated[ControllerSettings, _JOBSET] = ControllerSettings()
     """Whether the stack installs Kueue and JobSet, and which releases."""
+    start_timeout_minutes: Annotated[int, _AWAITED] = Field(
+        default=POD_START_MINUTES, ge=1, le=24 * 60
+    )
+    """How long `pulumi up` waits for the StatefulSet's pods (`statefulset`) and the pre-pull
+    DaemonSet's (`openshift.prePull`) to run before it fails; a second `pulumi up` carries on
+    from there. Each new node first pulls the whole training image: raise it for images that
+    take longer.
+    """
 
 
 class NicSettings(Section):

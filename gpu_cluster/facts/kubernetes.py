@@ -23,6 +23,12 @@ STATEFULSET_NAME_MAX = 63 - len("-") - 10
 GPU_RESOURCE = "nvidia.com/gpu"
 # The pod's primary (cluster network) interface: CNI plugins and Multus name it eth0.
 POD_PRIMARY_INTERFACE = "eth0"
+# How long `pulumi up` waits for training pods by default; the provider's own default is 10 min
+# (pulumi/pulumi-kubernetes provider/pkg/await/statefulset.go DefaultStatefulSetTimeoutMins). A
+# new GPU node first pulls the whole training image: 5-15 min for the 10-50 GB of AI/ML images
+# (kubernetes.recipes/recipes/configuration/image-pull-optimization-kubernetes); twice the top of
+# that leaves room for the claims' disks and the init containers.
+POD_START_MINUTES = 30
 
 # The patterns below are whole-string rules: use them with fullmatch. Go's `$` matches only at
 # the end of the text, Python's also before a final newline ("team\n" would pass `match`).

@@ -42,7 +42,8 @@ class TrainingWorkloadArgs:
     what the component does (the namespace). master_port: the rendezvous port. service_name: the
     headless Service's. scripts: the scripts ConfigMap's files. env: the training container's
     plain env (rendezvous). networking: the network mode's contribution to the pod. placement:
-    where pods run, as which UID.
+    where pods run, as which UID. start_timeout_minutes: how long `pulumi up` waits for the pods
+    to run (a StatefulSet's).
     service_account: the pods' ServiceAccount. sidecars, sidecar_volumes, sidecar_mounts: extra
     init containers (code sync) with their volumes and the training container's mounts of them.
     secret_env_keys, secret_env: env variables from a Secret (<name>-env) and its data.
@@ -67,6 +68,7 @@ class TrainingWorkloadArgs:
     networking: PodNetworking
     placement: PodPlacement
     service_account: pulumi.Input[str]
+    start_timeout_minutes: int
     claims_after: tuple[pulumi.Resource, ...] = ()
     pods_after: tuple[pulumi.Resource, ...] = ()
     sidecars: tuple[Container, ...] = ()

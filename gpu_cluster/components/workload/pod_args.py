@@ -3,6 +3,7 @@ Kubernetes SDK's typed Args: the one place they are converted."""
 
 from __future__ import annotations
 
+import pulumi
 from pulumi_kubernetes.core.v1 import (
     CapabilitiesArgs,
     ConfigMapVolumeSourceArgs,
@@ -161,3 +162,9 @@ def toleration_args(placement: PodPlacement) -> list[TolerationArgs]:
         TolerationArgs(key=key, operator="Exists", effect=effect)
         for key, effect in placement.tolerations
     ]
+
+
+def start_timeouts(minutes: int) -> pulumi.CustomTimeouts:
+    """How long `pulumi up` awaits pods that start (create) or roll (update):
+    workload.startTimeoutMinutes."""
+    return pulumi.CustomTimeouts(create=f"{minutes}m", update=f"{minutes}m")

@@ -10,18 +10,13 @@ from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 from gpu_cluster.components.workload.args import TrainingWorkloadArgs
 from gpu_cluster.components.workload.claims import per_pod_claim_templates
 from gpu_cluster.components.workload.kind import Controller, PodRole, TrainingPods, WorkloadKind
+from gpu_cluster.components.workload.pod_args import start_timeouts
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.podspec import IDLE_COMMAND
 from gpu_cluster.plan.scan_exceptions import skip_annotations
 
 # Label the StatefulSet controller sets on every pod (beta in 1.28, GA in 1.32).
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
-# How long `pulumi up` waits for every training pod to run; the provider's default is 10 min
-# (pulumi/pulumi-kubernetes provider/pkg/await/statefulset.go DefaultStatefulSetTimeoutMins). A
-# new GPU node first pulls the whole training image: 5-15 min for the 10-50 GB of AI/ML images
-# (kubernetes.recipes/recipes/configuration/image-pull-optimization-kubernetes); twice the top of
-# that leaves room for the claims' disks and the init containers.
-POD_START_MINUTES = 30
 # Template fields a claim takes over once it exists: Pulumi grows the standalone claims in place,
 # and an unchanged template keeps Kubernetes from replacing the StatefulSet (its
 # volumeClaimTemplates are immutable; pulumi/pulumi-kubernetes provider/pkg/provider/diff.go
@@ -80,9 +75,7 @@ class StatefulSetKind:
                 # The claims exist before any pod asks for them.
                 depends_on=list(pods.depends_on),
                 ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS) if per_pod else None,
-                custom_timeouts=pulumi.CustomTimeouts(
-                    create=f"{POD_START_MINUTES}m", update=f"{POD_START_MINUTES}m"
-                ),
+                custom_timeouts=start_timeouts(a.start_timeout_minutes),
             ),
         )
         return Controller(stateful_set, stateful_set.metadata.name)
