@@ -192,3 +192,18 @@ def stack_engine(
     context = stack_context(stack_file_of or stack)
     kubeconfig = stack_kubeconfig(cluster.kubeconfig, context, tmp_path / "kubeconfig")
     return Engine(cluster.tools, tmp_path / "engine", stack, kubeconfig, program_dir, stack_file_of)
+
+
+def engine_for(
+    cluster: Cluster, stack_render: StackRender, tmp_path: Path, program_dir: Path = PROJECT_DIR
+) -> Engine:
+    """The stack's engine, on a cluster that has the stack's hosts, volumes and what it
+    references."""
+    provision(cluster.kube, stack_render)
+    cluster.kube.create_all(referenced_objects(stack_render))
+    return stack_engine(cluster, stack_render.stack, tmp_path, program_dir)
+
+
+def exists(kube: Kube, obj: Object) -> bool:
+    meta = obj["metadata"]
+    return kube.exists(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))

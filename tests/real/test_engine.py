@@ -40,10 +40,11 @@ from gpu_cluster.plan.security import OWNER_ANNOTATION
 from tests.conftest import BARCELONA_CREATES_NADS, ROOT, plan_from, plan_of, stack_context
 from tests.real.cluster_state import (
     claim_phase,
+    engine_for,
+    exists,
     paste,
     pods_of,
     provision,
-    referenced_objects,
     stack_engine,
     statefulset_settled,
 )
@@ -54,28 +55,13 @@ from tools.realtier.build import Tools
 from tools.realtier.controlplane import ControlPlane
 from tools.realtier.engine import Engine, Outcome
 from tools.realtier.kube import Kube, install_crds
-from tools.realtier.stacks import Object, StackRender, render, volumes_for
+from tools.realtier.stacks import render, volumes_for
 
 pytestmark = pytest.mark.real
 
 STACK = "barcelona"
 # What the engine registers itself: the stack and the default provider (the mock records neither).
 ENGINE_OWN = ("pulumi:pulumi:Stack", "pulumi:providers:")
-
-
-def engine_for(
-    cluster: Cluster, stack_render: StackRender, tmp_path: Path, program_dir: Path = ROOT
-) -> Engine:
-    """The stack's engine, on a cluster that has the stack's hosts, volumes and what it
-    references."""
-    provision(cluster.kube, stack_render)
-    cluster.kube.create_all(referenced_objects(stack_render))
-    return stack_engine(cluster, stack_render.stack, tmp_path, program_dir)
-
-
-def exists(kube: Kube, obj: Object) -> bool:
-    meta = obj["metadata"]
-    return kube.exists(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
 
 
 def test_barcelona_up_preview_and_destroy_through_the_real_engine(

@@ -38,6 +38,11 @@ class Step:
     urn: str
     type: str
     diffs: tuple[str, ...]  # the properties that differ
+    # When it started and ended, as the engine numbers its events (their `sequence`): a step
+    # that ends before another starts was done before that one began. None: it never ended.
+    started: int
+    finished: int | None
+    failed: bool
 
     @property
     def name(self) -> str:
@@ -140,7 +145,18 @@ class Engine:
             raise EngineError(f"the engine driver failed ({op}, {self.stack}):\n{failed}")
         found = json.loads(result_file.read_text())
         outcome = Outcome(
-            steps=[Step(s["op"], s["urn"], s["type"], tuple(s["diffs"])) for s in found["steps"]],
+            steps=[
+                Step(
+                    s["op"],
+                    s["urn"],
+                    s["type"],
+                    tuple(s["diffs"]),
+                    s["started"],
+                    s["finished"],
+                    s["failed"],
+                )
+                for s in found["steps"]
+            ],
             outputs=found["outputs"],
             error=found["error"],
         )
@@ -148,11 +164,13 @@ class Engine:
             raise EngineError(f"pulumi {op} of {self.stack} failed:\n{outcome.error[-6000:]}")
         return outcome
 
-    def up(self, *overrides: str, secrets: dict[str, str] | None = None) -> Outcome:
+    def up(
+        self, *overrides: str, secrets: dict[str, str] | None = None, check: bool = True
+    ) -> Outcome:
         """`pulumi config set --path` each `key=value` (a key of the project's unless it names
         its namespace), `pulumi config rm` each `!key`, `pulumi config set --secret --path`
-        each of `secrets`, then `pulumi up`."""
-        return self._run("up", overrides, secrets=secrets)
+        each of `secrets`, then `pulumi up`; check=False returns a failed one."""
+        return self._run("up", overrides, check, secrets)
 
     def preview(self, *overrides: str, check: bool = True) -> Outcome:
         """`pulumi preview` of the stack with the overrides, which are then undone (the stack

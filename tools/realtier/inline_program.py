@@ -43,6 +43,8 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
     steps: list[dict[str, Any]] = []
 
     def on_event(event: auto.EngineEvent) -> None:
+        # The engine numbers its events in the order they happen (`sequence`); a step starts
+        # with its ResourcePreEvent and ends with its ResOutputsEvent or ResOpFailedEvent.
         if event.resource_pre_event is not None:
             meta = event.resource_pre_event.metadata
             steps.append(
@@ -51,8 +53,21 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
                     "urn": meta.urn,
                     "type": meta.type,
                     "diffs": list(meta.diffs or []),
+                    "started": event.sequence,
+                    "finished": None,
+                    "failed": False,
                 }
             )
+            return
+        ended = event.res_outputs_event or event.res_op_failed_event
+        if ended is not None:
+            meta = ended.metadata
+            op = str(meta.op.value)
+            for step in reversed(steps):
+                if step["urn"] == meta.urn and step["op"] == op and step["finished"] is None:
+                    step["finished"] = event.sequence
+                    step["failed"] = event.res_op_failed_event is not None
+                    break
 
     outputs: dict[str, Any] = {}
     error = None
