@@ -4,6 +4,7 @@ and its pods."""
 from __future__ import annotations
 
 import functools
+from datetime import datetime
 from typing import Any
 
 from gpu_cluster.facts.kueue import JOBSET_NAME_LABEL, KUEUE_API
@@ -34,14 +35,30 @@ def admitted(kube: Kube, namespace: str, jobset: str) -> Object | None:
     return workload if admission is not None and admission["status"] == "True" else None
 
 
+def requeue_time(kube: Kube, namespace: str, jobset: str) -> float | None:
+    """When Kueue tries the run's Workload again after taking its quota back (its
+    status.requeueState.requeueAt, Unix time), if it has said."""
+    workload = workload_of(kube, namespace, jobset)
+    state = ((workload or {}).get("status") or {}).get("requeueState") or {}
+    at = state.get("requeueAt")
+    return datetime.fromisoformat(at).timestamp() if at else None
+
+
 def workloads_explained(kube: Kube, namespace: str) -> list[str]:
-    """One line per Workload in `namespace`: its conditions with their messages."""
+    """One line per Workload in `namespace`: its conditions with their messages, its admission
+    checks' states and when Kueue requeues it."""
     lines = []
     for workload in kube.list(KUEUE_API, "Workload", namespace):
-        conditions = (workload.get("status") or {}).get("conditions") or []
+        status = workload.get("status") or {}
+        conditions = status.get("conditions") or []
+        checks = status.get("admissionChecks") or []
         lines.append(
             f"workload {workload['metadata']['name']}: "
             + "; ".join(f"{c['type']}={c['status']} {c.get('message', '')}" for c in conditions)
+            + "".join(
+                f"; check {c['name']}={c['state']} retries={c.get('retryCount', 0)}" for c in checks
+            )
+            + f"; requeueState={status.get('requeueState')}"
         )
     return lines
 

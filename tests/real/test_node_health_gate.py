@@ -39,12 +39,13 @@ from tests.real.queue_state import (
     admitted,
     condition,
     explain,
+    requeue_time,
     run_pods,
     running,
     workload_of,
 )
 from tests.real.test_jobset_stack import OVERRIDES, RACK, RACKS, nodes_in_blocks
-from tools.realtier.kube import SETTLE_DEADLINE_S, Kube, wait_for
+from tools.realtier.kube import Kube, wait_for
 from tools.realtier.stacks import StackRender, render, volumes_for
 
 pytestmark = pytest.mark.real
@@ -125,6 +126,8 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
     s = stack.settings
     namespace, name = s.namespace, s.name
     why = functools.partial(explain, cluster, namespace)
+    # Each Retry answer makes Kueue take the quota back and requeue the run at a time it sets.
+    requeued = functools.partial(requeue_time, kube, namespace, name)
     (check,) = stack.of_kind("AdmissionCheck")
     check_name = check["metadata"]["name"]
     (queue,) = stack.of_kind("ClusterQueue")
@@ -175,9 +178,7 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
                 and int(c.get("retryCount") or 0) >= 2
             ),
             explain=lambda: log.read_text() + why(),
-            # Two evictions, requeues and scheduling cycles: on a loaded machine one cycle took
-            # 20 s and the default deadline passed with both answers given (CI, 3202e47).
-            deadline_s=2 * SETTLE_DEADLINE_S,
+            scheduled=requeued,
         )
         held = [line for line in log.read_text().splitlines() if ": Retry: " in line]
         assert held, log.read_text()
@@ -198,7 +199,7 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
             explain=lambda: log.read_text() + why(),
             # A try already under way when the pass turned fresh is answered Retry first, and
             # Kueue then waits out that eviction's backoff (CI at 5007675 gave up at 180 s).
-            deadline_s=2 * SETTLE_DEADLINE_S,
+            scheduled=requeued,
         )
         state = check_state(kube, namespace, name, check_name)
         assert state is not None and state["state"] == "Ready", state

@@ -150,15 +150,21 @@ def wait_for(
     *,
     explain: Callable[[], str] = lambda: "",
     deadline_s: float = SETTLE_DEADLINE_S,
+    scheduled: Callable[[], float | None] = lambda: None,
 ) -> T:
     """Poll until `probe` returns a value; on the deadline, fail naming what was awaited and
-    what `explain` says about the cluster then."""
-    deadline = time.monotonic() + deadline_s
+    what `explain` says about the cluster then. `scheduled`: when (Unix time) a controller has
+    said it acts next, if it has (Kueue's requeue time): the deadline is then at least
+    `deadline_s` after that."""
+    deadline = time.time() + deadline_s
     while True:
         value = probe()
         if value is not None and value is not False:
             return value
-        if time.monotonic() > deadline:
+        next_step = scheduled()
+        if next_step is not None:
+            deadline = max(deadline, next_step + deadline_s)
+        if time.time() > deadline:
             raise TimeoutError(f"gave up waiting for {what}\n{explain()}")
         time.sleep(0.5)
 
