@@ -315,6 +315,10 @@ BINARY = {s: 1024 ** (i + 1) for i, s in enumerate(["Ki", "Mi", "Gi", "Ti", "Pi"
 DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 # GCP: RFC 1035 names of at most 63 characters; GKE clusters at most 40.
 GCP_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Cloud Storage's own rule: 3-63 of a-z, 0-9, '-', '_', '.', starting and ending with a letter or
+# a digit (cloud.google.com/storage/docs/buckets#naming).
+GCS_BUCKET_NAME = re.compile(r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$")
+GCS_BUCKET = "gcp:storage/bucket:Bucket"
 
 
 def quantity(text: str) -> Fraction:
@@ -407,7 +411,8 @@ def gcp_problems(run: ProgramRun) -> list[str]:
         if r.type.startswith("gcp:") and "name" in r.inputs:
             name = str(r.inputs["name"])
             limit = 40 if r.type == "gcp:container/cluster:Cluster" else 63
-            if not (len(name) <= limit and GCP_NAME.match(name)):
+            rule = GCS_BUCKET_NAME if r.type == GCS_BUCKET else GCP_NAME
+            if not (len(name) <= limit and rule.match(name)):
                 out.append(f"{r.type} name {name!r}")
     return out
 
