@@ -77,13 +77,16 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     # JobSet's (plan/controllers.py says why).
     "Chart": (*NAMESPACED, "Chart"),
     # Kueue's objects: cluster-scoped ones find each other by name whenever they exist; all need
-    # Kueue's CRDs and webhooks, so the chart when the stack installs it.
-    "Topology": ("Chart",),
-    "ResourceFlavor": ("Chart",),
-    "ClusterQueue": ("Chart",),
+    # Kueue's CRDs and webhooks, so the chart when the stack installs it, else the reads of the
+    # CRDs that check the cluster's Kueue and JobSet serve what it writes (a read waits for
+    # nothing).
+    "CustomResourceDefinition": (),
+    "Topology": ("Chart", "CustomResourceDefinition"),
+    "ResourceFlavor": ("Chart", "CustomResourceDefinition"),
+    "ClusterQueue": ("Chart", "CustomResourceDefinition"),
     "LocalQueue": (*NAMESPACED, "ClusterQueue"),
-    "ProvisioningRequestConfig": ("Chart",),
-    "AdmissionCheck": ("Chart",),
+    "ProvisioningRequestConfig": ("Chart", "CustomResourceDefinition"),
+    "AdmissionCheck": ("Chart", "CustomResourceDefinition"),
     # The training pods: their account and its grants, networks, scripts, secrets, claims,
     # Service (its DNS), the node agents, the memlock MachineConfig.
     "StatefulSet": (
@@ -108,6 +111,7 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
 NAMES_ITS_PREREQUISITES["JobSet"] = (
     *NAMES_ITS_PREREQUISITES["StatefulSet"],
     "Chart",
+    "CustomResourceDefinition",
     "LocalQueue",
     "ResourceFlavor",
     "Topology",

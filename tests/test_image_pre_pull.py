@@ -111,7 +111,8 @@ def test_the_workload_waits_for_the_image_on_its_nodes(overrides: tuple[str, ...
     (workload,) = [
         u
         for u, r in g.rows.items()
-        if r["type"].startswith("kubernetes:") and r["inputs"]["kind"] in ("StatefulSet", "JobSet")
+        if r["type"].startswith("kubernetes:")
+        and r["inputs"].get("kind") in ("StatefulSet", "JobSet")
     ]
     assert ds in g.waits_for(workload)
     # The pull is awaited as long as the training pods' start is (a whole image per node).

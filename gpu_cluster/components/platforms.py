@@ -13,7 +13,7 @@ import pulumi
 from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
 from gpu_cluster.components.node_health_gate import NodeHealthGate
-from gpu_cluster.components.queue_controllers import QueueControllers
+from gpu_cluster.components.queue_controllers import ExistingQueueControllers, QueueControllers
 from gpu_cluster.components.stack_config import (
     code_sync_secret,
     secret_env_values,
@@ -33,7 +33,7 @@ from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
-from gpu_cluster.plan.controllers import controller_charts
+from gpu_cluster.plan.controllers import controller_charts, existing_controllers
 from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
 from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, run_annotations
@@ -123,7 +123,8 @@ def queued(
     opts: pulumi.ResourceOptions,
 ) -> TrainingWorkloadArgs:
     """Workload `a` with its queue: a JobSet stack that installs Kueue and JobSet gets
-    QueueControllers, and one that creates its queue a TrainingQueue (after the controllers; the
+    QueueControllers, one that uses the cluster's ExistingQueueControllers (the check that they
+    serve its APIs), and one that creates its queue a TrainingQueue (after the controllers; the
     LocalQueue waiting for `after`, the namespace), with the NodeHealthGate when it has one;
     its JobSet waits for all of them. The flavor's nodes
     are those the pods' placement names by a label. A StatefulSet: `a` as it is."""
@@ -131,11 +132,14 @@ def queued(
         return a
     charts = controller_charts(s)
     controller_labels = {**a.labels, "app.kubernetes.io/component": "queue-controllers"}
-    controllers = (
-        (QueueControllers(f"{name}-queue-controllers", charts, controller_labels, opts),)
-        if charts
-        else ()
-    )
+    existing = existing_controllers(s)
+    controllers: tuple[pulumi.Resource, ...] = ()
+    if charts:
+        controllers = (
+            QueueControllers(f"{name}-queue-controllers", charts, controller_labels, opts),
+        )
+    elif existing is not None:
+        controllers = (ExistingQueueControllers(f"{name}-queue-controllers", existing, opts),)
     a = dataclasses.replace(a, pods_after=(*a.pods_after, *controllers))
     node_labels = {
         r.key: r.values[0]

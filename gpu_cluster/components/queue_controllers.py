@@ -1,5 +1,6 @@
 """The QueueControllers component: JobSet and Kueue installed from their upstream Helm charts
-(workload.controllers.install), usable alone.
+(workload.controllers.install), usable alone; and ExistingQueueControllers, the check that the
+cluster's own serve what a stack writes when it installs none.
 
 Each chart goes into a namespace of its own with the chart's default values, as
 cluster-toolkit's kubectl-apply module installs them (GoogleCloudPlatform/cluster-toolkit
@@ -9,13 +10,15 @@ this component waits until both managers' Deployments are available, their webho
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
-from gpu_cluster.plan.controllers import ControllerChart
+from gpu_cluster.facts.kueue import KUEUE_API
+from gpu_cluster.plan.controllers import ControllerChart, ExistingControllers, ServedApi
 
 QUEUE_CONTROLLERS_TYPE = "gpu-cluster:queue:QueueControllers"
 
@@ -52,3 +55,40 @@ class QueueControllers(pulumi.ComponentResource):
             )
             before = [installed]
         self.register_outputs({})
+
+
+class ExistingQueueControllers(pulumi.ComponentResource):
+    """Reads what `existing` names: each definition, failing the program unless it serves its
+    version, and the referenced LocalQueue. Reads run in `pulumi preview` too, so a cluster
+    without Kueue or JobSet, or with releases too old, fails the preview, before `pulumi up`
+    writes anything that waits for this component."""
+
+    def __init__(
+        self, name: str, existing: ExistingControllers, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-cluster:queue:ExistingQueueControllers", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        checked: list[pulumi.Output[str]] = []
+        for api in existing.crds:
+            definition = k8s.apiextensions.v1.CustomResourceDefinition.get(
+                f"{name}-{api.crd.split('.')[0]}", api.crd, opts=child
+            )
+            checked.append(definition.spec.apply(functools.partial(_served, api)))
+        if existing.local_queue is not None:
+            namespace, queue = existing.local_queue
+            k8s.apiextensions.CustomResource.get(
+                f"{name}-local-queue", KUEUE_API, "LocalQueue", f"{namespace}/{queue}", opts=child
+            )
+        self.register_outputs({"served": pulumi.Output.all(*checked)})
+
+
+def _served(api: ServedApi, spec: k8s.apiextensions.v1.outputs.CustomResourceDefinitionSpec) -> str:
+    served = [v.name for v in spec.versions if v.served]
+    if api.version not in served:
+        raise pulumi.RunError(
+            f"gpu-cluster:workload.controllers.install is false (the stack uses the Kueue and "
+            f"JobSet the cluster runs), but the cluster's {api.crd} serves "
+            f"{', '.join(served) or 'no version'}, not {api.version}, which the stack writes: "
+            "upgrade them (Kueue 0.15 or later, JobSet 0.10.1 or later)"
+        )
+    return api.version

@@ -230,7 +230,8 @@ class ControllerSettings(Section):
     install: bool | None = None
     """`true`: the stack installs both from their upstream Helm charts (GKE only), JobSet in
     `jobset-system`, then Kueue in `kueue-system`, each as the chart's defaults set it up, and
-    creates the queue once they run. `false`: both already run in the cluster. Unset: `true` on
+    creates the queue once they run. `false`: both already run in the cluster, and the stack
+    reads first that they serve its APIs (a queue it references: that it exists). Unset: `true` on
     GKE (the stack's own cluster has neither), `false` on OpenShift (Red Hat's operators install
     them there; docs/operations.md, "Training as a JobSet").
     """

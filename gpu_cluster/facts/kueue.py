@@ -7,6 +7,11 @@ from __future__ import annotations
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # JobSet's API (kubernetes-sigs/jobset api/jobset/v1alpha2, v0.10.1 to v0.12.0).
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+# The definitions a stack reads to know the cluster's controllers serve those APIs: Kueue's
+# ClusterQueue (every Kueue CRD serves the same versions: kueue config/components/crd/bases,
+# v0.15.0 to v0.19.2) and the JobSet (jobset config/components/crd/bases).
+KUEUE_CRD = "clusterqueues.kueue.x-k8s.io"
+JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 
 # The JobSet label that names its LocalQueue (kueue pkg/controller/constants QueueLabel).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

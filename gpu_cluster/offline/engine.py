@@ -62,11 +62,15 @@ class ProgramRun:
         return [r for r in self.resources if r.type == type_]
 
     def kubernetes_objects(self) -> list[RecordedResource]:
-        """The resources that are Kubernetes objects (not providers, not components)."""
+        """The resources that are Kubernetes objects the program writes (not providers,
+        components or reads)."""
         return [
             r
             for r in self.resources
-            if r.custom and r.type.startswith("kubernetes:") and "apiVersion" in r.inputs
+            if r.custom
+            and r.type.startswith("kubernetes:")
+            and "apiVersion" in r.inputs
+            and "read" not in r.options
         ]
 
     def manifests(self) -> list[dict[str, Any]]:
@@ -115,6 +119,10 @@ def mock_id(name: str) -> str:
 
 class _Mocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        if args.resource_id:
+            # A read of an object the cluster has: offline there is no cluster, so what the
+            # object holds is unknown, as a preview shows a value not known yet.
+            return args.resource_id, {**args.inputs, "spec": rpc.UNKNOWN}
         return mock_id(args.name), _computed_state(args.typ, args.name, args.inputs)
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
@@ -201,6 +209,33 @@ class _RecordingMonitor(mocks.MockMonitor):
         for parent_alias in self.aliases_of.get(request.parent, ()):
             urns += [_inherited_child_alias(u, request.parent, parent_alias) for u in own]
         return tuple(sorted(set(urns)))
+
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        """A read (`<Resource>.get`): recorded as a resource whose option `read` is the ID of
+        the object it reads."""
+        response = super().ReadResource(request)  # type: ignore[no-untyped-call]
+        self.run.resources.append(
+            RecordedResource(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                parent=request.parent,
+                custom=True,
+                inputs=_plain(rpc.deserialize_properties(request.properties)),
+                options={
+                    "read": request.id,
+                    # A read takes none of the options that act on a resource it owns.
+                    "protect": False,
+                    "retainOnDelete": False,
+                    "deleteBeforeReplace": False,
+                    "dependsOn": sorted(request.dependencies),
+                    "ignoreChanges": [],
+                    "replaceOnChanges": [],
+                    "provider": request.provider.split("::")[-1] if request.provider else "",
+                },
+            )
+        )
+        return response
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
