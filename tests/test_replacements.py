@@ -106,3 +106,12 @@ def test_adopting_another_object_replaces_without_asking_protect() -> None:
     assert one_step(adopted, row(PVC, "c", claim("1Gi", "a"), **{"import": "ns/d"})) == Step(
         PVC, "c", "replace", ("import",)
     )
+
+
+def test_a_read_is_no_step_whether_it_comes_or_goes() -> None:
+    crd = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+    read = row(crd, "kueue", {}, read="clusterqueues.kueue.x-k8s.io")
+    owned = row(crd, "kueue", {})
+    assert plan({}, index([read])) == plan(index([read]), {}) == []
+    # The same name written instead of read is a resource the stack owns.
+    assert plan({}, index([owned])) == [Step(crd, "kueue", "create")]

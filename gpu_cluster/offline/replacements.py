@@ -316,10 +316,13 @@ def _imports_another(old: Row, new: Row) -> bool:
 
 
 def plan(before: Mapping[Key, Row], after: Mapping[Key, Row]) -> list[Step]:
-    """Every resource that is created, deleted, replaced or updated, in a stable order."""
+    """Every resource that is created, deleted, replaced or updated, in a stable order; a read
+    (`<Resource>.get`) is none of those: it changes nothing the stack owns."""
     steps: list[Step] = []
     for key in sorted(before.keys() | after.keys()):
         old, new = before.get(key), after.get(key)
+        if any("read" in (row.get("options") or {}) for row in (old, new) if row is not None):
+            continue
         if old is None:
             steps.append(Step(*key, "create"))
             continue
