@@ -222,17 +222,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                 parent=request.parent,
                 custom=True,
                 inputs=_plain(rpc.deserialize_properties(request.properties)),
-                options={
-                    "read": request.id,
-                    # A read takes none of the options that act on a resource it owns.
-                    "protect": False,
-                    "retainOnDelete": False,
-                    "deleteBeforeReplace": False,
-                    "dependsOn": sorted(request.dependencies),
-                    "ignoreChanges": [],
-                    "replaceOnChanges": [],
-                    "provider": request.provider.split("::")[-1] if request.provider else "",
-                },
+                options={"read": request.id, **_options(request, owned=False)},
             )
         )
         return response
@@ -243,15 +233,7 @@ class _RecordingMonitor(mocks.MockMonitor):
             aliases = self._alias_urns(request, response.urn)
             self.aliases_of[response.urn] = aliases
             inputs = rpc.deserialize_properties(request.object)
-            options = {
-                "protect": bool(request.protect),
-                "retainOnDelete": bool(request.retainOnDelete),
-                "deleteBeforeReplace": bool(request.deleteBeforeReplace),
-                "dependsOn": sorted(request.dependencies),
-                "ignoreChanges": list(request.ignoreChanges),
-                "replaceOnChanges": list(request.replaceOnChanges),
-                "provider": request.provider.split("::")[-1] if request.provider else "",
-            }
+            options = _options(request, owned=True)
             if request.importId:
                 # Only when set, so renders of stacks that adopt nothing stay as they were.
                 options["import"] = request.importId
@@ -276,6 +258,20 @@ class _RecordingMonitor(mocks.MockMonitor):
                 )
             )
         return response
+
+
+def _options(request: Any, owned: bool) -> dict[str, Any]:
+    """The options of a registration (`owned`) or a read, which takes none of those that act on
+    a resource the stack owns."""
+    return {
+        "protect": owned and bool(request.protect),
+        "retainOnDelete": owned and bool(request.retainOnDelete),
+        "deleteBeforeReplace": owned and bool(request.deleteBeforeReplace),
+        "dependsOn": sorted(request.dependencies),
+        "ignoreChanges": list(request.ignoreChanges) if owned else [],
+        "replaceOnChanges": list(request.replaceOnChanges) if owned else [],
+        "provider": request.provider.split("::")[-1] if request.provider else "",
+    }
 
 
 def _plain(value: Any) -> Any:
