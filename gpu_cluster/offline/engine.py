@@ -214,25 +214,31 @@ class _RecordingMonitor(mocks.MockMonitor):
         """A read (`<Resource>.get`): recorded as a resource whose option `read` is the ID of
         the object it reads."""
         response = super().ReadResource(request)  # type: ignore[no-untyped-call]
+        options = {"read": request.id, **_options(request, owned=False)}
+        self._record(request, response.urn, True, request.properties, options)
+        return response
+
+    def _record(
+        self,
+        request: Any,
+        urn: str,
+        custom: bool,
+        properties: Any,
+        options: dict[str, Any],
+        aliases: tuple[str, ...] = (),
+    ) -> None:
+        inputs = _redact(_plain(rpc.deserialize_properties(properties)), self.digests)
         self.run.resources.append(
             RecordedResource(
-                type=request.type,
-                name=request.name,
-                urn=response.urn,
-                parent=request.parent,
-                custom=True,
-                inputs=_plain(rpc.deserialize_properties(request.properties)),
-                options={"read": request.id, **_options(request, owned=False)},
+                request.type, request.name, urn, request.parent, custom, inputs, options, aliases
             )
         )
-        return response
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type != "pulumi:pulumi:Stack":
             aliases = self._alias_urns(request, response.urn)
             self.aliases_of[response.urn] = aliases
-            inputs = rpc.deserialize_properties(request.object)
             options = _options(request, owned=True)
             if request.importId:
                 # Only when set, so renders of stacks that adopt nothing stay as they were.
@@ -245,18 +251,8 @@ class _RecordingMonitor(mocks.MockMonitor):
                     "update": timeouts.update,
                     "delete": timeouts.delete,
                 }
-            self.run.resources.append(
-                RecordedResource(
-                    type=request.type,
-                    name=request.name,
-                    urn=response.urn,
-                    parent=request.parent,
-                    custom=bool(request.custom),
-                    inputs=_redact(_plain(inputs), self.digests),
-                    options=options,
-                    aliases=aliases,
-                )
-            )
+            custom = bool(request.custom)
+            self._record(request, response.urn, custom, request.object, options, aliases)
         return response
 
 
