@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpu_cluster.components.workload.kind import JOB_SET_TYPE, STATEFUL_SET_TYPE
 from gpu_cluster.facts.kueue import (
     GKE_TOPOLOGY_LEVELS,
     JOB_COMPLETION_INDEX_ANNOTATION,
@@ -26,7 +27,7 @@ from gpu_cluster.plan.launch import CONFIG_ERROR_EXIT_CODES
 from gpu_cluster.plan.podspec import Container
 from gpu_cluster.plan.queue import pod_requests
 from gpu_cluster.plan.runs import JOBSET_RESOURCE
-from tests.conftest import ROOT, manifests, one, run_stack
+from tests.conftest import ROOT, manifests, one, plan_from, run_stack
 
 JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
 COMMAND = "workload.command[1]=--epochs=3"
@@ -359,3 +360,23 @@ def test_a_namespace_the_stack_does_not_create_draws_a_warning_naming_the_label(
         ("gcp-a3", STACKS[1][1]),
     ]:
         assert run_stack(stack, *overrides).warnings == [], (stack, overrides)
+
+
+def test_a_switch_of_kind_replaces_the_workload_old_object_first() -> None:
+    """The StatefulSet and the JobSet answer to each other's URN and are replaced, the old one
+    deleted first, when the kind changes (components/workload/kind.py says why): the plan of a
+    switch either way is that one resource replaced, not a delete beside a create."""
+    rwx = ("storage.mode=rwx",)
+    for deployed, edit in ((rwx, JOBSET), ((*rwx, *JOBSET), ("!workload",))):
+        steps = plan_from("gcp-a3", deployed, edit)
+        workload = {(s.type, s.op, "kind" in s.fields) for s in steps if "Set" in s.type}
+        assert workload == {
+            (JOB_SET_TYPE, "replace", True),
+            (STATEFUL_SET_TYPE, "replace", True),
+        }, (deployed, edit)
+    statefulset = run_stack("nerc-production").of_type(STATEFUL_SET_TYPE)
+    job_set = run_stack("nerc-production", *JOBSET).of_type(JOB_SET_TYPE)
+    for (own,), (other,) in ((statefulset, job_set), (job_set, statefulset)):
+        assert other.urn in own.aliases
+        assert "kind" in own.options["replaceOnChanges"]
+        assert own.options["deleteBeforeReplace"] is True

@@ -115,3 +115,22 @@ def test_a_read_is_no_step_whether_it_comes_or_goes() -> None:
     assert plan({}, index([read])) == plan(index([read]), {}) == []
     # The same name written instead of read is a resource the stack owns.
     assert plan({}, index([owned])) == [Step(crd, "kueue", "create")]
+
+
+def test_a_resource_that_changes_type_under_an_alias_is_replaced_or_updated() -> None:
+    old = {**row(STS, "w", {"kind": "StatefulSet", "spec": {"a": 1}}), "urn": "urn:old"}
+    replaced = {
+        **row("kubernetes:x/v1:Other", "w", {"kind": "Other", "spec": {"a": 1}}),
+        "urn": "urn:new",
+        "aliases": ["urn:old"],
+        "options": {"replaceOnChanges": ["kind"]},
+    }
+    assert plan(index([old]), index([replaced])) == [
+        Step("kubernetes:apps/v1:StatefulSet", "w", "replace", ("kind",)),
+        Step("kubernetes:x/v1:Other", "w", "replace", ("kind",)),
+    ]
+    updated = {**replaced, "options": {}}
+    assert plan(index([old]), index([updated])) == [Step("kubernetes:x/v1:Other", "w", "update")]
+    # Without the alias: a delete beside a create.
+    unrelated = {**updated, "aliases": []}
+    assert [s.op for s in plan(index([old]), index([unrelated]))] == ["delete", "create"]

@@ -319,9 +319,14 @@ def plan(before: Mapping[Key, Row], after: Mapping[Key, Row]) -> list[Step]:
     """Every resource that is created, deleted, replaced or updated, in a stable order; a read
     (`<Resource>.get`) is none of those: it changes nothing the stack owns."""
     steps: list[Step] = []
+    moved = _moved_across_keys(before, after)
     for key in sorted(before.keys() | after.keys()):
         old, new = before.get(key), after.get(key)
         if any("read" in (row.get("options") or {}) for row in (old, new) if row is not None):
+            continue
+        if key in moved:
+            old_key, new_key = moved[key]
+            steps.extend(_moved_steps(key, before[old_key], after[new_key]))
             continue
         if old is None:
             steps.append(Step(*key, "create"))
@@ -346,6 +351,37 @@ def plan(before: Mapping[Key, Row], after: Mapping[Key, Row]) -> list[Step]:
         elif effective_inputs(old, new) != (old.get("inputs") or {}):
             steps.append(Step(*key, "update", protected=still_protected))
     return steps
+
+
+def _moved_across_keys(
+    before: Mapping[Key, Row], after: Mapping[Key, Row]
+) -> dict[Key, tuple[Key, Key]]:
+    """Resources whose type or name changed under an alias (the StatefulSet and the JobSet of
+    workload.kind alias each other): each key of such a pair -> (old key, new key)."""
+    old_keys = {str(row["urn"]): key for key, row in before.items() if row.get("urn")}
+    out: dict[Key, tuple[Key, Key]] = {}
+    for new_key, row in after.items():
+        if new_key in before:
+            continue
+        for alias in row.get("aliases") or ():
+            old_key = old_keys.get(str(alias))
+            if old_key is not None and old_key not in after:
+                out[old_key] = out[new_key] = (old_key, new_key)
+    return out
+
+
+def _moved_steps(key: Key, old: Row, new: Row) -> list[Step]:
+    """The step of one side (`key`) of a resource that moved: where a replacing field changed,
+    the engine replaces it, deleting the old object (its old type's step) and creating the new
+    one (its new type's); otherwise it updates it under its new type."""
+    options = old.get("options") or {}
+    fields = replacing_fields(old, new)
+    if fields:
+        protected = bool(options.get("protect")) and bool((new.get("options") or {}).get("protect"))
+        return [Step(*key, "replace", fields, protected, bool(options.get("retainOnDelete")))]
+    is_new_side = (str(new["type"]), str(new["name"])) == key
+    changed = effective_inputs(old, new) != (old.get("inputs") or {})
+    return [Step(*key, "update")] if is_new_side and changed else []
 
 
 def destructive(steps: Iterable[Step]) -> list[Step]:

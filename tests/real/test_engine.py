@@ -34,15 +34,15 @@ from pathlib import Path
 
 import pytest
 
+from gpu_cluster.components.workload.kind import JOB_SET_TYPE, STATEFUL_SET_TYPE
 from gpu_cluster.facts.kueue import JOBSET_API
 from gpu_cluster.offline.replacements import destructive
 from gpu_cluster.plan.security import OWNER_ANNOTATION
-from tests.conftest import BARCELONA_CREATES_NADS, ROOT, plan_from, plan_of, stack_context
+from tests.conftest import BARCELONA_CREATES_NADS, ROOT, plan_from, plan_of
 from tests.real.cluster_state import (
     claim_phase,
     engine_for,
     exists,
-    paste,
     pods_of,
     provision,
     stack_engine,
@@ -274,27 +274,28 @@ def test_a_secret_reaches_the_cluster_and_stays_ciphertext_in_the_state(
     assert token not in stack_file and "secure: v1:" in stack_file
 
 
-JOB_SET_TYPE = f"kubernetes:{JOBSET_API}:JobSet"
 JOB_SET_STACK = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
 NEXT_IMAGE = "image=nvcr.io/nvidia/pytorch:25.02-py3"
 
 
-def test_a_jobset_stack_runs_is_replaced_on_an_edit_and_goes_back_keeping_the_claims(
+def test_a_jobset_stack_runs_is_replaced_on_an_edit_and_switches_kind_keeping_the_claims(
     openshift_queued_cluster: Cluster, tmp_path: Path
 ) -> None:
     """nerc-production as a JobSet stack that creates its namespace, on Kueue and JobSet set up
     as on OpenShift: `pulumi up` through the real engine creates the queue and the run, which
     Kueue admits and JobSet starts; a second preview changes nothing. An image edit replaces the
     JobSet (its spec is immutable: deleted, then created) and nothing else; the new run is
-    admitted and runs the new image on the same claims. Stopped with its `stopCommand`, the
-    stack goes back to a StatefulSet on the same claims."""
+    admitted and runs the new image on the same claims. With the run still going, the stack
+    goes back to a StatefulSet, and then on to a JobSet again: each time the old object is
+    deleted before the new one is created (they alias each other), so the new pods find the
+    GPUs free; the claims stay."""
     cluster, kube = openshift_queued_cluster, openshift_queued_cluster.kube
     overrides = (*JOB_SET_STACK, "namespaceMode=create")
     stack_render = render("nerc-production", overrides)
     s = stack_render.settings
     provision(kube, stack_render)
     engine = stack_engine(cluster, "nerc-production", tmp_path)
-    up = engine.up(*overrides)
+    engine.up(*overrides)
     first = {p["metadata"]["uid"] for p in pods_of_an_admitted_run(cluster, stack_render)}
     claims = claim_uids(kube, s.namespace)
     assert claims
@@ -310,14 +311,31 @@ def test_a_jobset_stack_runs_is_replaced_on_an_edit_and_goes_back_keeping_the_cl
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} >= {NEXT_IMAGE.split("=")[1]}
     assert claim_uids(kube, s.namespace) == claims
 
-    # Back to a StatefulSet: Pulumi deletes what left the program after it created the rest, so
-    # the StatefulSet's pods would wait for the GPUs the run still holds; the run is stopped
-    # first, as docs/operations.md says.
-    paste(cluster, tmp_path, stack_context("nerc-production"), up.outputs["stopCommand"])
-    engine.up("!workload")
+    # Back to a StatefulSet while the run holds every GPU (a short wait: were the run's pods
+    # still there, the StatefulSet's would never start).
+    statefulset = engine.up("!workload", "workload.startTimeoutMinutes=3")
+    assert switched(statefulset, JOB_SET_TYPE, STATEFUL_SET_TYPE)
     (sts,) = render("nerc-production", ("namespaceMode=create",)).of_kind("StatefulSet")
     assert statefulset_settled(kube, sts) is not None, "pulumi up returned before the rollout"
+    assert kube.list(JOBSET_API, "JobSet", s.namespace) == []
     assert claim_uids(kube, s.namespace) == claims
+    # And to a JobSet again, from the StatefulSet's running pods.
+    jobset = engine.up("!workload.startTimeoutMinutes", *JOB_SET_STACK)
+    assert switched(jobset, STATEFUL_SET_TYPE, JOB_SET_TYPE)
+    assert pods_of_an_admitted_run(cluster, stack_render)
+    assert kube.list("apps/v1", "StatefulSet", s.namespace) == []
+    assert claim_uids(kube, s.namespace) == claims
+
+
+def switched(outcome: Outcome, old_type: str, new_type: str) -> bool:
+    """Whether the engine replaced the workload's `old_type` object by a `new_type` one, the old
+    deleted before the new was created, and changed no other workload object."""
+    (deleted,) = [st for st in outcome.steps if st.op == "delete-replaced" and st.type == old_type]
+    (created,) = [
+        st for st in outcome.steps if st.op == "create-replacement" and st.type == new_type
+    ]
+    others = [st for st in outcome.ops("create", "delete") if st.type in (old_type, new_type)]
+    return deleted.finished is not None and deleted.finished < created.started and not others
 
 
 MEMLOCK_BY_MACHINE_CONFIG = "rdma.memlock=machineconfig"

@@ -14,7 +14,14 @@ from pulumi_kubernetes.batch.v1 import (
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
 from gpu_cluster.components.workload.args import JobSetRun, TrainingWorkloadArgs
-from gpu_cluster.components.workload.kind import Controller, PodRole, TrainingPods, WorkloadKind
+from gpu_cluster.components.workload.kind import (
+    STATEFUL_SET_TYPE,
+    Controller,
+    PodRole,
+    TrainingPods,
+    WorkloadKind,
+    switching_from,
+)
 from gpu_cluster.config.workload import REPLICATED_JOB
 from gpu_cluster.facts.kueue import (
     JOB_COMPLETION_INDEX_ANNOTATION,
@@ -110,13 +117,15 @@ class JobSetKind:
                     {"name": REPLICATED_JOB, "replicas": 1, "template": {"spec": job}}
                 ],
             },
-            opts=pulumi.ResourceOptions(
-                parent=pods.parent,
-                depends_on=list(pods.depends_on),
-                # A JobSet's jobs cannot change once created (its webhook refuses): an edit
-                # replaces the run, the old one deleted first (same name).
-                replace_on_changes=["spec"],
-                delete_before_replace=True,
+            opts=pulumi.ResourceOptions.merge(
+                switching_from(STATEFUL_SET_TYPE),
+                pulumi.ResourceOptions(
+                    parent=pods.parent,
+                    depends_on=list(pods.depends_on),
+                    # A JobSet's jobs cannot change once created (its webhook refuses): an edit
+                    # replaces the run, the old one deleted first (same name).
+                    replace_on_changes=["spec"],
+                ),
             ),
         )
         return Controller(job_set, pulumi.Output.from_input(a.name))

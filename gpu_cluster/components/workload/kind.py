@@ -15,6 +15,24 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.core.v1 import PodTemplateSpecArgs
 
 from gpu_cluster.components.workload.args import TrainingWorkloadArgs
+from gpu_cluster.facts.kueue import JOBSET_API
+
+# The controller objects' resource types. Each kind's object aliases the other's type, and a
+# change of `kind` replaces it, old object first: a switch of workload.kind is then one resource
+# replaced, the old pods gone before the new ask for their GPUs. As a delete and a create, the
+# engine would create and await the new object first, while the old one's pods hold the GPUs
+# (seen on the real tier: JobSet to StatefulSet never became Ready; tests/real/test_engine.py).
+STATEFUL_SET_TYPE = "kubernetes:apps/v1:StatefulSet"
+JOB_SET_TYPE = f"kubernetes:{JOBSET_API}:JobSet"
+
+
+def switching_from(other_type: str) -> pulumi.ResourceOptions:
+    """The options that make a kind's object take over the other kind's (`other_type`)."""
+    return pulumi.ResourceOptions(
+        aliases=[pulumi.Alias(type_=other_type)],
+        replace_on_changes=["kind"],
+        delete_before_replace=True,
+    )
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,14 @@ from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
 from gpu_cluster.components.workload.args import TrainingWorkloadArgs
 from gpu_cluster.components.workload.claims import per_pod_claim_templates
-from gpu_cluster.components.workload.kind import Controller, PodRole, TrainingPods, WorkloadKind
+from gpu_cluster.components.workload.kind import (
+    JOB_SET_TYPE,
+    Controller,
+    PodRole,
+    TrainingPods,
+    WorkloadKind,
+    switching_from,
+)
 from gpu_cluster.components.workload.pod_args import start_timeouts
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.podspec import IDLE_COMMAND
@@ -70,12 +77,15 @@ class StatefulSetKind:
                     else None
                 ),
             ),
-            opts=pulumi.ResourceOptions(
-                parent=pods.parent,
-                # The claims exist before any pod asks for them.
-                depends_on=list(pods.depends_on),
-                ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS) if per_pod else None,
-                custom_timeouts=start_timeouts(a.start_timeout_minutes),
+            opts=pulumi.ResourceOptions.merge(
+                switching_from(JOB_SET_TYPE),
+                pulumi.ResourceOptions(
+                    parent=pods.parent,
+                    # The claims exist before any pod asks for them.
+                    depends_on=list(pods.depends_on),
+                    ignore_changes=list(CLAIM_TEMPLATE_FIELDS_OWNED_BY_CLAIMS) if per_pod else None,
+                    custom_timeouts=start_timeouts(a.start_timeout_minutes),
+                ),
             ),
         )
         return Controller(stateful_set, stateful_set.metadata.name)
