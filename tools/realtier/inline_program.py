@@ -34,7 +34,7 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
     )
     for override in request["overrides"]:
         if override.startswith("!"):
-            stack.remove_config(_qualified(override[1:]))
+            stack.remove_config(_qualified(override[1:]), path=True)
         else:
             key, value = override.split("=", 1)
             stack.set_config(_qualified(key), auto.ConfigValue(value), path=True)
