@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_cluster.components.workload.kind import STATEFUL_SET_TYPE
 from tests.real.cluster_state import engine_for, exists, pods_of, statefulset_settled
 from tests.real.conftest import Cluster
 from tools.realtier.engine import Outcome, Step
@@ -32,7 +33,6 @@ from tools.realtier.stacks import Object, StackRender, render
 pytestmark = pytest.mark.real
 
 STACK = "barcelona"
-STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 HOLDER_NAMESPACE = "default"
 
@@ -74,9 +74,9 @@ def held(kube: Kube, stack_render: StackRender, resource: str) -> Iterator[None]
 
 
 def program_steps(outcome: Outcome, *ops: str) -> list[Step]:
-    """The steps of the stack's Kubernetes objects (not the engine's stack, provider or the
+    """The steps of the stack's Kubernetes objects (not the engine's stack and provider, nor the
     program's components)."""
-    return [s for s in outcome.ops(*ops) if s.type.startswith("kubernetes:") and "::" not in s.type]
+    return [s for s in outcome.ops(*ops) if s.type.startswith("kubernetes:")]
 
 
 def test_only_the_training_pods_wait_for_the_image_pull(cluster: Cluster, tmp_path: Path) -> None:
@@ -111,12 +111,12 @@ def test_only_the_training_pods_wait_for_the_image_pull(cluster: Cluster, tmp_pa
     (pull,) = [s for s in steps if s.type == DAEMON_SET]
     assert pull.finished is not None
     after_the_pull = [s.name for s in steps if s.started > pull.finished]
-    assert after_the_pull == [s.name for s in steps if s.type == STATEFUL_SET]
+    assert after_the_pull == [s.name for s in steps if s.type == STATEFUL_SET_TYPE]
     # Everything else was done while the pull waited.
     waited_for_the_pull = [
         s.name
         for s in steps
-        if s.type != STATEFUL_SET and s is not pull and (s.finished or 0) > pull.finished
+        if s.type != STATEFUL_SET_TYPE and s is not pull and (s.finished or 0) > pull.finished
     ]
     assert waited_for_the_pull == []
     assert statefulset_settled(kube, sts) is not None
@@ -145,7 +145,7 @@ def test_a_second_up_after_a_timeout_finishes_the_job_and_leaks_nothing(
         gave_up = engine.up(edit, check=False)
         assert gave_up.error is not None
         (failed,) = [s for s in program_steps(gave_up, "create") if s.failed]
-        assert failed.type == STATEFUL_SET, gave_up.error
+        assert failed.type == STATEFUL_SET_TYPE, gave_up.error
         # The provider's words: "'<name>' timed out waiting to be Ready".
         assert f"'{sts['metadata']['name']}' timed out" in gave_up.error
         pending = pods_of(kube, sts)
