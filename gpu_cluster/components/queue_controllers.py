@@ -17,7 +17,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
-from gpu_cluster.facts.kueue import JOBSET_MIN_VERSION, KUEUE_API, KUEUE_MIN_VERSION
+from gpu_cluster.facts.kueue import (
+    JOBSET_MIN_VERSION,
+    KUEUE_API,
+    KUEUE_MIN_VERSION,
+    release_text,
+)
 from gpu_cluster.plan.controllers import ControllerChart, ExistingControllers, ServedApi
 
 QUEUE_CONTROLLERS_TYPE = "gpu-cluster:queue:QueueControllers"
@@ -89,11 +94,7 @@ def _served(api: ServedApi, spec: k8s.apiextensions.v1.outputs.CustomResourceDef
             f"gpu-cluster:workload.controllers.install is false (the stack uses the Kueue and "
             f"JobSet the cluster runs), but the cluster's {api.crd} serves "
             f"{', '.join(served) or 'no version'}, not {api.version}, which the stack writes: "
-            f"upgrade them (Kueue {_release(KUEUE_MIN_VERSION)} or later, JobSet "
-            f"{_release(JOBSET_MIN_VERSION)} or later)"
+            f"upgrade them (Kueue {release_text(KUEUE_MIN_VERSION)} or later, JobSet "
+            f"{release_text(JOBSET_MIN_VERSION)} or later)"
         )
     return api.version
-
-
-def _release(version: tuple[int, int, int]) -> str:
-    return ".".join(map(str, version))

@@ -36,7 +36,7 @@ from gpu_cluster.facts.kubernetes import (
     parse_quantity,
     qualified_name_problem,
 )
-from gpu_cluster.facts.kueue import JOBSET_MIN_VERSION, KUEUE_MIN_VERSION
+from gpu_cluster.facts.kueue import JOBSET_MIN_VERSION, KUEUE_MIN_VERSION, release_text
 
 
 def _quantity_text(value: Any) -> Any:
@@ -374,7 +374,7 @@ def _release_at_least(minimum: tuple[int, int, int], why: str) -> Callable[[str]
         if match is None:
             raise ValueError("must be a release's chart version, MAJOR.MINOR.PATCH, e.g. 0.19.2")
         if tuple(map(int, match.groups())) < minimum:
-            raise ValueError(f"must be {'.'.join(map(str, minimum))} or later: {why}")
+            raise ValueError(f"must be {release_text(minimum)} or later: {why}")
         return value
 
     return check

@@ -83,6 +83,12 @@ JOBSET_CHART_VERSION = "0.12.0"
 KUEUE_MIN_VERSION = (0, 15, 0)
 JOBSET_MIN_VERSION = (0, 10, 1)
 
+
+def release_text(version: tuple[int, int, int]) -> str:
+    """A release as its charts name it: MAJOR.MINOR.PATCH."""
+    return ".".join(map(str, version))
+
+
 # The image the node health gate's controller (scripts/node_health_gate.py, standard library
 # only) runs in: the Docker Official Image of Python 3.14, in bugfix support until 2027-10 and
 # security support until 2030-10 (peps.python.org/pep-0745).
