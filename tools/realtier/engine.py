@@ -145,18 +145,7 @@ class Engine:
             raise EngineError(f"the engine driver failed ({op}, {self.stack}):\n{failed}")
         found = json.loads(result_file.read_text())
         outcome = Outcome(
-            steps=[
-                Step(
-                    s["op"],
-                    s["urn"],
-                    s["type"],
-                    tuple(s["diffs"]),
-                    s["started"],
-                    s["finished"],
-                    s["failed"],
-                )
-                for s in found["steps"]
-            ],
+            steps=[Step(**{**s, "diffs": tuple(s["diffs"])}) for s in found["steps"]],
             outputs=found["outputs"],
             error=found["error"],
         )
