@@ -18,27 +18,22 @@ Environment (the stack's Deployment sets it):
   HEALTH_GATE_MAX_AGE_SECONDS how old a pass may be
   HEALTH_GATE_RETRY_SECONDS   how long Kueue waits before trying a held run again
   HEALTH_GATE_POLL_SECONDS    how often the Workloads are read
-  KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT (the kubelet's), SERVICEACCOUNT_DIR (token,
-  ca.crt; default the pod's mounted ServiceAccount)
+  and kube_api.py's (the API server, the ServiceAccount)
 
-Standard library only: it runs in a plain Python image. Exit 78 (EX_CONFIG) when the environment
-is incomplete or the AdmissionCheck names another controller.
+Standard library only (with kube_api.py beside it): it runs in a plain Python image. Exit 78
+(EX_CONFIG) when the environment is incomplete or the AdmissionCheck names another controller.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import ssl
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
+
+from kube_api import PASSING, Api, Object, identity, now_rfc3339
 
 EX_CONFIG = 78
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -54,8 +49,6 @@ PASS = "pass"
 # Kueue caps an admission check's message at 32768 characters (apis/kueue/v1beta2
 # workload_types.go AdmissionCheckState.Message).
 MAX_MESSAGE = 32768
-
-Object = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -172,39 +165,6 @@ def decide(
     return "Ready", f"{nodes} passed {', '.join(gate.checks)} within {window}"
 
 
-class Api:
-    """The API server, as the pod's ServiceAccount (its token read at each call: the kubelet
-    rotates it)."""
-
-    def __init__(self, host: str, port: str, account: Path) -> None:
-        # An IPv6 address is bracketed in a URL (RFC 3986), as client-go's in-cluster config does.
-        self.base = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-        self.token_file = account / "token"
-        self.context = ssl.create_default_context(cafile=str(account / "ca.crt"))
-
-    def call(self, method: str, path: str, body: Object | None = None, query: str = "") -> Object:
-        headers = {"Authorization": f"Bearer {self.token_file.read_text().strip()}"}
-        data = None
-        if body is not None:
-            headers["Content-Type"] = "application/apply-patch+yaml"
-            data = json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"{self.base}{path}{query}", data=data, headers=headers, method=method
-        )
-        with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
-            found: Object = json.load(response)
-            return found
-
-    def apply_status(self, path: str, body: Object) -> None:
-        """Server-side apply of `body` to `path`'s status as FIELD_MANAGER: only the fields it
-        sets are its own, so Kueue's and other checks' entries stay as they are."""
-        self.call("PATCH", f"{path}/status", body, f"?fieldManager={FIELD_MANAGER}&force=true")
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def activate(api: Api, gate: Gate) -> None:
     """Mark the AdmissionCheck Active (Kueue holds a ClusterQueue whose checks are not), after
     making sure it is this controller's."""
@@ -229,21 +189,13 @@ def activate(api: Api, gate: Gate) -> None:
         "lastTransitionTime": now_rfc3339(),
         "observedGeneration": check["metadata"]["generation"],
     }
-    api.apply_status(path, {**identity(check), "status": {"conditions": [active]}})
-
-
-def identity(obj: Mapping[str, Any]) -> Object:
-    meta = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace")}
-    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": meta}
+    api.apply_status(path, {**identity(check), "status": {"conditions": [active]}}, FIELD_MANAGER)
 
 
 def node_labels(api: Api, name: str) -> dict[str, str] | None:
-    try:
-        node = api.call("GET", f"/api/v1/nodes/{name}")
-    except urllib.error.HTTPError as e:
-        if e.code == 404:
-            return None
-        raise
+    node = api.get(f"/api/v1/nodes/{name}")
+    if node is None:
+        return None
     labels: dict[str, str] = node["metadata"].get("labels", {})
     return labels
 
@@ -271,7 +223,8 @@ def reconcile(api: Api, gate: Gate) -> None:
             "status": {"admissionChecks": [entry]},
         }
         name = workload["metadata"]["name"]
-        api.apply_status(f"{KUEUE}/namespaces/{gate.namespace}/workloads/{name}", body)
+        path = f"{KUEUE}/namespaces/{gate.namespace}/workloads/{name}"
+        api.apply_status(path, body, FIELD_MANAGER)
         print(f"{gate.namespace}/{name}: {state}: {message}", flush=True)
 
 
@@ -293,11 +246,7 @@ def gate_from_env(env: Mapping[str, str]) -> Gate:
 
 def main() -> None:
     gate = gate_from_env(os.environ)
-    api = Api(
-        os.environ["KUBERNETES_SERVICE_HOST"],
-        os.environ["KUBERNETES_SERVICE_PORT"],
-        Path(os.environ.get("SERVICEACCOUNT_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")),
-    )
+    api = Api.in_cluster()
     print(
         f"node_health_gate: answering {gate.check} in {gate.namespace}: {', '.join(gate.checks)}",
         flush=True,
@@ -307,7 +256,7 @@ def main() -> None:
             reconcile(api, gate)
         except SystemExit:
             raise
-        except (OSError, urllib.error.URLError, KeyError, ValueError) as e:
+        except PASSING as e:
             # The API server restarting or a conflicting write: the next pass reads again.
             print(f"node_health_gate: {e!r}", file=sys.stderr, flush=True)
         time.sleep(gate.poll)

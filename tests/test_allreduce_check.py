@@ -6,7 +6,6 @@ public issues and docs; each file names its sources. Nothing here asserts a timi
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import os
@@ -15,26 +14,18 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "allreduce_check.py"
 LOGS = Path(__file__).resolve().parent / "fixtures" / "nccl_logs"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("allreduce_check", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-ac = _load()
+ac = load_script("allreduce_check")
 
 
 def log(name: str) -> str:

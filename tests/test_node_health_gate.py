@@ -4,12 +4,10 @@ tests/test_bad_config.py; tests/real/test_node_health_gate.py runs it against th
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any, get_args
 
 import certifi
@@ -19,7 +17,9 @@ import yaml
 from gpu_cluster.config.values import HealthCheck
 from gpu_cluster.facts import health
 from gpu_cluster.plan.health_gate import HEALTH_GATE_CONTROLLER, HEALTH_GATE_SCRIPT
+from gpu_cluster.plan.shipped import KUBE_API_SCRIPT
 from tests.conftest import ROOT, manifests, run_stack
+from tests.script_modules import SCRIPTS, load_script
 from tools.realtier.stacks import render
 
 SCRIPT = ROOT / "scripts" / HEALTH_GATE_SCRIPT
@@ -35,16 +35,8 @@ NOW = 1_800_000_000.0
 HOUR = 3600
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("node_health_gate", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["node_health_gate"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-gate = load_script()
+gate = load_script("node_health_gate")
+kube_api = load_script("kube_api")
 
 
 def individual(roots: list[str], prefix: str | None = None, suffix: str | None = None) -> Any:
@@ -254,7 +246,9 @@ def test_the_queue_asks_the_gate_and_the_gate_runs_the_script_with_its_settings(
     assert container["command"] == ["python3", f"{mount['mountPath']}/{HEALTH_GATE_SCRIPT}"]
     (volume,) = pod["volumes"]
     scripts = {m["metadata"]["name"]: m for m in manifests(run, "ConfigMap")}
-    assert scripts[volume["configMap"]["name"]]["data"] == {HEALTH_GATE_SCRIPT: SCRIPT.read_text()}
+    assert scripts[volume["configMap"]["name"]]["data"] == {
+        name: (SCRIPTS / name).read_text() for name in (HEALTH_GATE_SCRIPT, KUBE_API_SCRIPT)
+    }
     assert container["image"] == s.workload.queue.health_gate.image == "python:3.14-slim"
     # Restricted: the platform's UID on OpenShift, nobody elsewhere.
     assert pod["securityContext"].get("runAsUser") == (None if s.platform == "openshift" else 65534)
@@ -361,4 +355,4 @@ def test_the_api_server_is_reached_where_the_kubelet_says(
     host: str, base: str, tmp_path: Path
 ) -> None:
     shutil.copy(certifi.where(), tmp_path / "ca.crt")  # any CA bundle: only the URL is read
-    assert gate.Api(host, "443", tmp_path).base == base
+    assert kube_api.Api(host, "443", tmp_path).base == base

@@ -7,7 +7,6 @@ and only when the stack's config actually needs it; everything else must pass th
 from __future__ import annotations
 
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.plan.health_gate import HealthGatePlan
 from gpu_cluster.plan.podspec import Container, PodNetworking
 
 # Reasons shared by the training pods and the image pre-pull.
@@ -118,17 +117,24 @@ def pre_pull_exceptions(image: str) -> dict[str, str]:
     return reasons
 
 
-def health_gate_exceptions(plan: HealthGatePlan) -> dict[str, str]:
-    """The node health gate's Deployment (workload.queue.healthGate)."""
+def script_controller_exceptions(image: str, run_as_user: int | None) -> dict[str, str]:
+    """The Deployment of a controller the stack runs as a script (the node health gate, the
+    node health runner) in `image`, as `run_as_user`."""
     reasons = {
         "CKV_K8S_8": "a loop that reads the API server every few seconds and logs what fails: "
         "a restart would change nothing",
         "CKV_K8S_9": "it serves nothing",
-        "CKV_K8S_38": "it reads and answers Kueue's objects as its ServiceAccount: the token is "
-        "what it runs on",
+        "CKV_K8S_38": "it reads and writes the cluster's objects as its ServiceAccount: the "
+        "token is what it runs on",
     }
-    if plan.run_as_user is None:
+    return {**reasons, **_assigned_uid_and_tag(image, run_as_user)}
+
+
+def _assigned_uid_and_tag(image: str, run_as_user: int | None) -> dict[str, str]:
+    """A small pod's exceptions for a UID the platform assigns and an image pinned by tag."""
+    reasons = {}
+    if run_as_user is None:
         reasons["CKV_K8S_40"] = UID_FROM_SCC
-    if "@sha256:" not in plan.image:
+    if "@sha256:" not in image:
         reasons["CKV_K8S_43"] = TAG_PINNED
     return reasons

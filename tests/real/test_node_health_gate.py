@@ -14,25 +14,17 @@ fresh the next try is admitted and both pods run there.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import functools
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
-import yaml
 
 from gpu_cluster.facts.kueue import KUEUE_API
-from gpu_cluster.plan.health_gate import HEALTH_GATE_SCRIPT
-from tests.conftest import ROOT, stack_context
+from tests.conftest import stack_context
 from tests.real.cluster_state import node_ready, paste, referenced_objects, start_on_record
 from tests.real.conftest import Cluster
 from tests.real.queue_state import (
@@ -44,6 +36,7 @@ from tests.real.queue_state import (
     running,
     workload_of,
 )
+from tests.real.script_controllers import running_script
 from tests.real.test_jobset_stack import OVERRIDES, RACK, RACKS, nodes_in_blocks
 from tools.realtier.kube import Kube, wait_for
 from tools.realtier.stacks import StackRender, render, volumes_for
@@ -51,7 +44,6 @@ from tools.realtier.stacks import StackRender, render, volumes_for
 pytestmark = pytest.mark.real
 
 
-SCRIPT = ROOT / "scripts" / HEALTH_GATE_SCRIPT
 GATE = ("workload.queue.healthGate.enabled=true", "workload.queue.healthGate.retrySeconds=10")
 HOUR = 3600
 
@@ -65,45 +57,11 @@ def passed(check: str, seconds_ago: int) -> dict[str, str]:
     }
 
 
-@contextlib.contextmanager
-def answering_gate(cluster: Cluster, stack: StackRender, tmp_path: Path) -> Iterator[Path]:
-    """The stack's gate container as a process beside the control plane, until the block ends:
-    its command's script with the rendered Deployment's environment, the API server where a pod
-    finds it, and a token of the Deployment's ServiceAccount where the kubelet would mount it.
-    Yields its log; asserts at the end that nothing was refused to it."""
-    (deployment,) = stack.of_kind("Deployment")
-    spec = deployment["spec"]["template"]["spec"]
-    (container,) = spec["containers"]
-    account = tmp_path / "serviceaccount"
-    account.mkdir()
-    namespace = deployment["metadata"]["namespace"]
-    token = cluster.kube.service_account_token(spec["serviceAccountName"], namespace)
-    (account / "token").write_text(token)
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    (entry,) = config["clusters"]
-    (account / "ca.crt").write_bytes(
-        base64.b64decode(entry["cluster"]["certificate-authority-data"])
-    )
-    server = urlsplit(entry["cluster"]["server"])
-    env = {e["name"]: e["value"] for e in container["env"]}
-    env |= {
-        "HEALTH_GATE_POLL_SECONDS": "1",  # the tier's only speed-up: the rendered one is 15
-        "KUBERNETES_SERVICE_HOST": str(server.hostname),
-        "KUBERNETES_SERVICE_PORT": str(server.port),
-        "SERVICEACCOUNT_DIR": str(account),
-        "PATH": os.environ["PATH"],
-    }
-    assert container["command"][-1].endswith(f"/{HEALTH_GATE_SCRIPT}")
-    log = tmp_path / "gate.log"
-    with log.open("w") as out:
-        gate = subprocess.Popen([sys.executable, str(SCRIPT)], env=env, stdout=out, stderr=out)
-        try:
-            yield log
-        finally:
-            gate.terminate()
-            gate.wait(timeout=30)
-    # It ran with the stack's rights alone: nothing it was refused.
-    assert "403" not in log.read_text(), log.read_text()
+def answering_gate(
+    cluster: Cluster, stack: StackRender, tmp_path: Path
+) -> contextlib.AbstractContextManager[Path]:
+    """The stack's gate controller running (tests/real/script_controllers.py); yields its log."""
+    return running_script(cluster, stack, f"{stack.settings.name}-node-health-gate", tmp_path)
 
 
 def active(kube: Kube, check: str) -> bool:
