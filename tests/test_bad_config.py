@@ -12,12 +12,9 @@ from tests.conftest import BARCELONA_CREATES_NADS
 
 # A GKE stack as a JobSet stack (shared claims: a JobSet has no per-pod ones).
 _GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", "storage.mode=rwx")
-# A gcp-a3 JobSet stack behind the node health gate, asking for a check no checker labels.
-UNKNOWN_HEALTH_CHECK = (
-    *_GKE_JOBSET,
-    "workload.queue.healthGate.enabled=true",
-    "workload.queue.healthGate.checks[0]=dcgm",
-)
+# ... behind the node health gate; and asking for a check no checker labels.
+GATED_GKE_JOBSET = (*_GKE_JOBSET, "workload.queue.healthGate.enabled=true")
+UNKNOWN_HEALTH_CHECK = (*GATED_GKE_JOBSET, "workload.queue.healthGate.checks[0]=dcgm")
 # (stack, --set overrides, fragments the message must contain)
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # wrong types
@@ -534,6 +531,48 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         "gcp-a3",
         UNKNOWN_HEALTH_CHECK,
         ("workload.queue.healthGate.checks[0] = 'dcgm'", "'gpu', 'nccl' or 'neper'"),
+    ),
+    # the stack's health runner: it runs the gpu check, on Kubernetes with admission policies
+    (
+        "gcp-a3",
+        (
+            *GATED_GKE_JOBSET,
+            "workload.queue.healthGate.runner.enabled=true",
+            "workload.queue.healthGate.checks[0]=nccl",
+        ),
+        (
+            "gpu-cluster:workload.queue.healthGate.runner.enabled = true runs the 'gpu' check, "
+            "which workload.queue.healthGate.checks does not list",
+        ),
+    ),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "workload.queue.topologyLevels[0]=example.com/rack",
+            "workload.queue.healthGate.enabled=true",
+            "workload.queue.healthGate.runner.enabled=true",
+            "kubernetesVersion=1.29",
+        ),
+        ("a ValidatingAdmissionPolicy, which needs kubernetesVersion 1.30 or newer",),
+    ),
+    (
+        "gcp-a3",
+        (*GATED_GKE_JOBSET, "workload.queue.healthGate.runner.dcgmLevel=3"),
+        (
+            "gpu-cluster:workload.queue.healthGate.runner.dcgmLevel is only used when "
+            "workload.queue.healthGate.runner.enabled is true",
+        ),
+    ),
+    (
+        "gcp-a3",
+        (
+            *GATED_GKE_JOBSET,
+            "workload.queue.healthGate.runner.enabled=true",
+            "workload.queue.healthGate.runner.dcgmLevel=5",
+        ),
+        ("workload.queue.healthGate.runner.dcgmLevel", "1, 2, 3 or 4"),
     ),
     (
         "nerc-production",

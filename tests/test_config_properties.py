@@ -97,6 +97,12 @@ KEYS: dict[str, list[Any]] = {
     "workload.queue.healthGate.maxAgeHours": [1, 720, 0, 721],
     "workload.queue.healthGate.retrySeconds": [10, 86400, 9],
     "workload.queue.healthGate.image": ["python:3.13-slim", "Bad Image"],
+    "workload.queue.healthGate.runner.enabled": [True, False],
+    "workload.queue.healthGate.runner.dcgmLevel": [1, 4, 0, "2"],
+    "workload.queue.healthGate.runner.dcgmImage": [
+        "nvcr.io/nvidia/cloud-native/dcgm:4.4.1-1-ubuntu22.04",
+        "Bad Image",
+    ],
     "workload.controllers.install": [True, False],
     "workload.controllers.kueueVersion": ["0.18.3", "0.14.9", "v0.19.2", "0.19"],
     "workload.controllers.jobsetVersion": ["0.10.1", "0.10.0", "1.0"],

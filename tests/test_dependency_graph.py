@@ -31,6 +31,15 @@ VARIANTS: list[Variant] = [(s, ()) for s in STACKS] + [
     ("gcp-a4", (*JOB_SET, "gcp.queuedProvisioning=true")),
     ("gcp-a3", (*JOB_SET, HEALTH_GATE)),
     (
+        "gcp-a3",
+        (
+            *JOB_SET,
+            HEALTH_GATE,
+            "workload.queue.healthGate.checks[0]=gpu",
+            "workload.queue.healthGate.runner.enabled=true",
+        ),
+    ),
+    (
         "gcp-a4",
         (
             "storage.volumes[2].name=scratch",
@@ -70,9 +79,21 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     "RoleBinding": (*NAMESPACED, "Role", "ServiceAccount"),
     "ClusterRole": (),
     "ClusterRoleBinding": ("ClusterRole", "ServiceAccount"),
-    # The node health gate's controller (workload.queue.healthGate): its account, grants and
-    # script.
-    "Deployment": (*NAMESPACED, "ConfigMap", "RoleBinding", "ClusterRoleBinding"),
+    # The node health gate's and runner's controllers (workload.queue.healthGate): their
+    # account, grants and script; the runner's also its check's template and the admission
+    # policy that confines its node writes.
+    "Deployment": (
+        *NAMESPACED,
+        "ConfigMap",
+        "RoleBinding",
+        "ClusterRoleBinding",
+        "PodTemplate",
+        "ValidatingAdmissionPolicyBinding",
+    ),
+    # The runner's GPU check: its script.
+    "PodTemplate": (*NAMESPACED, "ConfigMap"),
+    "ValidatingAdmissionPolicy": (),
+    "ValidatingAdmissionPolicyBinding": ("ValidatingAdmissionPolicy",),
     # A controller's chart (workload.controllers.install): its namespace, and Kueue's waits for
     # JobSet's (plan/controllers.py says why).
     "Chart": (*NAMESPACED, "Chart"),

@@ -250,6 +250,8 @@ LUSTRE = (
 )
 CREATED = "namespaceMode=create"
 HEALTH_GATE = "workload.queue.healthGate.enabled=true"
+GPU_ONLY = "workload.queue.healthGate.checks[0]=gpu"
+RUNNER = "workload.queue.healthGate.runner.enabled=true"
 NOT_RETAINED = "storage.retainOnDelete=false"
 UNPROTECTED = "storage.protect=false"
 
@@ -298,6 +300,13 @@ FROM_DEPLOYED: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[str, int]
     ("gcp-a3", GKE_JOB_SET, (HEALTH_GATE,)): {},
     ("gcp-a3", (*GKE_JOB_SET, HEALTH_GATE), ("workload.queue.healthGate.maxAgeHours=12",)): {},
     ("gcp-a3", (*GKE_JOB_SET, HEALTH_GATE), ("workload.queue.healthGate.enabled=false",)): {},
+    # So does the stack's health runner: never a claim, never the run.
+    ("gcp-a3", (*GKE_JOB_SET, HEALTH_GATE, GPU_ONLY), (RUNNER,)): {},
+    (
+        "gcp-a3",
+        (*GKE_JOB_SET, HEALTH_GATE, GPU_ONLY, RUNNER),
+        ("workload.queue.healthGate.runner.dcgmLevel=3",),
+    ): {},
     # A Lustre instance grows in place; its tier and file system name are fixed at creation.
     ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.capacityGib=72000",)): {},
     ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.throughput=1000",)): {"replace Instance!": 1},

@@ -44,6 +44,24 @@ VARIANTS = [(stack, ()) for stack in STACKS] + [
             "workload.queue.healthGate.enabled=true",
         ),
     ),
+    # The stack's own health runner on each platform.
+    *(
+        (
+            stack,
+            (
+                "workload.kind=jobset",
+                "workload.command[0]=train.py",
+                placed,
+                "workload.queue.healthGate.enabled=true",
+                "workload.queue.healthGate.checks[0]=gpu",
+                "workload.queue.healthGate.runner.enabled=true",
+            ),
+        )
+        for stack, placed in (
+            ("gcp-a3", "storage.mode=rwx"),
+            ("nerc-production", "workload.queue.topologyLevels[0]=example.com/rack"),
+        )
+    ),
     (
         "gcp-a4",
         (

@@ -20,6 +20,10 @@ TOOLS_CHECKOV = ROOT / ".tools" / "checkov" / "bin" / "checkov"
 
 REPO = "codeSync.repo=https://github.com/example/train.git"
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
+RUNNER = (
+    "workload.queue.healthGate.checks[0]=gpu",
+    "workload.queue.healthGate.runner.enabled=true",
+)
 # (stack, --set overrides, --set-secret overrides)
 VARIANTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     *((stack, (), ()) for stack in STACKS),
@@ -32,11 +36,12 @@ VARIANTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     ("gcp-a3", ("networkMode=tcp",), ()),
     *(
-        (stack, (*JOB_SET, "workload.queue.healthGate.enabled=true", *placed), ())
+        (stack, (*JOB_SET, "workload.queue.healthGate.enabled=true", *placed, *runner), ())
         for stack, placed in (
             ("gcp-a3", ("storage.mode=rwx",)),
             ("nerc-production", ("workload.queue.topologyLevels[0]=example.com/rack",)),
         )
+        for runner in ((), RUNNER)
     ),
 ]
 

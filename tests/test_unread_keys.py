@@ -205,6 +205,16 @@ SWITCHED: list[Variant] = [
     ),
     # A queue without the node health gate.
     ("nerc-production", ("workload.kind=jobset", "workload.command[0]=train.py")),
+    # The gate without the stack's own runner.
+    (
+        "gcp-a3",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "storage.mode=rwx",
+            "workload.queue.healthGate.enabled=true",
+        ),
+    ),
 ]
 UNREAD = [(v, k) for v in SHIPPED + SWITCHED for k in sorted(KEYS) if _unread_by(v, k)]
 READ = [(v, k) for v in SHIPPED for k in sorted(KEYS) if not _unread_by(v, k)]

@@ -13,6 +13,7 @@ import pulumi
 from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
 from gpu_cluster.components.node_health_gate import NodeHealthGate
+from gpu_cluster.components.node_health_runner import NodeHealthRunner
 from gpu_cluster.components.queue_controllers import ExistingQueueControllers, QueueControllers
 from gpu_cluster.components.stack_config import (
     code_sync_secret,
@@ -35,6 +36,7 @@ from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.controllers import controller_charts, existing_controllers
 from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
+from gpu_cluster.plan.health_runner import health_runner_plan
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
 from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, run_annotations
 from gpu_cluster.plan.runs import submit_command
@@ -155,14 +157,19 @@ def queued(
     if plan.health_gate is None:
         return a
     gate = NodeHealthGate(f"{name}-node-health-gate", plan.health_gate, a.labels, after, opts)
+    awaited = [gate.deployment]
+    runner = health_runner_plan(s, a.placement.node_requirements, a.placement.tolerations)
+    if runner is not None:
+        checks = NodeHealthRunner(f"{name}-node-health-runner", runner, a.labels, after, opts)
+        awaited.append(checks.deployment)
     # Behind the gate the pods (not the flavor, whose labels are fixed once it has a Topology)
-    # ask for nodes whose checks last passed, and wait for the gate's controller (not its
-    # ingress policy).
+    # ask for nodes whose checks last passed, and wait for the gate's controller and the
+    # runner's (not their ingress policies).
     required = (*a.placement.node_requirements, *plan.health_gate.node_requirements())
     return dataclasses.replace(
         a,
         placement=dataclasses.replace(a.placement, node_requirements=required),
-        pods_after=(*a.pods_after, gate.deployment),
+        pods_after=(*a.pods_after, *awaited),
     )
 
 

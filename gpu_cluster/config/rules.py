@@ -23,7 +23,9 @@ from gpu_cluster.facts.gke_storage import (
     StorageClassMode,
 )
 from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
+from gpu_cluster.facts.health import RUNNER_CHECK
 from gpu_cluster.facts.kubernetes import (
+    ADMISSION_POLICY_MINOR,
     DNS_LABEL_MAX,
     KUBERNETES_NAMESPACE_PREFIXES,
     MIN_KUBERNETES_MINOR,
@@ -200,6 +202,20 @@ def workload_problems(s: Settings) -> list[str]:
             "placement, which names a run's nodes before it is admitted: set "
             "workload.queue.topologyLevels on OpenShift; a flex-start pool (gcp.provisioning) "
             "has none, its nodes come only after admission"
+        )
+    gate = w.queue.health_gate
+    if gate.enabled and gate.runner.enabled and RUNNER_CHECK not in gate.checks:
+        out.append(
+            "gpu-cluster:workload.queue.healthGate.runner.enabled = true runs the "
+            f"{RUNNER_CHECK!r} check, which workload.queue.healthGate.checks does not list: "
+            f"add {RUNNER_CHECK!r} to checks, or set runner.enabled to false"
+        )
+    minor = int(s.kubernetes_version.split(".")[1])
+    if gate.enabled and gate.runner.enabled and minor < ADMISSION_POLICY_MINOR:
+        out.append(
+            "gpu-cluster:workload.queue.healthGate.runner.enabled = true confines the runner's "
+            f"node writes by a ValidatingAdmissionPolicy, which needs kubernetesVersion "
+            f"1.{ADMISSION_POLICY_MINOR} or newer (it is {s.kubernetes_version!r})"
         )
     if w.queue.topology_levels is not None:
         given = list(w.queue.topology_levels)

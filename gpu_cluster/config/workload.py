@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpu_cluster.facts.health import RUNNER_CHECK
 from gpu_cluster.facts.kueue import (
     GKE_TOPOLOGY_LEVELS,
     HOSTNAME_LEVEL,
@@ -77,4 +78,22 @@ def opt_in_warnings(s: Settings) -> list[str]:
         f"jobs only in namespaces labelled {label}, and the stack labels only a namespace it "
         f"creates; unless {s.namespace!r} has the label (a cluster admin: oc label namespace "
         f"{s.namespace} {label}), every run fails at its admission gate"
+    ]
+
+
+def runner_warnings(s: Settings) -> list[str]:
+    """A warning when the gate asks for checks the stack's runner does not run: something else
+    must label the nodes with them (not a refusal: cluster-health-scanner may)."""
+    gate = s.workload.queue.health_gate
+    if s.workload.kind != "jobset" or s.workload.queue.mode == "reference":
+        return []
+    if not (gate.enabled and gate.runner.enabled):
+        return []
+    others = [c for c in gate.checks if c != RUNNER_CHECK]
+    if not others:
+        return []
+    return [
+        f"gpu-cluster:workload.queue.healthGate.checks lists {', '.join(others)}, which the "
+        f"stack's runner does not run (it runs {RUNNER_CHECK!r}): until something else, such "
+        "as cluster-health-scanner, labels the nodes with them, no run is admitted"
     ]

@@ -11,5 +11,29 @@ holds both to tests/vendor/cluster_health_scanner.yaml.
 
 from __future__ import annotations
 
+from typing import Final
+
 RESULT_LABEL = "aiinfra/{}-healthcheck-result"
 PASS = "pass"
+TIME_LABEL = "aiinfra/{}-healthcheck-runtime-sec"
+# The taint a failed check leaves: TAINT_KEY.format(check)=TAINT_VALUE:TAINT_EFFECT
+# (cluster-health-scanner 81c525d src/gpu_healthcheck/gpu_healthcheck.py TAINT_KEY, TAINT_VALUE,
+# TAINT_EFFECT).
+TAINT_KEY = "aiinfra/{}-healthcheck"
+TAINT_VALUE = "failed"
+TAINT_EFFECT = "NoSchedule"
+FAIL = "fail"
+
+# The GPU check the stack's own health runner runs (workload.queue.healthGate.runner): DCGM
+# diagnostics in NVIDIA's DCGM image, the tag cluster-health-scanner's own `dcgmi diag` job
+# uses (81c525d deploy/slurm/dcgmi-diag.sh).
+DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.3.1-1-ubuntu22.04"
+# cluster-health-scanner's default run level (81c525d deploy/helm/health_checks/gpu_healthcheck/
+# values.yaml R_LEVEL).
+DCGM_LEVEL: Final = 2
+# How long a level normally runs, in minutes: 1 seconds, 2 about two, 3 about 15, 4 longer
+# (docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html,
+# "--run"; 4 has no figure there, 60 assumed).
+DCGM_LEVEL_MINUTES = {1: 1, 2: 2, 3: 15, 4: 60}
+# The check the stack's runner runs, by cluster-health-scanner's name for DCGM diagnostics.
+RUNNER_CHECK = "gpu"

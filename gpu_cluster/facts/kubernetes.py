@@ -14,6 +14,9 @@ from fractions import Fraction
 MIN_KUBERNETES_MINOR = 28
 # Native sidecars (init containers with restartPolicy Always): on by default from 1.29.
 NATIVE_SIDECAR_MINOR = 29
+# ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1): stable from 1.30
+# (kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy).
+ADMISSION_POLICY_MINOR = 30
 # The StatefulSet controller labels each pod controller-revision-hash=<name>-<hash>, the hash up
 # to 10 characters, and a label value holds 63 (kubernetes/kubernetes
 # pkg/controller/history/controller_history.go ControllerRevisionName; issue #64023).

@@ -138,3 +138,17 @@ def _assigned_uid_and_tag(image: str, run_as_user: int | None) -> dict[str, str]
     if "@sha256:" not in image:
         reasons["CKV_K8S_43"] = TAG_PINNED
     return reasons
+
+
+def gpu_check_exceptions(image: str, run_as_user: int | None) -> dict[str, str]:
+    """The node health runner's GPU check pod (its PodTemplate): a run of DCGM diagnostics in
+    `image`, as `run_as_user`."""
+    reasons = {
+        "CKV_K8S_8": "a check that runs once to its end: its exit is the result, a restart "
+        "would be a second check",
+        "CKV_K8S_9": "it serves nothing; it runs once to its end",
+        "CKV_K8S_15": "the DCGM image is large and pulled by tag: a registry outage must not "
+        "fail a node's check (IfNotPresent)",
+        "CKV_K8S_22": "DCGM's diagnostics write their logs where the image puts them (/var/log)",
+    }
+    return {**reasons, **_assigned_uid_and_tag(image, run_as_user)}

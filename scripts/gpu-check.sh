@@ -1,0 +1,41 @@
+#!/bin/bash
+# The node health runner's GPU check (node_health_runner.py): DCGM diagnostics at run level
+# DCGM_LEVEL on the GPUs this pod was given, in NVIDIA's DCGM image. Exit 0 when every test
+# passed; otherwise 1, with the failed tests' lines as the pod's termination message (what the
+# runner logs for the node). A level-2 run takes about two minutes.
+#
+# Environment: DCGM_LEVEL (1-4), CHECK_DIR (writable; default /tmp), TERMINATION_LOG (default
+# /dev/termination-log).
+set -uo pipefail
+
+level=${DCGM_LEVEL:?DCGM_LEVEL is not set}
+dir=${CHECK_DIR:-/tmp}
+termination_log=${TERMINATION_LOG:-/dev/termination-log}
+
+say_failure() {
+  printf '%s\n' "$1" | head -c 4096 > "$termination_log"
+  printf 'gpu-check: FAIL: %s\n' "$1" >&2
+  exit 1
+}
+
+# dcgmi talks to a host engine: this pod's own, on its GPUs, its files where it may write.
+nv-hostengine --pid "$dir/nv-hostengine.pid" --log-filename "$dir/nv-hostengine.log" \
+  || say_failure "nv-hostengine did not start"
+trap 'nv-hostengine --term --pid "$dir/nv-hostengine.pid" >/dev/null 2>&1' EXIT
+for _ in $(seq 30); do
+  dcgmi discovery --list > "$dir/discovery.txt" 2>&1 && break
+  sleep 1
+done
+cat "$dir/discovery.txt"
+# dcgmi discovery --list starts with "<n> GPU(s) found."
+grep -Eq '^[1-9][0-9]* GPUs? found' "$dir/discovery.txt" || say_failure "DCGM found no GPU"
+
+dcgmi diag --run "$level" > "$dir/diag.txt" 2>&1
+status=$?
+cat "$dir/diag.txt"
+# A failed test is a `Fail` in its row of dcgmi's table, whatever the exit status says.
+failed=$(grep -E '\|[[:space:]]*Fail' "$dir/diag.txt")
+if [ "$status" -ne 0 ] || [ -n "$failed" ]; then
+  say_failure "dcgmi diag --run $level (exit $status): ${failed:-$(tail -n 5 "$dir/diag.txt")}"
+fi
+echo "gpu-check: dcgmi diag --run $level passed"

@@ -1,0 +1,449 @@
+"""The stack's node health runner (workload.queue.healthGate.runner): the decisions of
+scripts/node_health_runner.py, scripts/gpu-check.sh against stand-ins for DCGM's two commands,
+and the objects the stack renders for it. tests/real/test_node_health_runner.py runs it on the
+real API server, Kueue and the gate; tests/test_bad_config.py has the config it refuses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpu_cluster.facts import health
+from gpu_cluster.plan.health_runner import CHECK_LABEL, GPU_CHECK_SCRIPT, HEALTH_RUNNER_SCRIPT
+from gpu_cluster.plan.shipped import KUBE_API_SCRIPT
+from tests.conftest import ROOT, manifests, run_stack
+from tests.script_modules import SCRIPTS, load_script
+from tools.realtier.stacks import render
+
+runner = load_script("node_health_runner")
+JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
+GATE = ("workload.queue.healthGate.enabled=true", "workload.queue.healthGate.checks[0]=gpu")
+RUNNER = (*GATE, "workload.queue.healthGate.runner.enabled=true")
+GKE = ("gcp-a3", (*JOB_SET, "storage.mode=rwx", *RUNNER))
+OPENSHIFT = (
+    "nerc-production",
+    (*JOB_SET, "workload.queue.topologyLevels[0]=example.com/rack", *RUNNER),
+)
+NOW = 1_800_000_000.0
+SCANNER = yaml.safe_load((ROOT / "tests" / "vendor" / "cluster_health_scanner.yaml").read_text())
+SETTINGS = runner.Runner(
+    namespace="training",
+    nodes="pool=gpu",
+    template="gpu-cluster-gpu-check",
+    check="gpu",
+    recheck=12 * 3600,
+    poll=15,
+)
+
+
+def ran(seconds_ago: float) -> dict[str, str]:
+    return {"aiinfra/gpu-healthcheck-runtime-sec": str(int(NOW - seconds_ago))}
+
+
+@pytest.mark.parametrize(
+    ("labels", "is_due"),
+    [
+        ({}, True),
+        (ran(3600), False),
+        (ran(13 * 3600), True),
+        ({"aiinfra/gpu-healthcheck-runtime-sec": "yesterday"}, True),
+        # A failed node is checked again like a passed one: a repair shows at the next check.
+        ({**ran(3600), "aiinfra/gpu-healthcheck-result": "fail"}, False),
+    ],
+)
+def test_a_node_is_checked_when_its_last_result_is_missing_or_older_than_the_recheck_age(
+    labels: dict[str, str], is_due: bool
+) -> None:
+    assert runner.due(labels, "gpu", NOW, 12 * 3600) is is_due
+
+
+def test_each_node_has_one_check_job_of_a_name_no_longer_than_a_label_value() -> None:
+    long_template = "a" * 60 + "-gpu-check"
+    names = {runner.job_name(long_template, f"node-{i}") for i in range(50)}
+    assert len(names) == 50
+    assert all(len(n) <= 63 and not n.startswith("-") for n in names)
+    assert runner.job_name("t", "gpu-1") == runner.job_name("t", "gpu-1")
+
+
+NODE_NAME = "gpu-7.example.com"
+TEMPLATE: dict[str, Any] = {
+    "template": {
+        "metadata": {"labels": {"app": "check"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "affinity": {"podAntiAffinity": {"x": 1}, "nodeAffinity": {"y": 2}},
+            "containers": [{"name": "gpu-check"}],
+        },
+    }
+}
+
+
+def test_a_check_job_runs_the_template_s_pod_once_on_its_node_by_name() -> None:
+    job = runner.check_job(TEMPLATE, NODE_NAME, SETTINGS)
+    assert job["metadata"]["namespace"] == "training"
+    assert job["metadata"]["annotations"] == {runner.NODE_ANNOTATION: NODE_NAME}
+    assert job["metadata"]["labels"] == {"app": "check", CHECK_LABEL: "gpu"}
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]
+    assert pod["metadata"]["labels"] == {"app": "check", CHECK_LABEL: "gpu"}
+    assert pod["spec"]["containers"] == [{"name": "gpu-check"}]
+    # Pinned by the node's name, the template's other affinities kept.
+    assert pod["spec"]["affinity"] == {
+        "podAntiAffinity": {"x": 1},
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {
+                                "key": "metadata.name",
+                                "operator": "In",
+                                "values": ["gpu-7.example.com"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        },
+    }
+    # The template itself is not changed.
+    assert TEMPLATE["template"]["spec"]["affinity"]["nodeAffinity"] == {"y": 2}
+
+
+def condition(kind: str, status: str = "True", **extra: str) -> dict[str, str]:
+    return {"type": kind, "status": status, **extra}
+
+
+@pytest.mark.parametrize(
+    ("conditions", "found"),
+    [
+        ([], None),
+        ([condition("Suspended", "False")], None),
+        ([condition("SuccessCriteriaMet"), condition("Complete")], "pass"),
+        ([condition("FailureTarget"), condition("Failed", reason="DeadlineExceeded")], "fail"),
+        ([condition("Failed", "False")], None),
+    ],
+)
+def test_a_job_s_outcome_is_its_final_condition(
+    conditions: list[dict[str, str]], found: str | None
+) -> None:
+    assert runner.outcome({"status": {"conditions": conditions}}) == found
+
+
+def test_a_failure_is_told_by_the_pod_s_termination_message_else_by_a_reason() -> None:
+    failed = {"status": {"conditions": [condition("Failed", reason="BackoffLimitExceeded")]}}
+    said = {"state": {"terminated": {"exitCode": 1, "message": "| Memory | Fail |\n"}}}
+    killed = {"state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+    assert runner.why_failed(failed, [{"status": {"containerStatuses": [said]}}]) == (
+        "| Memory | Fail |"
+    )
+    assert runner.why_failed(failed, [{"status": {"containerStatuses": [killed]}}]) == "OOMKilled"
+    # The pod is gone (its deadline passed while it was pulled, or it was deleted).
+    deadline = {
+        "status": {"conditions": [condition("Failed", reason="DeadlineExceeded", message="")]}
+    }
+    assert runner.why_failed(deadline, []) == "DeadlineExceeded"
+
+
+NODE = {
+    "metadata": {"name": "gpu-1", "resourceVersion": "42", "labels": {"pool": "gpu"}},
+    "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+}
+OWN_TAINT = {"key": "aiinfra/gpu-healthcheck", "value": "failed", "effect": "NoSchedule"}
+
+
+def test_a_result_is_written_as_cluster_health_scanner_writes_it() -> None:
+    facts = SCANNER["checks"]["gpu"]
+    failed = runner.node_patch(NODE, "gpu", runner.FAIL, NOW)
+    assert failed["metadata"] == {
+        "resourceVersion": "42",
+        "labels": {facts["result_label"]["key"]: "fail", facts["time_label"]["key"]: "1800000000"},
+    }
+    assert failed["spec"]["taints"] == [*NODE["spec"]["taints"], facts["taint"]]  # type: ignore[index]
+    assert facts["taint"] == OWN_TAINT
+    tainted = {**NODE, "spec": {"taints": [*NODE["spec"]["taints"], OWN_TAINT]}}  # type: ignore[index]
+    passed = runner.node_patch(tainted, "gpu", runner.PASS, NOW)
+    assert (
+        passed["metadata"]["labels"][facts["result_label"]["key"]] == facts["result_label"]["pass"]
+    )
+    assert passed["spec"]["taints"] == NODE["spec"]["taints"]  # type: ignore[index]
+    # The last taint gone: the list is removed (a merge patch's null).
+    alone = {**NODE, "spec": {"taints": [OWN_TAINT]}}
+    assert runner.node_patch(alone, "gpu", runner.PASS, NOW)["spec"] == {"taints": None}
+
+
+def test_the_runner_s_labels_and_taint_are_the_scanner_s_and_the_facts() -> None:
+    facts = SCANNER["checks"]["gpu"]
+    assert runner.RESULT_LABEL.format("gpu") == health.RESULT_LABEL.format("gpu")
+    assert runner.TIME_LABEL.format("gpu") == health.TIME_LABEL.format("gpu")
+    assert runner.TAINT_KEY.format("gpu") == health.TAINT_KEY.format("gpu") == facts["taint"]["key"]
+    assert runner.TAINT == {"value": health.TAINT_VALUE, "effect": health.TAINT_EFFECT}
+    assert health.RUNNER_CHECK == "gpu"
+    check = SCANNER["gpu_check"]
+    assert health.DCGM_IMAGE.endswith(":" + check["dcgm_image_tag"])
+    assert int(check["default_level"]) == health.DCGM_LEVEL
+
+
+# gpu-check.sh against stand-ins for nv-hostengine and dcgmi that print what DCGM prints.
+DISCOVERY = "8 GPUs found.\n+--------+\n| GPU ID | Device Information |\n"
+PASSED = "| Memory  | Pass - All |\n| PCIe | Pass - All |\n"
+FAILED_ROW = "| Memory  | Fail - GPU: 3 |"
+
+
+def stand_ins(tmp_path: Path, diag_output: str, diag_status: int, gpus: bool = True) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nv-hostengine").write_text(
+        '#!/bin/bash\necho "hostengine $*" >> "$CHECK_DIR/calls"\n'
+    )
+    discovery = DISCOVERY if gpus else "0 GPUs found.\n"
+    (bin_dir / "dcgmi").write_text(
+        "#!/bin/bash\n"
+        'echo "dcgmi $*" >> "$CHECK_DIR/calls"\n'
+        f'if [ "$1" = discovery ]; then printf %s "{discovery}"; exit 0; fi\n'
+        f"printf '%s\\n' '{diag_output}'\n"
+        f"exit {diag_status}\n"
+    )
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return bin_dir
+
+
+def gpu_check(tmp_path: Path, bin_dir: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+    termination = tmp_path / "termination-log"
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / GPU_CHECK_SCRIPT)],
+        env={
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "DCGM_LEVEL": "2",
+            "CHECK_DIR": str(tmp_path),
+            "TERMINATION_LOG": str(termination),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done, termination.read_text() if termination.exists() else ""
+
+
+def test_the_gpu_check_passes_when_every_dcgm_test_passed(tmp_path: Path) -> None:
+    done, said = gpu_check(tmp_path, stand_ins(tmp_path, PASSED, 0))
+    assert done.returncode == 0, done.stderr
+    assert said == ""
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[-2] == "dcgmi diag --run 2"
+    assert calls[-1].startswith("hostengine --term")  # stopped on the way out
+    assert "passed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("output", "status"),
+    [(PASSED + FAILED_ROW, 0), (PASSED + FAILED_ROW, 226), ("Error: unable to run", 226)],
+    ids=["fail-row", "fail-row-and-status", "status"],
+)
+def test_the_gpu_check_fails_on_a_failed_test_or_status_and_says_which(
+    tmp_path: Path, output: str, status: int
+) -> None:
+    done, said = gpu_check(tmp_path, stand_ins(tmp_path, output, status))
+    assert done.returncode == 1
+    assert said.startswith(f"dcgmi diag --run 2 (exit {status}): ")
+    assert (FAILED_ROW if FAILED_ROW in output else output) in said
+
+
+def test_the_gpu_check_fails_when_dcgm_sees_no_gpu(tmp_path: Path) -> None:
+    done, said = gpu_check(tmp_path, stand_ins(tmp_path, PASSED, 0, gpus=False))
+    assert done.returncode == 1
+    assert said.strip() == "DCGM found no GPU"
+
+
+def by_name(run: Any, kind: str, suffix: str) -> dict[str, Any]:
+    (found,) = (m for m in manifests(run, kind) if m["metadata"]["name"].endswith(suffix))
+    return found
+
+
+@pytest.mark.parametrize(("stack", "overrides"), [GKE, OPENSHIFT], ids=["gke", "openshift"])
+def test_the_runner_checks_the_flavor_s_nodes_with_the_training_pod_s_gpus(
+    stack: str, overrides: tuple[str, ...]
+) -> None:
+    rendered = render(stack, overrides)
+    run, s = rendered.run, rendered.settings
+    (flavor,) = manifests(run, "ResourceFlavor")
+    deployment = by_name(run, "Deployment", "node-health-runner")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    selector = ",".join(f"{k}={v}" for k, v in flavor["spec"]["nodeLabels"].items())
+    assert env["HEALTH_RUNNER_NODES"] == selector
+    assert env["HEALTH_RUNNER_CHECK"] == "gpu"
+    assert env["HEALTH_RUNNER_RECHECK_SECONDS"] == str(12 * 3600)  # half of maxAgeHours
+    (template,) = manifests(run, "PodTemplate")
+    assert env["HEALTH_RUNNER_TEMPLATE"] == template["metadata"]["name"]
+    # The scripts as they are in the repository, from the ConfigMaps they are mounted from.
+    maps = {m["metadata"]["name"]: m["data"] for m in manifests(run, "ConfigMap")}
+    (volume,) = pod["volumes"]
+    assert maps[volume["configMap"]["name"]] == {
+        n: (SCRIPTS / n).read_text() for n in (HEALTH_RUNNER_SCRIPT, KUBE_API_SCRIPT)
+    }
+    check_pod = template["template"]["spec"]
+    check_volume = next(v for v in check_pod["volumes"] if "configMap" in v)
+    assert maps[check_volume["configMap"]["name"]] == {
+        GPU_CHECK_SCRIPT: (SCRIPTS / GPU_CHECK_SCRIPT).read_text()
+    }
+    (check,) = check_pod["containers"]
+    assert check["image"] == health.DCGM_IMAGE
+    assert check["resources"]["limits"]["nvidia.com/gpu"] == str(s.gpus_per_node)
+    assert check_pod["restartPolicy"] == "Never"
+    assert check_pod["activeDeadlineSeconds"] == (2 + 15) * 60
+    assert check_pod["automountServiceAccountToken"] is False
+    # The GPU nodes' taints, and its own, so a failed node is checked again.
+    training = manifests(run, "JobSet")[0]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    tolerated = training["template"]["spec"]["tolerations"]
+    assert check_pod["tolerations"] == [
+        *tolerated,
+        {"key": "aiinfra/gpu-healthcheck", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    env_check = {e["name"]: e["value"] for e in check["env"]}
+    assert env_check["DCGM_LEVEL"] == "2"
+    # GKE's driver libraries are where GKE mounts them; OpenShift's where the toolkit puts them.
+    assert ("LD_LIBRARY_PATH" in env_check) is (s.platform == "gke")
+    # Restricted: no privilege, no capability, not root.
+    assert check["securityContext"]["privileged"] is False
+    assert check["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert check_pod["securityContext"]["runAsNonRoot"] is True
+    assert "hostNetwork" not in check_pod and "hostPID" not in check_pod
+
+
+def test_the_runner_may_write_nodes_only_through_its_admission_policy() -> None:
+    rendered = render(*GKE)
+    run, s = rendered.run, rendered.settings
+    role = by_name(run, "Role", "node-health-runner")
+    cluster_role = by_name(run, "ClusterRole", "node-health-runner")
+    assert cluster_role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}
+    ]
+    assert role["rules"] == [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create", "delete"]},
+        {
+            "apiGroups": [""],
+            "resources": ["podtemplates"],
+            "resourceNames": [f"{s.name}-gpu-check"],
+            "verbs": ["get"],
+        },
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    ]
+    (policy,) = manifests(run, "ValidatingAdmissionPolicy")
+    (binding,) = manifests(run, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {
+        "policyName": policy["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+    account = by_name(run, "Deployment", "node-health-runner")["spec"]["template"]["spec"][
+        "serviceAccountName"
+    ]
+    user = f"system:serviceaccount:{s.namespace}:{account}"
+    assert policy["spec"]["matchConditions"] == [
+        {"name": "node-health-runner", "expression": f'request.userInfo.username == "{user}"'}
+    ]
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    written = next(v for v in policy["spec"]["variables"] if v["name"] == "written")
+    assert yaml.safe_load(written["expression"]) == [
+        health.RESULT_LABEL.format("gpu"),
+        health.TIME_LABEL.format("gpu"),
+    ]
+    # The runner starts only once the policy binds it (the engine's order).
+    runner_deployment = next(
+        r for r in run.resources if r.type == "kubernetes:apps/v1:Deployment" and "runner" in r.name
+    )
+    binding_urn = next(
+        r.urn
+        for r in run.resources
+        if r.type == "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+    )
+    assert binding_urn in runner_deployment.options["dependsOn"]
+
+
+def test_without_the_runner_the_stack_renders_none_of_it() -> None:
+    run = run_stack("gcp-a3", *JOB_SET, "storage.mode=rwx", *GATE)
+    assert manifests(run, "PodTemplate") == []
+    assert manifests(run, "ValidatingAdmissionPolicy") == []
+    assert [d["metadata"]["name"] for d in manifests(run, "Deployment")] == [
+        "gpu-cluster-node-health-gate"
+    ]
+
+
+def test_checks_the_runner_does_not_run_are_named_in_a_warning() -> None:
+    stack, overrides = GKE
+    both = tuple(o for o in overrides if not o.startswith("workload.queue.healthGate.checks"))
+    (warning,) = [w for w in run_stack(stack, *both).warnings if "runner" in w]
+    assert warning.startswith("gpu-cluster:workload.queue.healthGate.checks lists nccl, which")
+    assert not [w for w in run_stack(stack, *overrides).warnings if "runner" in w]
+
+
+class RecordedApi:
+    """kube_api.Api's `call` answered from canned lists, every write recorded (the API server
+    itself is in tests/real/test_node_health_runner.py)."""
+
+    def __init__(self, nodes: list[Any], jobs: list[Any]) -> None:
+        self.answers = {
+            "/api/v1/nodes": {"items": nodes},
+            "/apis/batch/v1/namespaces/training/jobs": {"items": jobs},
+            "/api/v1/namespaces/training/podtemplates/gpu-cluster-gpu-check": TEMPLATE,
+            "/api/v1/namespaces/training/pods": {"items": []},
+        }
+        self.writes: list[tuple[str, str, Any]] = []
+
+    def call(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        if method == "GET":
+            return self.answers[path]
+        self.writes.append((method, path, body))
+        return {}
+
+
+def gpu_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": "1", "labels": labels}, "spec": {}}
+
+
+def check_job_of(node: str, *conditions: dict[str, str]) -> dict[str, Any]:
+    job = runner.check_job(TEMPLATE, node, SETTINGS)
+    return {**job, "status": {"conditions": list(conditions)}}
+
+
+def test_a_pass_records_finished_checks_clears_orphans_and_starts_the_due_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    nodes = [
+        gpu_node("done", {}),
+        gpu_node("busy", {}),
+        gpu_node("fresh", ran(3600)),
+        gpu_node("stale", ran(13 * 3600)),
+        gpu_node("new", {}),
+    ]
+    jobs = [
+        check_job_of("done", condition("Complete")),
+        check_job_of("busy"),  # its pod waits for the GPUs
+        check_job_of("gone"),  # its node left the pool
+    ]
+    api = RecordedApi(nodes, jobs)
+    runner.reconcile(api, SETTINGS, NOW)
+    jobs_path = "/apis/batch/v1/namespaces/training/jobs"
+    patch, *rest = api.writes
+    assert patch[:2] == ("PATCH", "/api/v1/nodes/done")
+    assert patch[2]["metadata"]["labels"]["aiinfra/gpu-healthcheck-result"] == "pass"
+    assert [(m, p) for m, p, _ in rest] == [
+        ("DELETE", f"{jobs_path}/{runner.job_name(SETTINGS.template, 'done')}"),
+        ("DELETE", f"{jobs_path}/{runner.job_name(SETTINGS.template, 'gone')}"),
+        ("POST", jobs_path),
+        ("POST", jobs_path),
+    ]
+    started = [body["metadata"]["annotations"][runner.NODE_ANNOTATION] for _, _, body in rest[2:]]
+    assert started == ["new", "stale"]
+    assert capsys.readouterr().out.splitlines() == [
+        "done: gpu: pass",
+        "new: gpu: checking",
+        "stale: gpu: checking",
+    ]
