@@ -10,15 +10,20 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 Object = dict[str, Any]
+T = TypeVar("T")
+# What a controller exits with when its environment is incomplete (sysexits.h EX_CONFIG).
+EX_CONFIG = 78
 ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # What a request body is, by how the API server is to apply it.
 APPLY = "application/apply-patch+yaml"
@@ -91,3 +96,24 @@ def identity(obj: Mapping[str, Any]) -> Object:
 
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def from_env(program: str, read: Callable[[], T]) -> T:
+    """`read()` of a controller's settings from its environment; a missing or bad one ends
+    `program` with EX_CONFIG, naming it."""
+    try:
+        return read()
+    except (KeyError, ValueError) as e:
+        print(f"{program}: bad or missing setting {e}", file=sys.stderr)
+        sys.exit(EX_CONFIG)
+
+
+def every(program: str, seconds: float, step: Callable[[], None]) -> NoReturn:
+    """`step()` every `seconds`, for ever; a failure a pass outlives (PASSING: the API server
+    restarting, a write that lost a race) is logged and the next pass reads again."""
+    while True:
+        try:
+            step()
+        except PASSING as e:
+            print(f"{program}: {e!r}", file=sys.stderr, flush=True)
+        time.sleep(seconds)

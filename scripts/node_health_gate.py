@@ -33,9 +33,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kube_api import PASSING, Api, Object, identity, now_rfc3339
+from kube_api import EX_CONFIG, Api, Object, every, from_env, identity, now_rfc3339
 
-EX_CONFIG = 78
+PROGRAM = "node_health_gate"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 FIELD_MANAGER = "gpu-cluster-node-health-gate"
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
@@ -229,37 +229,25 @@ def reconcile(api: Api, gate: Gate) -> None:
 
 
 def gate_from_env(env: Mapping[str, str]) -> Gate:
-    try:
-        return Gate(
-            check=env["HEALTH_GATE_CHECK"],
-            controller=env["HEALTH_GATE_CONTROLLER"],
-            namespace=env["HEALTH_GATE_NAMESPACE"],
-            checks=tuple(c for c in env["HEALTH_GATE_CHECKS"].split(",") if c),
-            max_age=int(env["HEALTH_GATE_MAX_AGE_SECONDS"]),
-            retry=int(env["HEALTH_GATE_RETRY_SECONDS"]),
-            poll=float(env["HEALTH_GATE_POLL_SECONDS"]),
-        )
-    except (KeyError, ValueError) as e:
-        print(f"node_health_gate: bad or missing setting {e}", file=sys.stderr)
-        sys.exit(EX_CONFIG)
+    return Gate(
+        check=env["HEALTH_GATE_CHECK"],
+        controller=env["HEALTH_GATE_CONTROLLER"],
+        namespace=env["HEALTH_GATE_NAMESPACE"],
+        checks=tuple(c for c in env["HEALTH_GATE_CHECKS"].split(",") if c),
+        max_age=int(env["HEALTH_GATE_MAX_AGE_SECONDS"]),
+        retry=int(env["HEALTH_GATE_RETRY_SECONDS"]),
+        poll=float(env["HEALTH_GATE_POLL_SECONDS"]),
+    )
 
 
 def main() -> None:
-    gate = gate_from_env(os.environ)
+    gate = from_env(PROGRAM, lambda: gate_from_env(os.environ))
     api = Api.in_cluster()
     print(
-        f"node_health_gate: answering {gate.check} in {gate.namespace}: {', '.join(gate.checks)}",
+        f"{PROGRAM}: answering {gate.check} in {gate.namespace}: {', '.join(gate.checks)}",
         flush=True,
     )
-    while True:
-        try:
-            reconcile(api, gate)
-        except SystemExit:
-            raise
-        except PASSING as e:
-            # The API server restarting or a conflicting write: the next pass reads again.
-            print(f"node_health_gate: {e!r}", file=sys.stderr, flush=True)
-        time.sleep(gate.poll)
+    every(PROGRAM, gate.poll, lambda: reconcile(api, gate))
 
 
 if __name__ == "__main__":

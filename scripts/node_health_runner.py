@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kube_api import CREATE, MERGE, PASSING, Api, Object
+from kube_api import CREATE, MERGE, Api, Object, every, from_env
 
-EX_CONFIG = 78
+PROGRAM = "node_health_runner"
 # cluster-health-scanner's node labels and taint (GoogleCloudPlatform/cluster-health-scanner
 # 81c525d src/gpu_healthcheck/gpu_healthcheck.py _RESULT_LABEL_KEY, HEALTHCHECK_TIME_LABEL_KEY,
 # TAINT_KEY, TAINT_VALUE, TAINT_EFFECT); "fail" if failed else "pass".
@@ -213,35 +212,25 @@ def reconcile(api: Api, runner: Runner, now: float) -> None:
 
 
 def runner_from_env(env: Mapping[str, str]) -> Runner:
-    try:
-        return Runner(
-            namespace=env["HEALTH_RUNNER_NAMESPACE"],
-            nodes=env["HEALTH_RUNNER_NODES"],
-            template=env["HEALTH_RUNNER_TEMPLATE"],
-            check=env["HEALTH_RUNNER_CHECK"],
-            recheck=int(env["HEALTH_RUNNER_RECHECK_SECONDS"]),
-            poll=float(env["HEALTH_RUNNER_POLL_SECONDS"]),
-        )
-    except (KeyError, ValueError) as e:
-        print(f"node_health_runner: bad or missing setting {e}", file=sys.stderr)
-        sys.exit(EX_CONFIG)
+    return Runner(
+        namespace=env["HEALTH_RUNNER_NAMESPACE"],
+        nodes=env["HEALTH_RUNNER_NODES"],
+        template=env["HEALTH_RUNNER_TEMPLATE"],
+        check=env["HEALTH_RUNNER_CHECK"],
+        recheck=int(env["HEALTH_RUNNER_RECHECK_SECONDS"]),
+        poll=float(env["HEALTH_RUNNER_POLL_SECONDS"]),
+    )
 
 
 def main() -> None:
-    runner = runner_from_env(os.environ)
+    runner = from_env(PROGRAM, lambda: runner_from_env(os.environ))
     api = Api.in_cluster()
     print(
-        f"node_health_runner: checking {runner.check} on nodes {runner.nodes!r} "
+        f"{PROGRAM}: checking {runner.check} on nodes {runner.nodes!r} "
         f"with {runner.namespace}/{runner.template}",
         flush=True,
     )
-    while True:
-        try:
-            reconcile(api, runner, time.time())
-        except PASSING as e:
-            # The API server restarting, or a node changed meanwhile: the next pass reads again.
-            print(f"node_health_runner: {e!r}", file=sys.stderr, flush=True)
-        time.sleep(runner.poll)
+    every(PROGRAM, runner.poll, lambda: reconcile(api, runner, time.time()))
 
 
 if __name__ == "__main__":

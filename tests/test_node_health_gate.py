@@ -17,6 +17,7 @@ import yaml
 from gpu_cluster.config.values import HealthCheck
 from gpu_cluster.facts import health
 from gpu_cluster.plan.health_gate import HEALTH_GATE_CONTROLLER, HEALTH_GATE_SCRIPT
+from gpu_cluster.plan.health_runner import HEALTH_RUNNER_SCRIPT
 from gpu_cluster.plan.shipped import KUBE_API_SCRIPT
 from tests.conftest import ROOT, manifests, run_stack
 from tests.script_modules import SCRIPTS, load_script
@@ -201,12 +202,19 @@ def test_the_answer_names_every_node_that_holds_the_run_and_why() -> None:
     )
 
 
-def test_the_script_refuses_an_incomplete_environment() -> None:
+@pytest.mark.parametrize(
+    ("script", "first_setting"),
+    [(SCRIPT, "HEALTH_GATE_CHECK"), (SCRIPTS / HEALTH_RUNNER_SCRIPT, "HEALTH_RUNNER_NAMESPACE")],
+    ids=["gate", "runner"],
+)
+def test_the_controller_scripts_refuse_an_incomplete_environment(
+    script: Path, first_setting: str
+) -> None:
     result = subprocess.run(
-        [sys.executable, SCRIPT], env={"PATH": "/usr/bin"}, capture_output=True, text=True
+        [sys.executable, script], env={"PATH": "/usr/bin"}, capture_output=True, text=True
     )
-    assert result.returncode == gate.EX_CONFIG
-    assert "HEALTH_GATE_CHECK" in result.stderr
+    assert result.returncode == kube_api.EX_CONFIG == 78
+    assert result.stderr.strip().endswith(f"bad or missing setting '{first_setting}'")
 
 
 def the_deployment(stack: str, overrides: tuple[str, ...]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from gpu_cluster.timeline import PHASES
 from tests.conftest import ROOT, stack_context
 from tools.realtier.engine import PROJECT_DIR, Engine, stack_kubeconfig
 from tools.realtier.kube import Kube, describe, wait_for
+from tools.realtier.nodes import FakeNode
 from tools.realtier.stacks import StackRender, volumes_for
 
 if TYPE_CHECKING:
@@ -207,3 +209,14 @@ def engine_for(
 def exists(kube: Kube, obj: Object) -> bool:
     meta = obj["metadata"]
     return kube.exists(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+
+def deploy_on(kube: Kube, nodes: Iterable[FakeNode], stack: StackRender) -> None:
+    """`nodes`, each waited for until Ready, then what `stack` needs from the platform (its
+    claims' volumes, what it references) and its objects."""
+    for node in nodes:
+        kube.create(node.manifest())
+        wait_for(f"node {node.name} Ready", functools.partial(node_ready, kube, node.name))
+    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
+    kube.create_all(referenced_objects(stack))
+    kube.create_all(stack.objects())

@@ -32,7 +32,13 @@ from gpu_cluster.facts.kueue import (
 )
 from gpu_cluster.plan.launch import TRAINING_CONTAINER
 from tests.conftest import stack_context
-from tests.real.cluster_state import node_ready, paste, referenced_objects, start_on_record
+from tests.real.cluster_state import (
+    deploy_on,
+    node_ready,
+    paste,
+    referenced_objects,
+    start_on_record,
+)
 from tests.real.conftest import Cluster
 from tests.real.queue_state import admitted, condition, explain, run_pods, running
 from tools.realtier.kube import Kube, Object, wait_for
@@ -113,12 +119,7 @@ def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
 
     why = functools.partial(explain, cluster, namespace)
 
-    for node in nodes_in_blocks(stack):
-        kube.create(node.manifest())
-        wait_for(f"node {node.name} Ready", functools.partial(node_ready, kube, node.name))
-    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
-    kube.create_all(referenced_objects(stack))
-    kube.create_all(stack.objects())
+    deploy_on(kube, nodes_in_blocks(stack), stack)
 
     workload = wait_for(
         "the JobSet admitted", functools.partial(admitted, kube, namespace, name), explain=why
@@ -317,13 +318,11 @@ def test_an_openshift_jobset_lands_in_one_rack_of_the_levels_the_stack_names(
     )
     s = stack.settings
     (host, *_) = stack.nodes()
-    for name, rack in RACKS.items():
-        node = dataclasses.replace(host, name=name, labels={**host.labels, RACK: rack})
-        kube.create(node.manifest())
-        wait_for(f"node {name} Ready", functools.partial(node_ready, kube, name))
-    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
-    kube.create_all(referenced_objects(stack))
-    kube.create_all(stack.objects())
+    racked = [
+        dataclasses.replace(host, name=name, labels={**host.labels, RACK: rack})
+        for name, rack in RACKS.items()
+    ]
+    deploy_on(kube, racked, stack)
 
     why = functools.partial(explain, cluster, s.namespace)
     workload = wait_for(

@@ -25,7 +25,11 @@ import pytest
 
 from gpu_cluster.facts.kueue import KUEUE_API
 from tests.conftest import stack_context
-from tests.real.cluster_state import node_ready, paste, referenced_objects, start_on_record
+from tests.real.cluster_state import (
+    deploy_on,
+    paste,
+    start_on_record,
+)
 from tests.real.conftest import Cluster
 from tests.real.queue_state import (
     admitted,
@@ -39,7 +43,7 @@ from tests.real.queue_state import (
 from tests.real.script_controllers import running_script
 from tests.real.test_jobset_stack import OVERRIDES, RACK, RACKS, nodes_in_blocks
 from tools.realtier.kube import Kube, wait_for
-from tools.realtier.stacks import StackRender, render, volumes_for
+from tools.realtier.stacks import StackRender, render
 
 pytestmark = pytest.mark.real
 
@@ -95,15 +99,13 @@ def test_a_run_placed_on_a_node_without_a_fresh_pass_waits_until_it_passes_again
     # As the health runner leaves a node that failed NCCL with its default DRY_RUN: labelled,
     # not tainted.
     failed_nccl = {**fresh, "aiinfra/nccl-healthcheck-result": "fail"}
-    for node in nodes_in_blocks(stack):
-        health = failed_nccl if node.name == "gpu-2" else fresh
-        gpu = node.name.startswith("gpu-")
-        node = dataclasses.replace(node, labels={**node.labels, **(health if gpu else {})})
-        kube.create(node.manifest())
-        wait_for(f"node {node.name} Ready", functools.partial(node_ready, kube, node.name))
-    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
-    kube.create_all(referenced_objects(stack))
-    kube.create_all(stack.objects())
+    nodes = [
+        dataclasses.replace(n, labels={**n.labels, **(failed_nccl if n.name == "gpu-2" else fresh)})
+        if n.name.startswith("gpu-")
+        else n
+        for n in nodes_in_blocks(stack)
+    ]
+    deploy_on(kube, nodes, stack)
     with answering_gate(cluster, stack, tmp_path) as log:
         wait_for(
             "the AdmissionCheck Active", lambda: active(kube, check_name), explain=log.read_text
@@ -199,14 +201,15 @@ def test_on_openshift_the_gate_runs_unqueued_beside_red_hat_s_kueue_and_holds_an
     (check,) = stack.of_kind("AdmissionCheck")
     (host, *_) = stack.nodes()
     healthy = {**passed("gpu", HOUR), **passed("nccl", HOUR)}
-    for node_name, rack in RACKS.items():
-        health = {} if node_name == "gpu-b2" else healthy
-        labels = {**host.labels, RACK: rack, **health}
-        kube.create(dataclasses.replace(host, name=node_name, labels=labels).manifest())
-        wait_for(f"node {node_name} Ready", functools.partial(node_ready, kube, node_name))
-    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
-    kube.create_all(referenced_objects(stack))
-    kube.create_all(stack.objects())
+    nodes = [
+        dataclasses.replace(
+            host,
+            name=node_name,
+            labels={**host.labels, RACK: rack, **({} if node_name == "gpu-b2" else healthy)},
+        )
+        for node_name, rack in RACKS.items()
+    ]
+    deploy_on(kube, nodes, stack)
 
     # The gate's Deployment runs its pod as is: Kueue manages the opted-in namespace's jobs
     # that name a queue, and the gate names none.

@@ -24,14 +24,14 @@ import pytest
 
 from gpu_cluster.facts.health import RESULT_LABEL, TAINT_KEY, TIME_LABEL
 from gpu_cluster.plan.health_runner import CHECK_LABEL
-from tests.real.cluster_state import node_ready, referenced_objects
+from tests.real.cluster_state import deploy_on
 from tests.real.conftest import Cluster
 from tests.real.queue_state import admitted, condition, explain, running, workload_of
 from tests.real.script_controllers import in_pod, running_script
 from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
 from tests.script_modules import load_script
 from tools.realtier.kube import Kube, Object, wait_for
-from tools.realtier.stacks import render, volumes_for
+from tools.realtier.stacks import render
 
 pytestmark = pytest.mark.real
 
@@ -127,12 +127,7 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
         TIME_LABEL.format("gpu"),
         TAINT_KEY.format("gpu"),
     )
-    for fake in nodes_in_blocks(stack):
-        kube.create(fake.manifest())
-        wait_for(f"node {fake.name} Ready", functools.partial(node_ready, kube, fake.name))
-    kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
-    kube.create_all(referenced_objects(stack))
-    kube.create_all(stack.objects())
+    deploy_on(kube, nodes_in_blocks(stack), stack)
 
     gate = f"{name}-node-health-gate"
     runner = f"{name}-node-health-runner"
