@@ -13,7 +13,7 @@ from gpu_cluster.facts.health import (
     TAINT_EFFECT,
     TAINT_KEY,
 )
-from gpu_cluster.plan.health_gate import HEALTH_GATE_POLL_SECONDS, NOBODY_UID
+from gpu_cluster.plan.health_gate import HEALTH_GATE_POLL_SECONDS, NOBODY_UID, health_gate_check
 from gpu_cluster.plan.podspec import NodeRequirement
 
 HEALTH_RUNNER_SCRIPT = "node_health_runner.py"
@@ -87,9 +87,7 @@ def health_runner_plan(
     """The runner of stack `s`, whose GPU nodes meet `gpu_nodes` and carry the taints the
     training pods tolerate (`tolerations`); None: the stack runs no checks."""
     gate = s.workload.queue.health_gate
-    if s.workload.kind != "jobset" or s.workload.queue.mode == "reference":
-        return None
-    if not (gate.enabled and gate.runner.enabled):
+    if health_gate_check(s) is None or not gate.runner.enabled:
         return None
     name = f"{s.name}-node-health-runner"
     # A node it failed keeps being checked, so that a repaired one passes again.
