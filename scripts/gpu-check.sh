@@ -5,7 +5,11 @@
 # runner logs for the node). A level-2 run takes about two minutes.
 #
 # Environment: DCGM_LEVEL (1-4), CHECK_DIR (writable; default /tmp), TERMINATION_LOG (default
-# /dev/termination-log).
+# /dev/termination-log), HOSTENGINE_WAIT_SECONDS (default 30).
+#
+# nv-hostengine runs without root but "portions of diagnostics can require root"
+# (docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/nv-hostengine.html):
+# a test this pod may not run shows as a failure, with DCGM's words.
 set -uo pipefail
 
 level=${DCGM_LEVEL:?DCGM_LEVEL is not set}
@@ -22,13 +26,17 @@ say_failure() {
 nv-hostengine --pid "$dir/nv-hostengine.pid" --log-filename "$dir/nv-hostengine.log" \
   || say_failure "nv-hostengine did not start"
 trap 'nv-hostengine --term --pid "$dir/nv-hostengine.pid" >/dev/null 2>&1' EXIT
-for _ in $(seq 30); do
-  dcgmi discovery --list > "$dir/discovery.txt" 2>&1 && break
+# Ready once it answers; which GPUs it found is the diagnostics' to judge (none is a failure).
+answered=false
+for _ in $(seq "${HOSTENGINE_WAIT_SECONDS:-30}"); do
+  if dcgmi discovery --list > "$dir/discovery.txt" 2>&1; then
+    answered=true
+    break
+  fi
   sleep 1
 done
 cat "$dir/discovery.txt"
-# dcgmi discovery --list starts with "<n> GPU(s) found."
-grep -Eq '^[1-9][0-9]* GPUs? found' "$dir/discovery.txt" || say_failure "DCGM found no GPU"
+"$answered" || say_failure "nv-hostengine did not answer: $(tail -n 3 "$dir/discovery.txt")"
 
 dcgmi diag --run "$level" > "$dir/diag.txt" 2>&1
 status=$?

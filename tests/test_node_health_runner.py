@@ -195,17 +195,17 @@ PASSED = "| Memory  | Pass - All |\n| PCIe | Pass - All |\n"
 FAILED_ROW = "| Memory  | Fail - GPU: 3 |"
 
 
-def stand_ins(tmp_path: Path, diag_output: str, diag_status: int, gpus: bool = True) -> Path:
+def stand_ins(tmp_path: Path, diag_output: str, diag_status: int, answers: bool = True) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nv-hostengine").write_text(
         '#!/bin/bash\necho "hostengine $*" >> "$CHECK_DIR/calls"\n'
     )
-    discovery = DISCOVERY if gpus else "0 GPUs found.\n"
+    discovery = f'printf %s "{DISCOVERY}"; exit 0' if answers else "echo refused; exit 1"
     (bin_dir / "dcgmi").write_text(
         "#!/bin/bash\n"
         'echo "dcgmi $*" >> "$CHECK_DIR/calls"\n'
-        f'if [ "$1" = discovery ]; then printf %s "{discovery}"; exit 0; fi\n'
+        f'if [ "$1" = discovery ]; then {discovery}; fi\n'
         f"printf '%s\\n' '{diag_output}'\n"
         f"exit {diag_status}\n"
     )
@@ -223,6 +223,7 @@ def gpu_check(tmp_path: Path, bin_dir: Path) -> tuple[subprocess.CompletedProces
             "DCGM_LEVEL": "2",
             "CHECK_DIR": str(tmp_path),
             "TERMINATION_LOG": str(termination),
+            "HOSTENGINE_WAIT_SECONDS": "2",
         },
         capture_output=True,
         text=True,
@@ -255,10 +256,11 @@ def test_the_gpu_check_fails_on_a_failed_test_or_status_and_says_which(
     assert (FAILED_ROW if FAILED_ROW in output else output) in said
 
 
-def test_the_gpu_check_fails_when_dcgm_sees_no_gpu(tmp_path: Path) -> None:
-    done, said = gpu_check(tmp_path, stand_ins(tmp_path, PASSED, 0, gpus=False))
+def test_the_gpu_check_fails_when_its_host_engine_never_answers(tmp_path: Path) -> None:
+    done, said = gpu_check(tmp_path, stand_ins(tmp_path, PASSED, 0, answers=False))
     assert done.returncode == 1
-    assert said.strip() == "DCGM found no GPU"
+    assert said.strip() == "nv-hostengine did not answer: refused"
+    assert "dcgmi diag --run 2" not in (tmp_path / "calls").read_text()
 
 
 def by_name(run: Any, kind: str, suffix: str) -> dict[str, Any]:
