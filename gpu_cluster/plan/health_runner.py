@@ -30,9 +30,10 @@ class HealthRunnerPlan:
     """name: the runner's objects in the namespace (and its ServiceAccount); template: the GPU
     check's PodTemplate; policy: the cluster-scoped admission policy that confines its node
     writes. node_selector: the label selector of the nodes it checks; recheck_seconds: how old
-    a result may get before it checks the node again. The check: DCGM `level` in
+    a result may get before it checks the node again. The check: DCGM diagnostics in
     `check_image` on `gpus` GPUs, failed past `deadline_seconds`, tolerating `tolerations`
-    ((key, effect): the GPU nodes' taints and its own), with `check_env`."""
+    ((key, effect): the GPU nodes' taints and its own), with `check_env` (the level among
+    them)."""
 
     name: str
     namespace: str
@@ -42,7 +43,6 @@ class HealthRunnerPlan:
     recheck_seconds: int
     image: str
     check_image: str
-    level: int
     gpus: int
     deadline_seconds: int
     tolerations: tuple[tuple[str, str], ...]
@@ -105,7 +105,6 @@ def health_runner_plan(
         recheck_seconds=gate.max_age_hours * 3600 // 2,
         image=gate.image,
         check_image=gate.runner.dcgm_image,
-        level=gate.runner.dcgm_level,
         gpus=s.gpus_per_node,
         deadline_seconds=minutes * 60,
         tolerations=(*tolerations, own_taint),
