@@ -100,9 +100,7 @@ class NodeHealthRunner(pulumi.ComponentResource):
                     gpu_check_exceptions(plan.check_image, plan.run_as_user)
                 ),
             ),
-            template=_check_pod(
-                plan, {**labels, "app.kubernetes.io/component": "node-health-check"}
-            ),
+            template=_check_pod(plan, {**labels, COMPONENT_LABEL: "node-health-check"}),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, check_script]),
         )
         policy = _node_write_policy(self, name, plan, own)
