@@ -87,7 +87,7 @@ def job_name(template: str, node: str) -> str:
 
 def check_job(template: Mapping[str, Any], node: str, runner: Runner) -> Object:
     """The Job that runs `template`'s pod once on `node` (by name: the node's own labels may
-    name another), never retried: a failure is the result."""
+    name another), never retried: a failure is the result, unless the pod was disrupted."""
     meta = template["template"].get("metadata", {})
     labels = {**meta.get("labels", {}), CHECK_LABEL: runner.check}
     spec = dict(template["template"]["spec"])
@@ -109,6 +109,16 @@ def check_job(template: Mapping[str, Any], node: str, runner: Runner) -> Object:
         },
         "spec": {
             "backoffLimit": 0,
+            # A pod evicted or preempted (a drain, a higher-priority pod) says nothing of the
+            # node: the Job starts another instead of failing (Kubernetes' pod failure policy).
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "Ignore",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    }
+                ]
+            },
             "ttlSecondsAfterFinished": JOB_TTL_SECONDS,
             "template": {"metadata": {**meta, "labels": labels}, "spec": spec},
         },

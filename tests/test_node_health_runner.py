@@ -89,6 +89,11 @@ def test_a_check_job_runs_the_template_s_pod_once_on_its_node_by_name() -> None:
     assert job["metadata"]["annotations"] == {runner.NODE_ANNOTATION: NODE_NAME}
     assert job["metadata"]["labels"] == {"app": "check", CHECK_LABEL: "gpu"}
     assert job["spec"]["backoffLimit"] == 0
+    # A disrupted pod (evicted, preempted) is not the node's failure: the Job tries again.
+    disrupted = {"type": "DisruptionTarget", "status": "True"}
+    assert job["spec"]["podFailurePolicy"] == {
+        "rules": [{"action": "Ignore", "onPodConditions": [disrupted]}]
+    }
     pod = job["spec"]["template"]
     assert pod["metadata"]["labels"] == {"app": "check", CHECK_LABEL: "gpu"}
     assert pod["spec"]["containers"] == [{"name": "gpu-check"}]

@@ -5,7 +5,8 @@ its ServiceAccount's token alone, so RBAC and the stack's ValidatingAdmissionPol
 gcp-a3 as a JobSet stack behind the gate with the runner and the `gpu` check only, its GPU node
 copied into four nodes in three GCE topology blocks, only block-2 with two (gpu-1, gpu-2). No
 node was ever checked. The runner starts one check Job per GPU node (none on the system nodes);
-the test, as the kubelet, ends each check pod as DCGM would: gpu-2's failed, the others passed.
+the test, as the kubelet, ends each check pod as DCGM would: gpu-2's failed, the others passed,
+but gpu-3's is first preempted (the Job tries again; no result from it).
 The runner labels all four, taints gpu-2 and deletes the Jobs; the run, which needs two nodes of
 one block, waits unplaced. An admin asks for a recheck of gpu-2 (removes its time label); it
 passes, loses its taint, and the run is admitted onto gpu-1 and gpu-2. What the policy refuses
@@ -44,6 +45,7 @@ RUNNER = (
 )
 GPU_NODES = ("gpu-0", "gpu-1", "gpu-2", "gpu-3")
 BAD = "gpu-2"
+PREEMPTED = "gpu-3"
 CHECKS = f"{CHECK_LABEL}=gpu"
 # What DCGM prints for a failed test, as gpu-check.sh passes it on (its termination message).
 DCGM_FAILURE = "dcgmi diag --run 2 (exit 226): | Memory | Fail - GPU 3: ECC DBE |"
@@ -64,20 +66,31 @@ def on_every_gpu_node(pods: dict[str, Object]) -> dict[str, Object] | None:
     return pods if sorted(pods) == list(GPU_NODES) else None
 
 
-def end_check(kube: Kube, pod: Object, passed: bool) -> None:
-    """The check container exits as gpu-check.sh does (what the kubelet then reports)."""
+def end_check(kube: Kube, pod: Object, how: str) -> None:
+    """The check pod ends as the kubelet reports it: `passed` or `failed` (the container exits
+    as gpu-check.sh does), or `preempted` (killed for a higher-priority pod: the scheduler's
+    DisruptionTarget condition, kubernetes pkg/scheduler preemption, then the kill)."""
     meta = pod["metadata"]
     (container,) = pod["spec"]["containers"]
-    terminated: dict[str, Any] = {"exitCode": 0 if passed else 1, "reason": "Completed"}
-    if not passed:
-        terminated |= {"reason": "Error", "message": DCGM_FAILURE}
+    terminated: dict[str, Any] = {
+        "passed": {"exitCode": 0, "reason": "Completed"},
+        "failed": {"exitCode": 1, "reason": "Error", "message": DCGM_FAILURE},
+        "preempted": {"exitCode": 137, "reason": "Error"},
+    }[how]
+    disrupted = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "lastTransitionTime": None,
+    }
     kube.patch_status(
         "v1",
         "Pod",
         meta["name"],
         meta["namespace"],
         {
-            "phase": "Succeeded" if passed else "Failed",
+            "phase": "Succeeded" if how == "passed" else "Failed",
+            **({"conditions": [disrupted]} if how == "preempted" else {}),
             "containerStatuses": [
                 {
                     "name": container["name"],
@@ -142,8 +155,24 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
             lambda: on_every_gpu_node(check_pods(kube, namespace)),
             explain=explained,
         )
+        ends = {"gpu-0": "passed", "gpu-1": "passed", BAD: "failed", PREEMPTED: "preempted"}
         for node_name, check_pod in checks.items():
-            end_check(kube, check_pod, passed=node_name != BAD)
+            end_check(kube, check_pod, ends[node_name])
+        # The preempted check says nothing of its node: its Job starts another pod there.
+        (retried,) = wait_for(
+            f"a second check pod on {PREEMPTED}",
+            lambda: (
+                [
+                    p
+                    for n, p in check_pods(kube, namespace).items()
+                    if n == PREEMPTED
+                    and p["metadata"]["uid"] != checks[PREEMPTED]["metadata"]["uid"]
+                ]
+                or None
+            ),
+            explain=explained,
+        )
+        end_check(kube, retried, "passed")
         wait_for(
             "every GPU node labelled",
             lambda: all(result in labels(kube, n) for n in GPU_NODES),
@@ -201,7 +230,7 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
             explain=explained,
         )
         assert again["spec"]["nodeName"] == BAD
-        end_check(kube, again, passed=True)
+        end_check(kube, again, "passed")
         wait_for(
             "gpu-2 passed and untainted",
             lambda: labels(kube, BAD).get(result) == "pass" and bad_taint not in taints(kube, BAD),
