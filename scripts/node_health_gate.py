@@ -222,6 +222,11 @@ def reconcile(api: Api, gate: Gate) -> None:
             **identity({**workload, "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"}),
             "status": {"admissionChecks": [entry]},
         }
+        # Only onto the Workload as read: an answer for a placement Kueue has since given up
+        # (evicted, the check reset to Pending) would leave the run marked Retry with no quota,
+        # which Kueue never tries again (seen on the real tier). A newer one fails the apply
+        # (409) and the next pass reads it again.
+        body["metadata"]["resourceVersion"] = workload["metadata"]["resourceVersion"]
         name = workload["metadata"]["name"]
         path = f"{KUEUE}/namespaces/{gate.namespace}/workloads/{name}"
         api.apply_status(path, body, FIELD_MANAGER)

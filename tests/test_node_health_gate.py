@@ -364,3 +364,41 @@ def test_the_api_server_is_reached_where_the_kubelet_says(
 ) -> None:
     shutil.copy(certifi.where(), tmp_path / "ca.crt")  # any CA bundle: only the URL is read
     assert kube_api.Api(host, "443", tmp_path).base == base
+
+
+class RecordedApi:
+    """kube_api.Api answered from one Workload and its nodes, the status applies recorded (the
+    API server and Kueue themselves are in tests/real/test_node_health_gate.py)."""
+
+    def __init__(self, listed: dict[str, Any], nodes: dict[str, dict[str, str]]) -> None:
+        self.listed, self.nodes = listed, nodes
+        self.applied: list[tuple[str, Any]] = []
+
+    def call(self, method: str, path: str, *_: Any, **__: Any) -> Any:
+        if path.endswith("/admissionchecks/gate"):
+            active = {"type": "Active", "status": "True"}
+            return {
+                "spec": {"controllerName": HEALTH_GATE_CONTROLLER},
+                "status": {"conditions": [active]},
+            }
+        return {"items": [self.listed]}
+
+    def get(self, path: str) -> Any:
+        return {"metadata": {"labels": self.nodes[path.rsplit("/", 1)[1]]}}
+
+    def apply_status(self, path: str, body: Any, manager: str) -> None:
+        self.applied.append((path, body))
+
+
+def test_an_answer_applies_only_to_the_workload_as_it_was_read() -> None:
+    """So an answer for a placement Kueue has given up meanwhile fails (409) rather than mark
+    the requeued run Retry with no quota, which Kueue never tries again."""
+    placed = workload(topologyAssignment=EXAMPLE_4)
+    placed["metadata"] = {"name": "run", "namespace": "training", "resourceVersion": "417"}
+    healthy = {**passed("gpu", HOUR), **passed("nccl", HOUR)}
+    api = RecordedApi(placed, dict.fromkeys(SIX_NODES, healthy))
+    gate.reconcile(api, settings())
+    ((path, body),) = api.applied
+    assert path.endswith("/namespaces/training/workloads/run")
+    assert body["metadata"] == {"name": "run", "namespace": "training", "resourceVersion": "417"}
+    assert body["status"]["admissionChecks"][0]["state"] == "Ready"
