@@ -532,17 +532,18 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         UNKNOWN_HEALTH_CHECK,
         ("workload.queue.healthGate.checks[0] = 'dcgm'", "'gpu', 'nccl' or 'neper'"),
     ),
-    # the stack's health runner: it runs the gpu check, on Kubernetes with admission policies
+    # the stack's health runner: it runs the gpu and nccl checks, on Kubernetes with admission
+    # policies
     (
         "gcp-a3",
         (
             *GATED_GKE_JOBSET,
             "workload.queue.healthGate.runner.enabled=true",
-            "workload.queue.healthGate.checks[0]=nccl",
+            "workload.queue.healthGate.checks[0]=neper",
         ),
         (
-            "gpu-cluster:workload.queue.healthGate.runner.enabled = true runs the 'gpu' check, "
-            "which workload.queue.healthGate.checks does not list",
+            "gpu-cluster:workload.queue.healthGate.runner.enabled = true runs the 'gpu' and "
+            "'nccl' checks, of which workload.queue.healthGate.checks lists neither",
         ),
     ),
     (

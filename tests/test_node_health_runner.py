@@ -16,11 +16,12 @@ import yaml
 from gpu_cluster.facts import health
 from gpu_cluster.plan.health_runner import CHECK_LABEL, GPU_CHECK_SCRIPT, HEALTH_RUNNER_SCRIPT
 from gpu_cluster.plan.shipped import KUBE_API_SCRIPT
+from tests import runner_api
 from tests.conftest import ROOT, manifests, run_stack
-from tests.script_modules import SCRIPTS, load_script
+from tests.runner_api import JOBS_PATH, NOW, RecordedApi, check_pod, finished, gpu_node, runner
+from tests.script_modules import SCRIPTS
 from tools.realtier.stacks import render
 
-runner = load_script("node_health_runner")
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
 GATE = ("workload.queue.healthGate.enabled=true", "workload.queue.healthGate.checks[0]=gpu")
 RUNNER = (*GATE, "workload.queue.healthGate.runner.enabled=true")
@@ -29,20 +30,15 @@ OPENSHIFT = (
     "nerc-production",
     (*JOB_SET, "workload.queue.topologyLevels[0]=example.com/rack", *RUNNER),
 )
-NOW = 1_800_000_000.0
 SCANNER = yaml.safe_load((ROOT / "tests" / "vendor" / "cluster_health_scanner.yaml").read_text())
+GPU = runner.Check("gpu", "gpu-cluster-gpu-check")
 SETTINGS = runner.Runner(
-    namespace="training",
-    nodes="pool=gpu",
-    template="gpu-cluster-gpu-check",
-    check="gpu",
-    recheck=12 * 3600,
-    poll=15,
+    namespace="training", nodes="pool=gpu", checks=(GPU,), recheck=12 * 3600, poll=15
 )
 
 
 def ran(seconds_ago: float) -> dict[str, str]:
-    return {"aiinfra/gpu-healthcheck-runtime-sec": str(int(NOW - seconds_ago))}
+    return runner_api.ran("gpu", seconds_ago)
 
 
 @pytest.mark.parametrize(
@@ -64,10 +60,11 @@ def test_a_node_is_checked_when_its_last_result_is_missing_or_older_than_the_rec
 
 def test_each_node_has_one_check_job_of_a_name_no_longer_than_a_label_value() -> None:
     long_template = "a" * 60 + "-gpu-check"
-    names = {runner.job_name(long_template, f"node-{i}") for i in range(50)}
+    names = {runner.job_name(long_template, [f"node-{i}"]) for i in range(50)}
     assert len(names) == 50
-    assert all(len(n) <= 63 and not n.startswith("-") for n in names)
-    assert runner.job_name("t", "gpu-1") == runner.job_name("t", "gpu-1")
+    # Its pods' DNS names, <job>-<index>, are DNS labels too.
+    assert all(len(f"{n}-0") <= 63 and not n.startswith("-") for n in names)
+    assert runner.job_name("t", ["gpu-1"]) == runner.job_name("t", ["gpu-1"])
 
 
 NODE_NAME = "gpu-7.example.com"
@@ -84,11 +81,14 @@ TEMPLATE: dict[str, Any] = {
 
 
 def test_a_check_job_runs_the_template_s_pod_once_on_its_node_by_name() -> None:
-    job = runner.check_job(TEMPLATE, NODE_NAME, SETTINGS)
+    job = runner.check_job(TEMPLATE, [NODE_NAME], GPU, SETTINGS)
     assert job["metadata"]["namespace"] == "training"
-    assert job["metadata"]["annotations"] == {runner.NODE_ANNOTATION: NODE_NAME}
+    assert job["metadata"]["annotations"] == {runner.NODES_ANNOTATION: NODE_NAME}
     assert job["metadata"]["labels"] == {"app": "check", CHECK_LABEL: "gpu"}
-    assert job["spec"]["backoffLimit"] == 0
+    assert job["spec"]["backoffLimitPerIndex"] == 0
+    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (1, 1)
+    # A GPU check may wait for its node's GPUs as long as a run holds them.
+    assert "activeDeadlineSeconds" not in job["spec"]
     # A disrupted pod (evicted, preempted) is not the node's failure: the Job tries again.
     disrupted = {"type": "DisruptionTarget", "status": "True"}
     assert job["spec"]["podFailurePolicy"] == {
@@ -188,7 +188,8 @@ def test_the_runner_s_labels_and_taint_are_the_scanner_s_and_the_facts() -> None
     assert runner.TIME_LABEL.format("gpu") == health.TIME_LABEL.format("gpu")
     assert runner.TAINT_KEY.format("gpu") == health.TAINT_KEY.format("gpu") == facts["taint"]["key"]
     assert runner.TAINT == {"value": health.TAINT_VALUE, "effect": health.TAINT_EFFECT}
-    assert health.RUNNER_CHECK == "gpu"
+    assert health.RUNNER_CHECKS == ("gpu", "nccl")
+    assert {health.PAIR_CHECK} == runner.PAIRED
     check = SCANNER["gpu_check"]
     assert health.DCGM_IMAGE.endswith(":" + check["dcgm_image_tag"])
     assert int(check["default_level"]) == health.DCGM_LEVEL
@@ -286,10 +287,9 @@ def test_the_runner_checks_the_flavor_s_nodes_with_the_training_pod_s_gpus(
     env = {e["name"]: e["value"] for e in container["env"]}
     selector = ",".join(f"{k}={v}" for k, v in flavor["spec"]["nodeLabels"].items())
     assert env["HEALTH_RUNNER_NODES"] == selector
-    assert env["HEALTH_RUNNER_CHECK"] == "gpu"
     assert env["HEALTH_RUNNER_RECHECK_SECONDS"] == str(12 * 3600)  # half of maxAgeHours
     (template,) = manifests(run, "PodTemplate")
-    assert env["HEALTH_RUNNER_TEMPLATE"] == template["metadata"]["name"]
+    assert env["HEALTH_RUNNER_CHECKS"] == f"gpu={template['metadata']['name']}"
     # The scripts as they are in the repository, from the ConfigMaps they are mounted from.
     maps = {m["metadata"]["name"]: m["data"] for m in manifests(run, "ConfigMap")}
     (volume,) = pod["volumes"]
@@ -385,39 +385,13 @@ def test_without_the_runner_the_stack_renders_none_of_it() -> None:
 
 def test_checks_the_runner_does_not_run_are_named_in_a_warning() -> None:
     stack, overrides = GKE
-    both = tuple(o for o in overrides if not o.startswith("workload.queue.healthGate.checks"))
-    (warning,) = [w for w in run_stack(stack, *both).warnings if "runner" in w]
-    assert warning.startswith("gpu-cluster:workload.queue.healthGate.checks lists nccl, which")
+    neper = (*overrides, "workload.queue.healthGate.checks[1]=neper")
+    (warning,) = [w for w in run_stack(stack, *neper).warnings if "runner" in w]
+    assert warning.startswith("gpu-cluster:workload.queue.healthGate.checks lists neper, which")
+    # The default checks, gpu and nccl, are both the runner's.
+    default = tuple(o for o in overrides if not o.startswith("workload.queue.healthGate.checks"))
+    assert not [w for w in run_stack(stack, *default).warnings if "runner" in w]
     assert not [w for w in run_stack(stack, *overrides).warnings if "runner" in w]
-
-
-class RecordedApi:
-    """kube_api.Api's `call` answered from canned lists, every write recorded (the API server
-    itself is in tests/real/test_node_health_runner.py)."""
-
-    def __init__(self, nodes: list[Any], jobs: list[Any]) -> None:
-        self.answers = {
-            "/api/v1/nodes": {"items": nodes},
-            "/apis/batch/v1/namespaces/training/jobs": {"items": jobs},
-            "/api/v1/namespaces/training/podtemplates/gpu-cluster-gpu-check": TEMPLATE,
-            "/api/v1/namespaces/training/pods": {"items": []},
-        }
-        self.writes: list[tuple[str, str, Any]] = []
-
-    def call(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
-        if method == "GET":
-            return self.answers[path]
-        self.writes.append((method, path, body))
-        return {}
-
-
-def gpu_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": "1", "labels": labels}, "spec": {}}
-
-
-def check_job_of(node: str, *conditions: dict[str, str]) -> dict[str, Any]:
-    job = runner.check_job(TEMPLATE, node, SETTINGS)
-    return {**job, "status": {"conditions": list(conditions)}}
 
 
 def test_a_pass_records_finished_checks_clears_orphans_and_starts_the_due_ones(
@@ -429,28 +403,74 @@ def test_a_pass_records_finished_checks_clears_orphans_and_starts_the_due_ones(
         gpu_node("fresh", ran(3600)),
         gpu_node("stale", ran(13 * 3600)),
         gpu_node("new", {}),
+        # Failed by another check: the GPU check's pod could not be placed there.
+        gpu_node("other", {}, [{"key": "aiinfra/nccl-healthcheck", "effect": "NoSchedule"}]),
     ]
+    done = finished(runner.check_job(TEMPLATE, ["done"], GPU, SETTINGS), "pass")
     jobs = [
-        check_job_of("done", condition("Complete")),
-        check_job_of("busy"),  # its pod waits for the GPUs
-        check_job_of("gone"),  # its node left the pool
+        done,
+        finished(runner.check_job(TEMPLATE, ["busy"], GPU, SETTINGS), None),  # waits for GPUs
+        finished(runner.check_job(TEMPLATE, ["gone"], GPU, SETTINGS), None),  # node left
     ]
-    api = RecordedApi(nodes, jobs)
-    runner.reconcile(api, SETTINGS, NOW)
-    jobs_path = "/apis/batch/v1/namespaces/training/jobs"
+    api = RecordedApi(nodes, jobs, {GPU.template: TEMPLATE}, [check_pod(done, "done", 0)])
+    runner.reconcile(api, SETTINGS, NOW, set())
     patch, *rest = api.writes
     assert patch[:2] == ("PATCH", "/api/v1/nodes/done")
     assert patch[2]["metadata"]["labels"]["aiinfra/gpu-healthcheck-result"] == "pass"
     assert [(m, p) for m, p, _ in rest] == [
-        ("DELETE", f"{jobs_path}/{runner.job_name(SETTINGS.template, 'done')}"),
-        ("DELETE", f"{jobs_path}/{runner.job_name(SETTINGS.template, 'gone')}"),
-        ("POST", jobs_path),
-        ("POST", jobs_path),
+        ("DELETE", f"{JOBS_PATH}/{runner.job_name(GPU.template, ['done'])}"),
+        ("DELETE", f"{JOBS_PATH}/{runner.job_name(GPU.template, ['gone'])}"),
+        ("POST", JOBS_PATH),
+        ("POST", JOBS_PATH),
     ]
-    started = [body["metadata"]["annotations"][runner.NODE_ANNOTATION] for _, _, body in rest[2:]]
-    assert started == ["new", "stale"]
+    assert api.started() == [("new",), ("stale",)]
     assert capsys.readouterr().out.splitlines() == [
         "done: gpu: pass",
         "new: gpu: checking",
         "stale: gpu: checking",
     ]
+
+
+@pytest.mark.parametrize(
+    ("pod_exit", "written"),
+    [(1, {"fail"}), (None, set())],
+    ids=["ran-and-failed", "never-started"],
+)
+def test_a_failed_check_is_the_node_s_result_only_if_it_ran_there(
+    pod_exit: int | None, written: set[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A check pod that waited to its end (its image never came, say) says nothing of the
+    node's GPUs: no result, no taint, and the node is checked again."""
+    job = finished(runner.check_job(TEMPLATE, ["gpu-1"], GPU, SETTINGS), "fail")
+    pod = check_pod(job, "gpu-1", pod_exit, "dcgmi diag --run 2 (exit 226): | Memory | Fail |")
+    api = RecordedApi([gpu_node("gpu-1", {})], [job], {GPU.template: TEMPLATE}, [pod])
+    runner.reconcile(api, SETTINGS, NOW, set())
+    assert {v[runner.RESULT_LABEL.format("gpu")] for v in api.patched().values()} == written
+    said = capsys.readouterr().out
+    if written:
+        assert "gpu-1: gpu: fail (dcgmi diag --run 2 (exit 226): | Memory | Fail |)" in said
+    else:
+        assert "gpu-1: gpu: not checked (gpu-1: the check did not run there" in said
+
+
+@pytest.mark.parametrize(
+    ("setting", "checks"),
+    [
+        ("gpu=t-gpu-check", (runner.Check("gpu", "t-gpu-check"),)),
+        (
+            "gpu=t-gpu-check nccl=t-nccl-check",
+            (runner.Check("gpu", "t-gpu-check"), runner.Check("nccl", "t-nccl-check")),
+        ),
+        ("", None),
+        ("gpu", None),
+        ("=t-gpu-check", None),
+    ],
+)
+def test_the_checks_setting_names_each_check_and_its_pod_template(
+    setting: str, checks: tuple[Any, ...] | None
+) -> None:
+    if checks is None:
+        with pytest.raises(ValueError, match="HEALTH_RUNNER_CHECKS"):
+            runner.checks_from(setting)
+    else:
+        assert runner.checks_from(setting) == checks

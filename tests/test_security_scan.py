@@ -20,10 +20,9 @@ TOOLS_CHECKOV = ROOT / ".tools" / "checkov" / "bin" / "checkov"
 
 REPO = "codeSync.repo=https://github.com/example/train.git"
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
-RUNNER = (
-    "workload.queue.healthGate.checks[0]=gpu",
-    "workload.queue.healthGate.runner.enabled=true",
-)
+# Both checks of the stack's runner (the default checks): the GPU check's pod and the NCCL
+# check's, which is a training pod.
+RUNNER = ("workload.queue.healthGate.runner.enabled=true",)
 # (stack, --set overrides, --set-secret overrides)
 VARIANTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     *((stack, (), ()) for stack in STACKS),

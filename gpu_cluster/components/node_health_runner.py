@@ -1,11 +1,12 @@
-"""The NodeHealthRunner component: the stack's own GPU check on its GPU nodes
+"""The NodeHealthRunner component: the stack's own health checks on its GPU nodes
 (workload.queue.healthGate.runner), whose node labels the NodeHealthGate reads.
 
 scripts/node_health_runner.py in one pod, in the stack's namespace: it lists the GPU nodes,
-starts a Job from the check's PodTemplate on each node that is due (scripts/gpu-check.sh in
-NVIDIA's DCGM image), and writes each result on its node. Writing nodes is a cluster-wide right
-that RBAC cannot narrow to some labels, so an admission policy lets the runner's
-ServiceAccount change nothing on a node but its check's two labels and its taint."""
+starts a Job from a check's PodTemplate on each node that is due (`gpu`: scripts/gpu-check.sh in
+NVIDIA's DCGM image) or on two at once (`nccl`: the fabric check in pods like the training pods,
+components/workload/check_pods.py), and writes each result on its nodes. Writing nodes is a
+cluster-wide right that RBAC cannot narrow to some labels, so an admission policy lets the
+runner's ServiceAccount change nothing on a node but its checks' labels and taints."""
 
 from __future__ import annotations
 
@@ -41,13 +42,16 @@ from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs
 
 from gpu_cluster.components.script_controller import ScriptController, run_script
+from gpu_cluster.components.workload.args import TrainingWorkloadArgs
+from gpu_cluster.components.workload.check_pods import pair_check_pods
 from gpu_cluster.components.workload.pod_args import security_context
-from gpu_cluster.facts.health import RESULT_LABEL, RUNNER_CHECK, TAINT_KEY, TIME_LABEL
+from gpu_cluster.facts.health import GPU_CHECK, PAIR_CHECK, RESULT_LABEL, TAINT_KEY, TIME_LABEL
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE
 from gpu_cluster.plan.health_runner import (
     CHECK_LABEL,
     GPU_CHECK_SCRIPT,
     HEALTH_RUNNER_SCRIPT,
+    GpuCheckPlan,
     HealthRunnerPlan,
 )
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
@@ -64,10 +68,12 @@ CHECK_RESOURCES = {"cpu": "1", "memory": "2Gi"}
 CHECK_MEMORY_LIMIT = {"memory": "8Gi"}
 CHECK_DIR = "/tmp"
 COMPONENT_LABEL = "app.kubernetes.io/component"
+# The component label of the check pods (and of the NCCL check's objects).
+CHECK_COMPONENT = "node-health-check"
 
 
 class NodeHealthRunner(pulumi.ComponentResource):
-    """`plan`'s runner, after `after` (the namespace)."""
+    """`plan`'s runner, after `after` (the namespace); its NCCL check's pods are `training`'s."""
 
     deployment: k8s.apps.v1.Deployment
 
@@ -75,34 +81,22 @@ class NodeHealthRunner(pulumi.ComponentResource):
         self,
         name: str,
         plan: HealthRunnerPlan,
-        labels: dict[str, str],
+        training: TrainingWorkloadArgs,
         after: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-cluster:queue:NodeHealthRunner", name, None, opts)
+        labels = training.labels
         own = {**labels, COMPONENT_LABEL: "node-health-runner"}
         child = pulumi.ResourceOptions(parent=self, depends_on=list(after))
-        check_script = k8s.core.v1.ConfigMap(
-            f"{name}-check-script",
-            metadata=ObjectMetaArgs(
-                name=f"{plan.template}-script", namespace=plan.namespace, labels=own
-            ),
-            data={GPU_CHECK_SCRIPT: (SCRIPTS_PATH / GPU_CHECK_SCRIPT).read_text()},
-            opts=child,
-        )
-        template = k8s.core.v1.PodTemplate(
-            f"{name}-check",
-            metadata=ObjectMetaArgs(
-                name=plan.template,
-                namespace=plan.namespace,
-                labels=own,
-                annotations=skip_annotations(
-                    gpu_check_exceptions(plan.check_image, plan.run_as_user)
-                ),
-            ),
-            template=_check_pod(plan, {**labels, COMPONENT_LABEL: "node-health-check"}),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, check_script]),
-        )
+        templates: list[pulumi.Resource] = []
+        if plan.gpu is not None:
+            templates.append(_gpu_check(self, name, plan, plan.gpu, own, labels, after))
+        if plan.nccl is not None:
+            check_labels = {**labels, COMPONENT_LABEL: CHECK_COMPONENT, CHECK_LABEL: PAIR_CHECK}
+            templates.append(
+                pair_check_pods(f"{name}-nccl-check", training, plan.nccl, check_labels, child)
+            )
         policy = _node_write_policy(self, name, plan, own)
         controller = ScriptController(
             name=plan.name,
@@ -120,7 +114,7 @@ class NodeHealthRunner(pulumi.ComponentResource):
                 PolicyRuleArgs(
                     api_groups=[""],
                     resources=["podtemplates"],
-                    resource_names=[plan.template],
+                    resource_names=list(plan.templates.values()),
                     verbs=["get"],
                 ),
                 # A failed check's pod: its termination message says why.
@@ -134,22 +128,55 @@ class NodeHealthRunner(pulumi.ComponentResource):
             ),
         )
         # Never unconfined: the runner starts once the policy binds it.
-        self.deployment = run_script(self, name, controller, after, [policy, template])
+        self.deployment = run_script(self, name, controller, after, [policy, *templates])
         self.register_outputs({"deployment": self.deployment.metadata.name})
 
 
-def _check_pod(plan: HealthRunnerPlan, labels: dict[str, str]) -> PodTemplateSpecArgs:
+def _gpu_check(
+    parent: pulumi.Resource,
+    name: str,
+    plan: HealthRunnerPlan,
+    check: GpuCheckPlan,
+    own: dict[str, str],
+    labels: dict[str, str],
+    after: Sequence[pulumi.Resource],
+) -> k8s.core.v1.PodTemplate:
+    """The GPU check's script and PodTemplate (returned)."""
+    check_script = k8s.core.v1.ConfigMap(
+        f"{name}-check-script",
+        metadata=ObjectMetaArgs(
+            name=f"{check.template}-script", namespace=plan.namespace, labels=own
+        ),
+        data={GPU_CHECK_SCRIPT: (SCRIPTS_PATH / GPU_CHECK_SCRIPT).read_text()},
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(after)),
+    )
+    return k8s.core.v1.PodTemplate(
+        f"{name}-check",
+        metadata=ObjectMetaArgs(
+            name=check.template,
+            namespace=plan.namespace,
+            labels=own,
+            annotations=skip_annotations(gpu_check_exceptions(check.image, plan.run_as_user)),
+        ),
+        template=_gpu_check_pod(plan, check, {**labels, COMPONENT_LABEL: CHECK_COMPONENT}),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[*after, check_script]),
+    )
+
+
+def _gpu_check_pod(
+    plan: HealthRunnerPlan, check: GpuCheckPlan, labels: dict[str, str]
+) -> PodTemplateSpecArgs:
     """The GPU check's pod: scripts/gpu-check.sh on the GPUs a training pod asks for, failed
     (so the node too) past the level's deadline; the runner pins each copy to a node."""
-    limits = {**CHECK_RESOURCES, **CHECK_MEMORY_LIMIT, GPU_RESOURCE: str(plan.gpus)}
+    limits = {**CHECK_RESOURCES, **CHECK_MEMORY_LIMIT, GPU_RESOURCE: str(check.gpus)}
     container = ContainerArgs(
         name="gpu-check",
-        image=plan.check_image,
+        image=check.image,
         image_pull_policy="IfNotPresent",
         command=["bash", f"{SCRIPTS_DIR}/{GPU_CHECK_SCRIPT}"],
-        env=[EnvVarArgs(name=k, value=v) for k, v in (*plan.check_env, ("CHECK_DIR", CHECK_DIR))],
+        env=[EnvVarArgs(name=k, value=v) for k, v in (*check.env, ("CHECK_DIR", CHECK_DIR))],
         resources=ResourceRequirementsArgs(
-            requests={**CHECK_RESOURCES, GPU_RESOURCE: str(plan.gpus)}, limits=limits
+            requests={**CHECK_RESOURCES, GPU_RESOURCE: str(check.gpus)}, limits=limits
         ),
         # DCGM's diagnostics write their own logs where the image puts them (/var/log).
         security_context=security_context((), read_only_root=False),
@@ -160,12 +187,12 @@ def _check_pod(plan: HealthRunnerPlan, labels: dict[str, str]) -> PodTemplateSpe
     )
     return PodTemplateSpecArgs(
         metadata=ObjectMetaArgs(
-            labels={**labels, CHECK_LABEL: RUNNER_CHECK},
+            labels={**labels, CHECK_LABEL: GPU_CHECK},
             annotations={REQUIRED_SCC_ANNOTATION: RESTRICTED_SCC},
         ),
         spec=PodSpecArgs(
             restart_policy="Never",
-            active_deadline_seconds=plan.deadline_seconds,
+            active_deadline_seconds=check.deadline_seconds,
             automount_service_account_token=False,
             security_context=PodSecurityContextArgs(
                 run_as_non_root=True,
@@ -174,13 +201,13 @@ def _check_pod(plan: HealthRunnerPlan, labels: dict[str, str]) -> PodTemplateSpe
             ),
             tolerations=[
                 TolerationArgs(key=key, operator="Exists", effect=effect)
-                for key, effect in plan.tolerations
+                for key, effect in check.tolerations
             ],
             containers=[container],
             volumes=[
                 VolumeArgs(
                     name="script",
-                    config_map=ConfigMapVolumeSourceArgs(name=f"{plan.template}-script"),
+                    config_map=ConfigMapVolumeSourceArgs(name=f"{check.template}-script"),
                 ),
                 VolumeArgs(name="work", empty_dir=EmptyDirVolumeSourceArgs()),
             ],
@@ -192,10 +219,11 @@ def _node_write_policy(
     parent: pulumi.Resource, name: str, plan: HealthRunnerPlan, labels: dict[str, str]
 ) -> k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding:
     """The admission policy (and its binding) that refuses the runner's ServiceAccount any
-    change to a node but its check's result and time labels and its taint."""
+    change to a node but its checks' result and time labels and their taints."""
     opts = pulumi.ResourceOptions(parent=parent)
-    written = json.dumps([RESULT_LABEL.format(RUNNER_CHECK), TIME_LABEL.format(RUNNER_CHECK)])
-    taint = json.dumps(TAINT_KEY.format(RUNNER_CHECK))
+    checks = list(plan.templates)
+    written = json.dumps([f.format(c) for c in checks for f in (RESULT_LABEL, TIME_LABEL)])
+    taint = json.dumps([TAINT_KEY.format(c) for c in checks])
     policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
         f"{name}-node-policy",
         metadata=ObjectMetaArgs(name=plan.policy, labels=labels),
@@ -230,12 +258,12 @@ def _node_write_policy(
                 VariableArgs(
                     name="taints",
                     expression="(has(object.spec.taints) ? object.spec.taints : [])"
-                    f".filter(t, t.key != {taint})",
+                    f".filter(t, !(t.key in {taint}))",
                 ),
                 VariableArgs(
                     name="oldTaints",
                     expression="(has(oldObject.spec.taints) ? oldObject.spec.taints : [])"
-                    f".filter(t, t.key != {taint})",
+                    f".filter(t, !(t.key in {taint}))",
                 ),
             ],
             validations=[
@@ -248,7 +276,7 @@ def _node_write_policy(
                 ),
                 ValidationArgs(
                     expression="variables.taints == variables.oldTaints",
-                    message=f"the node health runner may change only the taint {taint}",
+                    message=f"the node health runner may change only the taints {taint}",
                 ),
                 ValidationArgs(
                     expression="(has(object.metadata.annotations) ? "

@@ -160,7 +160,8 @@ def queued(
     awaited = [gate.deployment]
     runner = health_runner_plan(s, a.placement.node_requirements, a.placement.tolerations)
     if runner is not None:
-        checks = NodeHealthRunner(f"{name}-node-health-runner", runner, a.labels, after, opts)
+        # The NCCL check's pods are the training pods as placed before the gate's requirements.
+        checks = NodeHealthRunner(f"{name}-node-health-runner", runner, a, after, opts)
         awaited.append(checks.deployment)
     # Behind the gate the pods (not the flavor, whose labels are fixed once it has a Topology)
     # ask for nodes whose checks last passed, and wait for the gate's controller and the

@@ -23,7 +23,7 @@ from gpu_cluster.facts.gke_storage import (
     StorageClassMode,
 )
 from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
-from gpu_cluster.facts.health import RUNNER_CHECK
+from gpu_cluster.facts.health import RUNNER_CHECKS
 from gpu_cluster.facts.kubernetes import (
     ADMISSION_POLICY_MINOR,
     DNS_LABEL_MAX,
@@ -204,11 +204,12 @@ def workload_problems(s: Settings) -> list[str]:
             "has none, its nodes come only after admission"
         )
     gate = w.queue.health_gate
-    if gate.enabled and gate.runner.enabled and RUNNER_CHECK not in gate.checks:
+    if gate.enabled and gate.runner.enabled and not set(RUNNER_CHECKS) & set(gate.checks):
+        runs = " and ".join(repr(c) for c in RUNNER_CHECKS)
         out.append(
-            "gpu-cluster:workload.queue.healthGate.runner.enabled = true runs the "
-            f"{RUNNER_CHECK!r} check, which workload.queue.healthGate.checks does not list: "
-            f"add {RUNNER_CHECK!r} to checks, or set runner.enabled to false"
+            f"gpu-cluster:workload.queue.healthGate.runner.enabled = true runs the {runs} "
+            "checks, of which workload.queue.healthGate.checks lists neither: add one to "
+            "checks, or set runner.enabled to false"
         )
     minor = int(s.kubernetes_version.split(".")[1])
     if gate.enabled and gate.runner.enabled and minor < ADMISSION_POLICY_MINOR:

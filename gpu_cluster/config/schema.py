@@ -47,7 +47,7 @@ from gpu_cluster.facts.gcp import (
     SYSTEM_POOL_BY_MACHINE,
     Provisioning,
 )
-from gpu_cluster.facts.health import DCGM_IMAGE, DCGM_LEVEL
+from gpu_cluster.facts.health import DCGM_IMAGE, DCGM_LEVEL, GPU_CHECK
 from gpu_cluster.facts.kubernetes import POD_START_MINUTES, resource_quantity
 from gpu_cluster.facts.kueue import HEALTH_GATE_IMAGE, JOBSET_CHART_VERSION, KUEUE_CHART_VERSION
 
@@ -164,26 +164,33 @@ _GATED = ReadWhen(
 )
 
 
-_RUNNING_CHECKS = ReadWhen(
-    lambda s: s.workload.queue.health_gate.enabled and s.workload.queue.health_gate.runner.enabled,
-    "workload.queue.healthGate.runner.enabled is true",
+_RUNNING_GPU_CHECK = ReadWhen(
+    lambda s: (
+        s.workload.queue.health_gate.enabled
+        and s.workload.queue.health_gate.runner.enabled
+        and GPU_CHECK in s.workload.queue.health_gate.checks
+    ),
+    "workload.queue.healthGate.runner.enabled is true and healthGate.checks lists gpu",
 )
 
 
 class HealthRunnerSettings(Section):
-    """The stack's own health runner: it runs the GPU check on the stack's GPU nodes and labels
-    them as cluster-health-scanner does (docs/operations.md, "Node health gate")."""
+    """The stack's own health runner: it runs the GPU and NCCL checks on the stack's GPU nodes
+    and labels them as cluster-health-scanner does (docs/operations.md, "Node health gate")."""
 
     enabled: bool = False
-    """`true`: a controller in the namespace runs DCGM diagnostics on each of the stack's GPU
-    nodes whose last `gpu` result is older than half of `maxAgeHours` (or missing), when the
-    node's GPUs are free, and labels the node with the result; a failed node is also tainted
-    `aiinfra/gpu-healthcheck=failed:NoSchedule`. It may patch nodes, and an admission policy
-    the stack creates lets it change nothing on a node but those labels and that taint.
-    `false`: something else (cluster-health-scanner) runs the checks."""
-    dcgm_level: Annotated[Literal[1, 2, 3, 4], _RUNNING_CHECKS] = DCGM_LEVEL
+    """`true`: a controller in the namespace runs the checks of `checks` it knows on the
+    stack's GPU nodes whose last result is older than half of `maxAgeHours` (or missing), when
+    their GPUs are free, and labels each node with the result; a failed node is also tainted
+    (`aiinfra/<check>-healthcheck=failed:NoSchedule`). `gpu`: DCGM diagnostics on each node.
+    `nccl`: the fabric check (`verify`'s thresholds) in pods like the training pods, on two nodes
+    at once; a pair that fails is checked again, each node with one that passed, to find the
+    bad one. It may patch nodes, and an admission policy the stack creates lets it change
+    nothing on a node but those labels and taints. `false`: something else
+    (cluster-health-scanner) runs the checks."""
+    dcgm_level: Annotated[Literal[1, 2, 3, 4], _RUNNING_GPU_CHECK] = DCGM_LEVEL
     """DCGM diagnostics' run level: 1 seconds, 2 about two minutes, 3 about 15, 4 longer."""
-    dcgm_image: Annotated[Image, _RUNNING_CHECKS] = DCGM_IMAGE
+    dcgm_image: Annotated[Image, _RUNNING_GPU_CHECK] = DCGM_IMAGE
     """The image the GPU check runs in: NVIDIA's DCGM image (`nv-hostengine`, `dcgmi`, bash)."""
 
 
@@ -196,8 +203,8 @@ class HealthGateSettings(Section):
     namespace answers it from the nodes' health-check labels; a run placed on a node that lacks
     a pass of every check in `checks` within `maxAgeHours` is held (Kueue tries it again after
     `retrySeconds`). Something must run the checks and label the nodes: the stack's own
-    `runner` (the `gpu` check), or on GKE cluster-health-scanner's health runner. Needs
-    node-level placement (a Topology).
+    `runner` (the `gpu` and `nccl` checks), or on GKE cluster-health-scanner's health runner.
+    Needs node-level placement (a Topology).
     """
     checks: Annotated[tuple[HealthCheck, ...], _GATED, Field(min_length=1)] = ("gpu", "nccl")
     """The checks every node of a run must have passed (cluster-health-scanner's: `gpu` DCGM
@@ -209,7 +216,7 @@ class HealthGateSettings(Section):
     image: Annotated[Image, _GATED] = HEALTH_GATE_IMAGE
     """The image the controller's script runs in: any with Python 3.11 or later."""
     runner: Annotated[HealthRunnerSettings, _GATED] = HealthRunnerSettings()
-    """Whether the stack runs the `gpu` check itself."""
+    """Whether the stack runs the `gpu` and `nccl` checks itself."""
 
 
 class QueueSettings(Section):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpu_cluster.facts.health import RUNNER_CHECK
+from gpu_cluster.facts.health import RUNNER_CHECKS
 from gpu_cluster.facts.kueue import (
     GKE_TOPOLOGY_LEVELS,
     HOSTNAME_LEVEL,
@@ -89,11 +89,12 @@ def runner_warnings(s: Settings) -> list[str]:
         return []
     if not (gate.enabled and gate.runner.enabled):
         return []
-    others = [c for c in gate.checks if c != RUNNER_CHECK]
+    others = [c for c in gate.checks if c not in RUNNER_CHECKS]
     if not others:
         return []
+    runs = " and ".join(repr(c) for c in RUNNER_CHECKS)
     return [
         f"gpu-cluster:workload.queue.healthGate.checks lists {', '.join(others)}, which the "
-        f"stack's runner does not run (it runs {RUNNER_CHECK!r}): until something else, such "
+        f"stack's runner does not run (it runs {runs}): until something else, such "
         "as cluster-health-scanner, labels the nodes with them, no run is admitted"
     ]

@@ -35,5 +35,13 @@ DCGM_LEVEL: Final = 2
 # (docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html,
 # "--run"; 4 has no figure there, 60 assumed).
 DCGM_LEVEL_MINUTES = {1: 1, 2: 2, 3: 15, 4: 60}
-# The check the stack's runner runs, by cluster-health-scanner's name for DCGM diagnostics.
-RUNNER_CHECK = "gpu"
+# The checks the stack's runner runs, by cluster-health-scanner's names: DCGM diagnostics on
+# one node, and the all-reduce bandwidth between two nodes (its NCCL check's NHOSTS "2",
+# 81c525d deploy/helm/health_checks/nccl_healthcheck/*.yaml).
+GPU_CHECK = "gpu"
+PAIR_CHECK = "nccl"
+RUNNER_CHECKS = (GPU_CHECK, PAIR_CHECK)
+# How long torchrun's c10d rendezvous waits for every node to join before it gives up: the
+# pairwise check's first pod waits so long for its partner (pytorch torch/distributed/elastic/
+# rendezvous/dynamic_rendezvous.py, RendezvousTimeout's default join timeout, 600 s).
+RENDEZVOUS_JOIN_MINUTES = 10

@@ -1,5 +1,6 @@
 """The stack's own node health runner (workload.queue.healthGate.runner): which nodes it checks,
-the GPU check it runs on each, and what it may change on a node (pure)."""
+the checks it runs on them (the GPU check on each node, the NCCL check on two at once), and what
+it may change on a node (pure)."""
 
 from __future__ import annotations
 
@@ -9,58 +10,95 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.gpudirect import POD_LIB_DIR
 from gpu_cluster.facts.health import (
     DCGM_LEVEL_MINUTES,
-    RUNNER_CHECK,
+    GPU_CHECK,
+    PAIR_CHECK,
+    RENDEZVOUS_JOIN_MINUTES,
     TAINT_EFFECT,
     TAINT_KEY,
 )
+from gpu_cluster.plan import launch
 from gpu_cluster.plan.health_gate import HEALTH_GATE_POLL_SECONDS, NOBODY_UID, health_gate_check
+from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 from gpu_cluster.plan.podspec import NodeRequirement
+from gpu_cluster.plan.verify import CHECK_SCRIPT, check_args
 
 HEALTH_RUNNER_SCRIPT = "node_health_runner.py"
 GPU_CHECK_SCRIPT = "gpu-check.sh"
-# Beyond the diagnostics' own time, a check pod's deadline (counted from when the kubelet took
-# it, so the DCGM image's pull included) allows this much.
+# Beyond a check's own time, a check pod's deadline (counted from when the kubelet took it, so
+# the image's pull included) allows this much.
 CHECK_DEADLINE_MARGIN_MINUTES = 15
+# The all-reduce sweep of the pairwise check, at most (the fabric check's own time: a few
+# minutes up to 8 GiB on the slowest fabric it passes).
+PAIR_CHECK_MINUTES = 5
 # The label the runner's check Jobs (and their pods) carry: which check.
 CHECK_LABEL = "gpu-cluster.io/health-check"
+# Two nodes in a pairwise check.
+PAIR = 2
+
+
+@dataclass(frozen=True)
+class GpuCheckPlan:
+    """The GPU check: DCGM diagnostics in `image` on `gpus` GPUs, failed past
+    `deadline_seconds`, tolerating `tolerations` ((key, effect): the GPU nodes' taints and its
+    own), with `env` (the level among them); its PodTemplate `template`."""
+
+    template: str
+    image: str
+    gpus: int
+    deadline_seconds: int
+    tolerations: tuple[tuple[str, str], ...]
+    env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class PairCheckPlan:
+    """The NCCL check: the training pod, one on each of two nodes, running the fabric check
+    (`command`, the run's fabric gate's thresholds) with `env` (a rendezvous of two nodes; the
+    runner names the first pod its host), failed past `deadline_seconds`, tolerating
+    `tolerations` (the training pods' and its own taint). `template`: its PodTemplate's name,
+    its headless Service's (the pods' subdomain) and its objects' prefix."""
+
+    template: str
+    command: tuple[str, ...]
+    env: dict[str, str]
+    deadline_seconds: int
+    tolerations: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
 class HealthRunnerPlan:
-    """name: the runner's objects in the namespace (and its ServiceAccount); template: the GPU
-    check's PodTemplate; policy: the cluster-scoped admission policy that confines its node
-    writes. node_selector: the label selector of the nodes it checks; recheck_seconds: how old
-    a result may get before it checks the node again. The check: DCGM diagnostics in
-    `check_image` on `gpus` GPUs, failed past `deadline_seconds`, tolerating `tolerations`
-    ((key, effect): the GPU nodes' taints and its own), with `check_env` (the level among
-    them)."""
+    """name: the runner's objects in the namespace (and its ServiceAccount); policy: the
+    cluster-scoped admission policy that confines its node writes. node_selector: the label
+    selector of the nodes it checks; recheck_seconds: how old a result may get before it checks
+    the node again. gpu, nccl: the checks it runs (at least one)."""
 
     name: str
     namespace: str
-    template: str
     policy: str
     node_selector: str
     recheck_seconds: int
     image: str
-    check_image: str
-    gpus: int
-    deadline_seconds: int
-    tolerations: tuple[tuple[str, str], ...]
-    check_env: tuple[tuple[str, str], ...]
     run_as_user: int | None
+    gpu: GpuCheckPlan | None
+    nccl: PairCheckPlan | None
 
     @property
     def user(self) -> str:
         """The API server's name for the runner's ServiceAccount."""
         return f"system:serviceaccount:{self.namespace}:{self.name}"
 
+    @property
+    def templates(self) -> dict[str, str]:
+        """Check -> its PodTemplate, for each check it runs."""
+        checks = ((GPU_CHECK, self.gpu), (PAIR_CHECK, self.nccl))
+        return {name: check.template for name, check in checks if check is not None}
+
     def env(self) -> dict[str, str]:
         """The runner script's settings (its docstring lists them)."""
         return {
             "HEALTH_RUNNER_NAMESPACE": self.namespace,
             "HEALTH_RUNNER_NODES": self.node_selector,
-            "HEALTH_RUNNER_TEMPLATE": self.template,
-            "HEALTH_RUNNER_CHECK": RUNNER_CHECK,
+            "HEALTH_RUNNER_CHECKS": " ".join(f"{c}={t}" for c, t in self.templates.items()),
             "HEALTH_RUNNER_RECHECK_SECONDS": str(self.recheck_seconds),
             "HEALTH_RUNNER_POLL_SECONDS": str(HEALTH_GATE_POLL_SECONDS),
         }
@@ -79,6 +117,58 @@ def label_selector(requirements: tuple[NodeRequirement, ...]) -> str:
     return ",".join(terms)
 
 
+def runner_checks(s: Settings) -> tuple[str, ...]:
+    """The checks of the gate that the stack's runner runs (none without the runner)."""
+    gate = s.workload.queue.health_gate
+    if health_gate_check(s) is None or not gate.runner.enabled:
+        return ()
+    return tuple(c for c in (GPU_CHECK, PAIR_CHECK) if c in gate.checks)
+
+
+def _own_taint(check: str) -> tuple[str, str]:
+    # A node a check failed keeps being checked by it, so that a repaired one passes again.
+    return (TAINT_KEY.format(check), TAINT_EFFECT)
+
+
+def _gpu_check(s: Settings, tolerations: tuple[tuple[str, str], ...]) -> GpuCheckPlan:
+    runner = s.workload.queue.health_gate.runner
+    minutes = DCGM_LEVEL_MINUTES[runner.dcgm_level] + CHECK_DEADLINE_MARGIN_MINUTES
+    # GKE puts the driver's libraries in every GPU container at /usr/local/nvidia
+    # (cloud.google.com/kubernetes-engine/docs/how-to/gpus, "CUDA libraries").
+    library = (("LD_LIBRARY_PATH", POD_LIB_DIR),) if s.platform == "gke" else ()
+    return GpuCheckPlan(
+        template=f"{s.name}-{GPU_CHECK}-check",
+        image=runner.dcgm_image,
+        gpus=s.gpus_per_node,
+        deadline_seconds=minutes * 60,
+        tolerations=(*tolerations, _own_taint(GPU_CHECK)),
+        env=(("DCGM_LEVEL", str(runner.dcgm_level)), *library),
+    )
+
+
+def _pair_check(s: Settings, tolerations: tuple[tuple[str, str], ...]) -> PairCheckPlan:
+    env = launch.rendezvous_env(s)
+    minutes = RENDEZVOUS_JOIN_MINUTES + PAIR_CHECK_MINUTES + CHECK_DEADLINE_MARGIN_MINUTES
+    return PairCheckPlan(
+        template=f"{s.name}-{PAIR_CHECK}-check",
+        # The check a run's fabric gate runs (verify), on two nodes: a pair that passes it here
+        # passes it there.
+        command=(
+            f"{SCRIPTS_DIR}/launch-torchrun.sh",
+            f"{SCRIPTS_DIR}/{CHECK_SCRIPT}",
+            *check_args(s),
+        ),
+        env={
+            **{k: v for k, v in env.items() if k not in ("MASTER_ADDR", "RDZV_ID")},
+            "NNODES": str(PAIR),
+            "TORCHRUN_NNODES": str(PAIR),
+            "WORLD_SIZE": str(PAIR * s.gpus_per_node),
+        },
+        deadline_seconds=minutes * 60,
+        tolerations=(*tolerations, _own_taint(PAIR_CHECK)),
+    )
+
+
 def health_runner_plan(
     s: Settings,
     gpu_nodes: tuple[NodeRequirement, ...],
@@ -86,28 +176,19 @@ def health_runner_plan(
 ) -> HealthRunnerPlan | None:
     """The runner of stack `s`, whose GPU nodes meet `gpu_nodes` and carry the taints the
     training pods tolerate (`tolerations`); None: the stack runs no checks."""
-    gate = s.workload.queue.health_gate
-    if health_gate_check(s) is None or not gate.runner.enabled:
+    checks = runner_checks(s)
+    if not checks:
         return None
+    gate = s.workload.queue.health_gate
     name = f"{s.name}-node-health-runner"
-    # A node it failed keeps being checked, so that a repaired one passes again.
-    own_taint = (TAINT_KEY.format(RUNNER_CHECK), TAINT_EFFECT)
-    minutes = DCGM_LEVEL_MINUTES[gate.runner.dcgm_level] + CHECK_DEADLINE_MARGIN_MINUTES
-    # GKE puts the driver's libraries in every GPU container at /usr/local/nvidia
-    # (cloud.google.com/kubernetes-engine/docs/how-to/gpus, "CUDA libraries").
-    library = (("LD_LIBRARY_PATH", POD_LIB_DIR),) if s.platform == "gke" else ()
     return HealthRunnerPlan(
         name=name,
         namespace=s.namespace,
-        template=f"{s.name}-gpu-check",
         policy=f"{s.namespace}-{name}",
         node_selector=label_selector(gpu_nodes),
         recheck_seconds=gate.max_age_hours * 3600 // 2,
         image=gate.image,
-        check_image=gate.runner.dcgm_image,
-        gpus=s.gpus_per_node,
-        deadline_seconds=minutes * 60,
-        tolerations=(*tolerations, own_taint),
-        check_env=(("DCGM_LEVEL", str(gate.runner.dcgm_level)), *library),
         run_as_user=None if s.platform == "openshift" else NOBODY_UID,
+        gpu=_gpu_check(s, tolerations) if GPU_CHECK in checks else None,
+        nccl=_pair_check(s, tolerations) if PAIR_CHECK in checks else None,
     )

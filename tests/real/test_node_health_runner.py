@@ -27,11 +27,12 @@ from gpu_cluster.facts.health import RESULT_LABEL, TAINT_KEY, TIME_LABEL
 from gpu_cluster.plan.health_runner import CHECK_LABEL
 from tests.real.cluster_state import deploy_on
 from tests.real.conftest import Cluster
+from tests.real.health_checks import check_pods, end_check, labels, taints
 from tests.real.queue_state import admitted, condition, explain, running, workload_of
 from tests.real.script_controllers import in_pod, running_script
 from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
 from tests.script_modules import load_script
-from tools.realtier.kube import Kube, Object, wait_for
+from tools.realtier.kube import Object, wait_for
 from tools.realtier.stacks import render
 
 pytestmark = pytest.mark.real
@@ -46,73 +47,12 @@ RUNNER = (
 GPU_NODES = ("gpu-0", "gpu-1", "gpu-2", "gpu-3")
 BAD = "gpu-2"
 PREEMPTED = "gpu-3"
-CHECKS = f"{CHECK_LABEL}=gpu"
 # What DCGM prints for a failed test, as gpu-check.sh passes it on (its termination message).
 DCGM_FAILURE = "dcgmi diag --run 2 (exit 226): | Memory | Fail - GPU 3: ECC DBE |"
 
 
-def check_pods(kube: Kube, namespace: str) -> dict[str, Object]:
-    """Node -> the running check pod placed there."""
-    pods = kube.list("v1", "Pod", namespace, label_selector=CHECKS)
-    return {
-        p["spec"]["nodeName"]: p
-        for p in pods
-        if (p.get("status") or {}).get("phase") == "Running"
-        and not p["metadata"].get("deletionTimestamp")
-    }
-
-
 def on_every_gpu_node(pods: dict[str, Object]) -> dict[str, Object] | None:
     return pods if sorted(pods) == list(GPU_NODES) else None
-
-
-def end_check(kube: Kube, pod: Object, how: str) -> None:
-    """The check pod ends as the kubelet reports it: `passed` or `failed` (the container exits
-    as gpu-check.sh does), or `preempted` (killed for a higher-priority pod: the scheduler's
-    DisruptionTarget condition, kubernetes pkg/scheduler preemption, then the kill)."""
-    meta = pod["metadata"]
-    (container,) = pod["spec"]["containers"]
-    terminated: dict[str, Any] = {
-        "passed": {"exitCode": 0, "reason": "Completed"},
-        "failed": {"exitCode": 1, "reason": "Error", "message": DCGM_FAILURE},
-        "preempted": {"exitCode": 137, "reason": "Error"},
-    }[how]
-    disrupted = {
-        "type": "DisruptionTarget",
-        "status": "True",
-        "reason": "PreemptionByScheduler",
-        "lastTransitionTime": None,
-    }
-    kube.patch_status(
-        "v1",
-        "Pod",
-        meta["name"],
-        meta["namespace"],
-        {
-            "phase": "Succeeded" if how == "passed" else "Failed",
-            **({"conditions": [disrupted]} if how == "preempted" else {}),
-            "containerStatuses": [
-                {
-                    "name": container["name"],
-                    "image": container["image"],
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"terminated": terminated},
-                }
-            ],
-        },
-    )
-
-
-def labels(kube: Kube, node: str) -> dict[str, str]:
-    found: dict[str, str] = kube.get("v1", "Node", node)["metadata"].get("labels", {})
-    return found
-
-
-def taints(kube: Kube, node: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = kube.get("v1", "Node", node)["spec"].get("taints") or []
-    return found
 
 
 def refused(api: Any, node: Object, patch: Object) -> str:
@@ -152,19 +92,20 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
         # One check on each GPU node, none elsewhere; the test ends them as DCGM would.
         checks = wait_for(
             "a check pod running on each GPU node",
-            lambda: on_every_gpu_node(check_pods(kube, namespace)),
+            lambda: on_every_gpu_node(check_pods(kube, namespace, "gpu")),
             explain=explained,
         )
         ends = {"gpu-0": "passed", "gpu-1": "passed", BAD: "failed", PREEMPTED: "preempted"}
         for node_name, check_pod in checks.items():
-            end_check(kube, check_pod, ends[node_name])
+            how = ends[node_name]
+            end_check(kube, check_pod, how, DCGM_FAILURE if how == "failed" else "")
         # The preempted check says nothing of its node: its Job starts another pod there.
         (retried,) = wait_for(
             f"a second check pod on {PREEMPTED}",
             lambda: (
                 [
                     p
-                    for n, p in check_pods(kube, namespace).items()
+                    for n, p in check_pods(kube, namespace, "gpu").items()
                     if n == PREEMPTED
                     and p["metadata"]["uid"] != checks[PREEMPTED]["metadata"]["uid"]
                 ]
@@ -226,7 +167,7 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
         kube.merge_patch("v1", "Node", BAD, None, {"metadata": {"labels": {ran: None}}})
         (again,) = wait_for(
             "a check pod on gpu-2 again",
-            lambda: list(check_pods(kube, namespace).values()) or None,
+            lambda: list(check_pods(kube, namespace, "gpu").values()) or None,
             explain=explained,
         )
         assert again["spec"]["nodeName"] == BAD

@@ -43,13 +43,17 @@ class PodRole:
     pod's index, the training container's NODE_RANK. command: the training container's.
     restart_policy: the pod's (None: the API default, Always). annotations: the pod template's,
     besides the network mode's. field_env: more of the training container's env from the pod's
-    own fields (name -> fieldPath)."""
+    own fields (name -> fieldPath). subdomain: the headless Service the pods are named in, when
+    their controller does not set it; active_deadline_seconds: how long a pod may run (None: no
+    limit)."""
 
     node_rank_field: str
     command: tuple[str, ...]
     restart_policy: Literal["Never"] | None = None
     annotations: dict[str, str] = field(default_factory=dict)
     field_env: dict[str, str] = field(default_factory=dict)
+    subdomain: str | None = None
+    active_deadline_seconds: int | None = None
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from gpu_cluster.components.workload.pod_args import (
     volume_args,
 )
 from gpu_cluster.plan import launch
-from gpu_cluster.plan.claims import Claim
+from gpu_cluster.plan.claims import Claim, volume_sizes
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR, SCRIPTS_VOLUME
 from gpu_cluster.plan.podspec import (
     ClaimVolume,
@@ -48,20 +48,32 @@ from gpu_cluster.plan.podspec import (
 )
 
 
+def shared_claim_volumes(a: TrainingWorkloadArgs, claims: Sequence[Claim]) -> list[Volume]:
+    """The pod volumes of the shared `claims` (storage.mode rwx); per-pod claims reach a pod
+    through its controller."""
+    return [ClaimVolume(c.volume, c.name) for c in claims if a.storage.mode == "rwx"]
+
+
+def scratch_volumes(a: TrainingWorkloadArgs) -> list[Volume]:
+    """Empty volumes in place of the workspace and datasets claims, for pods that are the
+    training pods in all but the user's data (the node health runner's NCCL check)."""
+    return [EmptyDir(volume) for volume, _ in volume_sizes(a.storage)]
+
+
 def pod_template(
     a: TrainingWorkloadArgs,
-    claims: Sequence[Claim],
+    user_volumes: Sequence[Volume],
     secret_env: Sequence[EnvVarArgs],
     role: PodRole,
 ) -> PodTemplateSpecArgs:
-    """The pods of workload `a`: they mount the shared `claims` (storage.mode rwx; per-pod
-    claims reach a pod through its controller), take `secret_env` by reference and do what the
+    """The pods of workload `a`: they mount `user_volumes` (the workspace's and datasets',
+    unless their controller gives them), take `secret_env` by reference and do what the
     workload kind's `role` says (their rank's field, command, restart policy)."""
     networking = a.networking
     volumes: list[Volume] = [
         EmptyDir("dshm", memory=True, size_limit=a.pod.shm_size),
         ConfigMapVolume(SCRIPTS_VOLUME, f"{a.name}-scripts"),
-        *(ClaimVolume(c.volume, c.name) for c in claims if a.storage.mode == "rwx"),
+        *user_volumes,
         *networking.volumes,
         *a.sidecar_volumes,
         *a.data_volumes,
@@ -106,6 +118,8 @@ def pod_template(
             or None,
             containers=[_training_container(a, mounts, secret_env, role)],
             restart_policy=role.restart_policy,
+            subdomain=role.subdomain,
+            active_deadline_seconds=role.active_deadline_seconds,
             volumes=[volume_args(v) for v in volumes],
             termination_grace_period_seconds=30,
         ),

@@ -11,7 +11,7 @@ from gpu_cluster.components.workload.args import TrainingWorkloadArgs
 from gpu_cluster.components.workload.claims import register_claims
 from gpu_cluster.components.workload.job_set import JOB_SET
 from gpu_cluster.components.workload.kind import TrainingPods, WorkloadKind
-from gpu_cluster.components.workload.pod_template import pod_template
+from gpu_cluster.components.workload.pod_template import pod_template, shared_claim_volumes
 from gpu_cluster.components.workload.shared_objects import (
     headless_service,
     opaque_secret,
@@ -50,7 +50,9 @@ class TrainingWorkload(pulumi.ComponentResource):
         if a.code_sync_source is not None:
             # A secret codeSync (its URL may hold a token) reaches git-sync by reference.
             secrets.append(opaque_secret(name, a, "code-sync", a.code_sync_source, child))
-        template = pod_template(a, [c.claim for c in claims], secret_env, kind.pod_role(a))
+        template = pod_template(
+            a, shared_claim_volumes(a, [c.claim for c in claims]), secret_env, kind.pod_role(a)
+        )
         peers_only_policy(name, a, child)
         controller = kind.controller(
             TrainingPods(
