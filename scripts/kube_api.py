@@ -115,5 +115,18 @@ def every(program: str, seconds: float, step: Callable[[], None]) -> NoReturn:
         try:
             step()
         except PASSING as e:
-            print(f"{program}: {e!r}", file=sys.stderr, flush=True)
+            print(f"{program}: {said(e)}", file=sys.stderr, flush=True)
         time.sleep(seconds)
+
+
+def said(error: Exception) -> str:
+    """`error` as a log line: an API server's refusal with the reason it gives (its Status
+    message: which field of an object it would not take, say)."""
+    if isinstance(error, urllib.error.HTTPError):
+        try:
+            message = json.loads(error.read()).get("message", "")
+        except (OSError, ValueError, AttributeError):
+            message = ""
+        if message:
+            return f"{error!r}: {message}"
+    return repr(error)

@@ -183,11 +183,16 @@ def check_job(
     labels = {**meta.get("labels", {}), CHECK_LABEL: check.name}
     name = job_name(check.template, nodes)
     spec = copy.deepcopy(template["template"]["spec"])
-    on_nodes = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(nodes)}]}
+    # One term a node (terms are ORed): a node field selector takes one value (the API
+    # server's validation of matchFields).
+    on_nodes = [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        for node in nodes
+    ]
     spec["affinity"] = {
         **spec.get("affinity", {}),
         "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [on_nodes]}
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": on_nodes}
         },
     }
     if len(nodes) > 1:
@@ -293,7 +298,9 @@ def unchecked(nodes: Sequence[str], pods: Sequence[Mapping[str, Any]]) -> list[s
     missing = [n for n in nodes if n not in spans]
     if missing:
         return missing
-    if max(spans[n][0] for n in nodes) >= min(spans[n][1] for n in nodes):
+    # The kubelet's times are whole seconds: a start in the second another ended counts as
+    # meeting.
+    if max(spans[n][0] for n in nodes) > min(spans[n][1] for n in nodes):
         return list(nodes)
     return []
 
@@ -301,12 +308,12 @@ def unchecked(nodes: Sequence[str], pods: Sequence[Mapping[str, Any]]) -> list[s
 def why_failed(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str:
     """What the check's pods said when they ended (their termination messages, else the
     containers' or the Job's reason)."""
-    said = []
+    said: list[str] = []
     for pod in pods:
         for status in pod.get("status", {}).get("containerStatuses", []):
             ended = status.get("state", {}).get("terminated") or {}
             text = (ended.get("message") or "").strip() or ended.get("reason")
-            if text:
+            if text and text not in said:
                 said.append(text)
     if said:
         return "; ".join(said)
@@ -346,6 +353,10 @@ class Pass:
     def write(self, node: str, check: Check, result: str, why: str = "") -> None:
         patch = node_patch(self.nodes[node], check.name, result, self.now)
         self.api.call("PATCH", f"/api/v1/nodes/{node}", patch, content_type=MERGE)
+        # The pass sees its own results: a node that passed just now is a reference for the
+        # Jobs read after it.
+        meta = self.nodes[node]["metadata"]
+        meta["labels"] = {**meta.get("labels", {}), **patch["metadata"]["labels"]}
         self.written.add(node)
         self.suspects.discard(node)
         tainted = f" ({why}); tainted {TAINT_KEY.format(check.name)}" if result == FAIL else ""

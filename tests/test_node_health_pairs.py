@@ -126,12 +126,14 @@ def test_a_pair_s_pods_are_indexed_and_meet_at_the_first_one() -> None:
     assert spec["backoffLimitPerIndex"] == 0 and "backoffLimit" not in spec
     assert spec["activeDeadlineSeconds"] == 1800 + runner.PAIR_START_SECONDS
     pod = spec["template"]["spec"]
-    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
-    assert term == {
-        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1", "gpu-2"]}]
-    }
+    # Either node, by name: a term each, as a node field selector takes one value.
+    assert terms == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        for node in ("gpu-1", "gpu-2")
+    ]
     # One pod a node: the template's anti-affinity is kept.
     assert pod["affinity"]["podAntiAffinity"] == {"x": 1}
     (container,) = pod["containers"]
@@ -221,6 +223,22 @@ def test_a_pair_that_failed_beside_a_node_that_passed_is_checked_again_one_by_on
     assert "gpu-0: nccl: fail (FAIL: busbw 12.0 < 150); tainted aiinfra/nccl-healthcheck" in (
         capsys.readouterr().out
     )
+
+
+def test_a_pair_that_passed_in_the_same_pass_is_a_node_to_compare_with() -> None:
+    """A cold pool's two pairs ended together: the pass that records gpu-0 and gpu-1's pass
+    knows them as references when it reads the failed pair after them."""
+    good, bad = pair_job(["gpu-0", "gpu-1"], "pass"), pair_job(["gpu-2", "gpu-3"], "fail")
+    pods = [
+        *(check_pod(good, n, 0) for n in ("gpu-0", "gpu-1")),
+        *(check_pod(bad, n, 1, "FAIL: busbw") for n in ("gpu-2", "gpu-3")),
+    ]
+    nodes = [gpu_node(n, {}) for n in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")]
+    suspects: set[str] = set()
+    api = RecordedApi(nodes, [good, bad], TEMPLATES, pods)
+    runner.reconcile(api, NCCL_ONLY, NOW, suspects)
+    assert nccl_results(api) == {"gpu-0": "pass", "gpu-1": "pass"}
+    assert suspects == {"gpu-2", "gpu-3"}
 
 
 def test_a_pair_that_failed_with_no_node_to_compare_with_fails_both() -> None:

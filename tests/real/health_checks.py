@@ -4,11 +4,26 @@ message, when it started and finished), and reads what the runner wrote on the n
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.facts.health import RESULT_LABEL, TAINT_KEY, TIME_LABEL
 from gpu_cluster.plan.health_runner import CHECK_LABEL
+from tests.real.cluster_state import deploy_on
+from tests.real.queue_state import explain
+from tests.real.script_controllers import running_script
+from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
 from tools.realtier.kube import Kube, Object
+from tools.realtier.stacks import StackRender, render
+
+if TYPE_CHECKING:
+    from tests.real.conftest import Cluster
 
 # How a check pod ends: its container's exit, and for `preempted` the scheduler's
 # DisruptionTarget condition before the kill (kubernetes pkg/scheduler preemption).
@@ -80,3 +95,43 @@ def labels(kube: Kube, node: str) -> dict[str, str]:
 def taints(kube: Kube, node: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = kube.get("v1", "Node", node)["spec"].get("taints") or []
     return found
+
+
+@dataclass(frozen=True)
+class GatedStack:
+    """gcp-a3 as a JobSet stack behind the health gate with the runner, deployed on four GPU
+    nodes in GCE topology blocks (test_jobset_stack.nodes_in_blocks), its gate and runner
+    running as processes with their ServiceAccounts' tokens. log, gate_log: theirs."""
+
+    stack: StackRender
+    log: Path
+    gate_log: Path
+    why: Callable[[], str]
+
+    @property
+    def settings(self) -> Settings:
+        return self.stack.settings
+
+    def explained(self) -> str:
+        """What a wait that timed out prints: both scripts' logs and the namespace's state."""
+        return self.log.read_text() + self.gate_log.read_text() + self.why()
+
+
+@contextlib.contextmanager
+def gated_stack(
+    cluster: Cluster, overrides: tuple[str, ...], tmp_path: Path
+) -> Iterator[GatedStack]:
+    """GatedStack for gcp-a3 with `overrides`, until the block ends."""
+    stack = render("gcp-a3", (*OVERRIDES, *overrides))
+    s = stack.settings
+    deploy_on(cluster.kube, nodes_in_blocks(stack), stack)
+    with (
+        running_script(cluster, stack, f"{s.name}-node-health-gate", tmp_path) as gate_log,
+        running_script(cluster, stack, f"{s.name}-node-health-runner", tmp_path) as log,
+    ):
+        yield GatedStack(stack, log, gate_log, functools.partial(explain, cluster, s.namespace))
+
+
+def keys(check: str) -> tuple[str, str, str]:
+    """`check`'s result label, time label and taint key."""
+    return RESULT_LABEL.format(check), TIME_LABEL.format(check), TAINT_KEY.format(check)

@@ -22,17 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from gpu_cluster.facts.health import RESULT_LABEL, TAINT_KEY, TIME_LABEL
 from gpu_cluster.plan.health_runner import CHECK_LABEL
-from tests.real.cluster_state import deploy_on
 from tests.real.conftest import Cluster
-from tests.real.health_checks import check_pods, end_check, labels, taints
-from tests.real.queue_state import admitted, condition, explain, running, workload_of
-from tests.real.script_controllers import running_script
-from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
+from tests.real.health_checks import check_pods, end_check, gated_stack, keys, labels, taints
+from tests.real.queue_state import admitted, condition, running, workload_of
 from tests.script_modules import load_script
 from tools.realtier.kube import Kube, Object, wait_for
-from tools.realtier.stacks import render
 
 pytestmark = pytest.mark.real
 
@@ -71,25 +66,11 @@ def test_the_nccl_check_pairs_nodes_and_blames_only_the_node_that_fails_beside_a
     queued_cluster: Cluster, tmp_path: Path
 ) -> None:
     cluster, kube = queued_cluster, queued_cluster.kube
-    stack = render("gcp-a3", (*OVERRIDES, *RUNNER))
-    s = stack.settings
-    namespace, name = s.namespace, s.name
-    service = f"{name}-nccl-check"
-    why = functools.partial(explain, cluster, namespace)
-    result, ran, taint = (
-        RESULT_LABEL.format("nccl"),
-        TIME_LABEL.format("nccl"),
-        TAINT_KEY.format("nccl"),
-    )
-    deploy_on(kube, nodes_in_blocks(stack), stack)
-
-    gate = f"{name}-node-health-gate"
-    runner = f"{name}-node-health-runner"
-    with (
-        running_script(cluster, stack, gate, tmp_path) as gate_log,
-        running_script(cluster, stack, runner, tmp_path) as log,
-    ):
-        explained = lambda: log.read_text() + gate_log.read_text() + why()  # noqa: E731
+    result, ran, taint = keys("nccl")
+    with gated_stack(cluster, RUNNER, tmp_path) as gated:
+        s, log, explained = gated.settings, gated.log, gated.explained
+        namespace, name = s.namespace, s.name
+        service = f"{name}-nccl-check"
         first = wait_for(
             "a pair check pod running on each GPU node",
             lambda: pairs_running(kube, namespace),
@@ -219,6 +200,6 @@ def test_the_nccl_check_pairs_nodes_and_blames_only_the_node_that_fails_beside_a
         pods = wait_for(
             "both pods running",
             functools.partial(running, kube, namespace, name, s.nodes),
-            explain=why,
+            explain=gated.why,
         )
         assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]

@@ -23,17 +23,13 @@ from typing import Any
 
 import pytest
 
-from gpu_cluster.facts.health import RESULT_LABEL, TAINT_KEY, TIME_LABEL
 from gpu_cluster.plan.health_runner import CHECK_LABEL
-from tests.real.cluster_state import deploy_on
 from tests.real.conftest import Cluster
-from tests.real.health_checks import check_pods, end_check, labels, taints
-from tests.real.queue_state import admitted, condition, explain, running, workload_of
-from tests.real.script_controllers import in_pod, running_script
-from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
+from tests.real.health_checks import check_pods, end_check, gated_stack, keys, labels, taints
+from tests.real.queue_state import admitted, condition, running, workload_of
+from tests.real.script_controllers import in_pod
 from tests.script_modules import load_script
 from tools.realtier.kube import Object, wait_for
-from tools.realtier.stacks import render
 
 pytestmark = pytest.mark.real
 
@@ -71,24 +67,10 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
     queued_cluster: Cluster, tmp_path: Path
 ) -> None:
     cluster, kube = queued_cluster, queued_cluster.kube
-    stack = render("gcp-a3", (*OVERRIDES, *RUNNER))
-    s = stack.settings
-    namespace, name = s.namespace, s.name
-    why = functools.partial(explain, cluster, namespace)
-    result, ran, taint = (
-        RESULT_LABEL.format("gpu"),
-        TIME_LABEL.format("gpu"),
-        TAINT_KEY.format("gpu"),
-    )
-    deploy_on(kube, nodes_in_blocks(stack), stack)
-
-    gate = f"{name}-node-health-gate"
-    runner = f"{name}-node-health-runner"
-    with (
-        running_script(cluster, stack, gate, tmp_path) as gate_log,
-        running_script(cluster, stack, runner, tmp_path) as log,
-    ):
-        explained = lambda: log.read_text() + gate_log.read_text() + why()  # noqa: E731
+    result, ran, taint = keys("gpu")
+    with gated_stack(cluster, RUNNER, tmp_path) as gated:
+        s, log, explained = gated.settings, gated.log, gated.explained
+        namespace, name = s.namespace, s.name
         # One check on each GPU node, none elsewhere; the test ends them as DCGM would.
         checks = wait_for(
             "a check pod running on each GPU node",
@@ -152,7 +134,7 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
         )
 
         # What the runner's account may not do to a node, by the stack's admission policy.
-        account = tmp_path / runner / "serviceaccount"
+        account = tmp_path / f"{name}-node-health-runner" / "serviceaccount"
         api = kube_api.Api.in_cluster(in_pod(cluster, account))
         healthy = kube.get("v1", "Node", "gpu-0")
         version = {"resourceVersion": healthy["metadata"]["resourceVersion"]}
@@ -185,6 +167,6 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
         pods = wait_for(
             "both pods running",
             functools.partial(running, kube, namespace, name, s.nodes),
-            explain=why,
+            explain=gated.why,
         )
         assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]
