@@ -4,6 +4,7 @@ server itself is in tests/real/test_node_health_runner.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tests.script_modules import load_script
@@ -23,7 +24,7 @@ class RecordedApi:
         nodes: list[Any],
         jobs: list[Any],
         templates: dict[str, Any],
-        pods: list[Any] = (),  # type: ignore[assignment]
+        pods: Sequence[Any] = (),
     ) -> None:
         self.nodes, self.jobs, self.templates, self.pods = nodes, jobs, templates, list(pods)
         self.writes: list[tuple[str, str, Any]] = []
@@ -58,7 +59,7 @@ class RecordedApi:
         ]
 
 
-def gpu_node(name: str, labels: dict[str, str], taints: list[Any] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+def gpu_node(name: str, labels: dict[str, str], taints: Sequence[Any] = ()) -> dict[str, Any]:
     spec = {"taints": list(taints)} if taints else {}
     return {"metadata": {"name": name, "resourceVersion": "1", "labels": labels}, "spec": spec}
 
