@@ -6,8 +6,7 @@ A check runs its PodTemplate's pod on one node (`gpu`: DCGM diagnostics) or, pai
 on each of two nodes that test the fabric between them (`nccl`: the all-reduce check). Each pass:
 - A check Job that finished: if its pod ran on every node it checks, a pair's at the same time
   (none waited to its end for its node's GPUs, its image or its partner, none was evicted),
-  its nodes get
-  `aiinfra/<check>-healthcheck-result` (`pass`, or `fail`) and
+  its nodes get `aiinfra/<check>-healthcheck-result` (`pass`, or `fail`) and
   `aiinfra/<check>-healthcheck-runtime-sec` (now, Unix seconds); a failed node also gets the taint
   `aiinfra/<check>-healthcheck=failed:NoSchedule`, a passed one loses it. The log names the node,
   the check and why it failed (the pods' termination messages). The Job goes. A check Job one of
@@ -17,12 +16,13 @@ on each of two nodes that test the fabric between them (`nccl`: the all-reduce c
   before (the reference); two untested nodes that failed together both become suspects, each
   checked next with a node that passed, as cluster-health-scanner's second pass does; when no
   node has passed (nothing to compare with), both fail.
-- A node whose result is older than the recheck age, or that has none, that no check Job holds
-  and whose taints the check's pod tolerates (a node another check failed waits for that one),
-  gets one: the PodTemplate's pod, required on that node (and pairwise, the partner's). The pod
-  asks for the training pod's GPUs, so on a busy node it waits, Pending, and the node is checked
-  when its run ends. Pairs: each due node with a node that passed while there is one free, then
-  the other due nodes two by two, in name order.
+- A node whose result is older than the recheck age, or that has none, that no check Job holds,
+  on which no other pod of the namespace (a training pod) holds GPUs, and whose taints the
+  check's pod tolerates (a node another check failed waits for that one), gets one: the
+  PodTemplate's pod, required on that node (and pairwise, the partner's). The pod
+  asks for the training pod's GPUs, so on a node busy with another namespace's pods it waits,
+  Pending, and the node is checked when they end. Pairs: each due node with a node that passed
+  while there is one free, then the other due nodes two by two, in name order.
 
 Environment (the stack's Deployment sets it):
   HEALTH_RUNNER_NAMESPACE        the namespace of the PodTemplates and the check Jobs
@@ -74,6 +74,8 @@ JOB_TTL_SECONDS = 86400
 # An Indexed Job's pods are named in DNS <job>-<index> (kubernetes.io/docs/concepts/workloads/
 # controllers/job, "Completion mode"), a DNS label of at most 63 characters.
 NAME_MAX = 61
+# The device plugin's GPU resource (NVIDIA k8s-device-plugin; GKE's GPU device plugin too).
+GPU = "nvidia.com/gpu"
 # How long a pair's pods may take to start, beyond their own deadline, before the Job ends.
 PAIR_START_SECONDS = 900
 # Taint effects that keep a pod off a node it does not tolerate (a node cordoned carries
@@ -437,6 +439,23 @@ class Pass:
             print(f"{', '.join(group)}: {check.name}: checking{partner}", flush=True)
 
 
+def occupied(pods: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The nodes on which `pods` (the namespace's: the training pods) hold GPUs, other than
+    the checks' own: no check starts there while they do (a pair's pod would take one node's
+    GPUs while its partner waits for the other's)."""
+    found = set()
+    for pod in pods:
+        if CHECK_LABEL in pod["metadata"].get("labels", {}):
+            continue
+        if pod.get("status", {}).get("phase") not in ("Pending", "Running"):
+            continue
+        resources = [c.get("resources", {}) for c in pod["spec"].get("containers", [])]
+        if any(GPU in r.get(k, {}) for r in resources for k in ("requests", "limits")):
+            found.add(pod["spec"].get("nodeName"))
+    found.discard(None)
+    return found
+
+
 def reconcile(api: Api, runner: Runner, now: float, suspects: set[str]) -> None:
     """One pass: record every finished check, start each check on every node that is due.
     `suspects`: nodes of failed untested pairs, kept by the caller from pass to pass."""
@@ -445,7 +464,8 @@ def reconcile(api: Api, runner: Runner, now: float, suspects: set[str]) -> None:
         for n in api.call("GET", "/api/v1/nodes", query={"labelSelector": runner.nodes})["items"]
     }
     suspects.intersection_update(nodes)
-    state = Pass(api, runner, now, nodes, suspects, busy=set(), written=set())
+    pods = api.call("GET", f"/api/v1/namespaces/{runner.namespace}/pods")["items"]
+    state = Pass(api, runner, now, nodes, suspects, busy=occupied(pods), written=set())
     jobs_path = f"{BATCH}/namespaces/{runner.namespace}/jobs"
     for job in api.call("GET", jobs_path, query={"labelSelector": CHECK_LABEL})["items"]:
         meta = job["metadata"]

@@ -38,6 +38,8 @@ class RecordedApi:
         if path == JOBS_PATH:
             return {"items": self.jobs}
         if path == f"/api/v1/namespaces/{NAMESPACE}/pods":
+            if not query:
+                return {"items": self.pods}
             key, _, value = query["labelSelector"].partition("=")
             return {"items": [p for p in self.pods if p["metadata"]["labels"].get(key) == value]}
         return self.templates[path.rsplit("/", 1)[1]]
@@ -91,7 +93,12 @@ def check_pod(
             }
         }
     return {
-        "metadata": {"labels": {runner.JOB_NAME_LABEL: job["metadata"]["name"]}},
+        "metadata": {
+            "labels": {
+                runner.JOB_NAME_LABEL: job["metadata"]["name"],
+                runner.CHECK_LABEL: job["metadata"]["labels"][runner.CHECK_LABEL],
+            }
+        },
         "spec": {"nodeName": node},
         "status": {"containerStatuses": [{"name": "check", "state": state}]},
     }
@@ -103,3 +110,16 @@ def ran(check: str, seconds_ago: float, result: str | None = None) -> dict[str, 
     if result is not None:
         labels[runner.RESULT_LABEL.format(check)] = result
     return labels
+
+
+def training_pod(node: str, phase: str = "Running") -> dict[str, Any]:
+    """A training pod of the namespace on `node`, holding its GPUs."""
+    gpus = {"nvidia.com/gpu": "8"}
+    return {
+        "metadata": {"labels": {"app.kubernetes.io/component": "training"}},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "training", "resources": {"requests": gpus, "limits": gpus}}],
+        },
+        "status": {"phase": phase},
+    }

@@ -25,6 +25,7 @@ from tests.runner_api import (
     gpu_node,
     ran,
     runner,
+    training_pod,
 )
 from tools.realtier.stacks import render
 
@@ -165,6 +166,19 @@ def test_a_cold_pool_is_checked_two_by_two(capsys: pytest.CaptureFixture[str]) -
         "gpu-0, gpu-1: nccl: checking",
         "gpu-2, gpu-3: nccl: checking",
     ]
+
+
+def test_no_check_starts_on_a_node_whose_gpus_a_training_pod_holds() -> None:
+    """gpu-1 runs a training pod: a pair with it would hold gpu-0's GPUs while its own pod
+    waited. gpu-3's training pod has ended."""
+    nodes = [gpu_node(n, {}) for n in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")]
+    pods = [training_pod("gpu-1"), training_pod("gpu-3", "Succeeded")]
+    api = RecordedApi(nodes, [], TEMPLATES, pods)
+    runner.reconcile(api, SETTINGS, NOW, set())
+    assert api.started() == [("gpu-0",), ("gpu-2",), ("gpu-3",)]  # gpu; nccl waits for them
+    api = RecordedApi(nodes, [], TEMPLATES, pods)
+    runner.reconcile(api, NCCL_ONLY, NOW, set())
+    assert api.started() == [("gpu-0", "gpu-2")]
 
 
 def test_a_pair_that_passed_passes_both_nodes() -> None:
