@@ -26,8 +26,11 @@ from gpu_cluster.plan.health_runner import CHECK_LABEL
 from tests.real.conftest import Cluster
 from tests.real.health_checks import check_pods, end_check, gated_stack, keys, labels, taints
 from tests.real.queue_state import admitted, condition, running, workload_of
+from tests.real.test_api_contract import admitted as api_admitted
+from tests.real.test_jobset_stack import OVERRIDES
 from tests.script_modules import load_script
 from tools.realtier.kube import Kube, Object, wait_for
+from tools.realtier.stacks import render
 
 pytestmark = pytest.mark.real
 
@@ -203,3 +206,46 @@ def test_the_nccl_check_pairs_nodes_and_blames_only_the_node_that_fails_beside_a
             explain=gated.why,
         )
         assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides"),
+    [
+        ("gcp-a3", (*OVERRIDES, "workload.queue.healthGate.enabled=true", *RUNNER[-1:])),
+        (
+            "nerc-production",
+            (
+                *OVERRIDES,
+                "workload.queue.topologyLevels[0]=example.com/rack",
+                "workload.queue.healthGate.enabled=true",
+                *RUNNER[-1:],
+            ),
+        ),
+    ],
+    ids=["gke", "openshift"],
+)
+def test_the_jobs_the_runner_makes_from_each_check_s_template_are_admitted(
+    api: Kube, stack: str, overrides: tuple[str, ...]
+) -> None:
+    """The Job of each check as the runner writes it from the rendered PodTemplate (a GPU check
+    on one node, an NCCL check on two, with a reference), created on the real API server (dry
+    run): a Job the API server refuses would leave every node unchecked."""
+    rendered = render(stack, overrides)
+    s = rendered.settings
+    (deployment,) = (
+        d
+        for d in rendered.of_kind("Deployment")
+        if d["metadata"]["name"] == f"{s.name}-node-health-runner"
+    )
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    settings = runner_script.runner_from_env(env)
+    templates = {t["metadata"]["name"]: t for t in rendered.of_kind("PodTemplate")}
+    jobs = []
+    for check in settings.checks:
+        nodes = ["gpu-a", "gpu-b"] if check.paired else ["gpu-a"]
+        reference = "gpu-b" if check.paired else None
+        template = templates[check.template]
+        jobs.append(runner_script.check_job(template, nodes, check, settings, reference))
+    assert [c.name for c in settings.checks] == ["gpu", "nccl"]
+    assert api_admitted(api, jobs) == []
