@@ -16,10 +16,10 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.health import RESULT_LABEL, TAINT_KEY, TIME_LABEL
 from gpu_cluster.plan.health_runner import CHECK_LABEL
 from tests.real.cluster_state import deploy_on
-from tests.real.queue_state import explain
+from tests.real.queue_state import admitted, condition, explain, running, workload_of
 from tests.real.script_controllers import running_script
 from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
-from tools.realtier.kube import Kube, Object
+from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.stacks import StackRender, render
 
 if TYPE_CHECKING:
@@ -115,6 +115,46 @@ class GatedStack:
     def explained(self) -> str:
         """What a wait that timed out prints: both scripts' logs and the namespace's state."""
         return self.log.read_text() + self.gate_log.read_text() + self.why()
+
+    def wait_unplaced(self, kube: Kube) -> None:
+        """Until Kueue finds no block with two nodes for the run (the test's blocks have two
+        nodes in one block only)."""
+        s = self.settings
+        wait_for(
+            "Kueue finding no place",
+            lambda: (
+                (w := workload_of(kube, s.namespace, s.name)) is not None
+                and (c := condition(w, "QuotaReserved")) is not None
+                and c["status"] == "False"
+                and "fit only 1 out of 2 pod(s)" in c["message"]
+            ),
+            explain=self.explained,
+        )
+
+    def wait_running(self, kube: Kube, node: str, check: str) -> list[str]:
+        """Until `node` passed `check` and lost its taint, the run is admitted and its pods run;
+        the nodes they run on."""
+        s = self.settings
+        result, _, taint = keys(check)
+        wait_for(
+            f"{node} passed {check} and untainted",
+            lambda: (
+                labels(kube, node).get(result) == "pass"
+                and all(t["key"] != taint for t in taints(kube, node))
+            ),
+            explain=self.explained,
+        )
+        wait_for(
+            "the run admitted",
+            functools.partial(admitted, kube, s.namespace, s.name),
+            explain=self.explained,
+        )
+        pods = wait_for(
+            "both pods running",
+            functools.partial(running, kube, s.namespace, s.name, s.nodes),
+            explain=self.why,
+        )
+        return sorted(p["spec"]["nodeName"] for p in pods)
 
 
 @contextlib.contextmanager

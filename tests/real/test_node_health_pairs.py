@@ -17,7 +17,6 @@ admitted onto gpu-1 and gpu-2.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,7 @@ import pytest
 from gpu_cluster.plan.health_runner import CHECK_LABEL
 from tests.real.conftest import Cluster
 from tests.real.health_checks import check_pods, end_check, gated_stack, keys, labels, taints
-from tests.real.queue_state import admitted, condition, running, workload_of
-from tests.real.test_api_contract import admitted as api_admitted
+from tests.real.test_api_contract import admitted
 from tests.real.test_jobset_stack import OVERRIDES
 from tests.script_modules import load_script
 from tools.realtier.kube import Kube, Object, wait_for
@@ -163,16 +161,7 @@ def test_the_nccl_check_pairs_nodes_and_blames_only_the_node_that_fails_beside_a
             explain=explained,
         )
         # Block-2 has one healthy node: the run waits, unplaced.
-        wait_for(
-            "Kueue finding no place",
-            lambda: (
-                (w := workload_of(kube, namespace, name)) is not None
-                and (c := condition(w, "QuotaReserved")) is not None
-                and c["status"] == "False"
-                and "fit only 1 out of 2 pod(s)" in c["message"]
-            ),
-            explain=explained,
-        )
+        gated.wait_unplaced(kube)
 
         # An admin asks for gpu-2 to be checked again; beside a node that passed, it passes.
         kube.merge_patch("v1", "Node", BAD, None, {"metadata": {"labels": {ran: None}}})
@@ -190,22 +179,7 @@ def test_the_nccl_check_pairs_nodes_and_blames_only_the_node_that_fails_beside_a
         )
         for pod in again:
             end_check(kube, pod, "passed")
-        wait_for(
-            "gpu-2 passed and untainted",
-            lambda: labels(kube, BAD).get(result) == "pass" and bad_taint not in taints(kube, BAD),
-            explain=explained,
-        )
-        wait_for(
-            "the run admitted",
-            functools.partial(admitted, kube, namespace, name),
-            explain=explained,
-        )
-        pods = wait_for(
-            "both pods running",
-            functools.partial(running, kube, namespace, name, s.nodes),
-            explain=gated.why,
-        )
-        assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]
+        assert gated.wait_running(kube, BAD, "nccl") == ["gpu-1", "gpu-2"]
 
 
 @pytest.mark.parametrize(
@@ -248,4 +222,4 @@ def test_the_jobs_the_runner_makes_from_each_check_s_template_are_admitted(
         template = templates[check.template]
         jobs.append(runner_script.check_job(template, nodes, check, settings, reference))
     assert [c.name for c in settings.checks] == ["gpu", "nccl"]
-    assert api_admitted(api, jobs) == []
+    assert admitted(api, jobs) == []

@@ -15,7 +15,6 @@ the runner's account (another label, another taint, a cordon) is tried with its 
 
 from __future__ import annotations
 
-import functools
 import json
 import urllib.error
 from pathlib import Path
@@ -26,7 +25,6 @@ import pytest
 from gpu_cluster.plan.health_runner import CHECK_LABEL
 from tests.real.conftest import Cluster
 from tests.real.health_checks import check_pods, end_check, gated_stack, keys, labels, taints
-from tests.real.queue_state import admitted, condition, running, workload_of
 from tests.real.script_controllers import in_pod
 from tests.script_modules import load_script
 from tools.realtier.kube import Object, wait_for
@@ -122,16 +120,7 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
         )
         assert log.read_text().count(": gpu: checking") == len(GPU_NODES)
         # Block-2 has one healthy node: the run waits, unplaced.
-        wait_for(
-            "Kueue finding no place",
-            lambda: (
-                (w := workload_of(kube, namespace, name)) is not None
-                and (c := condition(w, "QuotaReserved")) is not None
-                and c["status"] == "False"
-                and "fit only 1 out of 2 pod(s)" in c["message"]
-            ),
-            explain=explained,
-        )
+        gated.wait_unplaced(kube)
 
         # What the runner's account may not do to a node, by the stack's admission policy.
         account = tmp_path / f"{name}-node-health-runner" / "serviceaccount"
@@ -154,19 +143,4 @@ def test_the_runner_checks_each_gpu_node_and_the_gate_keeps_runs_off_the_one_tha
         )
         assert again["spec"]["nodeName"] == BAD
         end_check(kube, again, "passed")
-        wait_for(
-            "gpu-2 passed and untainted",
-            lambda: labels(kube, BAD).get(result) == "pass" and bad_taint not in taints(kube, BAD),
-            explain=explained,
-        )
-        wait_for(
-            "the run admitted",
-            functools.partial(admitted, kube, namespace, name),
-            explain=explained,
-        )
-        pods = wait_for(
-            "both pods running",
-            functools.partial(running, kube, namespace, name, s.nodes),
-            explain=gated.why,
-        )
-        assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]
+        assert gated.wait_running(kube, BAD, "gpu") == ["gpu-1", "gpu-2"]
