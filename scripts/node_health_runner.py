@@ -197,7 +197,7 @@ def check_job(
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": on_nodes}
         },
     }
-    if len(nodes) > 1:
+    if check.paired:
         rendezvous = [
             {"name": "MASTER_ADDR", "value": f"{name}-0.{spec['subdomain']}"},
             {"name": "RDZV_ID", "value": name},
@@ -214,7 +214,7 @@ def check_job(
     # one pod waiting for its node's GPUs holds neither node for longer.
     deadline = (
         {"activeDeadlineSeconds": spec["activeDeadlineSeconds"] + PAIR_START_SECONDS}
-        if len(nodes) > 1
+        if check.paired
         else {}
     )
     return {
@@ -341,13 +341,15 @@ def node_patch(node: Mapping[str, Any], check: str, result: str, now: float) -> 
 
 @dataclass
 class Pass:
-    """One pass of the runner: the GPU nodes as read, the nodes a check Job holds, the nodes
-    written (once a pass), and the suspects the runner keeps from pass to pass."""
+    """One pass of the runner: the GPU nodes and the namespace's pods as read, the nodes a check
+    Job holds, the nodes written (once a pass), and the suspects the runner keeps from pass to
+    pass."""
 
     api: Api
     runner: Runner
     now: float
     nodes: dict[str, Object]
+    pods: list[Object]
     suspects: set[str]
     busy: set[str]
     written: set[str]
@@ -374,9 +376,8 @@ class Pass:
 
     def record(self, check: Check, job: Mapping[str, Any], nodes: Sequence[str]) -> None:
         """Label (and taint or untaint) `nodes` with the result of their finished check `job`."""
-        selector = f"{JOB_NAME_LABEL}={job['metadata']['name']}"
-        path = f"/api/v1/namespaces/{self.runner.namespace}/pods"
-        pods = self.api.call("GET", path, query={"labelSelector": selector})["items"]
+        name = job["metadata"]["name"]
+        pods = [p for p in self.pods if p["metadata"].get("labels", {}).get(JOB_NAME_LABEL) == name]
         missing = unchecked(nodes, pods)
         if missing:
             print(
@@ -393,7 +394,7 @@ class Pass:
             return
         why = why_failed(job, pods)
         reference = job["metadata"].get("annotations", {}).get(REFERENCE_ANNOTATION)
-        if reference is None and len(nodes) > 1 and self.passed_elsewhere(check, nodes):
+        if reference is None and check.paired and self.passed_elsewhere(check, nodes):
             self.suspects.update(nodes)
             print(
                 f"{', '.join(nodes)}: {check.name}: failed together ({why}); each is checked "
@@ -465,7 +466,7 @@ def reconcile(api: Api, runner: Runner, now: float, suspects: set[str]) -> None:
     }
     suspects.intersection_update(nodes)
     pods = api.call("GET", f"/api/v1/namespaces/{runner.namespace}/pods")["items"]
-    state = Pass(api, runner, now, nodes, suspects, busy=occupied(pods), written=set())
+    state = Pass(api, runner, now, nodes, pods, suspects, busy=occupied(pods), written=set())
     jobs_path = f"{BATCH}/namespaces/{runner.namespace}/jobs"
     for job in api.call("GET", jobs_path, query={"labelSelector": CHECK_LABEL})["items"]:
         meta = job["metadata"]

@@ -38,10 +38,8 @@ class RecordedApi:
         if path == JOBS_PATH:
             return {"items": self.jobs}
         if path == f"/api/v1/namespaces/{NAMESPACE}/pods":
-            if not query:
-                return {"items": self.pods}
-            key, _, value = query["labelSelector"].partition("=")
-            return {"items": [p for p in self.pods if p["metadata"]["labels"].get(key) == value]}
+            assert not query, "the runner reads the namespace's pods whole, once a pass"
+            return {"items": self.pods}
         return self.templates[path.rsplit("/", 1)[1]]
 
     def patched(self) -> dict[str, dict[str, str]]:

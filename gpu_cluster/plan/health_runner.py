@@ -18,9 +18,8 @@ from gpu_cluster.facts.health import (
 )
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.health_gate import HEALTH_GATE_POLL_SECONDS, NOBODY_UID, health_gate_check
-from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 from gpu_cluster.plan.podspec import NodeRequirement
-from gpu_cluster.plan.verify import CHECK_SCRIPT, check_args
+from gpu_cluster.plan.verify import fabric_check
 
 HEALTH_RUNNER_SCRIPT = "node_health_runner.py"
 GPU_CHECK_SCRIPT = "gpu-check.sh"
@@ -153,11 +152,7 @@ def _pair_check(s: Settings, tolerations: tuple[tuple[str, str], ...]) -> PairCh
         template=f"{s.name}-{PAIR_CHECK}-check",
         # The check a run's fabric gate runs (verify), on two nodes: a pair that passes it here
         # passes it there.
-        command=(
-            f"{SCRIPTS_DIR}/launch-torchrun.sh",
-            f"{SCRIPTS_DIR}/{CHECK_SCRIPT}",
-            *check_args(s),
-        ),
+        command=fabric_check(s),
         env={
             **{k: v for k, v in env.items() if k not in ("MASTER_ADDR", "RDZV_ID")},
             "NNODES": str(PAIR),

@@ -96,6 +96,12 @@ def check_args(s: Settings) -> list[str]:
     return args
 
 
+def fabric_check(s: Settings) -> tuple[str, ...]:
+    """The all-reduce check through launch-torchrun.sh, on the pods' rendezvous, with the
+    stack's thresholds."""
+    return (f"{SCRIPTS_DIR}/launch-torchrun.sh", f"{SCRIPTS_DIR}/{CHECK_SCRIPT}", *check_args(s))
+
+
 def _rate(gbps: float | None) -> str:
     return "" if gbps is None else f"{gbps:g}"
 
@@ -143,8 +149,6 @@ def verify_command(s: Settings, kube: Kube) -> str:
             "env",
             f"TORCHRUN_NNODES={s.nodes}",
             f"RDZV_ID=verify-{s.name}",
-            f"{SCRIPTS_DIR}/launch-torchrun.sh",
-            f"{SCRIPTS_DIR}/{CHECK_SCRIPT}",
-            *check_args(s),
+            *fabric_check(s),
         ],
     )
