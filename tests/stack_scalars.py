@@ -160,6 +160,9 @@ SCALARS: list[tuple[str, str, Expected]] = [
     ("key-merged-int", "{<<: {1: a}, b: 2}", Same.both('{"1":"a","b":2}')),
 ]
 
+# (case, scalar) of those both read, the same: what a stack file can hold and hand a program.
+READ_AS_WRITTEN = [(case, s) for case, s, expected in SCALARS if isinstance(expected, Same)]
+
 
 def stack_file(scalar: str) -> str:
     """A stack file with `scalar` as a top-level value, inside a map and inside a list."""

@@ -42,7 +42,7 @@ OPERATORS = {"&&", "||", ";", "|", "&"}
 # `python -m <module>` commands that run offline here (each well under a minute), with what
 # the copy of the program must hold for them.
 RUN_MODULES = {
-    "gpu_cluster": "the gpu-cluster command (docs/cli.md): render, diff, summary, --help",
+    "gpu_cluster": "the gpu-cluster command (docs/cli.md): render, diff, summary, new, --help",
     "gpu_cluster.offline": "the offline render: renders a stack with the mock engine",
     "tools.config_reference": "writes docs/config-reference.md from the schema",
     "tools.update_snapshots": "renders every stack into tests/snapshots/",
@@ -73,7 +73,8 @@ class Command:
 
 @dataclass
 class Context:
-    """What earlier commands of the same document made: stacks (`cp`) and virtualenvs."""
+    """What earlier commands of the same document made: stacks (`cp`, `gpu_cluster new`) and
+    virtualenvs."""
 
     stacks: set[str] = field(default_factory=lambda: set(STACKS))
     venvs: set[str] = field(default_factory=set)
@@ -262,6 +263,8 @@ def classify(c: Command, ctx: Context) -> str:
     if runs_here(c):
         if c.argv[0] == "cp" and c.argv[-1].startswith("Pulumi."):
             ctx.stacks.add(c.argv[-1][len("Pulumi.") : -len(".yaml")])
+        if module == "gpu_cluster" and c.argv[3:4] == ["new"]:
+            ctx.stacks.add(c.argv[c.argv.index("--stack") + 1])
         return "run"
     if module == "venv":
         ctx.venvs.add(c.argv[3])

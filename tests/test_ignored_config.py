@@ -83,6 +83,7 @@ def test_the_providers_namespaces_draw_no_warning(tmp_path: Path) -> None:
         "gpu-cluster:platform": "openshift",
         "kubernetes:context": "barcelona",
         "pulumi:tags": '{"team": "ml"}',
+        "gpu-cluster:workload": '{"kind": "statefulset"}',  # stated: no warning of its own
     }
     assert run_program(config, [], "engine").warnings == []
     result = cli("--stack", "barcelona", "--out", str(tmp_path))  # has kubernetes:context

@@ -18,7 +18,7 @@ from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import read_rule
 from gpu_cluster.config.schema import PROJECT, Settings
-from gpu_cluster.config.workload import opt_in_warnings, runner_warnings
+from gpu_cluster.config.workload import kind_warnings, opt_in_warnings, runner_warnings
 
 SECRET_ENV_KEY = "secretEnv"
 CODE_SYNC_KEY = "codeSync"
@@ -310,4 +310,5 @@ def settings_from(
         *image_streaming_warnings(settings),
         *opt_in_warnings(settings),
         *runner_warnings(settings),
+        *kind_warnings(settings),
     ]

@@ -284,6 +284,8 @@ class WorkloadSettings(Section):
     possible). `jobset`: one JobSet (JobSet and Kueue must run in the cluster) admitted by
     Kueue, whose pods run the launcher with `workload.command` and restart together on a
     failure; no session needs to stay open. See docs/operations.md, "Training as a JobSet".
+    New stacks run `jobset` (`gpu-cluster new` writes it); unset is `statefulset`, the kind of
+    stacks written before JobSets, with a warning until the stack states it.
     """
     command: Annotated[tuple[str, ...], _JOBSET] = ()
     """Required with `jobset`: the training script and its arguments, run by the launcher

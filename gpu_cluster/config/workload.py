@@ -81,6 +81,19 @@ def opt_in_warnings(s: Settings) -> list[str]:
     ]
 
 
+def kind_warnings(s: Settings) -> list[str]:
+    """A warning when the stack leaves workload.kind unset: it then runs a StatefulSet, the kind
+    of every stack written before JobSets (kept, so an upgrade never switches one), while a new
+    stack should run JobSets (`gpu-cluster new` writes one). Stating the kind silences it."""
+    if "kind" in s.workload.model_fields_set:
+        return []
+    return [
+        "gpu-cluster:workload.kind is unset: 'statefulset', as for stacks written before "
+        "JobSets; set it to 'statefulset' to keep that (this warning goes), or to 'jobset', "
+        "the kind for new stacks (`gpu-cluster new` writes it; docs/cli.md)"
+    ]
+
+
 def runner_warnings(s: Settings) -> list[str]:
     """A warning when the gate asks for checks the stack's runner does not run: something else
     must label the nodes with them (not a refusal: cluster-health-scanner may)."""

@@ -1,5 +1,5 @@
 """The command line: `gpu-cluster` (also `python -m gpu_cluster`) with its subcommands render,
-diff and summary, and `python -m gpu_cluster.offline`, the render's older spelling (render and
+diff, summary and new, and `python -m gpu_cluster.offline`, the render's older spelling (render and
 diff in one command). Both render the Pulumi project found from the working directory up (the
 first Pulumi.yaml), or the one `--project-dir` names.
 
@@ -21,6 +21,7 @@ from gpu_cluster.config.dates import pinned
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.change_summary import add_arguments as add_summary_arguments
 from gpu_cluster.offline.change_summary import write_summary
+from gpu_cluster.offline.new_stack import new_stack, write_new_stack
 from gpu_cluster.offline.project import Project, ProjectError, find_project, read_project
 from gpu_cluster.offline.render import (
     FILES,
@@ -166,6 +167,27 @@ def _render_and_diff(
     return 0
 
 
+def _new(args: argparse.Namespace) -> int:
+    """`gpu-cluster new`: write the stack's file, then say what is left to do."""
+    try:
+        project = _project(args.project_dir)
+        stack = new_stack(project, args.stack, args.source, tuple(args.set), tuple(args.unset))
+        path = write_new_stack(project, stack)
+    except (ConfigError, FileNotFoundError, ProjectError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for warning in stack.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"wrote {path}; next: pulumi stack init {stack.name}", file=sys.stderr)
+    for key in stack.secrets:
+        print(
+            f"not copied, a secret of {args.source}: pulumi config set --secret --path "
+            f"'{key}' VALUE --stack {stack.name}",
+            file=sys.stderr,
+        )
+    return 0
+
+
 def offline_main(argv: list[str] | None = None) -> int:
     """`python -m gpu_cluster.offline --stack S [--out DIR] [--diff OLD_DIR]`."""
     argv = sys.argv[1:] if argv is None else argv
@@ -186,7 +208,7 @@ def offline_main(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`gpu-cluster render | diff | summary`."""
+    """`gpu-cluster render | diff | summary | new`."""
     argv = sys.argv[1:] if argv is None else argv
     epilog = _stacks_epilog(argv)
     parser = argparse.ArgumentParser(
@@ -225,10 +247,38 @@ def main(argv: list[str] | None = None) -> int:
         "HEAD_DIR/<stack>/)",
     )
     add_summary_arguments(summary_cmd)
+    new_cmd = command(
+        "new",
+        "write a new stack's file (Pulumi.<stack>.yaml) from an existing stack's config, its "
+        "training run as queued JobSets (workload.kind: jobset), checked before it is written",
+    )
+    new_cmd.add_argument("--stack", required=True, help="the new stack's name")
+    new_cmd.add_argument(
+        "--from", dest="source", required=True, metavar="STACK", help="the stack to start from"
+    )
+    new_cmd.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a config key as `pulumi config set [--path]` would (repeatable; "
+        "workload.kind=statefulset keeps a StatefulSet)",
+    )
+    new_cmd.add_argument(
+        "--unset",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="remove a config key as `pulumi config rm [--path]` would (repeatable; before "
+        "the --sets)",
+    )
+    _project_dir_argument(new_cmd)
 
     args = parser.parse_args(argv)
     if args.command == "summary":
         return write_summary(summary_cmd, args)
+    if args.command == "new":
+        return _new(args)
     if args.command == "diff":
         return _render_and_diff(args, args.out, args.old, old_label="OLD_DIR")
     return _render_and_diff(args, args.out, None)

@@ -107,6 +107,30 @@ def apply_override(
     return top
 
 
+def remove_path(config: dict[str, Any], key: str, project: str = PROJECT) -> str:
+    """Remove `key` (a config path, as `pulumi config rm --path` takes it) from `config`;
+    returns the fully qualified top-level key. ConfigError for a key that is not set."""
+    written, top, parts, _ = parse_assignment(f"{key}=", project)
+    cursor: Any = config
+    steps: list[str | int] = [top, *parts[1:]]
+    for depth, part in enumerate(steps):
+        present = (
+            isinstance(cursor, dict) and part in cursor
+            if isinstance(part, str)
+            else isinstance(cursor, list) and part < len(cursor)
+        )
+        if not present:
+            raise ConfigError(
+                f"invalid stack config:\n  --unset {clipped(written)}: "
+                f"{_path_text(parts[: depth + 1])} is not set"
+            )
+        if depth == len(steps) - 1:
+            del cursor[part]
+            break
+        cursor = cursor[part]
+    return top
+
+
 def _step_problem(node: Any, part: str | int) -> str | None:
     """Why `part` cannot index `node` (None when it can; a list grows by one at its end)."""
     if isinstance(node, list):

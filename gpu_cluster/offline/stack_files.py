@@ -27,14 +27,19 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]  # the repository: Pulumi.yaml
 SECRET_PLACEHOLDER = "[secret]"
 
 
+def is_ciphertext(value: Any) -> bool:
+    """A stack file's secret: `{secure: <ciphertext>}`."""
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
 def _without_ciphertext(value: Any) -> tuple[Any, bool]:
     """Replace `{secure: ...}` values (anywhere in a key's value) by a placeholder.
 
     Secrets cannot be decrypted offline; the program sees a value of the right shape, and the
     key counts as secret, as the engine would report it."""
+    if is_ciphertext(value):
+        return SECRET_PLACEHOLDER, True
     if isinstance(value, dict):
-        if set(value) == {"secure"}:
-            return SECRET_PLACEHOLDER, True
         pairs = {k: _without_ciphertext(v) for k, v in value.items()}
         return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
     if isinstance(value, list):
@@ -126,6 +131,15 @@ def _engine_config(
     }
     for assignment in overrides:
         apply_override(config, assignment, project=project.name)
+    engine, secret_keys = as_engine_config(config, secret_overrides, project.name)
+    return engine, secret_keys, project.name
+
+
+def as_engine_config(
+    config: dict[str, Any], secret_overrides: tuple[str, ...] = (), project: str = PROJECT
+) -> tuple[dict[str, str], list[str]]:
+    """A stack file's config block (its values as read, `{secure: ...}` included) as the engine
+    hands it to the program, plus `secret_overrides`: (config map, secret keys)."""
     engine: dict[str, str] = {}
     secret_keys: list[str] = []
     for key, value in config.items():
@@ -134,10 +148,10 @@ def _engine_config(
         if secret:
             secret_keys.append(key)
     for assignment in secret_overrides:
-        key = apply_override(engine, assignment, secret=True, project=project.name)
+        key = apply_override(engine, assignment, secret=True, project=project)
         engine[key] = goyaml.engine_text(engine[key])
         secret_keys.append(key)
-    return engine, sorted(set(secret_keys)), project.name
+    return engine, sorted(set(secret_keys))
 
 
 def checked_config(

@@ -16,10 +16,14 @@ import pytest
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.config_path import apply_override
 from gpu_cluster.offline.goyaml import engine_text
-from gpu_cluster.offline.stack_files import engine_config
+from gpu_cluster.offline.new_stack import new_stack, stack_file_text
+from gpu_cluster.offline.project import read_project
+from gpu_cluster.offline.stack_files import engine_config, stack_file_config
+from tests.as_of import AS_OF
 from tests.cli import by_case
 from tests.conftest import ROOT, STACKS
 from tests.stack_scalars import (
+    READ_AS_WRITTEN,
     SCALARS,
     SET_VALUES,
     Expected,
@@ -77,6 +81,19 @@ def test_shipped_stack_files_read_the_same_through_the_cli(tools: Tools, tmp_pat
     compare(tools, tmp_path, {s: (ROOT / f"Pulumi.{s}.yaml").read_text() for s in STACKS})
 
 
+def test_the_files_gpu_cluster_new_writes_read_the_same_through_the_cli(
+    tools: Tools, tmp_path: Path
+) -> None:
+    """What `gpu-cluster new` writes (tests/test_new_stack.py: the offline reader reads it back
+    as the config meant): every shipped stack written anew with its kind, and a JobSet stack."""
+    project = read_project(ROOT)
+    kept = ("workload.kind=statefulset",)
+    written = {f"{s}-anew": new_stack(project, f"{s}-anew", s, kept, as_of=AS_OF) for s in STACKS}
+    command = ("workload.command[0]=/workspace/train.py", "name=team-b")
+    written["team-b"] = new_stack(project, "team-b", "nerc-production", command, as_of=AS_OF)
+    compare(tools, tmp_path, {name: stack.text for name, stack in written.items()})
+
+
 # --- scalars YAML 1.1 and go-yaml v3 read differently (tests/stack_scalars.py) ---------------
 
 
@@ -123,6 +140,33 @@ def test_ambiguous_scalars_read_the_same_through_the_cli(
     else:
         assert cli_refused is None and offline_refused is None, (cli_refused, offline_refused)
         assert offline == cli == expected_values(expected)
+
+
+def test_every_value_gpu_cluster_new_writes_reads_the_same_through_the_cli(
+    scalar_stack: PulumiCli, tmp_path: Path
+) -> None:
+    """One file of every value both readers read alike, as `gpu-cluster new` writes it (quoting
+    what go-yaml v3 would read as another type): the CLI hands the program the same text as the
+    offline reader (which reads it back as the source's values: tests/test_new_stack.py)."""
+    scalars: dict[str, Any] = {}
+    for index, (_case, scalar) in enumerate(READ_AS_WRITTEN):
+        (tmp_path / "Pulumi.scalar.yaml").write_text(stack_file(scalar), encoding="utf-8")
+        for key, value in stack_file_config("scalar", tmp_path).items():
+            scalars[f"{key}{index}"] = value
+    text = stack_file_text(scalars)
+    (scalar_stack.project_dir / "Pulumi.given.yaml").write_text(text, encoding="utf-8")
+    cli = {key: entry["value"] for key, entry in scalar_stack.config("given").items()}
+    offline, _ = engine_config("given", project_dir=project_with({"given": text}, tmp_path / "o"))
+    assert len(scalars) == 3 * len(READ_AS_WRITTEN)
+
+    def program_values(config: dict[str, str]) -> dict[str, Any]:
+        """The file's own keys (not Pulumi.yaml's defaults), JSON values parsed."""
+        return {
+            k: parsed(v) if v[:1] in ("{", "[") else v for k, v in config.items() if k in scalars
+        }
+
+    assert program_values(cli) == program_values(offline)
+    assert len(program_values(cli)) == len(scalars)
 
 
 def test_set_path_values_are_stored_as_pulumi_config_set_path_stores_them(
