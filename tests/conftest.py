@@ -39,6 +39,13 @@ BARCELONA_NAD_RANGES = tuple(
 BARCELONA_CREATES_NADS = ("rdma.networkAttachments=create", *BARCELONA_NAD_RANGES)
 BARCELONA_ADOPTS_NADS = ("rdma.networkAttachments=adopt", *BARCELONA_NAD_RANGES)
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
+# Shared claims on GKE: a ReadWriteMany class the cluster has (Filestore's), used by name; the
+# stacks' Persistent Disk classes provision no ReadWriteMany claim (config/rules.py refuses them).
+GKE_RWX = (
+    "storage.mode=rwx",
+    "storage.storageClass=standard-rwx",
+    "storage.storageClassMode=reference",
+)
 
 
 def edited_config(stack: str, overrides: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
@@ -148,7 +155,9 @@ TO_GKE = (
     "gcp.machineType=a3-highgpu-8g",
     "kubernetesVersion=1.35",
     "gcp.minMasterVersion=1.35",
-    "storage.storageClass=standard",
+    # A class every stack can use there, shared (ReadWriteMany) claims too: Filestore's.
+    "storage.storageClass=standard-rwx",
+    "storage.storageClassMode=reference",
     # OpenShift's provider setting: the GKE program would refuse it (it reads only gcp: ones).
     "!kubernetes:context",
 )

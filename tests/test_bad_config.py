@@ -8,10 +8,10 @@ import pytest
 
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import engine_config
-from tests.conftest import BARCELONA_CREATES_NADS
+from tests.conftest import BARCELONA_CREATES_NADS, GKE_RWX
 
 # A GKE stack as a JobSet stack (shared claims: a JobSet has no per-pod ones).
-_GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", "storage.mode=rwx")
+_GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", *GKE_RWX)
 # ... behind the node health gate; and asking for a check no checker labels.
 GATED_GKE_JOBSET = (*_GKE_JOBSET, "workload.queue.healthGate.enabled=true")
 UNKNOWN_HEALTH_CHECK = (*GATED_GKE_JOBSET, "workload.queue.healthGate.checks[0]=dcgm")
@@ -434,7 +434,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (
             "workload.kind=jobset",
             "workload.command[0]=train.py",
-            "storage.mode=rwx",
+            *GKE_RWX,
             "workload.queue.requiredLevel=cloud.google.com/gce-topology-block",
         ),
         ("topology-aware placement needs the GPU nodes to exist", "flex-start"),
@@ -448,6 +448,27 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         "barcelona",
         ("workload.kind=jobset", "workload.command[0]=train.py"),
         ("gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'", "'rwx'"),
+    ),
+    # Shared (ReadWriteMany) claims on GKE of a Persistent Disk class would stay Pending.
+    (
+        "gcp-a3",
+        ("storage.mode=rwx",),
+        ("gpu-cluster:storage.storageClass = 'premium-rwo': storage.mode 'rwx'", "reference"),
+    ),
+    (
+        "gcp-a4",
+        ("storage.mode=rwx",),
+        ("gpu-cluster:storage.storageClass = 'hyperdisk-balanced'", "Persistent Disk"),
+    ),
+    (
+        "gcp-a3",
+        (
+            "storage.volumes[0].name=ckpt",
+            "storage.volumes[0].mountPath=/ckpt",
+            "storage.volumes[0].sharedClaim.size=1Ti",
+            "storage.volumes[0].sharedClaim.storageClass=standard-rwo",
+        ),
+        ("gpu-cluster:storage.volumes[0].sharedClaim.storageClass = 'standard-rwo'", "Pending"),
     ),
     (
         "nerc-production",
@@ -508,7 +529,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (
             "workload.kind=jobset",
             "workload.command[0]=train.py",
-            "storage.mode=rwx",
+            *GKE_RWX,
             "gcp.queuedProvisioning=true",
             "workload.queue.healthGate.enabled=true",
         ),
@@ -519,7 +540,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (
             "workload.kind=jobset",
             "workload.command[0]=train.py",
-            "storage.mode=rwx",
+            *GKE_RWX,
             "workload.queue.healthGate.maxAgeHours=12",
         ),
         (

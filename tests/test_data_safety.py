@@ -23,6 +23,7 @@ from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
 from tests.as_of import AS_OF
 from tests.conftest import (
+    GKE_RWX,
     STACKS,
     TO_GKE,
     edited_config,
@@ -83,9 +84,20 @@ STRANDING_EDITS = [
     "storage.mode=rwx",  # the per-pod claims would be deleted
     "storage.mode=per-pod",  # the shared claims would be deleted
 ]
+
+
+def on_platform(stack: str, edit: str) -> tuple[str, ...]:
+    """`edit` as the stack's platform takes it. On GKE a class nothing creates is refused:
+    switch to one GKE installs; shared claims need a ReadWriteMany class."""
+    if stack in GKE and "other-class" in edit:
+        return ("storage.storageClass=standard-rwo",)
+    if stack in GKE and edit == "storage.mode=rwx":
+        return GKE_RWX
+    return (edit,)
+
+
 STRANDING_CASES = [
-    # On GKE a class nothing creates is refused: switch to one GKE installs (or the stack's own).
-    (stack, "storage.storageClass=standard-rwo" if "other-class" in edit and stack in GKE else edit)
+    (stack, on_platform(stack, edit))
     for stack in STACKS
     for edit in STRANDING_EDITS
     if edit != f"storage.mode={'per-pod' if stack in PER_POD else 'rwx'}"  # no change
@@ -93,12 +105,12 @@ STRANDING_CASES = [
 
 
 @pytest.mark.parametrize(
-    ("stack", "edit"), STRANDING_CASES, ids=[f"{s}:{e}" for s, e in STRANDING_CASES]
+    ("stack", "edit"), STRANDING_CASES, ids=[f"{s}:{' '.join(e)}" for s, e in STRANDING_CASES]
 )
 def test_edits_that_strand_or_delete_data_are_refused_unless_opted_in(
-    stack: str, edit: str
+    stack: str, edit: tuple[str, ...]
 ) -> None:
-    risky = [s for s in claim_steps(plan_of(stack, edit)) if s.op in ("replace", "delete")]
+    risky = [s for s in claim_steps(plan_of(stack, *edit)) if s.op in ("replace", "delete")]
     assert risky, "the edit touches no claim: the test would prove nothing"
     assert all(s.protected for s in risky), f"the engine would {risky} without asking"
     # The opt-in: a replacement goes through in the update that sets storage.protect false; a
@@ -106,7 +118,7 @@ def test_edits_that_strand_or_delete_data_are_refused_unless_opted_in(
     # its state), then the edit.
     opted = [
         s
-        for s in claim_steps(plan_of(stack, edit, "storage.protect=false"))
+        for s in claim_steps(plan_of(stack, *edit, "storage.protect=false"))
         if s.op in ("replace", "delete")
     ]
     assert {(s.name, s.op) for s in opted} == {(s.name, s.op) for s in risky}

@@ -18,10 +18,10 @@ from gpu_cluster.components.gke_cluster import SYSTEM_POOL
 from gpu_cluster.config.schema import PROJECT
 from gpu_cluster.offline.graph import PROVIDER_TYPE_PREFIX, Edge, Graph
 from gpu_cluster.offline.render import resources_json
-from tests.conftest import STACKS, run_stack
+from tests.conftest import GKE_RWX, STACKS, run_stack
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
-JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py", "storage.mode=rwx")
+JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py", *GKE_RWX)
 HEALTH_GATE = "workload.queue.healthGate.enabled=true"
 Variant = tuple[str, tuple[str, ...]]
 VARIANTS: list[Variant] = [(s, ()) for s in STACKS] + [

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_cluster.offline.replacements import PRECIOUS, Step, destructive
-from tests.conftest import TO_GKE, plan_from, plan_of
+from tests.conftest import GKE_RWX, TO_GKE, plan_from, plan_of
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -27,7 +27,7 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 NETWORKS = ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork")
 IMAGE = "image=nvcr.io/nvidia/pytorch:25.02-py3"
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
-GKE_JOB_SET = (*JOB_SET, "storage.mode=rwx")
+GKE_JOB_SET = (*JOB_SET, *GKE_RWX)
 # The namespaces a GKE JobSet stack installs Kueue and JobSet into (QueueControllers).
 CONTROLLER_NAMESPACES = (
     "-queue-controllers-kueue-namespace",
@@ -237,7 +237,7 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     },
     ("a3-high", ("gcp.zone=us-central1-b",)): {"replace Cluster!": 1, "replace NodePool": 2},
     ("a3-high", ("gcp.systemPool.minNodes=3",)): {},
-    ("a3-high", ("storage.mode=rwx",)): {"delete PersistentVolumeClaim!": 4},
+    ("a3-high", GKE_RWX): {"delete PersistentVolumeClaim!": 4},
 }
 
 

@@ -27,15 +27,15 @@ from gpu_cluster.plan.launch import CONFIG_ERROR_EXIT_CODES
 from gpu_cluster.plan.podspec import Container
 from gpu_cluster.plan.queue import pod_requests
 from gpu_cluster.plan.runs import JOBSET_RESOURCE
-from tests.conftest import ROOT, manifests, one, plan_from, run_stack
+from tests.conftest import GKE_RWX, ROOT, manifests, one, plan_from, run_stack
 
 JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
 COMMAND = "workload.command[1]=--epochs=3"
 # (stack, overrides that make it a JobSet stack with shared claims)
 STACKS = [
     ("nerc-production", (*JOBSET, COMMAND)),
-    ("gcp-a3", (*JOBSET, COMMAND, "storage.mode=rwx")),
-    ("gcp-a4", (*JOBSET, COMMAND, "storage.mode=rwx")),
+    ("gcp-a3", (*JOBSET, COMMAND, *GKE_RWX)),
+    ("gcp-a4", (*JOBSET, COMMAND, *GKE_RWX)),
 ]
 
 
@@ -366,7 +366,7 @@ def test_a_switch_of_kind_replaces_the_workload_old_object_first() -> None:
     """The StatefulSet and the JobSet answer to each other's URN and are replaced, the old one
     deleted first, when the kind changes (components/workload/kind.py says why): the plan of a
     switch either way is that one resource replaced, not a delete beside a create."""
-    rwx = ("storage.mode=rwx",)
+    rwx = GKE_RWX
     for deployed, edit in ((rwx, JOBSET), ((*rwx, *JOBSET), ("!workload",))):
         steps = plan_from("gcp-a3", deployed, edit)
         workload = {(s.type, s.op, "kind" in s.fields) for s in steps if "Set" in s.type}

@@ -151,6 +151,11 @@ REFUSED = [
         "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'",
     ),
     (
+        "GKE's shared claims on a Persistent Disk class",
+        ("--stack", "team-b", "--from", "gcp-a3", "--set", COMMAND, "--set", "storage.mode=rwx"),
+        "gpu-cluster:storage.storageClass = 'premium-rwo': storage.mode 'rwx' makes ReadWriteMany",
+    ),
+    (
         "no command",
         ("--stack", "team-b", "--from", "nerc-production"),
         "gpu-cluster:workload.command is required when workload.kind is 'jobset'",

@@ -19,14 +19,14 @@ from gpu_cluster.facts import health
 from gpu_cluster.plan.health_gate import HEALTH_GATE_CONTROLLER, HEALTH_GATE_SCRIPT
 from gpu_cluster.plan.health_runner import HEALTH_RUNNER_SCRIPT
 from gpu_cluster.plan.shipped import KUBE_API_SCRIPT
-from tests.conftest import ROOT, manifests, run_stack
+from tests.conftest import GKE_RWX, ROOT, manifests, run_stack
 from tests.script_modules import SCRIPTS, load_script
 from tools.realtier.stacks import render
 
 SCRIPT = ROOT / "scripts" / HEALTH_GATE_SCRIPT
 GATE = "workload.queue.healthGate.enabled=true"
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
-GKE = ("gcp-a3", (*JOB_SET, "storage.mode=rwx", GATE))
+GKE = ("gcp-a3", (*JOB_SET, *GKE_RWX, GATE))
 OPENSHIFT = (
     "nerc-production",
     (*JOB_SET, "workload.queue.topologyLevels[0]=example.com/rack", GATE),
@@ -306,7 +306,7 @@ def test_the_gate_may_read_and_write_only_what_it_answers() -> None:
 
 
 def test_without_the_gate_the_stack_renders_none_of_it() -> None:
-    run = run_stack("gcp-a3", *JOB_SET, "storage.mode=rwx")
+    run = run_stack("gcp-a3", *JOB_SET, *GKE_RWX)
     assert manifests(run, "AdmissionCheck") == []
     assert manifests(run, "Deployment") == []
     assert manifests(run, "ClusterRole") == []

@@ -15,7 +15,7 @@ import yaml
 from gpu_cluster.facts import health
 from gpu_cluster.plan.health_runner import CHECK_LABEL, PAIR
 from gpu_cluster.plan.verify import GKE_CHECK_MAX_BYTES
-from tests.conftest import ROOT, manifests
+from tests.conftest import GKE_RWX, ROOT, manifests
 from tests.runner_api import (
     JOBS_PATH,
     NOW,
@@ -342,7 +342,7 @@ def test_the_nccl_check_is_the_scanner_s() -> None:
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
 RUNNER = ("workload.queue.healthGate.enabled=true", "workload.queue.healthGate.runner.enabled=true")
 STACKS = {
-    "gke": ("gcp-a3", (*JOB_SET, "storage.mode=rwx", *RUNNER)),
+    "gke": ("gcp-a3", (*JOB_SET, *GKE_RWX, *RUNNER)),
     "openshift": (
         "nerc-production",
         (*JOB_SET, "workload.queue.topologyLevels[0]=example.com/rack", *RUNNER),

@@ -17,7 +17,7 @@ from gpu_cluster.facts import health
 from gpu_cluster.plan.health_runner import CHECK_LABEL, GPU_CHECK_SCRIPT, HEALTH_RUNNER_SCRIPT
 from gpu_cluster.plan.shipped import KUBE_API_SCRIPT
 from tests import runner_api
-from tests.conftest import ROOT, manifests, run_stack
+from tests.conftest import GKE_RWX, ROOT, manifests, run_stack
 from tests.runner_api import JOBS_PATH, NOW, RecordedApi, check_pod, finished, gpu_node, runner
 from tests.script_modules import SCRIPTS
 from tools.realtier.stacks import render
@@ -25,7 +25,7 @@ from tools.realtier.stacks import render
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
 GATE = ("workload.queue.healthGate.enabled=true", "workload.queue.healthGate.checks[0]=gpu")
 RUNNER = (*GATE, "workload.queue.healthGate.runner.enabled=true")
-GKE = ("gcp-a3", (*JOB_SET, "storage.mode=rwx", *RUNNER))
+GKE = ("gcp-a3", (*JOB_SET, *GKE_RWX, *RUNNER))
 OPENSHIFT = (
     "nerc-production",
     (*JOB_SET, "workload.queue.topologyLevels[0]=example.com/rack", *RUNNER),
@@ -375,7 +375,7 @@ def test_the_runner_may_write_nodes_only_through_its_admission_policy() -> None:
 
 
 def test_without_the_runner_the_stack_renders_none_of_it() -> None:
-    run = run_stack("gcp-a3", *JOB_SET, "storage.mode=rwx", *GATE)
+    run = run_stack("gcp-a3", *JOB_SET, *GKE_RWX, *GATE)
     assert manifests(run, "PodTemplate") == []
     assert manifests(run, "ValidatingAdmissionPolicy") == []
     assert [d["metadata"]["name"] for d in manifests(run, "Deployment")] == [

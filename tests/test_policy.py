@@ -44,7 +44,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 from gpu_cluster.facts.gpudirect import RELEASES
 from gpu_cluster.offline.engine import RecordedResource
 from policy.gpu_cluster_policies import POLICIES, RETAIN_OPT_OUT
-from tests.conftest import ROOT, STACKS, run_stack
+from tests.conftest import GKE_RWX, ROOT, STACKS, run_stack
 
 EXPECTED_POLICIES = {
     "no-privileged-training-pods",
@@ -181,7 +181,8 @@ CLEAN_CASES: list[tuple[str, tuple[str, ...]]] = [
     ("nerc-production", ("storage.mode=per-pod",)),
     ("gcp-a3", ("gcp.provisioning=reservation", "gcp.reservation=my-reservation")),
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),
-    *((stack, (*JOB_SET, "storage.mode=rwx")) for stack in ("nerc-production", "gcp-a3")),
+    ("nerc-production", (*JOB_SET, "storage.mode=rwx")),
+    ("gcp-a3", (*JOB_SET, *GKE_RWX)),
     ("barcelona", (*JOB_SET, "storage.mode=rwx", "storage.storageClass=cephfs")),
 ]
 
@@ -514,7 +515,7 @@ def job_set_pod(inputs: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_rules_read_a_job_set_s_pods() -> None:
     """A JobSet's pods are held to the same rules as the StatefulSet's."""
-    job_set = resource("gcp-a3", JOB_SET_TYPE, *JOB_SET, "storage.mode=rwx")
+    job_set = resource("gcp-a3", JOB_SET_TYPE, *JOB_SET, *GKE_RWX)
 
     def privileged(inputs: dict[str, Any]) -> None:
         (training,) = job_set_pod(inputs)["spec"]["containers"]

@@ -24,11 +24,11 @@ from gpu_cluster.offline.engine import ProgramRun, RecordedResource
 from gpu_cluster.offline.graph import Graph
 from gpu_cluster.offline.render import resources_json
 from gpu_cluster.plan.controllers import ServedApi
-from tests.conftest import one, run_stack
+from tests.conftest import GKE_RWX, one, run_stack
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 NAMESPACE = "kubernetes:core/v1:Namespace"
-GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py", "storage.mode=rwx")
+GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py", *GKE_RWX)
 OPENSHIFT_JOBSET = GKE_JOBSET[:2]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.conftest import GKE_RWX
 from tools.realtier.build import (
     _DATA,
     AUTOSCALER_CRDS,
@@ -93,7 +94,7 @@ def test_controller_data_comes_from_the_built_releases() -> None:
 def test_the_tier_installs_the_charts_a_stack_installs() -> None:
     """A GKE JobSet stack's charts, with their default versions, release names and namespaces,
     are the ones the tier renders and runs (tools/realtier/charts.py)."""
-    stack = render("gcp-a3", ("workload.kind=jobset", "workload.command[0]=t", "storage.mode=rwx"))
+    stack = render("gcp-a3", ("workload.kind=jobset", "workload.command[0]=t", *GKE_RWX))
     installed = [
         (c["name"], c["namespace"], c["version"], c["chart"].rsplit("/", 1)[1])
         for c in stack.charts()

@@ -12,7 +12,14 @@ import kubernetes_validate
 import pytest
 
 from gpu_cluster.config.loading import decode_config, load_settings
-from tests.conftest import BARCELONA_CREATES_NADS, STACKS, edited_config, manifests, run_stack
+from tests.conftest import (
+    BARCELONA_CREATES_NADS,
+    GKE_RWX,
+    STACKS,
+    edited_config,
+    manifests,
+    run_stack,
+)
 from tests.crd_schemas import BY_KIND, CNI_CONFIG
 
 # Stack variants beyond the shipped files: every network mode and storage mode is covered.
@@ -25,13 +32,13 @@ VARIANTS = [(stack, ()) for stack in STACKS] + [
     ("gcp-a3", ("networkMode=tcp",)),
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),
     ("nerc-production", ("workload.kind=jobset", "workload.command[0]=train.py")),
-    ("gcp-a4", ("workload.kind=jobset", "workload.command[0]=train.py", "storage.mode=rwx")),
+    ("gcp-a4", ("workload.kind=jobset", "workload.command[0]=train.py", *GKE_RWX)),
     (
         "gcp-a3",
         (
             "workload.kind=jobset",
             "workload.command[0]=train.py",
-            "storage.mode=rwx",
+            *GKE_RWX,
             "workload.queue.healthGate.enabled=true",
         ),
     ),
@@ -51,15 +58,15 @@ VARIANTS = [(stack, ()) for stack in STACKS] + [
             (
                 "workload.kind=jobset",
                 "workload.command[0]=train.py",
-                placed,
+                *placed,
                 "workload.queue.healthGate.enabled=true",
                 "workload.queue.healthGate.checks[0]=gpu",
                 "workload.queue.healthGate.runner.enabled=true",
             ),
         )
         for stack, placed in (
-            ("gcp-a3", "storage.mode=rwx"),
-            ("nerc-production", "workload.queue.topologyLevels[0]=example.com/rack"),
+            ("gcp-a3", GKE_RWX),
+            ("nerc-production", ("workload.queue.topologyLevels[0]=example.com/rack",)),
         )
     ),
     (
@@ -67,7 +74,7 @@ VARIANTS = [(stack, ()) for stack in STACKS] + [
         (
             "workload.kind=jobset",
             "workload.command[0]=train.py",
-            "storage.mode=rwx",
+            *GKE_RWX,
             "gcp.queuedProvisioning=true",
         ),
     ),

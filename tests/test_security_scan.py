@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gpu_cluster.offline.render import render
-from tests.conftest import ROOT, STACKS
+from tests.conftest import GKE_RWX, ROOT, STACKS
 
 TOOLS_CHECKOV = ROOT / ".tools" / "checkov" / "bin" / "checkov"
 
@@ -37,7 +37,7 @@ VARIANTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     *(
         (stack, (*JOB_SET, "workload.queue.healthGate.enabled=true", *placed, *runner), ())
         for stack, placed in (
-            ("gcp-a3", ("storage.mode=rwx",)),
+            ("gcp-a3", GKE_RWX),
             ("nerc-production", ("workload.queue.topologyLevels[0]=example.com/rack",)),
         )
         for runner in ((), RUNNER)

@@ -44,6 +44,7 @@ def gke(mode: str = "tcpxo", **gcp: Any) -> dict[str, Any]:
         "networkMode": mode,
         "kubernetesVersion": "1.35",
         "gcp": {**GCP, **gcp},
+        "storage": {"mode": "per-pod"},  # GKE's default class has no shared claims
     }
 
 

@@ -123,6 +123,7 @@ def test_pods_sharing_a_volume_check_it_at_once_without_meeting(tmp_path: Path) 
 
 VOLUMES = {
     "storage": {
+        "mode": "per-pod",
         "volumes": [
             {"name": "data", "mountPath": "/data", "readOnly": True, "minReadGbps": 2,
              "gcsFuse": {"bucket": "team-data"}},
@@ -178,6 +179,7 @@ def test_without_volumes_or_checks_nothing_of_it_ships() -> None:
     run = run_stack("gcp-a3")
     assert not any("storage_check.py" in c["data"] for c in manifests(run, "ConfigMap"))
     assert "storage_check.py" not in str(run.outputs["verifyCommand"])
-    off = load_settings({**GKE, "verify": {"enabled": False}, "storage": {"volumes": [
-        {"name": "d", "mountPath": "/d", "gcsFuse": {"bucket": "team-d"}}]}})  # fmt: skip
+    bucket = {"name": "d", "mountPath": "/d", "gcsFuse": {"bucket": "team-d"}}
+    storage = {"mode": "per-pod", "volumes": [bucket]}
+    off = load_settings({**GKE, "verify": {"enabled": False}, "storage": storage})
     assert gated(off, ("launch.sh",)) == ("launch.sh",)

@@ -31,7 +31,7 @@ from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import stack_file_config
 from tests.as_of import AS_OF
-from tests.conftest import STACKS, edited_config
+from tests.conftest import GKE_RWX, STACKS, edited_config
 from tests.contract import set_key
 from tests.test_config_properties import KEYS
 
@@ -211,7 +211,7 @@ SWITCHED: list[Variant] = [
         (
             "workload.kind=jobset",
             "workload.command[0]=train.py",
-            "storage.mode=rwx",
+            *GKE_RWX,
             "workload.queue.healthGate.enabled=true",
         ),
     ),
@@ -254,6 +254,11 @@ def test_a_key_the_stack_reads_changes_what_it_deploys(case: tuple[Variant, str]
     companions = COMPANIONS.get(key, ())
     if key == "gpusPerNode" and variant[0] in GKE_STACKS:
         companions = (("networkMode", "tcp"),)
+    if key == "storage.mode" and variant[0] in GKE_STACKS:  # shared claims need an RWX class
+        companions = (
+            ("storage.storageClass", "standard-rwx"),
+            ("storage.storageClassMode", "reference"),
+        )
     base = _run(variant, companions)
     assert isinstance(base, ProgramRun), base
     for value in [*KEYS[key], *ALTERNATIVES.get(key, []), *_catalogued(variant, key)]:

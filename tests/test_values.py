@@ -246,6 +246,7 @@ GKE = {
         "zone": "us-central1-a",
         "authorizedNetworks": [{"cidrBlock": "203.0.113.0/24", "displayName": "operators"}],
     },
+    "storage": {"mode": "per-pod"},  # GKE's default class has no shared claims
 }
 PLATFORMS = {"openshift": openshift(), "gke": GKE}
 

@@ -16,7 +16,7 @@ from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.launch import quantity_bytes
 from gpu_cluster.plan.outputs import JOB_SET_COMMANDS, STATEFUL_SET_COMMANDS
 from gpu_cluster.plan.verify import RDMA_BUSBW_PER_NIC, TCP_BUSBW
-from tests.conftest import ROOT, container, env_of, one, run_stack, stack_context
+from tests.conftest import GKE_RWX, ROOT, container, env_of, one, run_stack, stack_context
 
 
 def verify_argv(stack: str, *overrides: str) -> list[str]:
@@ -183,7 +183,7 @@ def run_with_fake_cli(command: str, tmp_path: Path) -> tuple[CompletedProcess[st
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
 JOB_SET_STACKS = [
     ("nerc-production", JOB_SET),
-    ("gcp-a3", (*JOB_SET, "storage.mode=rwx")),
+    ("gcp-a3", (*JOB_SET, *GKE_RWX)),
 ]
 # barcelona's shared-claims class, for its JobSet variant.
 BARCELONA_JOB_SET = (*JOB_SET, "storage.mode=rwx", "storage.storageClass=cephfs")

@@ -8,12 +8,14 @@ tests/real/test_stacks_come_up.py (gcp-a4 ships two buckets)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from gpu_cluster.config.loading import load_settings
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.config.volume_rules import RESERVED_MOUNT_ROOTS, RESERVED_VOLUME_NAMES
 from gpu_cluster.facts.gcs import GCS_FUSE_DRIVER, READ_ROLE, READ_WRITE_ROLE
 from gpu_cluster.offline.engine import (
@@ -22,12 +24,12 @@ from gpu_cluster.offline.engine import (
     MOCK_PROJECT_NUMBER,
     ProgramRun,
 )
-from tests.conftest import STACKS, manifests, one, run_stack
+from tests.conftest import GKE_RWX, STACKS, manifests, one, run_stack
 from tests.test_jobset import job_of
 
 BUCKET_TYPE = "gcp:storage/bucket:Bucket"
 GRANT_TYPE = "gcp:storage/bucketIAMMember:BucketIAMMember"
-JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py", "storage.mode=rwx")
+JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py", *GKE_RWX)
 SHARED = (
     "storage.volumes[0].name=checkpoints",
     "storage.volumes[0].mountPath=/checkpoints",
@@ -370,6 +372,7 @@ GKE: dict[str, Any] = {
         "zone": "us-central1-b",
         "authorizedNetworks": [{"cidrBlock": "203.0.113.0/24", "displayName": "vpn"}],
     },
+    "storage": {"mode": "per-pod"},  # GKE's default class has no shared claims
 }
 BUCKET = {"name": "data", "mountPath": "/data", "gcsFuse": {"bucket": "team-data"}}
 LAKE = {"name": "lake", "mountPath": "/lake"}
@@ -494,12 +497,36 @@ def test_gke_s_storage_is_refused_off_gke_naming_the_alternative() -> None:
     assert "storage.volumes[0].managedLustre is only used when platform is 'gke'" in message
 
 
+def test_shared_claims_on_gke_need_a_class_that_provisions_read_write_many() -> None:
+    """GKE's default class and the other Persistent Disk classes provision no ReadWriteMany
+    file system; a referenced class (Filestore's) is taken, and per-pod claims."""
+    for storage, says in (
+        ({}, "gpu-cluster:storage.storageClass unset (GKE's default, 'standard-rwo')"),
+        ({"storageClass": "standard"}, "gpu-cluster:storage.storageClass = 'standard'"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            load_settings({**GKE, "storage": storage})
+    for storage in (
+        {"storageClass": "standard-rwx", "storageClassMode": "reference"},
+        {"mode": "per-pod"},
+    ):
+        taken = load_settings({**GKE, "storage": storage}).storage
+        assert taken == StorageSettings.model_validate(storage)
+
+
 def test_a_good_volume_list_is_taken_on_each_platform() -> None:
     shared = {"name": "ckpt", "mountPath": "/ckpt", "sharedClaim": {"size": "1Ti"}}
     settings = load_settings({"platform": "openshift", "storage": {"volumes": [shared]}})
     assert [v.name for v in settings.storage.volumes] == ["ckpt"]
     reference = {**BUCKET, "gcsFuse": {"bucket": "team-data", "mode": "reference"}}
     settings = load_settings(
-        {**GKE, "storage": {"volumes": [BUCKET, {**reference, "name": "b", "mountPath": "/b"}]}}
+        {
+            **GKE,
+            # Per-pod claims: GKE's default class provisions no shared (ReadWriteMany) claim.
+            "storage": {
+                "mode": "per-pod",
+                "volumes": [BUCKET, {**reference, "name": "b", "mountPath": "/b"}],
+            },
+        }
     )
     assert len(settings.storage.volumes) == 2

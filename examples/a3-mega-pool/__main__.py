@@ -37,6 +37,8 @@ settings = Settings.model_validate(
             "machineType": "a3-megagpu-8g",
             "minMasterVersion": gke_version,
         },
+        # One claim per pod on GKE's default class: Persistent Disk has no shared claims.
+        "storage": {"mode": "per-pod"},
     }
 )
 release = gpudirect_release(settings)

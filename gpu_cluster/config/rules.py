@@ -19,7 +19,9 @@ from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, GPU_LINK_MAX_GBPS, NIC_LIN
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
 from gpu_cluster.facts.gke_storage import (
     CREATABLE_CLASSES,
+    GKE_DEFAULT_CLASS,
     GKE_PREINSTALLED_CLASSES,
+    PERSISTENT_DISK_CLASSES,
     StorageClassMode,
 )
 from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
@@ -98,6 +100,7 @@ def cross_field_problems(s: Settings) -> list[str]:
     out.extend(
         storage_class_problems(s.platform, s.storage.storage_class, s.storage.storage_class_mode)
     )
+    out.extend(shared_claim_class_problems(s))
     out.extend(volume_problems(s))
     out.extend(_verify_problems(s))
     if s.workload.kind == "jobset":
@@ -343,6 +346,25 @@ def storage_class_problems(
         f"use a class GKE installs ({installed}), one the stack creates ({creatable}), or, "
         f"for a class that already exists in the cluster, set storage.storageClassMode: "
         "reference"
+    ]
+
+
+def shared_claim_class_problems(s: Settings) -> list[str]:
+    """Shared (ReadWriteMany) claims on GKE of a Persistent Disk class, GKE's default included:
+    the driver never provisions them, and every pod would wait for them."""
+    if s.platform != "gke" or s.storage.mode != "rwx" or s.storage.storage_class == "":
+        return []
+    named = s.storage.storage_class
+    storage_class = named if named is not None else GKE_DEFAULT_CLASS
+    if storage_class not in PERSISTENT_DISK_CLASSES:
+        return []
+    which = f"= {named!r}" if named is not None else f"unset (GKE's default, {GKE_DEFAULT_CLASS!r})"
+    return [
+        f"gpu-cluster:storage.storageClass {which}: storage.mode 'rwx' makes ReadWriteMany "
+        "claims, and a Persistent Disk class provisions none (the claims would stay Pending); "
+        "name a ReadWriteMany class the cluster has (Filestore's, once its CSI driver is on) "
+        "with storage.storageClassMode: reference, or use storage.mode 'per-pod' "
+        "(workload.kind 'statefulset')"
     ]
 
 

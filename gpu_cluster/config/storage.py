@@ -168,7 +168,8 @@ class StorageSettings(Section):
 
     mode: Literal["rwx", "per-pod"] = "rwx"
     """Shared ReadWriteMany claims (`rwx`), or one claim per pod (`per-pod`: standalone claims
-    named as the StatefulSet's volumeClaimTemplates name them).
+    named as the StatefulSet's volumeClaimTemplates name them). On GKE `rwx` needs a class that
+    provisions ReadWriteMany (Filestore's, referenced): no Persistent Disk class does.
     """
     # A StorageClass name (DNS-1123 subdomain), or "" for none: pre-provisioned volumes.
     storage_class: StorageClassName | None = None

@@ -7,6 +7,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from gpu_cluster.facts.fabric import GPU_LINK_MAX_GBPS
+from gpu_cluster.facts.gke_storage import GKE_DEFAULT_CLASS, PERSISTENT_DISK_CLASSES
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
     from gpu_cluster.config.schema import Settings
@@ -72,12 +73,20 @@ def volume_problems(s: Settings) -> list[str]:
                     "the check could never pass"
                 )
         claim = volume.shared_claim
-        if claim is not None and s.platform == "gke" and claim.size and not claim.storage_class:
-            out.append(
-                f"{key}.sharedClaim.storageClass: required on GKE for a new claim (GKE's "
-                "default class, standard-rwo, is ReadWriteOnce): name an RWX class, such as "
-                "Filestore's standard-rwx once its CSI driver is on"
-            )
+        if claim is not None and s.platform == "gke" and claim.size:
+            if not claim.storage_class:
+                out.append(
+                    f"{key}.sharedClaim.storageClass: required on GKE for a new claim (GKE's "
+                    f"default class, {GKE_DEFAULT_CLASS}, is ReadWriteOnce): name an RWX class, "
+                    "such as Filestore's standard-rwx once its CSI driver is on"
+                )
+            elif claim.storage_class in PERSISTENT_DISK_CLASSES:
+                out.append(
+                    f"{key}.sharedClaim.storageClass = {claim.storage_class!r}: a Persistent "
+                    "Disk class, which provisions no ReadWriteMany claim (it would stay "
+                    "Pending): name an RWX class, such as Filestore's standard-rwx once its CSI "
+                    "driver is on"
+                )
     buckets = [v.gcs_fuse.bucket for v in volumes if v.gcs_fuse and v.gcs_fuse.mode == "create"]
     instances = [
         v.managed_lustre.instance

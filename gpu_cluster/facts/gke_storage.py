@@ -65,3 +65,14 @@ HYPERDISK_BALANCED = StorageClassSpec(
 
 # The classes the program knows how to create, by the name the claims use.
 CREATABLE_CLASSES: dict[str, StorageClassSpec] = {HYPERDISK_BALANCED.name: HYPERDISK_BALANCED}
+
+# GKE's default class in a Standard cluster: the one a claim without a class gets (same GKE page).
+GKE_DEFAULT_CLASS = "standard-rwo"
+
+# Persistent Disk classes (GKE's own and the one the program creates; `standard`'s in-tree
+# provisioner is served by the same CSI driver since CSI migration): no ReadWriteMany file system.
+# The driver refuses a multi-writer volume with a mount access type, so a ReadWriteMany claim of
+# such a class stays Pending (kubernetes-sigs/gcp-compute-persistent-disk-csi-driver v1.28.1
+# pkg/gce-pd-csi-driver/utils.go validateVolumeCapability: "specified multi writer with mount
+# access type").
+PERSISTENT_DISK_CLASSES = (*GKE_PREINSTALLED_CLASSES, *CREATABLE_CLASSES)

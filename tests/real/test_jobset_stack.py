@@ -31,7 +31,7 @@ from gpu_cluster.facts.kueue import (
     PODSET_LABEL,
 )
 from gpu_cluster.plan.launch import TRAINING_CONTAINER
-from tests.conftest import stack_context
+from tests.conftest import GKE_RWX, stack_context
 from tests.real.cluster_state import (
     deploy_on,
     node_ready,
@@ -51,7 +51,7 @@ OVERRIDES = (
     "workload.kind=jobset",
     "workload.command[0]=/workspace/train.py",
     "workload.maxRestarts=3",
-    "storage.mode=rwx",
+    *GKE_RWX,
 )
 BLOCK, SUBBLOCK, HOST, _ = GKE_TOPOLOGY_LEVELS
 # GPU node -> (block, subblock, host)
