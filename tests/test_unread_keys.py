@@ -255,9 +255,8 @@ def test_a_key_the_stack_reads_changes_what_it_deploys(case: tuple[Variant, str]
     if key == "gpusPerNode" and variant[0] in GKE_STACKS:
         companions = (("networkMode", "tcp"),)
     if key == "storage.mode" and variant[0] in GKE_STACKS:  # shared claims need an RWX class
-        companions = (
-            ("storage.storageClass", "standard-rwx"),
-            ("storage.storageClassMode", "reference"),
+        companions = tuple(
+            (name, value) for name, _, value in (o.partition("=") for o in GKE_RWX[1:])
         )
     base = _run(variant, companions)
     assert isinstance(base, ProgramRun), base

@@ -30,6 +30,7 @@ from gpu_cluster.offline.stack_files import (
     is_ciphertext,
     read_project_file,
     stack_file_config,
+    without_ciphertext,
 )
 
 NEW_STACK_KIND = "jobset"
@@ -76,21 +77,13 @@ def stack_file_text(config: dict[str, Any]) -> str:
     )
 
 
-def _holds_secret(value: Any) -> bool:
-    if is_ciphertext(value):
-        return True
-    if isinstance(value, dict):
-        return any(_holds_secret(v) for v in value.values())
-    return isinstance(value, list) and any(_holds_secret(v) for v in value)
-
-
 _GONE = object()
 
 
 def _without_secrets(path: str, value: Any, dropped: list[str]) -> Any:
     """`value` without its `{secure: ...}` values, each one's path added to `dropped`; _GONE
     when the whole value goes (a secret, or a list holding one: its other items would move)."""
-    if is_ciphertext(value) or (isinstance(value, list) and _holds_secret(value)):
+    if is_ciphertext(value) or (isinstance(value, list) and without_ciphertext(value)[1]):
         dropped.append(path)
         return _GONE
     if isinstance(value, dict):

@@ -32,7 +32,7 @@ def is_ciphertext(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"secure"}
 
 
-def _without_ciphertext(value: Any) -> tuple[Any, bool]:
+def without_ciphertext(value: Any) -> tuple[Any, bool]:
     """Replace `{secure: ...}` values (anywhere in a key's value) by a placeholder.
 
     Secrets cannot be decrypted offline; the program sees a value of the right shape, and the
@@ -40,10 +40,10 @@ def _without_ciphertext(value: Any) -> tuple[Any, bool]:
     if is_ciphertext(value):
         return SECRET_PLACEHOLDER, True
     if isinstance(value, dict):
-        pairs = {k: _without_ciphertext(v) for k, v in value.items()}
+        pairs = {k: without_ciphertext(v) for k, v in value.items()}
         return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
     if isinstance(value, list):
-        items = [_without_ciphertext(v) for v in value]
+        items = [without_ciphertext(v) for v in value]
         return [v for v, _ in items], any(s for _, s in items)
     return value, False
 
@@ -143,7 +143,7 @@ def as_engine_config(
     engine: dict[str, str] = {}
     secret_keys: list[str] = []
     for key, value in config.items():
-        plain, secret = _without_ciphertext(value)
+        plain, secret = without_ciphertext(value)
         engine[key] = goyaml.engine_text(plain)
         if secret:
             secret_keys.append(key)
