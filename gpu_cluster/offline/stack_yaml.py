@@ -6,6 +6,8 @@ config may hold, and where each key is written (for messages).
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -318,15 +320,29 @@ def refuse_config_value(file: Path, key: str, value: Any) -> None:
 
 
 def _load_yaml(path: Path) -> Any:
-    """One YAML document; ConfigError naming the file (and line) when it cannot be read."""
+    """One YAML document; ConfigError naming the file (and line) when it cannot be read.
+
+    A copy of the parse cached by the file's content: the command and the tests read the same
+    few stack files again and again, and the pure-Python loader (above) is the costly part;
+    callers edit what they get (overrides are applied in place)."""
     try:
-        return yaml.load(path.read_text(), Loader=_StackFileLoader)
+        text = path.read_text()
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+        raise ConfigError(f"{path.name}: cannot read it: {exc}") from None
+    return copy.deepcopy(_parsed(path.name, text))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(name: str, text: str) -> Any:
+    """The document `text` of the file `name`, as _load_yaml describes (never to be edited)."""
+    try:
+        return yaml.load(text, Loader=_StackFileLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        where = f"{path.name}:{mark.line + 1}" if mark else path.name
+        where = f"{name}:{mark.line + 1}" if mark else name
         raise ConfigError(f"{where}: {exc.problem or exc.context}") from None
-    except (yaml.YAMLError, OSError, ValueError) as exc:  # ValueError: e.g. a 5000-digit int
-        raise ConfigError(f"{path.name}: cannot read it: {exc}") from None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: e.g. a 5000-digit int
+        raise ConfigError(f"{name}: cannot read it: {exc}") from None
 
 
 def document(path: Path) -> dict[Any, Any]:
@@ -363,7 +379,13 @@ def config_block(path: Path, data: dict[Any, Any]) -> dict[str, Any]:
 def key_lines(path: Path) -> dict[str, int]:
     """The line each config key path is first written on in a stack file that reads
     (`gpu-cluster:pod.cpuRequest` -> 7); keys that come from a merge or an alias have none."""
-    root = yaml.compose(path.read_text(), Loader=_StackFileLoader)
+    return dict(_key_lines(path.read_text()))
+
+
+@functools.lru_cache(maxsize=64)
+def _key_lines(text: str) -> dict[str, int]:
+    """key_lines of a stack file's `text`, cached by content as _load_yaml is (never edited)."""
+    root = yaml.compose(text, Loader=_StackFileLoader)
     if not isinstance(root, yaml.MappingNode):
         return {}
     config = next((v for k, v in root.value if getattr(k, "value", None) == "config"), None)
