@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import GKE_RWX
 from tools.realtier.build import (
     _DATA,
@@ -18,6 +20,7 @@ from tools.realtier.build import (
     PROVIDER_MODULE,
     PROVIDER_MODULE_VERSION,
     _go_binary_name,
+    locate,
 )
 from tools.realtier.charts import NAMESPACES
 from tools.realtier.stacks import render
@@ -111,3 +114,11 @@ def test_data_files_have_distinct_names_in_their_directory() -> None:
     for subdir, files in _DATA.items():
         names = [f.name for f in files]
         assert len(names) == len(set(names)), subdir
+
+
+def test_without_go_the_tools_are_not_found(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without Go the real tier's tests skip (or fail in CI) as for unbuilt tools, not error."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert locate() is None

@@ -36,7 +36,9 @@ class Cluster:
 def tools() -> Tools:
     found = locate()
     if found is None:
-        message = "real-tier tools not built: run `python -m tools.realtier build`"
+        message = (
+            "real-tier tools not built (or no Go on PATH): run `python -m tools.realtier build`"
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)

@@ -375,7 +375,10 @@ def data_dir() -> Path:
 
 
 def locate(go_version: str | None = None) -> Tools | None:
-    """The built tools, or None when any is missing (never builds: tests must not)."""
+    """The built tools, or None when any is missing or no Go is on PATH to say which build is
+    this one's (never builds: tests must not)."""
+    if go_version is None and shutil.which("go") is None:
+        return None
     version = go_version or _go_version()
     if not (all(_built(f, version) for f in FAMILIES) and _data_present(data_dir())):
         return None
