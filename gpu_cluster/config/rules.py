@@ -362,8 +362,8 @@ def shared_claim_class_problems(s: Settings) -> list[str]:
     return [
         f"gpu-cluster:storage.storageClass {which}: storage.mode 'rwx' makes ReadWriteMany "
         "claims, and a Persistent Disk class provisions none (the claims would stay Pending); "
-        "name a ReadWriteMany class the cluster has (Filestore's, once its CSI driver is on) "
-        "with storage.storageClassMode: reference, or use storage.mode 'per-pod' "
+        "name a ReadWriteMany class the cluster has (Filestore's: the stack turns its CSI "
+        "driver on) with storage.storageClassMode: reference, or use storage.mode 'per-pod' "
         "(workload.kind 'statefulset')"
     ]
 

@@ -16,9 +16,10 @@ from typing import Literal
 # (pd-ssd) (docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
 # gce-pd-csi-driver), and standard (pd-standard, in-tree provisioner kubernetes.io/gce-pd)
 # (docs.cloud.google.com/kubernetes-engine/docs/concepts/persistent-volumes); consulted
-# 2026-11-23. Filestore's *-rwx classes come only with its CSI driver, which the cluster does not
-# enable. No Hyperdisk class is installed (docs.cloud.google.com/kubernetes-engine/docs/how-to/
-# persistent-volumes/hyperdisk: "Create a Hyperdisk volume" starts by creating a StorageClass).
+# 2026-11-23. Filestore's *-rwx classes come only with its CSI driver, which the stack turns on
+# when its claims name one (FILESTORE_CLASSES). No Hyperdisk class is installed
+# (docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/hyperdisk: "Create a
+# Hyperdisk volume" starts by creating a StorageClass).
 GKE_PREINSTALLED_CLASSES = ("standard-rwo", "premium-rwo", "standard")
 
 # The Compute Engine Persistent Disk CSI driver's provisioner name (same GKE page).
@@ -76,3 +77,18 @@ GKE_DEFAULT_CLASS = "standard-rwo"
 # pkg/gce-pd-csi-driver/utils.go validateVolumeCapability: "specified multi writer with mount
 # access type").
 PERSISTENT_DISK_CLASSES = (*GKE_PREINSTALLED_CLASSES, *CREATABLE_CLASSES)
+
+
+# The StorageClasses GKE installs once its Filestore CSI driver is on:
+# docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/filestore-csi-driver,
+# "Create a StorageClass" (read 2026-11-28), and regional-rwx, for the regional tier (GKE
+# 1.33.4-gke.1172000 and later, the page's table), as a GKE cluster lists it (`kubectl get
+# storageclass`; the page's class list names none).
+FILESTORE_CLASSES = (
+    "standard-rwx",
+    "premium-rwx",
+    "enterprise-rwx",
+    "enterprise-multishare-rwx",
+    "zonal-rwx",
+    "regional-rwx",
+)
