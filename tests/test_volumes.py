@@ -364,6 +364,52 @@ def test_every_filestore_class_turns_the_driver_on(storage_class: str) -> None:
     assert not uses_filestore(load_settings(GKE))
 
 
+@pytest.mark.parametrize(
+    ("storage_class", "size", "refused"),
+    [
+        # An instance class rounds a smaller claim up to its tier's smallest instance.
+        ("standard-rwx", "1Gi", False),
+        ("premium-rwx", "100Gi", False),
+        ("enterprise-rwx", "100Gi", False),
+        # Above the tier's largest instance (cloud.google.com/filestore/docs/service-tiers).
+        ("standard-rwx", "63.9Ti", False),
+        ("standard-rwx", "64Ti", True),
+        ("premium-rwx", "64Ti", True),
+        ("enterprise-rwx", "10Ti", False),
+        ("enterprise-rwx", "10241Gi", True),
+        ("zonal-rwx", "100Ti", False),
+        ("zonal-rwx", "101Ti", True),
+        ("regional-rwx", "100Ti", False),
+        ("regional-rwx", "101Ti", True),
+        # A share: 100 GiB to 1 TiB, else the driver refuses it.
+        ("enterprise-multishare-rwx", "99Gi", True),
+        ("enterprise-multishare-rwx", "100Gi", False),
+        ("enterprise-multishare-rwx", "1Ti", False),
+        ("enterprise-multishare-rwx", "1025Gi", True),
+    ],
+)
+def test_a_filestore_claim_is_refused_only_at_a_size_never_provisioned(
+    storage_class: str, size: str, refused: bool
+) -> None:
+    config = {
+        **GKE,
+        "storage": {
+            "storageClass": storage_class,
+            "storageClassMode": "reference",
+            "workspaceSize": size,
+            "datasetsSize": None,
+        },
+    }
+    if not refused:
+        assert load_settings(config).storage.workspace_size == size
+        return
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config)
+    (line,) = [x for x in str(raised.value).splitlines() if "storage.workspaceSize" in x]
+    assert line.strip().startswith(f"gpu-cluster:storage.workspaceSize = {size!r}: ")
+    assert f"'{storage_class}'" in line and "Pending" in line
+
+
 # --- shared claims ---------------------------------------------------------------------------
 
 

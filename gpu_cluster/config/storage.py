@@ -181,7 +181,9 @@ class StorageSettings(Section):
     stack creates; any other class is refused unless `storage.storageClassMode` is `reference`.
     A Filestore class (`standard-rwx`, `premium-rwx`, `enterprise-rwx`,
     `enterprise-multishare-rwx`, `zonal-rwx`, `regional-rwx`), referenced, has the stack turn on
-    GKE's Filestore CSI driver, which installs them (docs/operations.md, "Training as a JobSet").
+    GKE's Filestore CSI driver, which installs them: a claim smaller than its tier's smallest
+    instance gets (and is billed) one of that size (`premium-rwx`: 2.5Ti), and a size no
+    instance or share of the class holds is refused (docs/operations.md, "Training as a JobSet").
     """
     # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
     # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE
