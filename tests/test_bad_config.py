@@ -470,6 +470,34 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ),
         ("gpu-cluster:storage.volumes[0].sharedClaim.storageClass = 'standard-rwo'", "Pending"),
     ),
+    # Filestore claims of a size the driver never provisions would stay Pending: a share
+    # outside 100 GiB to 1 TiB, an instance above its tier's largest (cloud.google.com/filestore/
+    # docs/service-tiers; kubernetes-sigs/gcp-filestore-csi-driver pkg/util/multishare_defs.go).
+    (
+        "gcp-a3",
+        (
+            "storage.mode=rwx",
+            "storage.storageClass=enterprise-multishare-rwx",
+            "storage.storageClassMode=reference",
+            "storage.workspaceSize=50Gi",
+        ),
+        ("gpu-cluster:storage.workspaceSize = '50Gi'", "100Gi to 1Ti", "Pending"),
+    ),
+    (
+        "gcp-a3",
+        (*GKE_RWX, "storage.datasetsSize=64Ti"),
+        ("gpu-cluster:storage.datasetsSize = '64Ti'", "'standard-rwx'", "at most 63.9Ti"),
+    ),
+    (
+        "gcp-a3",
+        (
+            "storage.volumes[0].name=ckpt",
+            "storage.volumes[0].mountPath=/ckpt",
+            "storage.volumes[0].sharedClaim.size=11Ti",
+            "storage.volumes[0].sharedClaim.storageClass=enterprise-rwx",
+        ),
+        ("gpu-cluster:storage.volumes[0].sharedClaim.size = '11Ti'", "at most 10Ti", "Pending"),
+    ),
     (
         "nerc-production",
         ("workload.command[0]=train.py",),

@@ -24,6 +24,7 @@ from gpu_cluster.offline.engine import (
     MOCK_PROJECT_NUMBER,
     ProgramRun,
 )
+from gpu_cluster.plan.gke_storage import uses_filestore
 from tests.conftest import GKE_RWX, STACKS, manifests, one, run_stack
 from tests.test_jobset import job_of
 
@@ -297,6 +298,116 @@ def test_a_referenced_lustre_instance_is_mounted_by_its_mount_point_and_nothing_
     assert pv["spec"]["csi"]["volumeAttributes"] == {"ip": "10.90.1.4", "filesystem": "teamfs"}
     cluster = one_resource(run, "gcp:container/cluster:Cluster")
     assert cluster["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True}
+
+
+# --- GKE: Filestore -------------------------------------------------------------------------
+
+# GKE's Filestore classes (docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
+# filestore-csi-driver, "Create a StorageClass"; regional-rwx for the regional tier).
+FILESTORE_CLASSES = (
+    "standard-rwx",
+    "premium-rwx",
+    "enterprise-rwx",
+    "enterprise-multishare-rwx",
+    "zonal-rwx",
+    "regional-rwx",
+)
+FILESTORE_ON = {"gcpFilestoreCsiDriverConfig": {"enabled": True}}
+
+
+def addons(run: ProgramRun) -> dict[str, Any]:
+    found: dict[str, Any] = one_resource(run, "gcp:container/cluster:Cluster").get(
+        "addonsConfig", {}
+    )
+    return found
+
+
+def test_claims_of_a_filestore_class_turn_its_csi_driver_on() -> None:
+    """Whichever claims name it: the shared workspace and datasets, per-pod ones (each pod's
+    own instance; 200Gi, under basic SSD's smallest instance, gets one of 2.5Ti), a volume's."""
+    for overrides in (
+        GKE_RWX,
+        ("storage.storageClass=premium-rwx", "storage.storageClassMode=reference"),
+        (
+            "storage.volumes[0].name=ckpt",
+            "storage.volumes[0].mountPath=/ckpt",
+            "storage.volumes[0].sharedClaim.size=1Ti",
+            "storage.volumes[0].sharedClaim.storageClass=enterprise-multishare-rwx",
+        ),
+    ):
+        assert addons(run_stack("gcp-a3", *overrides)) == FILESTORE_ON, overrides
+    both = addons(run_stack("gcp-a4", *GKE_RWX))  # its buckets keep the FUSE driver on
+    assert both == {**FILESTORE_ON, "gcsFuseCsiDriverConfig": {"enabled": True}}
+
+
+def test_without_a_filestore_class_the_filestore_driver_is_left_alone() -> None:
+    assert addons(run_stack("gcp-a3")) == {}  # premium-rwo: Persistent Disk
+    assert addons(run_stack("gcp-a4")) == {"gcsFuseCsiDriverConfig": {"enabled": True}}
+
+
+@pytest.mark.parametrize("storage_class", FILESTORE_CLASSES)
+def test_every_filestore_class_turns_the_driver_on(storage_class: str) -> None:
+    for storage in (
+        {"storageClass": storage_class, "storageClassMode": "reference"},
+        {
+            "mode": "per-pod",
+            "volumes": [
+                {
+                    "name": "ckpt",
+                    "mountPath": "/ckpt",
+                    "sharedClaim": {"size": "1Ti", "storageClass": storage_class},
+                }
+            ],
+        },
+    ):
+        assert uses_filestore(load_settings({**GKE, "storage": storage})), storage
+    assert not uses_filestore(load_settings(GKE))
+
+
+@pytest.mark.parametrize(
+    ("storage_class", "size", "refused"),
+    [
+        # An instance class rounds a smaller claim up to its tier's smallest instance.
+        ("standard-rwx", "1Gi", False),
+        ("premium-rwx", "100Gi", False),
+        ("enterprise-rwx", "100Gi", False),
+        # Above the tier's largest instance (cloud.google.com/filestore/docs/service-tiers).
+        ("standard-rwx", "63.9Ti", False),
+        ("standard-rwx", "64Ti", True),
+        ("premium-rwx", "64Ti", True),
+        ("enterprise-rwx", "10Ti", False),
+        ("enterprise-rwx", "10241Gi", True),
+        ("zonal-rwx", "100Ti", False),
+        ("zonal-rwx", "101Ti", True),
+        ("regional-rwx", "100Ti", False),
+        ("regional-rwx", "101Ti", True),
+        # A share: 100 GiB to 1 TiB, else the driver refuses it.
+        ("enterprise-multishare-rwx", "99Gi", True),
+        ("enterprise-multishare-rwx", "100Gi", False),
+        ("enterprise-multishare-rwx", "1Ti", False),
+        ("enterprise-multishare-rwx", "1025Gi", True),
+    ],
+)
+def test_a_filestore_claim_is_refused_only_at_a_size_never_provisioned(
+    storage_class: str, size: str, refused: bool
+) -> None:
+    config = {
+        **GKE,
+        "storage": {
+            "storageClass": storage_class,
+            "storageClassMode": "reference",
+            "workspaceSize": size,
+            "datasetsSize": None,
+        },
+    }
+    if not refused:
+        assert load_settings(config).storage.workspace_size == size
+        return
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config)
+    (line,) = [x for x in str(raised.value).splitlines() if "storage.workspaceSize" in x]
+    assert line.strip().startswith(f"gpu-cluster:storage.workspaceSize = {size!r}: ")
+    assert f"'{storage_class}'" in line and "Pending" in line
 
 
 # --- shared claims ---------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from gpu_cluster.plan.data_volumes import (
     uses_lustre,
 )
 from gpu_cluster.plan.gke_identity import pod_principal
-from gpu_cluster.plan.gke_storage import storage_class_to_create
+from gpu_cluster.plan.gke_storage import storage_class_to_create, uses_filestore
 from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
 from gpu_cluster.plan.outputs import gke_context, stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
@@ -190,6 +190,7 @@ class GkePlatform(pulumi.ComponentResource):
                 nodes_after=identity.ready,
                 gcs_fuse_csi=uses_gcs_fuse(s),
                 lustre_csi=uses_lustre(s),
+                filestore_csi=uses_filestore(s),
             ),
             moved,
         )

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_gcp as gcp
 from pulumi_gcp.container import (
     ClusterAddonsConfigArgs,
+    ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs,
     ClusterAddonsConfigGcsFuseCsiDriverConfigArgs,
     ClusterAddonsConfigLustreCsiDriverConfigArgs,
     ClusterArgs,
@@ -73,8 +74,8 @@ class GkeClusterArgs:
     to all but the cluster's own nodes and Google's management. node_service_account: the
     nodes' Google account (email), or None for the project's default Compute Engine account;
     nodes_after: what the pools wait for (that account and its roles). gcs_fuse_csi,
-    lustre_csi: turn on GKE's Cloud Storage FUSE or Lustre CSI driver (the stack mounts buckets
-    or Lustre instances)."""
+    lustre_csi, filestore_csi: turn on GKE's Cloud Storage FUSE, Lustre or Filestore CSI driver
+    (the stack mounts buckets or Lustre instances, or its claims name a Filestore class)."""
 
     cluster_name: str
     project: str
@@ -92,18 +93,20 @@ class GkeClusterArgs:
     nodes_after: Sequence[pulumi.Resource] = ()
     gcs_fuse_csi: bool = False
     lustre_csi: bool = False
+    filestore_csi: bool = False
 
 
 def _addons(a: GkeClusterArgs) -> ClusterAddonsConfigArgs | None:
-    """GKE's Cloud Storage FUSE and Lustre CSI drivers where the stack mounts a bucket or a
-    Lustre instance, as cluster-toolkit's gke-cluster module turns them on (main.tf
-    `gcs_fuse_csi_driver_config`, `lustre_csi_driver_config`; `enable_gcsfuse_csi`,
-    `enable_managed_lustre_csi`, 1047080; no legacy Lustre port: see facts/lustre.py); an addon
-    is updated in place (hashicorp/terraform-provider-google resource_container_cluster.go: no
+    """GKE's Cloud Storage FUSE, Lustre and Filestore CSI drivers where the stack mounts a bucket
+    or a Lustre instance or its claims name a Filestore class, as cluster-toolkit's gke-cluster
+    module turns them on (main.tf `gcs_fuse_csi_driver_config`, `lustre_csi_driver_config`,
+    `gcp_filestore_csi_driver_config`; `enable_gcsfuse_csi`, `enable_managed_lustre_csi`,
+    `enable_filestore_csi`, 1047080; no legacy Lustre port: see facts/lustre.py); an addon is
+    updated in place (hashicorp/terraform-provider-google resource_container_cluster.go: no
     ForceNew under addons_config, e03b7622). Left unset otherwise: the fields are computed, so a
-    stack that stops mounting them leaves a driver on rather than turning it off under pods that
+    stack that stops using them leaves a driver on rather than turning it off under pods that
     may still use it."""
-    if not (a.gcs_fuse_csi or a.lustre_csi):
+    if not (a.gcs_fuse_csi or a.lustre_csi or a.filestore_csi):
         return None
     return ClusterAddonsConfigArgs(
         gcs_fuse_csi_driver_config=ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)
@@ -111,6 +114,11 @@ def _addons(a: GkeClusterArgs) -> ClusterAddonsConfigArgs | None:
         else None,
         lustre_csi_driver_config=ClusterAddonsConfigLustreCsiDriverConfigArgs(enabled=True)
         if a.lustre_csi
+        else None,
+        gcp_filestore_csi_driver_config=ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs(
+            enabled=True
+        )
+        if a.filestore_csi
         else None,
     )
 

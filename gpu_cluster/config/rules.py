@@ -19,6 +19,7 @@ from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, GPU_LINK_MAX_GBPS, NIC_LIN
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
 from gpu_cluster.facts.gke_storage import (
     CREATABLE_CLASSES,
+    FILESTORE_CLASSES,
     GKE_DEFAULT_CLASS,
     GKE_PREINSTALLED_CLASSES,
     PERSISTENT_DISK_CLASSES,
@@ -36,6 +37,7 @@ from gpu_cluster.facts.kubernetes import (
     POD_PRIMARY_INTERFACE,
     STATEFULSET_NAME_MAX,
     SYSTEM_NAMESPACES,
+    parse_quantity,
 )
 from gpu_cluster.facts.kueue import HOSTNAME_LEVEL
 
@@ -101,6 +103,7 @@ def cross_field_problems(s: Settings) -> list[str]:
         storage_class_problems(s.platform, s.storage.storage_class, s.storage.storage_class_mode)
     )
     out.extend(shared_claim_class_problems(s))
+    out.extend(filestore_size_problems(s))
     out.extend(volume_problems(s))
     out.extend(_verify_problems(s))
     if s.workload.kind == "jobset":
@@ -362,10 +365,46 @@ def shared_claim_class_problems(s: Settings) -> list[str]:
     return [
         f"gpu-cluster:storage.storageClass {which}: storage.mode 'rwx' makes ReadWriteMany "
         "claims, and a Persistent Disk class provisions none (the claims would stay Pending); "
-        "name a ReadWriteMany class the cluster has (Filestore's, once its CSI driver is on) "
-        "with storage.storageClassMode: reference, or use storage.mode 'per-pod' "
+        "name a ReadWriteMany class the cluster has (Filestore's: the stack turns its CSI "
+        "driver on) with storage.storageClassMode: reference, or use storage.mode 'per-pod' "
         "(workload.kind 'statefulset')"
     ]
+
+
+def filestore_size_problems(s: Settings) -> list[str]:
+    """Claims on GKE of a Filestore class that the driver never provisions, and every pod would
+    wait for: larger than the class's largest instance or share, or smaller than its smallest
+    share (a smaller claim of an instance class gets an instance of the tier's minimum)."""
+    if s.platform != "gke":
+        return []
+    storage = s.storage
+    sized = [("storage.workspaceSize", storage.storage_class, storage.workspace_size)]
+    if storage.datasets_size:
+        sized.append(("storage.datasetsSize", storage.storage_class, storage.datasets_size))
+    sized += [
+        (f"storage.volumes[{i}].sharedClaim.size", claim.storage_class, claim.size)
+        for i, v in enumerate(storage.volumes)
+        if (claim := v.shared_claim) is not None and claim.size is not None
+    ]
+    out: list[str] = []
+    for key, storage_class, size in sized:
+        filestore = FILESTORE_CLASSES.get(storage_class or "")
+        if filestore is None:
+            continue
+        amount = parse_quantity(size)
+        too_small = not filestore.rounds_up and amount < parse_quantity(filestore.min_size)
+        if too_small or amount > parse_quantity(filestore.max_size):
+            allowed = (
+                f"at most {filestore.max_size}"
+                if filestore.rounds_up
+                else f"{filestore.min_size} to {filestore.max_size}"
+            )
+            out.append(
+                f"gpu-cluster:{key} = {size!r}: Filestore's {filestore.name!r} class provisions "
+                f"{filestore.provisions} of {allowed}, and no claim of another size (it would "
+                "stay Pending)"
+            )
+    return out
 
 
 def namespace_problems(s: Settings) -> list[str]:

@@ -89,8 +89,8 @@ class SharedClaimSettings(Section):
     size: Size | None = None
     """Size of the claim the stack creates, `<stack name>-<volume name>`."""
     storage_class: StorageClassName | None = None
-    """Its class, used by name (an RWX class: CephFS or NFS on OpenShift, Filestore on GKE);
-    unset: the cluster default. Only with `size`.
+    """Its class, used by name (an RWX class: CephFS or NFS on OpenShift, Filestore on GKE,
+    whose CSI driver the stack then turns on); unset: the cluster default. Only with `size`.
     """
     claim_name: Subdomain | None = None
     """An existing claim in the stack's namespace to mount instead (the stack leaves it alone)."""
@@ -179,6 +179,11 @@ class StorageSettings(Section):
     docs.cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/gce-pd-csi-driver and
     concepts/persistent-volumes), or `hyperdisk-balanced`, which GKE does not install and the
     stack creates; any other class is refused unless `storage.storageClassMode` is `reference`.
+    A Filestore class (`standard-rwx`, `premium-rwx`, `enterprise-rwx`,
+    `enterprise-multishare-rwx`, `zonal-rwx`, `regional-rwx`), referenced, has the stack turn on
+    GKE's Filestore CSI driver, which installs them: a claim smaller than its tier's smallest
+    instance gets (and is billed) one of that size (`premium-rwx`: 2.5Ti), and a size no
+    instance or share of the class holds is refused (docs/operations.md, "Training as a JobSet").
     """
     # create: the stack creates the class (GKE: one the program knows, hyperdisk-balanced);
     # reference: it exists in the cluster. None: create on GKE a class the program knows and GKE

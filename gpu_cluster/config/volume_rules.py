@@ -78,14 +78,14 @@ def volume_problems(s: Settings) -> list[str]:
                 out.append(
                     f"{key}.sharedClaim.storageClass: required on GKE for a new claim (GKE's "
                     f"default class, {GKE_DEFAULT_CLASS}, is ReadWriteOnce): name an RWX class, "
-                    "such as Filestore's standard-rwx once its CSI driver is on"
+                    "such as Filestore's standard-rwx (the stack turns its CSI driver on)"
                 )
             elif claim.storage_class in PERSISTENT_DISK_CLASSES:
                 out.append(
                     f"{key}.sharedClaim.storageClass = {claim.storage_class!r}: a Persistent "
                     "Disk class, which provisions no ReadWriteMany claim (it would stay "
-                    "Pending): name an RWX class, such as Filestore's standard-rwx once its CSI "
-                    "driver is on"
+                    "Pending): name an RWX class, such as Filestore's standard-rwx (the stack "
+                    "turns its CSI driver on)"
                 )
     buckets = [v.gcs_fuse.bucket for v in volumes if v.gcs_fuse and v.gcs_fuse.mode == "create"]
     instances = [

@@ -1,9 +1,12 @@
-"""Which StorageClass a GKE stack creates, if any (pure: no Pulumi imports)."""
+"""Which StorageClass a GKE stack creates, if any, and whether its claims need Filestore's CSI
+driver (pure: no Pulumi imports)."""
 
 from __future__ import annotations
 
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.gke_storage import (
     CREATABLE_CLASSES,
+    FILESTORE_CLASSES,
     GKE_PREINSTALLED_CLASSES,
     StorageClassMode,
     StorageClassSpec,
@@ -31,3 +34,13 @@ def storage_class_to_create(
     if storage_class is None or resolved_mode(platform, storage_class, mode) != "create":
         return None
     return CREATABLE_CLASSES[storage_class]
+
+
+def uses_filestore(s: Settings) -> bool:
+    """Whether a claim the stack creates names one of Filestore's classes: the workspace and
+    datasets claims (storage.storageClass) or a shared claim of storage.volumes."""
+    named = {
+        s.storage.storage_class,
+        *(v.shared_claim.storage_class for v in s.storage.volumes if v.shared_claim is not None),
+    }
+    return not named.isdisjoint(FILESTORE_CLASSES)
