@@ -449,6 +449,31 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("workload.kind=jobset", "workload.command[0]=train.py"),
         ("gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'", "'rwx'"),
     ),
+    # Shared (ReadWriteMany) claims on OpenShift of a Ceph RBD class would stay Pending.
+    (
+        "barcelona",
+        ("storage.mode=rwx",),
+        (
+            "gpu-cluster:storage.storageClass = 'ocs-external-storagecluster-ceph-rbd': "
+            "storage.mode 'rwx' makes ReadWriteMany claims, and a Ceph RBD class",
+            "'ocs-external-storagecluster-cephfs'",
+            "storage.mode 'per-pod'",
+        ),
+    ),
+    (
+        "nerc-production",
+        (
+            "storage.volumes[0].name=ckpt",
+            "storage.volumes[0].mountPath=/ckpt",
+            "storage.volumes[0].sharedClaim.size=1Ti",
+            "storage.volumes[0].sharedClaim.storageClass=ocs-storagecluster-ceph-rbd",
+        ),
+        (
+            "gpu-cluster:storage.volumes[0].sharedClaim.storageClass = "
+            "'ocs-storagecluster-ceph-rbd': a Ceph RBD class",
+            "'ocs-storagecluster-cephfs'",
+        ),
+    ),
     # Shared (ReadWriteMany) claims on GKE of a Persistent Disk class would stay Pending.
     (
         "gcp-a3",

@@ -151,6 +151,12 @@ REFUSED = [
         "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'",
     ),
     (
+        "OpenShift's shared claims on a Ceph RBD class",
+        ("--stack", "team-b", "--from", "barcelona", "--set", COMMAND, "--set", "storage.mode=rwx"),
+        "gpu-cluster:storage.storageClass = 'ocs-external-storagecluster-ceph-rbd': storage.mode "
+        "'rwx' makes ReadWriteMany claims",
+    ),
+    (
         "GKE's shared claims on a Persistent Disk class",
         ("--stack", "team-b", "--from", "gcp-a3", "--set", COMMAND, "--set", "storage.mode=rwx"),
         "gpu-cluster:storage.storageClass = 'premium-rwo': storage.mode 'rwx' makes ReadWriteMany",
