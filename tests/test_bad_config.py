@@ -447,7 +447,12 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "barcelona",
         ("workload.kind=jobset", "workload.command[0]=train.py"),
-        ("gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'", "'rwx'"),
+        (
+            "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'",
+            "use storage.mode 'rwx' and a storage.storageClass that provisions ReadWriteMany "
+            "claims, which storage.storageClass = 'ocs-external-storagecluster-ceph-rbd' does not",
+            "'ocs-external-storagecluster-cephfs'",
+        ),
     ),
     # Shared (ReadWriteMany) claims on OpenShift of a Ceph RBD class would stay Pending.
     (

@@ -148,7 +148,10 @@ REFUSED = [
     (
         "per-pod storage under a JobSet",
         ("--stack", "team-b", "--from", "barcelona", "--set", COMMAND),
-        "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'",
+        "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset': a JobSet's pods "
+        "share one template and so one set of claims; use storage.mode 'rwx' and a "
+        "storage.storageClass that provisions ReadWriteMany claims, which storage.storageClass = "
+        "'ocs-external-storagecluster-ceph-rbd' does not",
     ),
     (
         "OpenShift's shared claims on a Ceph RBD class",

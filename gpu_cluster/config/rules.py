@@ -167,9 +167,18 @@ def workload_problems(s: Settings) -> list[str]:
             "training script and its arguments the launcher runs, e.g. [/workspace/train.py]"
         )
     if s.storage.mode == "per-pod":
+        shared = (
+            "use storage.mode 'rwx' and a storage.storageClass that provisions ReadWriteMany claims"
+        )
+        refusal = no_shared_claims(s)
+        if refusal is not None:
+            shared += (
+                f", which storage.storageClass {refusal.which} does not ({refusal.why}): "
+                f"{refusal.instead}"
+            )
         out.append(
             "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset': a JobSet's "
-            "pods share one template and so one set of claims; use storage.mode 'rwx'"
+            f"pods share one template and so one set of claims; {shared}"
         )
     hostname = job_set_hostname(s.name, s.nodes - 1)
     if len(hostname) > DNS_LABEL_MAX:
