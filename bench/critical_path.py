@@ -103,12 +103,14 @@ def estimate_of(row: Mapping[str, Any]) -> str:
     if type_ == "kubernetes:helm.sh/v4:Chart":
         return "controller-chart"
     if type_.startswith("kubernetes:"):
-        kind = row["inputs"]["kind"]
-        labels = row["inputs"]["metadata"].get("labels") or {}
-        if kind == "DaemonSet" and labels.get("app.kubernetes.io/component") == PRE_PULL_COMPONENT:
-            return "image-pre-pull"
+        # From the type: a read (a JobSet stack's CRDs on OpenShift) has no inputs.
+        kind = type_.rsplit(":", 1)[1]
+        if kind == "DaemonSet":
+            labels = row["inputs"]["metadata"].get("labels") or {}
+            pre_pull = labels.get("app.kubernetes.io/component") == PRE_PULL_COMPONENT
+            return "image-pre-pull" if pre_pull else "node-agents"
         pods = {"StatefulSet": "training-pods", "JobSet": "training-pods"}
-        return {**pods, "DaemonSet": "node-agents"}.get(kind, "kubernetes-object")
+        return pods.get(kind, "kubernetes-object")
     return "none"
 
 

@@ -46,6 +46,9 @@ GKE_RWX = (
     "storage.storageClass=standard-rwx",
     "storage.storageClassMode=reference",
 )
+# Shared claims on barcelona: the same Ceph cluster's CephFS class; its Ceph RBD class
+# provisions no ReadWriteMany file system (config/rules.py refuses it).
+BARCELONA_RWX = ("storage.mode=rwx", "storage.storageClass=ocs-external-storagecluster-cephfs")
 
 
 def edited_config(stack: str, overrides: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:

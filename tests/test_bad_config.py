@@ -447,7 +447,37 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "barcelona",
         ("workload.kind=jobset", "workload.command[0]=train.py"),
-        ("gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'", "'rwx'"),
+        (
+            "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'",
+            "use storage.mode 'rwx' and a storage.storageClass that provisions ReadWriteMany "
+            "claims, which storage.storageClass = 'ocs-external-storagecluster-ceph-rbd' does not",
+            "'ocs-external-storagecluster-cephfs'",
+        ),
+    ),
+    # Shared (ReadWriteMany) claims on OpenShift of a Ceph RBD class would stay Pending.
+    (
+        "barcelona",
+        ("storage.mode=rwx",),
+        (
+            "gpu-cluster:storage.storageClass = 'ocs-external-storagecluster-ceph-rbd': "
+            "storage.mode 'rwx' makes ReadWriteMany claims, and a Ceph RBD class",
+            "'ocs-external-storagecluster-cephfs'",
+            "storage.mode 'per-pod'",
+        ),
+    ),
+    (
+        "nerc-production",
+        (
+            "storage.volumes[0].name=ckpt",
+            "storage.volumes[0].mountPath=/ckpt",
+            "storage.volumes[0].sharedClaim.size=1Ti",
+            "storage.volumes[0].sharedClaim.storageClass=ocs-storagecluster-ceph-rbd",
+        ),
+        (
+            "gpu-cluster:storage.volumes[0].sharedClaim.storageClass = "
+            "'ocs-storagecluster-ceph-rbd': a Ceph RBD class",
+            "'ocs-storagecluster-cephfs'",
+        ),
     ),
     # Shared (ReadWriteMany) claims on GKE of a Persistent Disk class would stay Pending.
     (

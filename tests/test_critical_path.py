@@ -1,12 +1,18 @@
 """The creation-order graph and its critical path (gpu_cluster/offline/graph.py, used by
-bench/critical_path.py), on a hand-made render whose answer is worked out by hand."""
+bench/critical_path.py), on a hand-made render whose answer is worked out by hand; and the bench
+itself, run on a stack `gpu-cluster new` wrote."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from gpu_cluster.offline.engine import mock_id, resource_urn
 from gpu_cluster.offline.graph import Graph
+from tests.cli import ROOT, program_copy
 
 STACK, PROJECT = "s", "p"
 COMPONENT = "p:index:Thing"
@@ -80,3 +86,38 @@ def test_an_added_edge_lengthens_only_what_now_waits_for_it() -> None:
     assert finish[NAMESPACE] == 42  # now after the pool
     assert finish[PODS] == 47  # and the pods, which wait for the namespace, one minute later
     assert g.finish_times(lambda u: MINUTES[u])[NAMESPACE] == 12  # the original is unchanged
+
+
+def test_the_bench_models_a_job_set_stack_gpu_cluster_new_wrote(tmp_path: Path) -> None:
+    """A JobSet stack on OpenShift reads the Kueue and JobSet CRDs (reads have no inputs, so no
+    kind): the bench runs on it, as README's time to first step has a newcomer do."""
+    shipped = (ROOT / "Pulumi.nerc-production.yaml").read_text()
+    project = program_copy(tmp_path / "project", {"nerc-production": shipped})
+    (project / "bench").mkdir()
+    shutil.copy2(ROOT / "bench" / "critical_path.py", project / "bench")
+    new = (
+        "new", "--stack", "team-b", "--from", "nerc-production", "--set", "name=team-b",
+        "--set", "workload.command[0]=/workspace/train.py",
+    )  # fmt: skip
+    wrote = subprocess.run(
+        [sys.executable, "-m", "gpu_cluster", *new],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrote.returncode == 0, wrote.stderr
+    bench = subprocess.run(
+        [sys.executable, "bench/critical_path.py", "--stacks", "team-b"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bench.returncode == 0, bench.stderr
+    # A CRD read, the ClusterQueue and the LocalQueue (1 s each), then the JobSet's pods (11 min).
+    assert "| team-b | 11.1 | 11.1 | - | 0.1 | 0.1 |" in bench.stdout
+    assert (
+        "- team-b: kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition "
+        "gpu-cluster-queue-controllers-clusterqueues (0.02) -> "
+    ) in bench.stdout

@@ -23,6 +23,7 @@ from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
 from tests.as_of import AS_OF
 from tests.conftest import (
+    BARCELONA_RWX,
     GKE_RWX,
     STACKS,
     TO_GKE,
@@ -88,11 +89,13 @@ STRANDING_EDITS = [
 
 def on_platform(stack: str, edit: str) -> tuple[str, ...]:
     """`edit` as the stack's platform takes it. On GKE a class nothing creates is refused:
-    switch to one GKE installs; shared claims need a ReadWriteMany class."""
+    switch to one GKE installs; shared claims need a ReadWriteMany class (on barcelona too)."""
     if stack in GKE and "other-class" in edit:
         return ("storage.storageClass=standard-rwo",)
     if stack in GKE and edit == "storage.mode=rwx":
         return GKE_RWX
+    if stack == "barcelona" and edit == "storage.mode=rwx":
+        return BARCELONA_RWX
     return (edit,)
 
 

@@ -38,6 +38,7 @@ FENCE = re.compile(
     flags=re.MULTILINE | re.DOTALL,
 )
 OPERATORS = {"&&", "||", ";", "|", "&"}
+ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_]\w*)=(?P<value>.*)")
 
 # `python -m <module>` commands that run offline here (each well under a minute), with what
 # the copy of the program must hold for them.
@@ -61,11 +62,16 @@ COPIED = (
 
 @dataclass
 class Command:
-    """One simple command of a block, in the document `doc` (relative path)."""
+    """One simple command of a block, in the document `doc` (relative path). `assigns`: the
+    variable its output is assigned to (`NAME="$(command)"`); `previous`: the command before it
+    on its line, `operator` what joins them (`&&`, `;`, ...)."""
 
     doc: str
     argv: list[str]
     block: str
+    assigns: str | None = None
+    previous: Command | None = None
+    operator: str = ""
 
     def __str__(self) -> str:
         return f"{self.doc}: {shlex.join(self.argv)}"
@@ -91,24 +97,34 @@ def shell_blocks(doc: Path) -> Iterator[str]:
         yield "\n".join(lines) + "\n"
 
 
+def line_commands(doc: str, line: str, block: str) -> Iterator[Command]:
+    """The simple commands of one line. A `VAR=value` before a command is skipped; an
+    assignment of a command's output, `NAME="$(command)"`, is that command (assigns NAME)."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    previous: Command | None = None
+    operator = ""
+    argv: list[str] = []
+    assigns: str | None = None
+    for token in [*lexer, ";"]:  # the line's end ends its last command
+        if token in OPERATORS:
+            previous = Command(doc, argv, block, assigns, previous, operator) if argv else None
+            if previous is not None:
+                yield previous
+            argv, assigns, operator = [], None, token
+        elif not argv and (assignment := ASSIGNMENT.fullmatch(token)):
+            if output_of := re.fullmatch(r"\$\((.*)\)", assignment.group("value")):
+                argv, assigns = shlex.split(output_of.group(1)), assignment.group("name")
+        else:
+            argv.append(token)
+
+
 def simple_commands(doc: Path) -> Iterator[Command]:
     name = str(doc.relative_to(ROOT))
     for block in shell_blocks(doc):
-        text = block.replace("\\\n", " ")
-        for line in text.splitlines():
-            lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
-            lexer.whitespace_split = True
-            lexer.commenters = "#"
-            argv: list[str] = []
-            for token in lexer:
-                if token in OPERATORS:
-                    if argv:
-                        yield Command(name, argv, block)
-                    argv = []
-                elif argv or not re.fullmatch(r"[A-Za-z_]\w*=.*", token):  # skip VAR=value
-                    argv.append(token)
-            if argv:
-                yield Command(name, argv, block)
+        for line in block.replace("\\\n", " ").splitlines():
+            yield from line_commands(name, line, block)
 
 
 def all_commands() -> list[Command]:
@@ -208,10 +224,23 @@ def check_bash(c: Command, ctx: Context) -> None:
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0, c
 
 
+# How the docs run a command the stack exports.
+READ_THEN_RUN = 'cmd="$(pulumi stack output X)" && eval "$cmd"'
+
+
 def check_eval(c: Command, ctx: Context) -> None:
-    inner = re.fullmatch(r"\$\((.*)\)", c.argv[1])
-    assert inner, f'{c}: eval runs only what a stack exports: eval "$(pulumi stack output X)"'
-    check_pulumi(Command(c.doc, shlex.split(inner.group(1)), c.block), ctx)
+    """eval runs a command the stack exports once it is read (the read itself is checked as a
+    pulumi command): `eval "$(pulumi stack output X)"` evals nothing when pulumi fails (not
+    installed, no stack selected, not logged in), and eval of nothing exits 0, as a passed
+    check does."""
+    read = c.previous
+    assert (
+        read is not None
+        and read.argv[:3] == ["pulumi", "stack", "output"]
+        and read.assigns is not None
+        and c.operator == "&&"
+        and c.argv[1:] == [f"${read.assigns}"]
+    ), f"{c}: eval only what a stack exports, and only once read: {READ_THEN_RUN}"
 
 
 def check_nothing(c: Command, ctx: Context) -> None:
@@ -319,8 +348,47 @@ def test_an_unclassified_command_fails_the_check() -> None:
         classify(Command("x.md", ["pulumi", "stack", "init", "nowhere"], ""), ctx)
     with pytest.raises(AssertionError, match="is not a config key"):
         classify(Command("x.md", ["pulumi", "config", "set", "--path", "gcp.nope", "1"], ""), ctx)
+    read, _ = line_commands("x.md", 'cmd="$(pulumi stack output nothing)" && eval "$cmd"', "")
     with pytest.raises(AssertionError, match="no stack exports"):
-        classify(Command("x.md", ["eval", "$(pulumi stack output nothing)"], ""), ctx)
+        classify(read, ctx)
+
+
+# An exported command run so that a failed read runs nothing and exits 0: no check may pass
+# by default.
+PASSES_UNREAD = [
+    'eval "$(pulumi stack output verifyCommand)"',
+    'cmd="$(pulumi stack output verifyCommand)"; eval "$cmd"',
+    'cmd="$(pulumi stack output verifyCommand)" || eval "$cmd"',
+]
+RUN_ONCE_READ = 'cmd="$(pulumi stack output verifyCommand)" && eval "$cmd"'
+
+
+def exit_code(line: str, pulumi: str, tmp_path: Path) -> int:
+    """`line` run by bash with `pulumi` the given script."""
+    (tmp_path / "pulumi").write_text(f"#!/bin/sh\n{pulumi}\n")
+    (tmp_path / "pulumi").chmod(0o755)
+    path = f"{tmp_path}:/usr/bin:/bin"
+    return subprocess.run(["bash", "-c", line], env={"PATH": path}, check=False).returncode
+
+
+@pytest.mark.parametrize("line", PASSES_UNREAD)
+def test_an_exported_command_run_without_its_read_is_refused(line: str, tmp_path: Path) -> None:
+    not_read = "echo 'error: no stack is selected' >&2; exit 255"
+    assert exit_code(line, not_read, tmp_path) == 0  # what the docs must not teach
+    eval_ = [c for c in line_commands("x.md", line, "") if c.argv[0] == "eval"]
+    with pytest.raises(AssertionError, match="only once read"):
+        classify(eval_[0], Context())
+
+
+def test_an_exported_command_run_once_read_fails_when_the_read_does(tmp_path: Path) -> None:
+    not_read = "echo 'error: no stack is selected' >&2; exit 255"
+    assert exit_code(RUN_ONCE_READ, not_read, tmp_path) == 255
+    assert exit_code(RUN_ONCE_READ, "echo 'exit 3'", tmp_path) == 3  # read: it runs
+    ctx = Context()
+    assert [classify(c, ctx) for c in line_commands("x.md", RUN_ONCE_READ, "")] == [
+        "checked",
+        "checked",
+    ]
 
 
 def program_copy(into: Path) -> Path:

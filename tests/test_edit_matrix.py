@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_cluster.offline.replacements import PRECIOUS, Step, destructive
-from tests.conftest import GKE_RWX, TO_GKE, plan_from, plan_of
+from tests.conftest import BARCELONA_RWX, GKE_RWX, TO_GKE, plan_from, plan_of
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -123,7 +123,7 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("barcelona", ("nodes=1",)): {"delete PersistentVolumeClaim!": 2},
     ("barcelona", ("storage.workspaceSize=200Gi",)): {},
     ("barcelona", ("storage.storageClass=fast",)): {"replace PersistentVolumeClaim!": 4},
-    ("barcelona", ("storage.mode=rwx",)): {"delete PersistentVolumeClaim!": 4},
+    ("barcelona", BARCELONA_RWX): {"delete PersistentVolumeClaim!": 4},
     ("barcelona", ("name=renamed",)): {"replace PersistentVolumeClaim!": 4},
     ("barcelona", ("namespace=elsewhere",)): {"replace PersistentVolumeClaim!": 4},
     ("barcelona", ("networkMode=tcp", "!rdma")): {},

@@ -13,11 +13,11 @@ import yaml
 from gpu_cluster.offline.graph import Graph
 from gpu_cluster.offline.render import resources_json
 from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION
-from tests.conftest import manifests, one, plan_of, pod_spec, run_stack
+from tests.conftest import BARCELONA_RWX, manifests, one, plan_of, pod_spec, run_stack
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
-JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py", "storage.mode=rwx")
+JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py", *BARCELONA_RWX)
 
 
 def pre_pull(stack: str, *overrides: str) -> dict[str, Any]:

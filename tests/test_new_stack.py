@@ -148,7 +148,16 @@ REFUSED = [
     (
         "per-pod storage under a JobSet",
         ("--stack", "team-b", "--from", "barcelona", "--set", COMMAND),
-        "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset'",
+        "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset': a JobSet's pods "
+        "share one template and so one set of claims; use storage.mode 'rwx' and a "
+        "storage.storageClass that provisions ReadWriteMany claims, which storage.storageClass = "
+        "'ocs-external-storagecluster-ceph-rbd' does not",
+    ),
+    (
+        "OpenShift's shared claims on a Ceph RBD class",
+        ("--stack", "team-b", "--from", "barcelona", "--set", COMMAND, "--set", "storage.mode=rwx"),
+        "gpu-cluster:storage.storageClass = 'ocs-external-storagecluster-ceph-rbd': storage.mode "
+        "'rwx' makes ReadWriteMany claims",
     ),
     (
         "GKE's shared claims on a Persistent Disk class",

@@ -44,7 +44,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 from gpu_cluster.facts.gpudirect import RELEASES
 from gpu_cluster.offline.engine import RecordedResource
 from policy.gpu_cluster_policies import POLICIES, RETAIN_OPT_OUT
-from tests.conftest import GKE_RWX, ROOT, STACKS, run_stack
+from tests.conftest import BARCELONA_RWX, GKE_RWX, ROOT, STACKS, run_stack
 
 EXPECTED_POLICIES = {
     "no-privileged-training-pods",
@@ -177,7 +177,7 @@ CLEAN_CASES: list[tuple[str, tuple[str, ...]]] = [
     *((stack, ()) for stack in STACKS),
     ("barcelona", (CODE_SYNC,)),
     ("a3-high", (CODE_SYNC,)),
-    ("barcelona", ("storage.mode=rwx",)),
+    ("barcelona", BARCELONA_RWX),
     ("nerc-production", ("storage.mode=per-pod",)),
     ("gcp-a3", ("gcp.provisioning=reservation", "gcp.reservation=my-reservation")),
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),

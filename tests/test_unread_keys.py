@@ -32,11 +32,14 @@ from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import stack_file_config
 from tests.as_of import AS_OF
-from tests.conftest import GKE_RWX, STACKS, edited_config
+from tests.conftest import BARCELONA_RWX, GKE_RWX, STACKS, edited_config
 from tests.contract import set_key
 from tests.test_config_properties import KEYS
 
 GKE_STACKS = {s for s in STACKS if stack_file_config(s)["gpu-cluster:platform"] == "gke"}
+# What storage.mode rwx needs beside it on the per-pod stacks, whose classes provision no shared
+# (ReadWriteMany) claims: a class that does.
+SHARED_CLAIMS = {**dict.fromkeys(GKE_STACKS, GKE_RWX), "barcelona": BARCELONA_RWX}
 # Valid values to try beyond the property test's (which favours boundaries and junk).
 ALTERNATIVES: dict[str, list[Any]] = {
     "gcp.project": ["other-gpu-project"],
@@ -267,9 +270,10 @@ def test_a_key_the_stack_reads_changes_what_it_deploys(case: tuple[Variant, str]
     companions = COMPANIONS.get(key, ())
     if key == "gpusPerNode" and variant[0] in GKE_STACKS:
         companions = (("networkMode", "tcp"),)
-    if key == "storage.mode" and variant[0] in GKE_STACKS:  # shared claims need an RWX class
+    if key == "storage.mode" and variant[0] in SHARED_CLAIMS:
         companions = tuple(
-            (name, value) for name, _, value in (o.partition("=") for o in GKE_RWX[1:])
+            (name, value)
+            for name, _, value in (o.partition("=") for o in SHARED_CLAIMS[variant[0]][1:])
         )
     base = _fingerprint_of(variant, companions)
     for value in [*KEYS[key], *ALTERNATIVES.get(key, []), *_catalogued(variant, key)]:

@@ -625,6 +625,27 @@ def test_shared_claims_on_gke_need_a_class_that_provisions_read_write_many() -> 
         assert taken == StorageSettings.model_validate(storage)
 
 
+def test_shared_claims_on_openshift_need_a_class_that_provisions_read_write_many() -> None:
+    """OpenShift Data Foundation's Ceph RBD classes provision ReadWriteMany claims only as block
+    devices; its CephFS class is taken, and per-pod claims of the RBD class."""
+    for rbd, cephfs in (
+        ("ocs-storagecluster-ceph-rbd", "ocs-storagecluster-cephfs"),
+        ("ocs-external-storagecluster-ceph-rbd", "ocs-external-storagecluster-cephfs"),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            load_settings({"platform": "openshift", "storage": {"storageClass": rbd}})
+        message = str(refused.value)
+        assert f"gpu-cluster:storage.storageClass = '{rbd}': storage.mode 'rwx'" in message
+        assert f"(the same Ceph cluster's CephFS class, '{cephfs}', or an NFS class)" in message
+        claim = {"size": "1Ti", "storageClass": rbd}
+        volume = {"name": "ckpt", "mountPath": "/ckpt", "sharedClaim": claim}
+        with pytest.raises(ConfigError, match=re.escape(f"sharedClaim.storageClass = '{rbd}'")):
+            load_settings({"platform": "openshift", "storage": {"volumes": [volume]}})
+        for storage in ({"storageClass": cephfs}, {"mode": "per-pod", "storageClass": rbd}):
+            taken = load_settings({"platform": "openshift", "storage": storage}).storage
+            assert taken == StorageSettings.model_validate(storage)
+
+
 def test_a_good_volume_list_is_taken_on_each_platform() -> None:
     shared = {"name": "ckpt", "mountPath": "/ckpt", "sharedClaim": {"size": "1Ti"}}
     settings = load_settings({"platform": "openshift", "storage": {"volumes": [shared]}})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.reads import unread_keys
@@ -40,6 +40,7 @@ from gpu_cluster.facts.kubernetes import (
     parse_quantity,
 )
 from gpu_cluster.facts.kueue import HOSTNAME_LEVEL
+from gpu_cluster.facts.openshift_storage import CEPHFS_CLASS_BY_RBD_CLASS
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
     from gpu_cluster.config.schema import RdmaSettings, Settings
@@ -169,9 +170,18 @@ def workload_problems(s: Settings) -> list[str]:
             "training script and its arguments the launcher runs, e.g. [/workspace/train.py]"
         )
     if s.storage.mode == "per-pod":
+        shared = (
+            "use storage.mode 'rwx' and a storage.storageClass that provisions ReadWriteMany claims"
+        )
+        refusal = no_shared_claims(s)
+        if refusal is not None:
+            shared += (
+                f", which storage.storageClass {refusal.which} does not ({refusal.why}): "
+                f"{refusal.instead}"
+            )
         out.append(
             "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset': a JobSet's "
-            "pods share one template and so one set of claims; use storage.mode 'rwx'"
+            f"pods share one template and so one set of claims; {shared}"
         )
     hostname = job_set_hostname(s.name, s.nodes - 1)
     if len(hostname) > DNS_LABEL_MAX:
@@ -352,22 +362,54 @@ def storage_class_problems(
     ]
 
 
-def shared_claim_class_problems(s: Settings) -> list[str]:
-    """Shared (ReadWriteMany) claims on GKE of a Persistent Disk class, GKE's default included:
-    the driver never provisions them, and every pod would wait for them."""
-    if s.platform != "gke" or s.storage.mode != "rwx" or s.storage.storage_class == "":
-        return []
+class NoSharedClaims(NamedTuple):
+    """Why storage.storageClass provisions no shared (ReadWriteMany) claims: `which` is the key's
+    value as a message names it, `why` the reason, `instead` the class to name."""
+
+    which: str
+    why: str
+    instead: str
+
+
+def no_shared_claims(s: Settings) -> NoSharedClaims | None:
+    """Why the claims' class (unset: the cluster's default) provisions no ReadWriteMany claims,
+    where the program knows: on GKE every Persistent Disk class, GKE's default included; on
+    OpenShift the Ceph RBD classes of OpenShift Data Foundation. None otherwise."""
     named = s.storage.storage_class
-    storage_class = named if named is not None else GKE_DEFAULT_CLASS
-    if storage_class not in PERSISTENT_DISK_CLASSES:
+    if named == "":  # pre-provisioned volumes, whatever their access modes
+        return None
+    if s.platform == "gke":
+        storage_class = named if named is not None else GKE_DEFAULT_CLASS
+        if storage_class not in PERSISTENT_DISK_CLASSES:
+            return None
+        default = f"unset (GKE's default, {GKE_DEFAULT_CLASS!r})"
+        return NoSharedClaims(
+            f"= {named!r}" if named is not None else default,
+            "a Persistent Disk class provisions none",
+            "name a ReadWriteMany class the cluster has (Filestore's: the stack turns its CSI "
+            "driver on) with storage.storageClassMode: reference",
+        )
+    if named is None or named not in CEPHFS_CLASS_BY_RBD_CLASS:
+        return None
+    return NoSharedClaims(
+        f"= {named!r}",
+        "a Ceph RBD class provisions them only as block devices, not as the file systems the "
+        "pods mount",
+        "name a ReadWriteMany class the cluster has (the same Ceph cluster's CephFS class, "
+        f"{CEPHFS_CLASS_BY_RBD_CLASS[named]!r}, or an NFS class)",
+    )
+
+
+def shared_claim_class_problems(s: Settings) -> list[str]:
+    """Shared (ReadWriteMany) claims of a class that provisions none: every pod would wait for
+    them."""
+    refusal = no_shared_claims(s)
+    if s.storage.mode != "rwx" or refusal is None:
         return []
-    which = f"= {named!r}" if named is not None else f"unset (GKE's default, {GKE_DEFAULT_CLASS!r})"
     return [
-        f"gpu-cluster:storage.storageClass {which}: storage.mode 'rwx' makes ReadWriteMany "
-        "claims, and a Persistent Disk class provisions none (the claims would stay Pending); "
-        "name a ReadWriteMany class the cluster has (Filestore's: the stack turns its CSI "
-        "driver on) with storage.storageClassMode: reference, or use storage.mode 'per-pod' "
-        "(workload.kind 'statefulset')"
+        f"gpu-cluster:storage.storageClass {refusal.which}: storage.mode 'rwx' makes "
+        f"ReadWriteMany claims, and {refusal.why} (the claims would stay Pending); "
+        f"{refusal.instead}, or use storage.mode 'per-pod' (workload.kind 'statefulset')"
     ]
 
 

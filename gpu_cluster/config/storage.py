@@ -169,7 +169,9 @@ class StorageSettings(Section):
     mode: Literal["rwx", "per-pod"] = "rwx"
     """Shared ReadWriteMany claims (`rwx`), or one claim per pod (`per-pod`: standalone claims
     named as the StatefulSet's volumeClaimTemplates name them). On GKE `rwx` needs a class that
-    provisions ReadWriteMany (Filestore's, referenced): no Persistent Disk class does.
+    provisions ReadWriteMany (Filestore's, referenced): no Persistent Disk class does. On
+    OpenShift no Ceph RBD class of OpenShift Data Foundation does (`*-ceph-rbd`): its CephFS
+    class (`*-cephfs`) or an NFS class does.
     """
     # A StorageClass name (DNS-1123 subdomain), or "" for none: pre-provisioned volumes.
     storage_class: StorageClassName | None = None

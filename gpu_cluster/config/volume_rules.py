@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpu_cluster.facts.fabric import GPU_LINK_MAX_GBPS
 from gpu_cluster.facts.gke_storage import GKE_DEFAULT_CLASS, PERSISTENT_DISK_CLASSES
+from gpu_cluster.facts.openshift_storage import CEPHFS_CLASS_BY_RBD_CLASS
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
     from gpu_cluster.config.schema import Settings
@@ -87,6 +88,13 @@ def volume_problems(s: Settings) -> list[str]:
                     "Pending): name an RWX class, such as Filestore's standard-rwx (the stack "
                     "turns its CSI driver on)"
                 )
+        rbd = claim.storage_class if claim is not None and s.platform == "openshift" else None
+        if rbd is not None and rbd in CEPHFS_CLASS_BY_RBD_CLASS:
+            out.append(
+                f"{key}.sharedClaim.storageClass = {rbd!r}: a Ceph RBD class, which provisions "
+                "no ReadWriteMany file system (the claim would stay Pending): name an RWX class, "
+                f"such as the same Ceph cluster's CephFS class, {CEPHFS_CLASS_BY_RBD_CLASS[rbd]!r}"
+            )
     buckets = [v.gcs_fuse.bucket for v in volumes if v.gcs_fuse and v.gcs_fuse.mode == "create"]
     instances = [
         v.managed_lustre.instance
