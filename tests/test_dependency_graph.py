@@ -18,6 +18,7 @@ from gpu_cluster.components.gke_cluster import SYSTEM_POOL
 from gpu_cluster.config.schema import PROJECT
 from gpu_cluster.offline.graph import PROVIDER_TYPE_PREFIX, Edge, Graph
 from gpu_cluster.offline.render import resources_json
+from gpu_cluster.offline.stack_files import stack_file_config
 from tests.conftest import GKE_RWX, STACKS, run_stack
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -49,7 +50,8 @@ VARIANTS: list[Variant] = [(s, ()) for s in STACKS] + [
         ),
     ),
 ]
-GKE_VARIANTS = [v for v in VARIANTS if run_stack(v[0], *v[1]).of_type(NODE_POOL)]
+# No variant switches platform: a GKE stack's variants are GKE ones (and have a GPU pool).
+GKE_VARIANTS = [v for v in VARIANTS if stack_file_config(v[0])["gpu-cluster:platform"] == "gke"]
 # The training pods' controller kinds.
 TRAINING = ("StatefulSet", "JobSet")
 # The Kubernetes kinds each kind may wait for directly: the namespace it lives in and the
