@@ -1,8 +1,8 @@
 """gpu-cluster's CrossGuard policies: what every stack's resources must satisfy.
 
 Each policy's validate function is a plain function of `(args, report_violation)` that reads
-only `args.resource_type`, `args.props`, `args.name` and `args.opts`, so the tests drive them
-with the program's own registrations (tests/test_policy.py).
+only `args.resource_type`, `args.props` and `args.name`; the tests drive the pack with the
+program's own registrations, sent as the engine sends them (tests/test_policy.py).
 
 The engine hands `props` over as read-only proxies (`Mapping`/`Sequence`, not dict/list) whose
 numbers are floats, and raises `UnknownValueError` on a value only known after `pulumi up`; the
@@ -33,8 +33,10 @@ TRAINING_CONTAINER: Final = "training"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 SHM_PATH: Final = "/dev/shm"
 HOSTNAME_TOPOLOGY: Final = "kubernetes.io/hostname"
-# Label or annotation that marks claims deliberately not retained (storage.retainOnDelete=false).
-RETAIN_OPT_OUT: Final = "gpu-cluster/retain-on-delete"
+# Label or annotation that says whether storage survives `pulumi destroy`: "true" on a claim
+# registered with retainOnDelete, "false" where the stack opts out (storage.retainOnDelete=false);
+# gpu_cluster/plan/claims.py sets it.
+RETENTION_MARK: Final = "gpu-cluster/retain-on-delete"
 
 # Capabilities each container of the training pod may add; every other container adds none.
 ALLOWED_CAPABILITIES: Final[Mapping[str, frozenset[str]]] = {
@@ -218,15 +220,16 @@ def _selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
     return True
 
 
-def _opted_out_of_retention(metadata: Any) -> bool:
-    """Label or annotation gpu-cluster/retain-on-delete: "false" on the object's metadata."""
-    return any(
-        isinstance(mark, str) and mark.strip().lower() == "false"
+def _retention_marks(metadata: Any) -> set[str]:
+    """The values of label and annotation gpu-cluster/retain-on-delete on the object's metadata."""
+    return {
+        mark.strip().lower()
         for mark in (
-            _get(metadata, "labels", RETAIN_OPT_OUT),
-            _get(metadata, "annotations", RETAIN_OPT_OUT),
+            _get(metadata, "labels", RETENTION_MARK),
+            _get(metadata, "annotations", RETENTION_MARK),
         )
-    )
+        if isinstance(mark, str)
+    }
 
 
 # --- 1. no privileged training pods ----------------------------------------------------------
@@ -413,32 +416,19 @@ _RETAIN_HOW = (
 )
 
 
-def _retain_on_delete(args: ResourceValidationArgs) -> bool | None:
-    """The retainOnDelete resource option, where the engine reports it.
-
-    pulumi-policy's PolicyResourceOptions (1.21, analyzer protocol of pulumi 3.272) carries only
-    protect, ignore_changes, delete_before_replace, aliases, custom_timeouts,
-    additional_secret_outputs and parent: under `pulumi preview` this is None."""
-    value = getattr(args.opts, "retain_on_delete", None)
-    return value if isinstance(value, bool) else None
-
-
 def validate_user_data_retained(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type == PVC:
-        if _opted_out_of_retention(args.props.get("metadata")):
-            return
-        retained = _retain_on_delete(args)
-        if retained is None:
-            args.not_applicable(  # raises
-                "the engine does not pass the retainOnDelete resource option to policy packs; "
-                "tests/test_policy.py checks it on the program's registrations"
-            )
-            return
-        if not retained:
+        # The engine does not send the retainOnDelete option (pulumi/pulumi v3.259.0
+        # proto/pulumi/analyzer.proto AnalyzerResourceOptions; pulumi-policy v1.21.0
+        # PolicyResourceOptions), so the program marks each claim with it. One without the mark
+        # was registered some other way, and nothing shows it retained: by default Pulumi
+        # deletes it with the stack.
+        if not _retention_marks(args.props.get("metadata")) & {"true", "false"}:
             report(
-                f"PersistentVolumeClaim '{_object_name(args)}' holds user data but would be "
-                f"deleted with the stack: register it with ResourceOptions(retain_on_delete=True). "
-                f"{_RETAIN_HOW}",
+                f"PersistentVolumeClaim '{_object_name(args)}' holds user data but is not marked "
+                f'{RETENTION_MARK}: "true", so it may be deleted with the stack (policy packs are '
+                "not told its retainOnDelete option): register it with ResourceOptions("
+                f"retain_on_delete=True) and that annotation. {_RETAIN_HOW}",
                 None,
             )
         return
@@ -446,7 +436,7 @@ def validate_user_data_retained(args: ResourceValidationArgs, report: ReportViol
         return
     if not _seq(_get(args.props, "spec", "volumeClaimTemplates")):
         return
-    if _opted_out_of_retention(args.props.get("metadata")):
+    if "false" in _retention_marks(args.props.get("metadata")):
         return
     policy = _map(_get(args.props, "spec", "persistentVolumeClaimRetentionPolicy"))
     # Absent fields mean Retain (the Kubernetes default).
@@ -613,9 +603,10 @@ POLICIES: Final[tuple[ResourceValidationPolicy, ...]] = (
     ResourceValidationPolicy(
         name="user-data-retained",
         description=(
-            "PersistentVolumeClaims are registered with retainOnDelete and StatefulSets retain "
-            "their volumeClaimTemplates' claims, unless marked gpu-cluster/retain-on-delete: "
-            '"false".'
+            'PersistentVolumeClaims are marked gpu-cluster/retain-on-delete: "true" (the '
+            "program registers them with retainOnDelete, which the engine does not pass to "
+            "policy packs) and StatefulSets retain their volumeClaimTemplates' claims, unless "
+            'marked gpu-cluster/retain-on-delete: "false".'
         ),
         enforcement_level=EnforcementLevel.MANDATORY,
         validate=validate_user_data_retained,

@@ -4,7 +4,12 @@ their URNs), their names are the ones the StatefulSet controller adopts."""
 from __future__ import annotations
 
 from gpu_cluster.config.storage import StorageSettings
-from gpu_cluster.plan.claims import Claim, retention_annotations, training_claims
+from gpu_cluster.plan.claims import (
+    Claim,
+    claim_retention_annotations,
+    retention_annotations,
+    training_claims,
+)
 
 
 def test_shared_claims_are_one_read_write_many_claim_per_volume() -> None:
@@ -32,3 +37,9 @@ def test_per_pod_claims_are_named_as_the_stateful_set_names_its_claims() -> None
 def test_only_storage_the_stack_chose_not_to_keep_is_marked() -> None:
     assert retention_annotations(True) == {}
     assert retention_annotations(False) == {"gpu-cluster/retain-on-delete": "false"}
+
+
+def test_a_claim_is_marked_either_way() -> None:
+    """The policy pack reads a claim's retention from the mark: the engine does not send it."""
+    assert claim_retention_annotations(True) == {"gpu-cluster/retain-on-delete": "true"}
+    assert claim_retention_annotations(False) == {"gpu-cluster/retain-on-delete": "false"}

@@ -23,7 +23,11 @@ from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
 from gpu_cluster.components.managed_lustre import LustreNetwork, lustre_instances
 from gpu_cluster.facts.lustre import mount_point_parts
-from gpu_cluster.plan.claims import SKIP_AWAIT, retention_annotations
+from gpu_cluster.plan.claims import (
+    SKIP_AWAIT,
+    claim_retention_annotations,
+    retention_annotations,
+)
 from gpu_cluster.plan.data_volumes import DataClaim, NewClaim, StaticVolume
 
 
@@ -211,7 +215,7 @@ def _claim(
             name=claim.claim,
             namespace=a.namespace,
             labels=a.labels,
-            annotations={**SKIP_AWAIT, **retention_annotations(a.retain_on_delete)},
+            annotations={**SKIP_AWAIT, **claim_retention_annotations(a.retain_on_delete)},
         ),
         spec=PersistentVolumeClaimSpecArgs(
             access_modes=["ReadWriteMany"],

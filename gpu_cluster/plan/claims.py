@@ -13,9 +13,11 @@ from gpu_cluster.config.storage import StorageSettings
 # storage classes it binds only once a pod uses it (pulumi-kubernetes annotations).
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
-# Marks storage the stack chose not to keep on destroy (storage.retainOnDelete: false), so the
-# policy pack can tell a deliberate opt-out from a mistake.
-RETAIN_OPT_OUT = "gpu-cluster/retain-on-delete"
+# Says whether storage is kept on destroy: "false" where the stack chose not to keep it
+# (storage.retainOnDelete: false), so the policy pack can tell a deliberate opt-out from a
+# mistake; "true" on the claims it keeps, since the engine does not pass the retainOnDelete option
+# to policy packs (pulumi/pulumi v3.259.0 proto/pulumi/analyzer.proto, AnalyzerResourceOptions).
+RETENTION_MARK = "gpu-cluster/retain-on-delete"
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,14 @@ class Claim:
 
 
 def retention_annotations(retain_on_delete: bool) -> dict[str, str]:
-    return {} if retain_on_delete else {RETAIN_OPT_OUT: "false"}
+    """The opt-out mark, for what holds or reaches the claims (volumes, the StatefulSet, the
+    namespace): nothing where they are retained."""
+    return {} if retain_on_delete else {RETENTION_MARK: "false"}
+
+
+def claim_retention_annotations(retain_on_delete: bool) -> dict[str, str]:
+    """A claim's mark, either way: registered with retain_on_delete, it says "true"."""
+    return {RETENTION_MARK: "true" if retain_on_delete else "false"}
 
 
 def per_pod_claim_name(volume: str, stateful_set: str, index: int) -> str:

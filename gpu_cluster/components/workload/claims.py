@@ -19,7 +19,7 @@ from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.plan.claims import (
     SKIP_AWAIT,
     Claim,
-    retention_annotations,
+    claim_retention_annotations,
     training_claims,
     volume_sizes,
 )
@@ -55,7 +55,7 @@ def register_claims(
                     labels=a.labels,
                     annotations={
                         **SKIP_AWAIT,
-                        **retention_annotations(a.storage.retain_on_delete),
+                        **claim_retention_annotations(a.storage.retain_on_delete),
                     },
                 ),
                 spec=_claim_spec(a.storage, claim.size, claim.access_mode),
