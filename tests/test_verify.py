@@ -14,7 +14,6 @@ import pytest
 from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.launch import quantity_bytes
-from gpu_cluster.plan.outputs import JOB_SET_COMMANDS, STATEFUL_SET_COMMANDS
 from tests.conftest import GKE_RWX, ROOT, container, env_of, one, run_stack, stack_context
 
 
@@ -180,6 +179,18 @@ def run_with_fake_cli(command: str, tmp_path: Path) -> tuple[CompletedProcess[st
     log = tmp_path / "cli.log"
     return result, log.read_text().splitlines() if log.exists() else []
 
+
+# The outputs that run oc or kubectl, as docs/operations.md names them: a StatefulSet stack's
+# ("After `pulumi up`"; verifyCommand with verify.enabled, "Verify the fabric") and a JobSet
+# stack's ("Training as a JobSet"; its submitCommand runs pulumi, not oc or kubectl).
+STATEFUL_SET_COMMANDS = (
+    "shellCommand",
+    "launchCommand",
+    "syncCommand",
+    "verifyCommand",
+    "timelineCommand",
+)
+JOB_SET_COMMANDS = ("statusCommand", "logsCommand", "stopCommand", "timelineCommand")
 
 # A JobSet stack of each platform (shared claims: a JobSet has no per-pod ones).
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
