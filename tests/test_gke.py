@@ -16,7 +16,6 @@ from gpu_cluster.config.gke import SUPPORT_NOTICE_DAYS, gpudirect_release
 from gpu_cluster.config.loading import decode_config, load_settings, settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.facts.gcp import IMAGE_STREAMING_NODE_IMAGES
 from gpu_cluster.facts.gpudirect import (
     GKE_END_OF_STANDARD_SUPPORT,
     RELEASES,
@@ -265,7 +264,9 @@ def test_image_streaming_is_off_unless_asked_and_written_either_way(stack: str) 
     run = run_stack(stack, "gcp.imageStreaming=true", AR_IMAGE)
     on = gpu_pool(run)["nodeConfig"]
     assert on["gcfsConfig"] == {"enabled": True}
-    assert on["imageType"] in IMAGE_STREAMING_NODE_IMAGES
+    # "You must use the Container-Optimized OS with containerd node image" (cloud.google.com/
+    # kubernetes-engine/docs/how-to/image-streaming, "Requirements", consulted 2026-11-24).
+    assert on["imageType"] == "COS_CONTAINERD"
     assert "gcfsConfig" not in pools(run)["system"]["nodeConfig"]
     assert run.warnings == []
 
