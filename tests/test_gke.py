@@ -400,9 +400,11 @@ def test_every_gpu_nic_is_wired_end_to_end(stack: str, mode: str, nics: int) -> 
 
 
 # Google's GPUDirect-TCPX(O) images. TCPX: GoogleCloudPlatform/container-engine-accelerators
-# ("CEA") gpudirect-tcpx/README.md at 98c85a6 (2026-06-22), release "Jun 22, 2026" (plugin
-# v3.1.12, RxDM v2.0.15).
+# ("CEA") gpudirect-tcpx/README.md at 98c85a6 (2026-06-22), releases "Feb 15, 2024" (plugin
+# v3.1.9, RxDM v2.0.12) and "Jun 22, 2026" (v3.1.12, v2.0.15).
 TCPX_REGISTRY = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx"
+TCPX_V3_1_9_INSTALLER = f"{TCPX_REGISTRY}/nccl-plugin-gpudirecttcpx-dev:v3.1.9"
+TCPX_V3_1_9_RXDM = f"{TCPX_REGISTRY}/tcpgpudmarxd-dev:v2.0.12"
 TCPX_V3_1_12_INSTALLER = f"{TCPX_REGISTRY}/nccl-plugin-gpudirecttcpx-dev:v3.1.12"
 TCPX_V3_1_12_RXDM = f"{TCPX_REGISTRY}/tcpgpudmarxd-dev:v2.0.15"
 # TCPXO release v1.0.17: google/nccl-plugin-gpudirect-tcpxo 04815d1 (2026-06-26, "GPUDirect-TCPXO
@@ -665,18 +667,14 @@ def test_tcpxo_env_has_googles_debug_subsystems_and_lib_dir_and_the_stacks_debug
 
 
 def test_tcpx_release_follows_the_gke_minor() -> None:
+    # The 1.34 boundary: CEA commits 21ed661 and e3ae253 (RxDM v2.0.15 "used in GKE 1.34").
     assert releases_for("tcpx", 33) == ["tcpx-v3.1.9"]
     assert releases_for("tcpx", 34) == releases_for("tcpx", 35) == ["tcpx-v3.1.12"]
     old, new = RELEASES["tcpx-v3.1.9"], RELEASES["tcpx-v3.1.12"]
-    assert (old.installer_image.rsplit(":", 1)[1], old.rxdm_image.rsplit(":", 1)[1]) == (
-        "v3.1.9",
-        "v2.0.12",
-    )
-    assert (new.installer_image.rsplit(":", 1)[1], new.rxdm_image.rsplit(":", 1)[1]) == (
-        "v3.1.12",
-        "v2.0.15",
-    )
-    # GKE >= 1.34 (COS 125 devmem TCP) drops the old daemon's tuning and the fixed channels.
+    assert (old.installer_image, old.rxdm_image) == (TCPX_V3_1_9_INSTALLER, TCPX_V3_1_9_RXDM)
+    assert (new.installer_image, new.rxdm_image) == (TCPX_V3_1_12_INSTALLER, TCPX_V3_1_12_RXDM)
+    # GKE >= 1.34 (COS 125 devmem TCP) drops the old daemon's tuning and the fixed channels:
+    # CEA gpudirect-tcpx/nccl-config.yaml sets them at 09a75de, not at 0e5609b (21ed661's message).
     dropped = {
         "NCCL_GPUDIRECTTCPX_FORCE_ACK",
         "NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP",
@@ -684,12 +682,13 @@ def test_tcpx_release_follows_the_gke_minor() -> None:
         "NCCL_MIN_NCHANNELS",
     }
     assert dropped <= dict(old.nccl_env).keys() and not dropped & dict(new.nccl_env).keys()
+    # CEA gpudirect-tcpx/README.md (98c85a6): NCCL_ALGO=Ring on "Feb 15, 2024", Ring,Tree since.
     assert (dict(old.nccl_env)["NCCL_ALGO"], dict(new.nccl_env)["NCCL_ALGO"]) == (
         "Ring",
         "Ring,Tree",
     )
     run = run_stack("a3-high")
-    assert container(run, "tcpx-daemon")["image"] == new.rxdm_image
+    assert container(run, "tcpx-daemon")["image"] == TCPX_V3_1_12_RXDM
     assert env_of(container(run))["NCCL_ALGO"] == "Ring,Tree"
 
 
@@ -751,7 +750,11 @@ def test_schema_refuses_a_tcpx_release_google_does_not_publish_for_the_gke_minor
     # Before 1.34 the old set is the default (and the new one refused).
     before = date(2026, 7, 1)
     assert gke_errors("a3-high", before, *ON_1_33) == ""
-    assert gpudirect_release(settings_of("a3-high", *ON_1_33)) is RELEASES["tcpx-v3.1.9"]
+    before_1_34 = gpudirect_release(settings_of("a3-high", *ON_1_33))
+    assert (before_1_34.installer_image, before_1_34.rxdm_image) == (
+        TCPX_V3_1_9_INSTALLER,
+        TCPX_V3_1_9_RXDM,
+    )
     errors = gke_errors("a3-high", before, *ON_1_33, "gcp.gpudirectRelease=tcpx-v3.1.12")
     assert "published for GKE 1.34 or newer" in errors
 
