@@ -12,16 +12,11 @@ import pytest
 from gpu_cluster.components.gke import GkePlatform
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.dates import AsOf
-from gpu_cluster.config.gke import SUPPORT_NOTICE_DAYS, gpudirect_release
+from gpu_cluster.config.gke import gpudirect_release
 from gpu_cluster.config.loading import decode_config, load_settings, settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.facts.gpudirect import (
-    GKE_END_OF_STANDARD_SUPPORT,
-    RELEASES,
-    gke_minor,
-    releases_for,
-)
+from gpu_cluster.facts.gpudirect import RELEASES, gke_minor, releases_for
 from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
 from gpu_cluster.offline.stack_files import engine_config
@@ -620,6 +615,13 @@ def test_cluster_is_held_on_its_minor_until_end_of_support(stack: str) -> None:
     assert "maintenancePolicy" not in free
 
 
+# End of standard support of the GKE minors around the tests' date: endoflife-date/endoflife.date
+# products/google-kubernetes-engine.md `eol` at ca0c141 (2026-08-21), Google's release schedule.
+END_OF_STANDARD_SUPPORT = {34: date(2026, 10, 1), 35: date(2027, 4, 11), 36: date(2027, 8, 9)}
+# The render warns from 60 days before that end (docs/operations.md, "Dates and `--as-of`").
+SUPPORT_NOTICE_DAYS = 60
+
+
 @pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
 def test_shipped_stacks_pin_a_gke_minor_in_standard_support_on_the_tests_date(stack: str) -> None:
     """As of the tests' date (not the clock's, which would turn CI red on the day a window
@@ -628,7 +630,7 @@ def test_shipped_stacks_pin_a_gke_minor_in_standard_support_on_the_tests_date(st
     assert warnings == []
     assert settings.gcp is not None
     minor = gke_minor(settings.gcp.min_master_version)
-    assert (GKE_END_OF_STANDARD_SUPPORT[minor] - AS_OF.day).days > SUPPORT_NOTICE_DAYS
+    assert (END_OF_STANDARD_SUPPORT[minor] - AS_OF.day).days > SUPPORT_NOTICE_DAYS
     assert settings.kubernetes_version == f"1.{minor}"
 
 
