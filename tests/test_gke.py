@@ -12,17 +12,11 @@ import pytest
 from gpu_cluster.components.gke import GkePlatform
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.dates import AsOf
-from gpu_cluster.config.gke import SUPPORT_NOTICE_DAYS, gpudirect_release
+from gpu_cluster.config.gke import gpudirect_release
 from gpu_cluster.config.loading import decode_config, load_settings, settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.facts.gcp import IMAGE_STREAMING_NODE_IMAGES
-from gpu_cluster.facts.gpudirect import (
-    GKE_END_OF_STANDARD_SUPPORT,
-    RELEASES,
-    gke_minor,
-    releases_for,
-)
+from gpu_cluster.facts.gpudirect import RELEASES, gke_minor, releases_for
 from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.replacements import Step, plan
 from gpu_cluster.offline.stack_files import engine_config
@@ -265,7 +259,9 @@ def test_image_streaming_is_off_unless_asked_and_written_either_way(stack: str) 
     run = run_stack(stack, "gcp.imageStreaming=true", AR_IMAGE)
     on = gpu_pool(run)["nodeConfig"]
     assert on["gcfsConfig"] == {"enabled": True}
-    assert on["imageType"] in IMAGE_STREAMING_NODE_IMAGES
+    # "You must use the Container-Optimized OS with containerd node image" (cloud.google.com/
+    # kubernetes-engine/docs/how-to/image-streaming, "Requirements", consulted 2026-11-24).
+    assert on["imageType"] == "COS_CONTAINERD"
     assert "gcfsConfig" not in pools(run)["system"]["nodeConfig"]
     assert run.warnings == []
 
@@ -398,19 +394,65 @@ def test_every_gpu_nic_is_wired_end_to_end(stack: str, mode: str, nics: int) -> 
     assert nccl_ifaces.split(",") == [iface["interfaceName"] for iface in interfaces[1:]]
 
 
-# The release each shipped stack gets for its GKE minor (1.35).
-STACK_RELEASES = {"gcp-a3": "tcpxo-v1.0.17", "a3-high": "tcpx-v3.1.12"}
+# Google's GPUDirect-TCPX(O) images. TCPX: GoogleCloudPlatform/container-engine-accelerators
+# ("CEA") gpudirect-tcpx/README.md at 98c85a6 (2026-06-22), releases "Feb 15, 2024" (plugin
+# v3.1.9, RxDM v2.0.12) and "Jun 22, 2026" (v3.1.12, v2.0.15).
+TCPX_REGISTRY = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx"
+TCPX_V3_1_9_INSTALLER = f"{TCPX_REGISTRY}/nccl-plugin-gpudirecttcpx-dev:v3.1.9"
+TCPX_V3_1_9_RXDM = f"{TCPX_REGISTRY}/tcpgpudmarxd-dev:v2.0.12"
+TCPX_V3_1_12_INSTALLER = f"{TCPX_REGISTRY}/nccl-plugin-gpudirecttcpx-dev:v3.1.12"
+TCPX_V3_1_12_RXDM = f"{TCPX_REGISTRY}/tcpgpudmarxd-dev:v2.0.15"
+# TCPXO release v1.0.17: google/nccl-plugin-gpudirect-tcpxo 04815d1 (2026-06-26, "GPUDirect-TCPXO
+# v1.0.17"; RxDM 1.0.23 in buffer_mgmt_daemon/buffer_manager_version.h), in the registry of CEA
+# gpudirect-tcpxo/nccl-test-latest.yaml and nccl-tcpxo-installer.yaml (992db81).
+TCPXO_REGISTRY = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo"
+TCPXO_V1_0_17_INSTALLER = f"{TCPXO_REGISTRY}/nccl-plugin-gpudirecttcpx-dev:v1.0.17"
+TCPXO_V1_0_17_RXDM = f"{TCPXO_REGISTRY}/tcpgpudmarxd-dev:v1.0.23"
 
 
-@pytest.mark.parametrize(("stack", "mode"), [("gcp-a3", "tcpxo"), ("a3-high", "tcpx")])
-def test_gpudirect_sidecar_env_and_daemons_follow_the_pinned_release(stack: str, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("stack", "mode", "rxdm_image", "installer_image", "rxdm_capabilities", "accelerator"),
+    [
+        # The newest TCPXO release (GKE 1.28 and newer); capabilities: CEA gpudirect-tcpxo/
+        # nccl-test-latest.yaml, accelerator: gpudirect-tcpxo/nccl-tcpxo-installer.yaml (992db81).
+        (
+            "gcp-a3",
+            "tcpxo",
+            TCPXO_V1_0_17_RXDM,
+            TCPXO_V1_0_17_INSTALLER,
+            ["NET_ADMIN", "NET_BIND_SERVICE"],
+            "nvidia-h100-mega-80gb",
+        ),
+        # TCPX on GKE 1.34+ (CEA 21ed661, e3ae253: RxDM v2.0.15 "used in GKE 1.34"); capabilities:
+        # CEA gpudirect-tcpx/nccl-test-latest.yaml, accelerator: nccl-tcpx-installer.yaml (992db81).
+        (
+            "a3-high",
+            "tcpx",
+            TCPX_V3_1_12_RXDM,
+            TCPX_V3_1_12_INSTALLER,
+            ["NET_ADMIN"],
+            "nvidia-h100-80gb",
+        ),
+    ],
+    ids=["gcp-a3", "a3-high"],
+)
+def test_gpudirect_sidecar_and_daemons_run_googles_release_for_the_stacks_gke_minor(
+    stack: str,
+    mode: str,
+    rxdm_image: str,
+    installer_image: str,
+    rxdm_capabilities: list[str],
+    accelerator: str,
+) -> None:
+    """The shipped stacks (GKE 1.35) run the release Google publishes for it. Its NCCL settings
+    are held against Google's, one by one, in tests/vendor/gke_gpudirect.yaml
+    (tests/test_vendor_gke.py)."""
     run = run_stack(stack)
-    release = RELEASES[STACK_RELEASES[stack]]
     spec = pod_spec(run)
     (sidecar,) = spec["initContainers"]
     assert sidecar["name"] == f"{mode}-daemon" and sidecar["restartPolicy"] == "Always"
-    assert sidecar["image"] == release.rxdm_image
-    assert sidecar["securityContext"]["capabilities"]["add"] == list(release.rxdm_capabilities)
+    assert sidecar["image"] == rxdm_image
+    assert sidecar["securityContext"]["capabilities"]["add"] == rxdm_capabilities
     assert sidecar["securityContext"]["privileged"] is False
     # Added capabilities are only effective for root; the training container stays non-root.
     assert (
@@ -421,8 +463,6 @@ def test_gpudirect_sidecar_env_and_daemons_follow_the_pinned_release(stack: str,
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert "hostNetwork" not in spec
     env = env_of(container(run))
-    for key, value in release.nccl_env:
-        assert env[key] == value, key
     assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
     # TCPXO's published set lists the GPUs; TCPX's does not.
     assert env.get("CUDA_VISIBLE_DEVICES") == ("0,1,2,3,4,5,6,7" if mode == "tcpxo" else None)
@@ -433,7 +473,7 @@ def test_gpudirect_sidecar_env_and_daemons_follow_the_pinned_release(stack: str,
     installer = daemons[f"nccl-{mode}-installer"]
     assert installer["metadata"]["namespace"] == "kube-system"
     images = [c["image"] for c in installer["spec"]["template"]["spec"]["initContainers"]]
-    assert release.installer_image in images
+    assert installer_image in images
     affinity = installer["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
     expr = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
         "matchExpressions"
@@ -441,7 +481,7 @@ def test_gpudirect_sidecar_env_and_daemons_follow_the_pinned_release(stack: str,
     assert expr == {
         "key": "cloud.google.com/gke-accelerator",
         "operator": "In",
-        "values": [release.accelerator],
+        "values": [accelerator],
     }
     assert "device-injector" in daemons
 
@@ -575,6 +615,13 @@ def test_cluster_is_held_on_its_minor_until_end_of_support(stack: str) -> None:
     assert "maintenancePolicy" not in free
 
 
+# End of standard support of the GKE minors around the tests' date: endoflife-date/endoflife.date
+# products/google-kubernetes-engine.md `eol` at ca0c141 (2026-08-21), Google's release schedule.
+END_OF_STANDARD_SUPPORT = {34: date(2026, 10, 1), 35: date(2027, 4, 11), 36: date(2027, 8, 9)}
+# The render warns from 60 days before that end (docs/operations.md, "Dates and `--as-of`").
+SUPPORT_NOTICE_DAYS = 60
+
+
 @pytest.mark.parametrize("stack", ["gcp-a3", "a3-high", "gcp-a4"])
 def test_shipped_stacks_pin_a_gke_minor_in_standard_support_on_the_tests_date(stack: str) -> None:
     """As of the tests' date (not the clock's, which would turn CI red on the day a window
@@ -583,7 +630,7 @@ def test_shipped_stacks_pin_a_gke_minor_in_standard_support_on_the_tests_date(st
     assert warnings == []
     assert settings.gcp is not None
     minor = gke_minor(settings.gcp.min_master_version)
-    assert (GKE_END_OF_STANDARD_SUPPORT[minor] - AS_OF.day).days > SUPPORT_NOTICE_DAYS
+    assert (END_OF_STANDARD_SUPPORT[minor] - AS_OF.day).days > SUPPORT_NOTICE_DAYS
     assert settings.kubernetes_version == f"1.{minor}"
 
 
@@ -622,18 +669,14 @@ def test_tcpxo_env_has_googles_debug_subsystems_and_lib_dir_and_the_stacks_debug
 
 
 def test_tcpx_release_follows_the_gke_minor() -> None:
+    # The 1.34 boundary: CEA commits 21ed661 and e3ae253 (RxDM v2.0.15 "used in GKE 1.34").
     assert releases_for("tcpx", 33) == ["tcpx-v3.1.9"]
     assert releases_for("tcpx", 34) == releases_for("tcpx", 35) == ["tcpx-v3.1.12"]
     old, new = RELEASES["tcpx-v3.1.9"], RELEASES["tcpx-v3.1.12"]
-    assert (old.installer_image.rsplit(":", 1)[1], old.rxdm_image.rsplit(":", 1)[1]) == (
-        "v3.1.9",
-        "v2.0.12",
-    )
-    assert (new.installer_image.rsplit(":", 1)[1], new.rxdm_image.rsplit(":", 1)[1]) == (
-        "v3.1.12",
-        "v2.0.15",
-    )
-    # GKE >= 1.34 (COS 125 devmem TCP) drops the old daemon's tuning and the fixed channels.
+    assert (old.installer_image, old.rxdm_image) == (TCPX_V3_1_9_INSTALLER, TCPX_V3_1_9_RXDM)
+    assert (new.installer_image, new.rxdm_image) == (TCPX_V3_1_12_INSTALLER, TCPX_V3_1_12_RXDM)
+    # GKE >= 1.34 (COS 125 devmem TCP) drops the old daemon's tuning and the fixed channels:
+    # CEA gpudirect-tcpx/nccl-config.yaml sets them at 09a75de, not at 0e5609b (21ed661's message).
     dropped = {
         "NCCL_GPUDIRECTTCPX_FORCE_ACK",
         "NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP",
@@ -641,12 +684,13 @@ def test_tcpx_release_follows_the_gke_minor() -> None:
         "NCCL_MIN_NCHANNELS",
     }
     assert dropped <= dict(old.nccl_env).keys() and not dropped & dict(new.nccl_env).keys()
+    # CEA gpudirect-tcpx/README.md (98c85a6): NCCL_ALGO=Ring on "Feb 15, 2024", Ring,Tree since.
     assert (dict(old.nccl_env)["NCCL_ALGO"], dict(new.nccl_env)["NCCL_ALGO"]) == (
         "Ring",
         "Ring,Tree",
     )
     run = run_stack("a3-high")
-    assert container(run, "tcpx-daemon")["image"] == new.rxdm_image
+    assert container(run, "tcpx-daemon")["image"] == TCPX_V3_1_12_RXDM
     assert env_of(container(run))["NCCL_ALGO"] == "Ring,Tree"
 
 
@@ -708,7 +752,11 @@ def test_schema_refuses_a_tcpx_release_google_does_not_publish_for_the_gke_minor
     # Before 1.34 the old set is the default (and the new one refused).
     before = date(2026, 7, 1)
     assert gke_errors("a3-high", before, *ON_1_33) == ""
-    assert gpudirect_release(settings_of("a3-high", *ON_1_33)) is RELEASES["tcpx-v3.1.9"]
+    before_1_34 = gpudirect_release(settings_of("a3-high", *ON_1_33))
+    assert (before_1_34.installer_image, before_1_34.rxdm_image) == (
+        TCPX_V3_1_9_INSTALLER,
+        TCPX_V3_1_9_RXDM,
+    )
     errors = gke_errors("a3-high", before, *ON_1_33, "gcp.gpudirectRelease=tcpx-v3.1.12")
     assert "published for GKE 1.34 or newer" in errors
 

@@ -61,9 +61,9 @@ LOCAL_SSD_COUNT = {
     "a3-ultragpu-8g": 32,
     "a4-highgpu-8g": 32,
 }
-# The GPU nodes' image: Container-Optimized OS with containerd, one image streaming runs on
-# (facts/gcp.py IMAGE_STREAMING_NODE_IMAGES; tests/test_gke.py holds it), so no stack is refused
-# for gcp.imageStreaming.
+# The GPU nodes' image: Container-Optimized OS with containerd, the one image streaming runs on
+# (facts/gcp.py, above ARTIFACT_REGISTRY_IMAGE; tests/test_gke.py holds it), so no stack is
+# refused for gcp.imageStreaming.
 NODE_IMAGE = "COS_CONTAINERD"
 # How long `pulumi up` waits for GKE to create the pool. A pool of a GPU cluster took ~35 min,
 # past a 30 min timeout that then orphaned the cluster (NVIDIA/aicr#2065); the Terraform

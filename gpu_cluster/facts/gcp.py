@@ -93,4 +93,3 @@ GKE_MODE_MACHINES: dict[str, tuple[str, ...]] = {
 # (cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements", consulted
 # 2026-11-24).
 ARTIFACT_REGISTRY_IMAGE = r"^[a-z0-9]+(-[a-z0-9]+)*-docker\.pkg\.dev/"
-IMAGE_STREAMING_NODE_IMAGES = ("COS_CONTAINERD",)
