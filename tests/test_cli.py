@@ -222,3 +222,27 @@ def test_diff_names_the_old_render_as_the_command_line_gave_it(
     assert capsys.readouterr().err == f"error: OLD_DIR {missing}: no such directory\n"
     assert offline_main(["--stack", "barcelona", "--diff", str(missing)]) == 2
     assert capsys.readouterr().err == f"error: --diff {missing}: no such directory\n"
+
+
+def test_a_program_refusing_its_config_exits_2_and_a_crash_3(
+    installed_venv: Path, program: Path, tmp_path: Path
+) -> None:
+    """A script tells a refusal (2) and a crash (3) from a change (1)."""
+    (program / "Pulumi.bare.yaml").write_text("config: {}\n")  # team-space:owner unset
+    out = tmp_path / "out"
+    refused = gpu_cluster(
+        installed_venv, "render", "--stack", "bare", "--out", str(out), cwd=program
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith(
+        "error: Missing required configuration variable 'team-space:owner'"
+    )
+    assert "Traceback" not in refused.stderr
+    (program / "__main__.py").write_text("raise ZeroDivisionError('a bug')\n")
+    crashed = gpu_cluster(
+        installed_venv, "render", "--stack", "dev", "--out", str(out), cwd=program
+    )
+    assert crashed.returncode == 3, crashed.stderr
+    assert crashed.stderr.startswith("Traceback")
+    assert crashed.stderr.endswith("ZeroDivisionError: a bug\n")
+    assert not out.exists()

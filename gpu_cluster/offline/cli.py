@@ -12,10 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
+
+import pulumi
 
 from gpu_cluster.config.dates import pinned
 from gpu_cluster.config.messages import ConfigError
@@ -38,7 +41,11 @@ EXIT_CODES = """exit codes:
   0  rendered (diff: no change)
   1  diff: the render differs from the earlier one
   2  bad config or usage, a project, output or earlier-render directory that cannot be used,
-     or a key for secret digests that cannot be kept (one message; nothing written)"""
+     a key for secret digests that cannot be kept, or a program that refuses its config as
+     `pulumi preview` would (one message; nothing written)
+  3  a crash: an error the command did not expect (its traceback on stderr)"""
+# Any exit code from this one up: neither "changed" (1) nor "refused" (2) to a script.
+CRASHED = 3
 DISTRIBUTION = "gpu-cluster"
 
 
@@ -154,6 +161,9 @@ def _render_and_diff(
         OutputError,
         ProjectError,
         SecretDigestError,
+        # A program's own refusal (a required key unset, a bad value), which `pulumi preview`
+        # reports as `error: <message>`.
+        pulumi.RunError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -285,7 +295,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_cli(entry: Callable[[], int] = main) -> NoReturn:
-    exit_code = entry()
+    try:
+        exit_code = entry()
+    except Exception:  # a bug, told apart from a change (1) and a refusal (2)
+        traceback.print_exc()
+        exit_code = CRASHED
     # Everything is written: skip the interpreter's teardown of the SDK's modules, a third of
     # the command's time (bench/profile_render.py, section 4).
     sys.stdout.flush()
