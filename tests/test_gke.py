@@ -22,7 +22,16 @@ from gpu_cluster.offline.replacements import Step, plan
 from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.gke_identity import node_account_id
 from tests.as_of import AS_OF
-from tests.conftest import container, env_of, manifests, one, pod_spec, rows, run_stack
+from tests.conftest import (
+    container,
+    env_of,
+    manifests,
+    one,
+    other_warnings,
+    pod_spec,
+    rows,
+    run_stack,
+)
 
 
 def gcp_inputs(run: ProgramRun, type_: str) -> list[dict[str, Any]]:
@@ -263,7 +272,7 @@ def test_image_streaming_is_off_unless_asked_and_written_either_way(stack: str) 
     # kubernetes-engine/docs/how-to/image-streaming, "Requirements", consulted 2026-11-24).
     assert on["imageType"] == "COS_CONTAINERD"
     assert "gcfsConfig" not in pools(run)["system"]["nodeConfig"]
-    assert run.warnings == []
+    assert other_warnings(run.warnings) == []
 
 
 def test_streaming_an_image_outside_artifact_registry_warns_and_is_not_refused() -> None:
@@ -275,7 +284,7 @@ def test_streaming_an_image_outside_artifact_registry_warns_and_is_not_refused()
         "to false"
     )
     config = engine_config("gcp-a3", ("gcp.imageStreaming=true",))
-    assert settings_from(*config, PROVIDER_SETTINGS, as_of=AS_OF)[1] == [message]
+    assert other_warnings(settings_from(*config, PROVIDER_SETTINGS, as_of=AS_OF)[1]) == [message]
     run = run_stack("gcp-a3", "gcp.imageStreaming=true")
     assert message in run.warnings
     assert gpu_pool(run)["nodeConfig"]["gcfsConfig"] == {"enabled": True}
@@ -288,9 +297,11 @@ def test_streaming_an_image_outside_artifact_registry_warns_and_is_not_refused()
         ("registry.example.com/us-docker.pkg.dev/train:1", True),
     ):
         edited = engine_config("gcp-a3", ("gcp.imageStreaming=true", f"image={image}"))
-        assert bool(settings_from(*edited, PROVIDER_SETTINGS, as_of=AS_OF)[1]) is warns, image
+        warnings = settings_from(*edited, PROVIDER_SETTINGS, as_of=AS_OF)[1]
+        assert bool(other_warnings(warnings)) is warns, image
     # Off, nothing to say about the image.
-    assert settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=AS_OF)[1] == []
+    warnings = settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=AS_OF)[1]
+    assert other_warnings(warnings) == []
 
 
 DISK_IMAGE = "projects/my-gpu-project/global/images/pytorch-25-01"
@@ -736,13 +747,14 @@ def test_a_minor_past_end_of_standard_support_is_refused_as_of_the_date() -> Non
 def test_a_minor_near_its_end_of_support_is_a_warning_with_the_days_left() -> None:
     as_of = AsOf(date(2027, 2, 10), pinned=True)
     _, warnings = settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=as_of)
-    assert warnings == [
+    assert other_warnings(warnings) == [
         "gpu-cluster:gcp.minMasterVersion = '1.35': GKE 1.35 leaves standard support on "
         "2027-04-11, 60 days after 2027-02-10; GKE then upgrades the cluster whatever the hold; "
         "use 1.36 (docs/operations.md: moving a stack to the next GKE release)"
     ]
     a_day_earlier = AsOf(date(2027, 2, 9), pinned=True)
-    assert settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=a_day_earlier)[1] == []
+    earlier = settings_from(*engine_config("gcp-a3"), PROVIDER_SETTINGS, as_of=a_day_earlier)[1]
+    assert other_warnings(earlier) == []
 
 
 def test_schema_refuses_a_tcpx_release_google_does_not_publish_for_the_gke_minor() -> None:
@@ -783,3 +795,30 @@ def test_schema_refuses_an_empty_system_pool_range() -> None:
         "gcp-a3", AS_OF.day, "gcp.systemPool.minNodes=5", "gcp.systemPool.maxNodes=3"
     )
     assert "gpu-cluster:gcp.systemPool: minNodes (5) must be <= maxNodes (3)" in errors
+
+
+def test_placeholders_and_an_open_endpoint_are_warned_by_key() -> None:
+    """The shipped GKE files' project and authorized network are placeholders `pulumi up` cannot
+    use (README, "Stacks"): each is named with what to do; a real project and range draw
+    nothing, and 0.0.0.0/0 is named as the open endpoint it is."""
+    shipped = run_stack("gcp-a3").warnings
+    assert shipped == [
+        "gpu-cluster:gcp.project = 'my-gpu-project' is the shipped files' placeholder: set your "
+        "project before pulumi up (pulumi config set --path gcp.project YOUR_PROJECT_ID)",
+        "gpu-cluster:gcp.authorizedNetworks[0].cidrBlock = '203.0.113.0/24' is a documentation "
+        "range (RFC 5737) no client is in: pulumi up could not reach the cluster it creates; "
+        "list the addresses pulumi up, CI and kubectl run from",
+    ]
+    own = ("gcp.project=team-gpu-project", "gcp.authorizedNetworks[0].cidrBlock=34.120.0.0/16")
+    assert run_stack("gcp-a3", *own).warnings == []
+    # Inside another documentation range (RFC 5737 TEST-NET-1), a host's /32.
+    inside = run_stack("gcp-a3", own[0], "gcp.authorizedNetworks[0].cidrBlock=192.0.2.7/32")
+    assert [w.split(" is ")[0] for w in inside.warnings] == [
+        "gpu-cluster:gcp.authorizedNetworks[0].cidrBlock = '192.0.2.7/32'"
+    ]
+    opened = run_stack("gcp-a3", own[0], "gcp.authorizedNetworks[0].cidrBlock=0.0.0.0/0")
+    assert opened.warnings == [
+        "gpu-cluster:gcp.authorizedNetworks[0].cidrBlock = '0.0.0.0/0' lets every address reach "
+        "the control plane's endpoint; list the addresses pulumi up, CI and kubectl run from"
+    ]
+    assert not any("placeholder" in w for w in run_stack("nerc-production").warnings)

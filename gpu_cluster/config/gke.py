@@ -3,6 +3,7 @@ settings resolve to."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import date
 from typing import TYPE_CHECKING
@@ -243,6 +244,45 @@ def image_streaming_warnings(s: Settings) -> list[str]:
         "pulls this one whole, as without streaming; push it to Artifact Registry or set "
         "gcp.imageStreaming to false"
     ]
+
+
+# The project id the shipped GKE stack files hold, for the user to replace (README, "Stacks").
+PLACEHOLDER_PROJECT = "my-gpu-project"
+# Address ranges no host has, reserved for documentation (RFC 5737 section 3: TEST-NET-1..3).
+DOCUMENTATION_RANGES = tuple(
+    ipaddress.IPv4Network(r) for r in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")
+)
+
+
+def placeholder_warnings(s: Settings) -> list[str]:
+    """Warnings for what a GKE stack file must not keep before `pulumi up`: the shipped
+    placeholder project, an authorized network no client is in (a documentation range: `pulumi
+    up` could not reach the cluster it creates), and one every address is in. Not refusals: the
+    shipped files render with them, and an open endpoint is a choice."""
+    if s.gcp is None:
+        return []
+    out = []
+    if s.gcp.project == PLACEHOLDER_PROJECT:
+        out.append(
+            f"gpu-cluster:gcp.project = {PLACEHOLDER_PROJECT!r} is the shipped files' "
+            "placeholder: set your project before pulumi up (pulumi config set --path "
+            "gcp.project YOUR_PROJECT_ID)"
+        )
+    for i, network in enumerate(s.gcp.authorized_networks or ()):
+        key = f"gpu-cluster:gcp.authorizedNetworks[{i}].cidrBlock = {network.cidr_block!r}"
+        block = ipaddress.IPv4Network(network.cidr_block)  # an IPv4 CIDR (values.Cidr)
+        if any(block.subnet_of(r) for r in DOCUMENTATION_RANGES):
+            out.append(
+                f"{key} is a documentation range (RFC 5737) no client is in: pulumi up could not "
+                "reach the cluster it creates; list the addresses pulumi up, CI and kubectl run "
+                "from"
+            )
+        elif block.prefixlen == 0:
+            out.append(
+                f"{key} lets every address reach the control plane's endpoint; list the "
+                "addresses pulumi up, CI and kubectl run from"
+            )
+    return out
 
 
 def _gpudirect_release_problems(mode: str, gcp: GcpSettings, minor: int) -> list[str]:

@@ -13,7 +13,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpu_cluster.config.dates import AsOf
-from gpu_cluster.config.gke import cluster_problems, image_streaming_warnings, support_window
+from gpu_cluster.config.gke import (
+    cluster_problems,
+    image_streaming_warnings,
+    placeholder_warnings,
+    support_window,
+)
 from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import read_rule
@@ -308,6 +313,7 @@ def settings_from(
         *ended,
         *ending,
         *image_streaming_warnings(settings),
+        *placeholder_warnings(settings),
         *opt_in_warnings(settings),
         *runner_warnings(settings),
         *kind_warnings(settings),
