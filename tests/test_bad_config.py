@@ -300,11 +300,33 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("rdma.networkAttachments=adopt",),
         ("rdma.nics[0].subnet is required when rdma.networkAttachments is 'adopt'",),
     ),
-    ("barcelona", ("tcp.socketIfname=eth0",), ("gpu-cluster:tcp is only used when networkMode",)),
+    # A lone key makes a new rdma block, incomplete: refused as such, not as unread.
+    ("nerc-production", ("rdma.bootstrapInterface=eth1",), ("gpu-cluster:rdma.nics: required",)),
+    # Another mode's section is kept for the way back (a warning), and held to its own rules.
     (
-        "nerc-production",
-        ("networkMode=rdma",),
-        ("gpu-cluster:rdma is required", "gpu-cluster:tcp is only used when networkMode is 'tcp'"),
+        "barcelona",
+        ("networkMode=tcp", "rdma.memlock=ulimit"),
+        ("gpu-cluster:rdma.memlock = 'ulimit'", "'root-ipc-lock', 'machineconfig' or"),
+    ),
+    (
+        "barcelona",
+        ("networkMode=tcp", "rdma.nics[1].interface=net1"),
+        ("gpu-cluster:rdma.nics: interface net1 used by more than one NIC",),
+    ),
+    (
+        "barcelona",
+        ("networkMode=tcp", "rdma.machineConfigPool=gpu"),
+        ("gpu-cluster:rdma.machineConfigPool is only used when rdma.memlock is 'machineconfig'",),
+    ),
+    (
+        "barcelona",
+        ("tcp.socketNthreads=8", "tcp.nsocksPerThread=16"),
+        ("gpu-cluster:tcp.socketNthreads x tcp.nsocksPerThread must be <= 64",),
+    ),
+    (
+        "gcp-a3",
+        ("tcp.socketNthreads=17",),
+        ("gpu-cluster:tcp.socketNthreads = 17", "less than or equal to 16"),
     ),
     ("gcp-a3", ("openshift.gpuNodeLabel=gpu",), ("gpu-cluster:openshift is only used when",)),
     ("nerc-production", ("gcp.project=my-project-1",), ("gpu-cluster:gcp is only used when",)),

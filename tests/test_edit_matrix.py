@@ -126,7 +126,7 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
     ("barcelona", BARCELONA_RWX): {"delete PersistentVolumeClaim!": 4},
     ("barcelona", ("name=renamed",)): {"replace PersistentVolumeClaim!": 4},
     ("barcelona", ("namespace=elsewhere",)): {"replace PersistentVolumeClaim!": 4},
-    ("barcelona", ("networkMode=tcp", "!rdma")): {},
+    ("barcelona", ("networkMode=tcp",)): {},
     ("barcelona", (IMAGE,)): {},
     ("barcelona", ("openshift.prePull=false",)): {},
     ("barcelona", ("gpusPerNode=2",)): {},

@@ -15,6 +15,7 @@ import pytest
 from gpu_cluster.components.namespace import PATCH_FORCE_ANNOTATION
 from gpu_cluster.offline.engine import ProgramRun, RecordedResource, run_program
 from gpu_cluster.offline.stack_files import engine_config
+from tests.cli import cli, program_copy
 from tests.conftest import (
     BARCELONA_ADOPTS_NADS,
     BARCELONA_CREATES_NADS,
@@ -252,7 +253,8 @@ def test_retention_is_opt_out() -> None:
 
 
 def test_switching_barcelona_to_tcp_drops_rdma_pieces_and_keeps_storage() -> None:
-    rdma, tcp = run_stack("barcelona"), run_stack("barcelona", "networkMode=tcp", "!rdma")
+    # One key: the rdma block stays in the stack file for the way back, unused, with a note.
+    rdma, tcp = run_stack("barcelona"), run_stack("barcelona", "networkMode=tcp")
     kinds = {m["kind"] for m in tcp.manifests()}
     assert not kinds & {
         "SecurityContextConstraints",
@@ -265,9 +267,49 @@ def test_switching_barcelona_to_tcp_drops_rdma_pieces_and_keeps_storage() -> Non
         "k8s.v1.cni.cncf.io/networks"
         not in one(tcp, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
     )
-    assert not any(k.startswith("openshift.io/") for k in container(tcp)["resources"]["limits"])
+    nics = {f"openshift.io/eno{i}np0rdma" for i in (5, 6, 7, 8)}
+    for side, expected in ((rdma, nics), (tcp, set())):
+        resources = container(side)["resources"]
+        assert {*resources["limits"], *resources["requests"]} & nics == expected
+    env = env_of(container(tcp))
+    assert (env["NCCL_NET"], env["NCCL_IB_DISABLE"], env["NCCL_SOCKET_IFNAME"]) == (
+        "Socket",
+        "1",
+        "^lo,docker",
+    )
+    rdma_only = {"NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT", "NCCL_NET_GDR_LEVEL", "NCCL_MIN_NCHANNELS"}
+    assert rdma_only <= set(env_of(container(rdma))) and not rdma_only & set(env)
     claims_of = [one(run, "StatefulSet")["spec"]["volumeClaimTemplates"] for run in (tcp, rdma)]
     assert claims_of[0] == claims_of[1]
+    assert tcp.warnings == [
+        "gpu-cluster:rdma is kept but not used while networkMode is 'tcp'; it is used again "
+        "when networkMode is 'rdma'"
+    ]
+    assert rdma.warnings == []
+    # Kept, the block changes nothing: the render is the one without it.
+    without = run_stack("barcelona", "networkMode=tcp", "!rdma")
+    assert tcp.manifests() == without.manifests() and tcp.outputs == without.outputs
+    assert without.warnings == []
+
+
+def test_barcelona_switches_to_tcp_and_back_with_one_line_of_its_stack_file(
+    tmp_path: Path,
+) -> None:
+    text = (ROOT / "Pulumi.barcelona.yaml").read_text()
+    rdma_line = "  gpu-cluster:networkMode: rdma\n"
+    assert text.count(rdma_line) == 1
+    tcp_file = text.replace(rdma_line, "  gpu-cluster:networkMode: tcp\n")
+    program = program_copy(tmp_path / "program", {"barcelona": tcp_file})
+    snapshot = str(ROOT / "tests" / "snapshots" / "barcelona")
+    switched = cli("--stack", "barcelona", "--project-dir", str(program), "--diff", snapshot)
+    assert switched.returncode == 1, switched.stderr
+    assert (
+        "warning: gpu-cluster:rdma is kept but not used while networkMode is 'tcp'; it is used "
+        "again when networkMode is 'rdma'\n"
+    ) in switched.stderr
+    (program / "Pulumi.barcelona.yaml").write_text(text)
+    back = cli("--stack", "barcelona", "--project-dir", str(program), "--diff", snapshot)
+    assert (back.returncode, back.stdout, back.stderr) == (0, "", "")
 
 
 PINNED = tuple(f"rdma.nics[{i}].hca=mlx5_{6 + i}" for i in range(4))

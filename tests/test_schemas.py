@@ -24,7 +24,7 @@ from tests.crd_schemas import BY_KIND, CNI_CONFIG
 
 # Stack variants beyond the shipped files: every network mode and storage mode is covered.
 VARIANTS = [(stack, ()) for stack in STACKS] + [
-    ("barcelona", ("networkMode=tcp", "!rdma")),
+    ("barcelona", ("networkMode=tcp",)),
     ("barcelona", ("storage.mode=rwx", "storage.storageClass=ocs-external-storagecluster-cephfs")),
     ("barcelona", ("rdma.gidIndex=auto",)),
     ("barcelona", ("rdma.memlock=machineconfig",)),

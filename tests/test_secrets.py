@@ -97,7 +97,7 @@ def test_a_secret_may_not_replace_what_the_program_sets(name: str) -> None:
 # The training containers of every platform, network mode and workload kind.
 ENV_VARIANTS = [
     ("barcelona", ()),
-    ("barcelona", ("networkMode=tcp", "!rdma")),
+    ("barcelona", ("networkMode=tcp",)),
     ("barcelona", ("rdma.memlock=machineconfig", "rdma.machineConfigPool=gpu")),
     ("barcelona", ("rdma.memlock=preconfigured",)),
     ("nerc-production", ()),

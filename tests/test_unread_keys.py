@@ -5,6 +5,9 @@ gpu_cluster/config/reads.py). For every shipped stack and every key of the schem
 test's KEYS table, which covers the whole schema):
 - a key the stack does not read is refused, whatever value it is given, naming the key (or the
   section it is in) and when it would be read;
+- but for a network mode's own section under another mode the platform runs it in (`tcp` under
+  `rdma`, `rdma` under `tcp` on OpenShift): that section is dormant, kept for the way back with a
+  warning and changing nothing, while its keys meet the rules of its own mode;
 - a key the stack reads changes what `pulumi up` would do (a resource, its options or an output)
   for at least one value, so "read" is never just a claim. NOT_SHOWN lists, with reasons, the
   few (stack, key) pairs where no single-key edit can show it.
@@ -134,7 +137,6 @@ NOT_SHOWN: dict[tuple[str, str], str] = {
     },
     ("gcp-a4", "gcp.queuedProvisioning"): "needs workload.kind jobset beside it "
     "(tests/test_jobset.py)",
-    ("barcelona", "networkMode"): "switching also drops the rdma block (test_openshift)",
     ("nerc-production", "networkMode"): "switching to rdma needs the NIC list (test_openshift)",
     ("barcelona", "rdma.networkAttachments"): "create and adopt need the NADs' ranges "
     "(test_openshift, BARCELONA_CREATES_NADS)",
@@ -157,6 +159,10 @@ NOT_SHOWN: dict[tuple[str, str], str] = {
     },
 }
 
+# Keys of a dormant section no single-key edit can set validly, with the reason: held to their
+# own mode's rules, they are refused as there.
+NOT_KEPT = {"rdma.nics[0].hca": "all NICs or none (test_openshift PINNED)"}
+
 
 def _rules(key: str) -> list[ReadWhen]:
     """The ReadWhen rules on `key` and on the sections above it, outermost first."""
@@ -170,9 +176,29 @@ def _rules(key: str) -> list[ReadWhen]:
     return found
 
 
+def _dormant(variant: Variant, key: str) -> str | None:
+    """The network mode's own section `key` is in, when the variant keeps it dormant: `tcp`
+    under any other mode, `rdma` under another mode on OpenShift (on GKE there is none)."""
+    settings, section = _settings(variant), re.split(r"[.\[]", key)[0]
+    if section == "tcp" and settings.network_mode != "tcp":
+        return section
+    if section == "rdma" and settings.platform == "openshift" and settings.network_mode != "rdma":
+        return section
+    return None
+
+
+def _lone(variant: Variant, key: str) -> bool:
+    """A key of a dormant rdma block the variant does not set: alone, it is a new, incomplete
+    section, refused as such (test_bad_config); barcelona switched to tcp has the block."""
+    return _dormant(variant, key) == "rdma" and "gpu-cluster:rdma" not in edited_config(*variant)[0]
+
+
 def _unread_by(variant: Variant, key: str) -> ReadWhen | None:
-    """The rule that makes `key` unread in `variant`, or None when the variant reads it."""
-    settings = _settings(variant)
+    """The rule that makes `key` unread in `variant`, or None when the variant reads it (a
+    dormant section's keys: when it would, in its own mode)."""
+    settings, section = _settings(variant), _dormant(variant, key)
+    if section is not None:
+        settings = settings.model_copy(update={"network_mode": section})
     return next((r for r in _rules(key) if not r.applies(settings)), None)
 
 
@@ -206,6 +232,8 @@ SHIPPED: list[Variant] = [(stack, ()) for stack in STACKS]
 # Switches no shipped stack sets, so that every rule of the schema is exercised.
 SWITCHED: list[Variant] = [
     ("barcelona", ("verify.enabled=false",)),
+    # Its rdma block dormant.
+    ("barcelona", ("networkMode=tcp",)),
     ("gcp-a3", ("networkMode=tcp",)),
     ("nerc-production", ("!storage",)),
     (
@@ -225,8 +253,19 @@ SWITCHED: list[Variant] = [
         ),
     ),
 ]
-UNREAD = [(v, k) for v in SHIPPED + SWITCHED for k in sorted(KEYS) if _unread_by(v, k)]
-READ = [(v, k) for v in SHIPPED for k in sorted(KEYS) if not _unread_by(v, k)]
+UNREAD = [
+    (v, k) for v in SHIPPED + SWITCHED for k in sorted(KEYS) if _unread_by(v, k) and not _lone(v, k)
+]
+# Keys of dormant sections that their own mode reads.
+DORMANT = [
+    (v, k)
+    for v in SHIPPED + SWITCHED
+    for k in sorted(KEYS)
+    if _dormant(v, k) and not _unread_by(v, k) and not _lone(v, k)
+]
+READ = [
+    (v, k) for v in SHIPPED for k in sorted(KEYS) if not _unread_by(v, k) and not _dormant(v, k)
+]
 # The read keys a single-key edit can show read (NOT_SHOWN says why the others cannot).
 SHOWN = [(v, k) for v, k in READ if (v[0], k) not in NOT_SHOWN]
 
@@ -255,6 +294,32 @@ def test_a_key_the_stack_does_not_read_is_refused(case: tuple[Variant, str]) -> 
         for message in said
         for section in sections
     ), said
+
+
+@pytest.mark.parametrize("case", DORMANT, ids=map(_id, DORMANT))
+def test_a_dormant_sections_key_is_kept_with_a_warning_and_changes_nothing(
+    case: tuple[Variant, str],
+) -> None:
+    variant, key = case
+    section = _dormant(variant, key)
+    note = (
+        f"gpu-cluster:{section} is kept but not used while networkMode is "
+        f"{_settings(variant).network_mode!r}; it is used again when networkMode is {section!r}"
+    )
+    base = _fingerprint_of(variant, ())
+    kept = []
+    for value in [v for v in KEYS[key] if v is not None]:
+        outcome = _run(variant, ((key, value),))
+        if isinstance(outcome, str):  # a bad value, refused as in its own mode
+            assert f"gpu-cluster:{section} is only used when" not in outcome, outcome
+            continue
+        assert _fingerprint(outcome) == base, f"{key}={value!r} changed {variant}"
+        assert note in outcome.warnings
+        kept.append(value)
+    if key in NOT_KEPT:
+        assert kept == [], f"{key} is listed in NOT_KEPT but kept {kept}"
+    else:
+        assert kept, f"no value of {key} was kept on {variant}"
 
 
 def test_every_key_not_shown_read_is_read() -> None:
@@ -319,6 +384,7 @@ def _zone_in(variant: Variant, region: object) -> str:
 
 def test_the_unread_cases_cover_each_kind_of_rule() -> None:
     rules = {_unread_by(variant, key) for variant, key in UNREAD}
+    rules |= {_rules(key)[0] for _, key in DORMANT}
     models: list[type[BaseModel]] = [Settings, *_sections(Settings)]
     declared = {
         m
@@ -327,7 +393,8 @@ def test_the_unread_cases_cover_each_kind_of_rule() -> None:
         for m in f.metadata
         if isinstance(m, ReadWhen)
     }
-    # Every declared rule is exercised by a shipped stack or a SWITCHED variant.
+    # Every declared rule is exercised by a shipped stack or a SWITCHED variant (a dormant
+    # section's by its keys kept).
     assert declared - rules == set()
 
 

@@ -97,8 +97,10 @@ Every key a stack file (`Pulumi.<stack>.yaml`) may set, generated from the schem
 its `ReadWhen` annotations (`gpu_cluster/config/reads.py`: when the stack reads a key). All keys
 live under the `gpu-cluster:` namespace. Scalars are set with `pulumi config set nodes 4`;
 nested keys with `pulumi config set --path storage.mode rwx`. Unknown keys are errors, and so is
-a key set where the stack does not read it ("read when" below; docs/contract.md). `[]` marks a
-list of sections: `rdma.nics[0].interface` in a `--path`.
+a key set where the stack does not read it ("read when" below), but for a network mode's own
+section under another mode (`tcp`; `rdma` on OpenShift): kept for switching back, unread, with a
+warning (docs/contract.md). `[]` marks a list of sections: `rdma.nics[0].interface` in a
+`--path`.
 
 Provider keys (`kubernetes:context` on OpenShift, `gcp:` settings on GKE) are the providers'
 own; see docs/contract.md.

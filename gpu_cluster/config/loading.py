@@ -21,7 +21,7 @@ from gpu_cluster.config.gke import (
 )
 from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
-from gpu_cluster.config.reads import read_rule
+from gpu_cluster.config.reads import dormant_sections, read_rule
 from gpu_cluster.config.schema import PROJECT, Settings
 from gpu_cluster.config.workload import kind_warnings, opt_in_warnings, runner_warnings
 
@@ -269,8 +269,8 @@ def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> 
 
 def _unread_sections(raw: Mapping[str, Any], exc: ValidationError) -> list[str]:
     """When every top-level key that fails validation is one the rest of the config does not
-    read (`rdma.mtu` set on a tcp stack), that is the answer: completing it would only lead to
-    "not read"."""
+    read (`rdma.mtu` set on a GKE stack), that is the answer: completing it would only lead to
+    "not read". A dormant section is kept for the way back, so its own problems are."""
     failing = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
     try:
         settings = Settings.model_validate({k: v for k, v in raw.items() if k not in failing})
@@ -280,7 +280,7 @@ def _unread_sections(raw: Mapping[str, Any], exc: ValidationError) -> list[str]:
     out = []
     for key in sorted(failing):
         rule = read_rule(fields.get(key))
-        if rule is None or rule.applies(settings):
+        if rule is None or rule.applies(settings) or rule.dormant_in(settings) is not None:
             return []
         out.append(rule.refusal(key))
     return out
@@ -310,6 +310,7 @@ def settings_from(
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(ended))
     return settings, [
         *warnings,
+        *dormant_sections(settings),
         *ended,
         *ending,
         *image_streaming_warnings(settings),

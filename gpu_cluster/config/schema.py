@@ -851,7 +851,8 @@ class Settings(Section):
     verify: VerifySettings = VerifySettings()
     """The fabric check (docs/operations.md, "Verify the fabric")."""
     tcp: Annotated[
-        TcpSettings, ReadWhen(lambda s: s.network_mode == "tcp", "networkMode is 'tcp'")
+        TcpSettings,
+        ReadWhen(lambda s: s.network_mode == "tcp", "networkMode is 'tcp'", mode="tcp"),
     ] = TcpSettings()
     """NCCL over plain Ethernet (`networkMode: tcp`)."""
     rdma: Annotated[
@@ -860,6 +861,7 @@ class Settings(Section):
             lambda s: s.platform == "openshift" and s.network_mode == "rdma",
             "platform is 'openshift' and networkMode is 'rdma' (on GKE the RDMA NICs come with "
             "gcp.machineType)",
+            mode="rdma",
         ),
     ] = None
     """RoCE over Multus-attached NICs (`networkMode: rdma` on OpenShift)."""
