@@ -285,7 +285,14 @@ class GkeCluster(pulumi.ComponentResource):
         self.system_pool = gcp.container.NodePool(
             f"{name}-{SYSTEM_POOL}",
             _system_pool_args(a, self.cluster.name),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(a.nodes_after)),
+            # initial_node_count is ForceNew (terraform-provider-google-beta v7.45.0
+            # resource_container_node_pool.go:483) and only sizes the pool at creation;
+            # autoscaling's minimum follows gcp.systemPool.minNodes in place.
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(a.nodes_after),
+                ignore_changes=["initialNodeCount"],
+            ),
         )
         cluster = self.cluster
         self.kubeconfig = pulumi.Output.all(

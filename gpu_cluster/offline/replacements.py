@@ -16,7 +16,9 @@ update. The rules are the providers' own:
 - Google Cloud (hashicorp/terraform-provider-google at e03b7622, the schema's `ForceNew` fields
   of google/services/container/resource_container_cluster.go, resource_container_node_pool.go,
   node_config.go, google/services/compute/resource_compute_*.go and the IAM resources named
-  below), for the fields this program sets.
+  below), for the fields this program sets; tests/test_gcp_force_new.py holds the table to
+  the ForceNew fields of terraform-provider-google-beta v7.45.0, the provider pulumi-gcp
+  bridges (tests/vendor/gcp_force_new.json, written by tools/provider_force_new.py).
 - The resource's own options: `ignoreChanges` keeps the old value, `replaceOnChanges` adds
   fields that replace.
 """
@@ -86,6 +88,7 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "project",
         "location",
         "cluster",
+        "initialNodeCount",
         "placementPolicy",
         "networkConfig.additionalNodeNetworkConfigs",
         "nodeConfig.guestAccelerators",
@@ -97,6 +100,7 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "nodeConfig.hostMaintenancePolicy",
         "nodeConfig.oauthScopes",
         "nodeConfig.serviceAccount",
+        "nodeConfig.shieldedInstanceConfig",
         "nodeConfig.ephemeralStorageLocalSsdConfig",
         "nodeConfig.secondaryBootDisks",
         # Not nodeConfig.gcfsConfig (image streaming): updated in place since
