@@ -40,6 +40,20 @@ shift 3
   exit 2
 }
 readonly CONTAINER=training STOP=/opt/gpu-cluster/launch-stop.sh
+# Before anything starts: a missing CLI or an unreachable cluster is one message, not a failure
+# per pod (each of which would stop the training everywhere).
+if ! command -v "$cli" >/dev/null; then
+  echo "launch-all: $cli is not installed or not on PATH; nothing was started" >&2
+  exit 127
+fi
+rc=0
+reached=$("$cli" "${target[@]}" get pod -n "$namespace" "$sts-0" -o name 2>&1) || rc=$?
+if ((rc != 0)); then
+  echo "launch-all: cannot reach pod $sts-0 in namespace $namespace (${target[*]}):" \
+    "${reached%%$'\n'*}; nothing was started. Check that context; on GKE run the command" \
+    "\`pulumi stack output getCredentialsCommand\` prints" >&2
+  exit "$rc"
+fi
 state=$(mktemp -d)
 # One line per failed pod, "<pod> <exit code>", in the order they failed.
 failed=$state/failed

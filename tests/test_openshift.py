@@ -553,10 +553,14 @@ def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
     # The repository's launch-all.sh runs here and starts the launcher in each pod.
     result = run_with_fake_oc(str(run.outputs["launchCommand"]), "exit 0", tmp_path)
     assert result.returncode == 0, result.stderr
+    # The pods are looked up first: an unreachable cluster is one message, nothing started.
     assert sorted((tmp_path / "oc.log").read_text().splitlines()) == [
-        f"--context barcelona exec -n nccl-test ml-dev-env-{i} -c training --"
-        " /opt/gpu-cluster/launch-torchrun.sh /workspace/train.py"
-        for i in (0, 1)
+        *(
+            f"--context barcelona exec -n nccl-test ml-dev-env-{i} -c training --"
+            " /opt/gpu-cluster/launch-torchrun.sh /workspace/train.py"
+            for i in (0, 1)
+        ),
+        "--context barcelona get pod -n nccl-test ml-dev-env-0 -o name",
     ]
     data = one(run, "ConfigMap")["data"]
     # The stop script it calls in each pod is there; launch-all.sh itself never runs in a pod.

@@ -722,16 +722,19 @@ LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
 def fake_oc(tmp_path: Path) -> Path:
     """`oc TARGET... exec -n NS POD -c training -- CMD...` on pretend pods (TARGET must be the
     flags in the file `target`, `--context ctx` unless a test writes others; any other target
-    is refused, as a missing one would be): each launch is logged and
+    is refused, as a missing context is; `get pod` answers the pod's name): each launch is
+    logged and
     touches started-<pod>, then exits with the code in rc-<pod> (0 if absent); "hang" waits
     until launch-stop.sh is exec'd on that pod, then exits 143 as a SIGTERMed torchrun would."""
     oc = tmp_path / "oc"
     oc.write_text(
         "#!/usr/bin/env bash\n"
         f"state={tmp_path}\n"
-        'target=""; while [[ $1 == --* ]]; do target+="$1 $2 "; shift 2; done\n'
+        'target=""; while [[ $1 == --* ]]; do target+="$1 $2 "; context=$2; shift 2; done\n'
         'expected=$(cat "$state/target" 2>/dev/null || echo "--context ctx ")\n'
-        '[[ $target == "$expected" ]] || exit 98\n'
+        '[[ $target == "$expected" ]] ||\n'
+        '  { echo "error: context \\"$context\\" does not exist" >&2; exit 98; }\n'
+        'if [[ $1 == get ]]; then echo "get $*" >>"$state/log"; echo "pod/$4"; exit 0; fi\n'
         "[[ $1 == exec && $2 == -n && $5 == -c && $6 == training && $7 == -- ]] || exit 99\n"
         "pod=$4; shift 7\n"
         "if [[ $1 == /opt/gpu-cluster/launch-stop.sh ]]; then\n"
@@ -771,8 +774,10 @@ def launch_all(
 
 
 def log_lines(oc: Path) -> list[str]:
+    """The pods' launches and stops (the look-up before them aside)."""
     log = oc.parent / "log"
-    return sorted(log.read_text().splitlines()) if log.exists() else []
+    lines = log.read_text().splitlines() if log.exists() else []
+    return sorted(line for line in lines if not line.startswith("get "))
 
 
 def test_launch_all_starts_every_pod_and_succeeds(fake_oc: Path) -> None:
@@ -827,6 +832,27 @@ def test_launch_all_on_ctrl_c_stops_the_remote_training(fake_oc: Path) -> None:
     assert proc.returncode == 130, err
     assert "interrupted; stopping the training on every pod" in err
     assert {"stop train-0", "stop train-1"} <= set(log_lines(fake_oc))
+
+
+def test_launch_all_without_its_cli_or_cluster_says_so_once_and_starts_nothing(
+    fake_oc: Path,
+) -> None:
+    """No pod is reported failed, and no training stopped, for what is wrong on this side."""
+    bare = {"PATH": "/usr/bin:/bin"}
+    argv = ("oc-not-installed", "--context", "ctx", "ns", "train", "2", "/x", "t")
+    missing = run(LAUNCH_ALL, bare, *argv)
+    assert missing.returncode == 127
+    assert missing.stderr == (
+        "launch-all: oc-not-installed is not installed or not on PATH; nothing was started\n"
+    )
+    unknown = run(LAUNCH_ALL, {}, str(fake_oc), "--context", "gone", "ns", "train", "2", "/x", "t")
+    assert unknown.returncode == 98
+    assert unknown.stderr == (
+        "launch-all: cannot reach pod train-0 in namespace ns (--context gone): error: context "
+        '"gone" does not exist; nothing was started. Check that context; on GKE run the command '
+        "`pulumi stack output getCredentialsCommand` prints\n"
+    )
+    assert log_lines(fake_oc) == []
 
 
 def test_launch_all_usage(fake_oc: Path) -> None:

@@ -73,6 +73,7 @@ def test_the_command_runs_on_every_pod_with_a_fixed_world() -> None:
 FAKE_OC = """#!/usr/bin/env bash
 echo "$*" >>"$STATE/oc.log"
 case "$*" in
+  *" get pod "*) echo pod/ml-dev-env-0 ;;
   *launch-stop.sh) touch "$STATE/stopped" ;;
   *ml-dev-env-1*) exit 1 ;;
   *) for _ in $(seq 300); do [[ -e $STATE/stopped ]] && exit 143; sleep 0.1; done ;;
@@ -95,7 +96,9 @@ def test_a_pod_that_fails_stops_the_check_everywhere_and_sets_the_exit_code(
     log = (tmp_path / "oc.log").read_text().splitlines()
     stops = [line for line in log if line.endswith("/opt/gpu-cluster/launch-stop.sh")]
     assert sorted(line.split()[5] for line in stops) == ["ml-dev-env-0", "ml-dev-env-1"]
-    assert all(line.startswith("--context barcelona exec ") for line in log)
+    # Every call names the stack's context: the look-up of pod 0 first, then the pods' execs.
+    assert log[0] == "--context barcelona get pod -n nccl-test ml-dev-env-0 -o name"
+    assert all(line.startswith("--context barcelona exec ") for line in log[1:])
 
 
 def test_overrides_and_opt_out() -> None:
