@@ -41,7 +41,7 @@ from gpu_cluster.offline.render import (
 )
 from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import by_case, cli, one_error
-from tests.conftest import BARCELONA_CREATES_NADS, STACKS
+from tests.conftest import BARCELONA_CREATES_NADS, ROOT, STACKS
 
 
 def test_every_stack_renders_through_the_cli(tmp_path: Path) -> None:
@@ -335,3 +335,17 @@ def test_shapes_require_exactly_the_fields_every_render_has() -> None:
     for declared, objects in found.items():
         always = set.intersection(*(set(o) for o in objects))
         assert always == declared.__required_keys__, declared.__name__
+
+
+def test_out_dash_writes_kubernetes_yaml_to_stdout_for_kubectl() -> None:
+    """`--out -`: the objects alone on stdout (`... --out - | kubectl apply -f -`), nothing on
+    disk; with a diff, whose output is stdout's, it is refused."""
+    result = cli("--stack", "nerc-production", "--out", "-")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (SNAPSHOTS / "nerc-production" / "kubernetes.yaml").read_text()
+    assert not (ROOT / "-").exists()
+    both = cli(
+        "--stack", "nerc-production", "--diff", str(SNAPSHOTS / "nerc-production"), "--out", "-"
+    )
+    assert both.returncode == 2
+    assert one_error(both.stderr) == ("error: --out -: the diff goes to stdout; give a directory\n")

@@ -131,7 +131,11 @@ def _render_and_diff(
         if value == "":
             print(f"error: {flag}: an empty path; give a directory", file=sys.stderr)
             return 2
-    out = Path(out_arg) if out_arg is not None else None
+    to_stdout = out_arg == "-"  # kubernetes.yaml alone, for `kubectl apply -f -` or `diff -f -`
+    if to_stdout and old_arg is not None:
+        print("error: --out -: the diff goes to stdout; give a directory", file=sys.stderr)
+        return 2
+    out = Path(out_arg) if out_arg is not None and not to_stdout else None
     try:
         as_of = pinned(args.as_of) if args.as_of is not None else None
     except ValueError as exc:
@@ -155,6 +159,8 @@ def _render_and_diff(
                 f"rendered stack {args.stack!r} to {out}/ ({', '.join(FILES)})",
                 file=sys.stderr,
             )
+        elif to_stdout:
+            sys.stdout.write(files["kubernetes.yaml"])
     except (
         ConfigError,
         FileNotFoundError,
@@ -209,7 +215,9 @@ def offline_main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _render_arguments(parser)
-    parser.add_argument("--out", help="directory to write the render to")
+    parser.add_argument(
+        "--out", help="directory to write the render to (`-`: kubernetes.yaml to stdout)"
+    )
     parser.add_argument("--diff", metavar="OLD_DIR", help="diff against an earlier render")
     args = parser.parse_args(argv)
     if args.out is None and args.diff is None:
@@ -244,7 +252,12 @@ def main(argv: list[str] | None = None) -> int:
         "render", "write a stack's render (kubernetes.yaml, resources.json, outputs.json)"
     )
     _render_arguments(render_cmd)
-    render_cmd.add_argument("--out", required=True, help="directory to write the render to")
+    render_cmd.add_argument(
+        "--out",
+        required=True,
+        help="directory to write the render to; `-`: kubernetes.yaml alone to stdout (for "
+        "`kubectl apply -f -` or `kubectl diff -f -`)",
+    )
     diff_cmd = command(
         "diff", "render a stack and show how it differs from an earlier render (exit 1 if so)"
     )
