@@ -30,7 +30,7 @@ def install_wheel(into: Path) -> Path:
     # Built from a copy, so the build leaves nothing in the checkout.
     source = into / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "gpu_cluster", "scripts"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "gpu_cluster", "scripts"):
         if (ROOT / name).is_dir():
             shutil.copytree(
                 ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__")

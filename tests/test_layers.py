@@ -66,3 +66,14 @@ def test_the_components_are_small() -> None:
     }
     assert len(sizes) >= 8
     assert {name: n for name, n in sizes.items() if n > 200} == {}
+
+
+def test_nothing_in_the_package_imports_its_public_api() -> None:
+    # gpu_cluster.api is the users' view: a module inside that imported it would tie the
+    # internals to the promise and make a circle of every re-exported module.
+    importers = [
+        str(path.relative_to(ROOT))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "api.py" and any(n == "gpu_cluster.api" for n in _imports(path))
+    ]
+    assert importers == []

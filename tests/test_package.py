@@ -4,12 +4,15 @@ components and the in-pod scripts they ship."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+import gpu_cluster.api
 from gpu_cluster.offline.engine import ProgramRun
 from gpu_cluster.offline.project import read_project
 from gpu_cluster.offline.render import program_run
@@ -88,3 +91,49 @@ print(json.dumps({{"package": gpu_cluster.__file__, "scripts_path": str(SCRIPTS_
     [shipped] = found["scripts"]
     for name in ("launch-torchrun.sh", "preflight.sh", "launch-stop.sh"):
         assert shipped[name] == (ROOT / "scripts" / name).read_text()
+
+
+def test_the_wheel_declares_its_license_and_ships_its_text(installed_venv: Path) -> None:
+    python = str(installed_venv / "bin" / "python")
+    probe = """
+import json
+from importlib.metadata import distribution
+d = distribution("gpu-cluster")
+print(json.dumps({"license": d.metadata["License-Expression"],
+    "texts": [f.read_text() for f in d.files or () if f.name == "LICENSE"]}))
+"""
+    found = json.loads(run("-c", probe, cwd=installed_venv, python=python))
+    assert found["license"] == "Apache-2.0"
+    [text] = found["texts"]
+    assert text.lstrip().startswith("Apache License\n")
+    assert "Version 2.0, January 2004" in text
+
+
+def test_the_example_imports_the_public_api_alone() -> None:
+    tree = ast.parse((EXAMPLE / "__main__.py").read_text())
+    from_package = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpu_cluster")
+    }
+    plain = [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith("gpu_cluster")
+    ]
+    assert (from_package, plain) == ({"gpu_cluster.api"}, [])
+
+
+def test_docs_api_names_every_public_name_and_no_other() -> None:
+    # The first cell of each table row names the public names it describes.
+    rows = (ROOT / "docs" / "api.md").read_text().splitlines()
+    documented = {
+        name
+        for line in rows
+        if line.startswith("| `")
+        for name in re.findall(r"`(\w+)`", line.split(" | ")[0])
+    }
+    assert documented == set(gpu_cluster.api.__all__)
+    assert all(hasattr(gpu_cluster.api, name) for name in documented)

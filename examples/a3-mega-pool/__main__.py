@@ -8,16 +8,24 @@ clusters get-credentials <clusterName>`), or to `kubeContext` when set.
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpu_cluster.components.gke import gke_placement
-from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
-from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNodesArgs, GpuNicNetwork
-from gpu_cluster.components.namespace import TrainingNamespace, TrainingNamespaceArgs
-from gpu_cluster.components.platforms import labels, workload_args
-from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
-from gpu_cluster.components.workload import TrainingWorkload
-from gpu_cluster.config.gke import gpudirect_release
-from gpu_cluster.config.schema import Settings
-from gpu_cluster.plan.netmodes import pod_networking
+from gpu_cluster.api import (
+    GpuDirectNodes,
+    GpuDirectNodesArgs,
+    GpuNicNetwork,
+    GpuNodePool,
+    GpuNodePoolArgs,
+    Settings,
+    TrainingAccess,
+    TrainingAccessArgs,
+    TrainingNamespace,
+    TrainingNamespaceArgs,
+    TrainingWorkload,
+    gke_placement,
+    gpudirect_release,
+    labels,
+    pod_networking,
+    workload_args,
+)
 
 POOL = "a3mega"
 config = pulumi.Config()
