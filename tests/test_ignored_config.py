@@ -12,6 +12,8 @@ import pytest
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.providers import provider_key_problems
 from gpu_cluster.offline.engine import ProgramRun, run_program
+from gpu_cluster.offline.project import read_project
+from gpu_cluster.offline.render import program_run
 from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import ROOT, by_case, cli, program_copy, refused_stack_file
 
@@ -89,6 +91,60 @@ def test_the_providers_namespaces_draw_no_warning(tmp_path: Path) -> None:
     result = cli("--stack", "barcelona", "--out", str(tmp_path))  # has kubernetes:context
     assert result.returncode == 0, result.stderr
     assert "warning" not in result.stderr
+
+
+# --- in a project of another name ------------------------------------------------------------
+# The package's settings are `gpu-cluster:` keys in any project, as a provider's are under its
+# own namespace; the project's namespace holds the keys of the user's own program.
+
+
+def _project_of_another_name(tmp_path: Path, stack_text: str) -> Path:
+    """The package's program in a Pulumi project named team-space, with stack `dev`."""
+    project = program_copy(tmp_path / "team-space", {"dev": stack_text})
+    (project / "Pulumi.yaml").write_text("name: team-space\nruntime: python\n")
+    return project
+
+
+def test_in_a_project_of_another_name_the_settings_draw_no_warning(tmp_path: Path) -> None:
+    barcelona = (ROOT / "Pulumi.barcelona.yaml").read_text()
+    project = read_project(_project_of_another_name(tmp_path, barcelona))
+    warnings: list[str] = []
+    run = program_run("dev", warn=warnings.append, project=project)
+    assert run.of_type("kubernetes:apps/v1:StatefulSet")
+    assert [w for w in warnings if "not read" in w] == []
+
+
+def test_settings_under_the_project_s_name_are_refused_with_the_namespace_to_use(
+    tmp_path: Path,
+) -> None:
+    barcelona = (ROOT / "Pulumi.barcelona.yaml").read_text()
+    renamed = barcelona.replace("\n  gpu-cluster:", "\n  team-space:")
+    project = read_project(_project_of_another_name(tmp_path, renamed))
+    # The program stops with the message; the CLI prints it and exits 2.
+    with pytest.raises(pulumi.RunError) as info:
+        program_run("dev", project=project)
+    assert "team-space:platform" in str(info.value)
+    assert "write them as gpu-cluster:" in str(info.value)
+
+
+def test_a_key_of_its_own_program_that_nothing_reads_is_a_warning(tmp_path: Path) -> None:
+    project = (tmp_path / "team-space").resolve()
+    project.mkdir()
+    (project / "Pulumi.yaml").write_text("name: team-space\nruntime: python\n")
+    (project / "__main__.py").write_text(
+        "import pulumi\npulumi.export('nodes', pulumi.Config().get_int('nodes'))\n"
+    )
+    (project / "Pulumi.dev.yaml").write_text("config:\n  team-space:nodes: 2\n")
+    warnings: list[str] = []
+    run = program_run("dev", ("nodse=3",), warn=warnings.append, project=read_project(project))
+    assert run.outputs == {"nodes": 2}
+    assert warnings == [
+        "team-space:nodse: set, but the program never read it with pulumi.Config "
+        "(did you mean team-space:nodes?); ignored"
+    ]
+    warnings.clear()
+    program_run("dev", ("nodes=3",), warn=warnings.append, project=read_project(project))
+    assert warnings == []
 
 
 # --- keys the stack would lose outside its own namespace -------------------------------------

@@ -99,7 +99,9 @@ def read_settings() -> Settings:
     if problems:
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
     as_of = _PINNED.get() or live()
-    settings, warnings = settings_from(*engine_config_map(), PROVIDER_SETTINGS, as_of=as_of)
+    settings, warnings = settings_from(
+        *engine_config_map(), PROVIDER_SETTINGS, as_of=as_of, project=pulumi.get_project()
+    )
     for warning in warnings:
         pulumi.log.warn(warning)
     return settings

@@ -52,14 +52,16 @@ _CODE_SYNC_PLAIN_ONLY = ("image", "credentialsSecret")
 
 def check_namespaces(keys: Iterable[str], project: str = PROJECT) -> list[str]:
     """Warnings for config namespaces nothing reads; ConfigError for a key under a misspelt
-    namespace of the project or its providers (the program would silently never see it).
-    `project`: the Pulumi project's name, the namespace of the program's own keys."""
+    namespace of the package, the project or its providers (the program would silently never
+    see it). `project`: the Pulumi project's name, the namespace of a program's own keys; the
+    package's settings are `gpu-cluster:` keys in any project, as a provider's are."""
     problems: list[str] = []
     ignored: dict[str, list[str]] = {}
-    near = {project: _TYPO_DISTANCE, **_PROVIDER_TYPO_DISTANCE}
+    read = tuple(dict.fromkeys((PROJECT, project, *PROVIDER_NAMESPACES)))
+    near = {PROJECT: _TYPO_DISTANCE, project: _TYPO_DISTANCE, **_PROVIDER_TYPO_DISTANCE}
     for key in sorted(keys):
         namespace = key.partition(":")[0]
-        if namespace == project or namespace in PROVIDER_NAMESPACES:
+        if namespace in read:
             continue
         folded = re.sub(r"[-_.\s]", "", namespace.lower())
         meant = next(
@@ -80,12 +82,25 @@ def check_namespaces(keys: Iterable[str], project: str = PROJECT) -> list[str]:
             ignored.setdefault(namespace, []).append(key)
     if problems:
         raise ConfigError("invalid stack config:\n  " + "\n  ".join(problems))
-    read = ", ".join((project, *PROVIDER_NAMESPACES))
     return [
         f"{', '.join(found)}: namespace {namespace!r} is not read by this program or its "
-        f"providers ({read}); ignored"
+        f"providers ({', '.join(read)}); ignored"
         for namespace, found in ignored.items()
     ]
+
+
+def _settings_under_project(config: Iterable[str], project: str) -> list[str]:
+    """Keys of another project's namespace named as this package's settings are
+    (`myproject:nodes`): the settings' own namespace is `gpu-cluster` in every project."""
+    if project == PROJECT:
+        return []
+    names = {f.alias or n for n, f in Settings.model_fields.items()}
+    prefix = project + ":"
+    return sorted(
+        k
+        for k in config
+        if k.startswith(prefix) and re.split(r"[.\[]", k[len(prefix) :])[0] in names
+    )
 
 
 def number_problems(value: Any, path: str) -> list[str]:
@@ -292,12 +307,21 @@ def settings_from(
     provider_settings: Mapping[str, Collection[str]],
     *,
     as_of: AsOf,
+    project: str = PROJECT,
 ) -> tuple[Settings, list[str]]:
     """Validated settings and warnings from an engine-style config map (fully qualified keys,
     every namespace); raises ConfigError. `provider_settings`: each provider's setting names;
     `as_of`: the date of the date-dependent checks, and whether a support window that has
-    ended by then is refused (pinned) or warned about (today's)."""
-    warnings = check_namespaces(config)
+    ended by then is refused (pinned) or warned about (today's); `project`: the Pulumi
+    project the program runs in (its own keys are the program's, not these settings)."""
+    warnings = check_namespaces(config, project)
+    misplaced = _settings_under_project(config, project)
+    if misplaced and f"{PROJECT}:platform" not in config:
+        raise ConfigError(
+            f"invalid stack config:\n  {', '.join(misplaced)}: the gpu-cluster settings are "
+            f"read as {PROJECT}:<key> in any project, not under the project's name "
+            f"{project!r}; write them as {PROJECT}:{misplaced[0].partition(':')[2]} and so on"
+        )
     platform = config.get(f"{PROJECT}:platform")
     problems = provider_key_problems(config, platform, provider_settings)
     if problems:

@@ -32,6 +32,7 @@ from pulumi.runtime.sync_await import _sync_await
 from gpu_cluster.components.stack_config import checked_as_of
 from gpu_cluster.config.dates import AsOf
 from gpu_cluster.config.schema import PROJECT
+from gpu_cluster.offline.config_reads import recorded_reads, unread_warnings
 from gpu_cluster.offline.secret_digest import SecretDigests
 from gpu_cluster.offline.stack_files import PROJECT_DIR
 
@@ -364,8 +365,9 @@ def run_program(
         runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
 
     dated = checked_as_of(as_of) if as_of is not None else contextlib.nullcontext()
-    with _collector_paused(), _no_stack_traces(), dated:
+    with _collector_paused(), _no_stack_traces(), dated, recorded_reads() as read:
         _sync_await(run_pulumi_func(program))
+        run.warnings.extend(unread_warnings(config, read, project))
         root = pulumi.runtime.get_root_resource()
         exported = getattr(root, "outputs", {})
         loop = asyncio.get_event_loop()
