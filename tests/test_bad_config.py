@@ -141,7 +141,10 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "gcp-a4",
         ("gcp.gpudirectRelease=tcpx-v3.1.12",),
-        ("gcp.gpudirectRelease = 'tcpx-v3.1.12' is not a known gIB (rdma) release", "gib-v1.1.0"),
+        (
+            "gcp.gpudirectRelease = 'tcpx-v3.1.12' is not a known gIB (rdma) release",
+            "'gib-v1.1.0', 'gib-v1.1.1'",
+        ),
     ),
     (
         "gcp-a4",

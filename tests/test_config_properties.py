@@ -192,6 +192,7 @@ KEYS: dict[str, list[Any]] = {
         "tcpx-v3.1.12",
         "tcpx-v3.1.9",
         "gib-v1.1.0",
+        "gib-v1.1.1",
         "nope",
     ],
     "gcp.systemPool.machineType": ["e2-standard-4", "n2-standard-8", "E2"],

@@ -9,13 +9,26 @@ from typing import Any
 
 import pytest
 
-from gpu_cluster.facts.gpudirect import GIB_RELEASES, RDMA_MACHINES
+from gpu_cluster.facts.gpudirect import RDMA_MACHINES
 from gpu_cluster.offline.engine import ProgramRun
 from tests.conftest import container, env_of, manifests, one, pod_spec, run_stack
 
 NETWORK = "gcp:compute/network:Network"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"
 FIREWALL = "gcp:compute/firewall:Firewall"
+# gIB's set_nccl_env.sh as cluster-toolkit lists it (examples/machine-learning/a3-ultragpu-8g/
+# nemo-framework/Dockerfile, 1047080, NCCL_GIB_VERSION v1.1.0); the tuner file is per machine.
+GIB_SET_NCCL_ENV = {
+    "NCCL_NET": "gIB",
+    "NCCL_CROSS_NIC": "0",
+    "NCCL_NET_GDR_LEVEL": "PIX",
+    "NCCL_P2P_NET_CHUNKSIZE": "131072",
+    "NCCL_NVLS_CHUNKSIZE": "524288",
+    "NCCL_IB_ADAPTIVE_ROUTING": "1",
+    "NCCL_IB_QPS_PER_CONNECTION": "4",
+    "NCCL_IB_TC": "52",
+    "NCCL_IB_FIFO_TC": "84",
+}
 # Both machines, through the shipped A4 stack and the same stack switched to A3 Ultra.
 MACHINES = [
     ("a4-highgpu-8g", ()),
@@ -105,9 +118,14 @@ def test_rdma_pool_boots_cos_on_hyperdisk_with_gvnic(
     assert config["gvnic"] == {"enabled": True}
 
 
-def test_gib_installer_daemonset_runs_the_pinned_release_on_a3_ultra_and_a4_nodes() -> None:
+# Google's GKE installer as of container-engine-accelerators 992db812 (2026-06-11):
+# gpudirect-rdma/nccl-rdma-installer.yaml runs gIB v1.1.1 with `install` alone (2da1c92f
+# removed `--install-nccl`); v1.1.0 ran with it (209d1af0).
+GIB_INSTALLER = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib"
+
+
+def test_gib_installer_daemonset_runs_googles_current_release_on_a3_ultra_and_a4_nodes() -> None:
     run = run_stack("gcp-a4")
-    release = GIB_RELEASES["gib-v1.1.0"]
     daemons = {d["metadata"]["name"]: d for d in manifests(run, "DaemonSet")}
     # Only the gIB installer: no TCPX(O) installer and no device injector.
     assert sorted(daemons) == ["nccl-rdma-installer"]
@@ -115,8 +133,9 @@ def test_gib_installer_daemonset_runs_the_pinned_release_on_a3_ultra_and_a4_node
     assert installer["metadata"]["namespace"] == "kube-system"
     spec = installer["spec"]["template"]["spec"]
     (init,) = spec["initContainers"]
-    assert init["image"] == release.installer_image
-    assert "/scripts/container_entry.sh install --install-nccl\n" in init["args"][0]
+    assert init["image"] == f"{GIB_INSTALLER}:v1.1.1"
+    assert "/scripts/container_entry.sh install\n" in init["args"][0]
+    assert "--install-nccl" not in init["args"][0]
     expr = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ][0]["matchExpressions"][0]
@@ -141,7 +160,7 @@ def test_training_pod_mounts_gib_read_only_with_no_sidecar_and_no_capability() -
         assert volumes[mounts[pod_dir]["name"]]["hostPath"]["path"] == host_dir
     env = env_of(training)
     assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
-    for key, value in GIB_RELEASES["gib-v1.1.0"].nccl_env:
+    for key, value in GIB_SET_NCCL_ENV.items():
         assert env[key] == value, key
 
 
@@ -203,15 +222,15 @@ def test_a_whole_reservation_leaves_the_pool_in_the_clusters_zone() -> None:
     assert "nodeLocations" not in pool
 
 
-def test_the_gib_release_is_chosen_by_the_gke_minor_or_pinned_and_versions_the_env() -> None:
+def test_gib_v1_1_0_stays_selectable_with_its_own_installer_flags() -> None:
+    """A stack file that pins gib-v1.1.0 keeps rendering it: its image and `--install-nccl`."""
     default = run_stack("gcp-a4")
     pinned = run_stack("gcp-a4", "gcp.gpudirectRelease=gib-v1.1.0")
-    assert env_of(container(default)) == env_of(container(pinned))
     (installer,) = manifests(pinned, "DaemonSet")
     (init,) = installer["spec"]["template"]["spec"]["initContainers"]
-    assert init["image"] == GIB_RELEASES["gib-v1.1.0"].installer_image
-    # The env is the release's, plus the machine's tuner file and the bootstrap interfaces.
-    env = env_of(container(default))
-    assert {k: env[k] for k in dict(GIB_RELEASES["gib-v1.1.0"].nccl_env)} == dict(
-        GIB_RELEASES["gib-v1.1.0"].nccl_env
-    )
+    assert init["image"] == f"{GIB_INSTALLER}:v1.1.0"
+    assert "/scripts/container_entry.sh install --install-nccl\n" in init["args"][0]
+    # Both releases carry the same published NCCL list (see GIB_SET_NCCL_ENV).
+    assert env_of(container(default)) == env_of(container(pinned))
+    env = env_of(container(pinned))
+    assert {k: env[k] for k in GIB_SET_NCCL_ENV} == GIB_SET_NCCL_ENV

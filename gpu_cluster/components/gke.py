@@ -61,10 +61,19 @@ NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 TRAINING_UID = 10001  # above 10000, clear of host users
 
 
+# The taint GKE puts on a node it is about to terminate (host maintenance, preemption). The
+# training pods tolerate it with every effect, as Google's JobSets do (AI-Hypercomputer/
+# gpu-recipes src/helm-charts/{a3mega,a3ultra,a4}/jobset/templates/workload-jobset.yaml, 2e1fd5e):
+# pods a run restarts on its fixed set of nodes then start and train until the node goes,
+# instead of one of them waiting out the maintenance while the others hold their GPUs idle.
+IMPENDING_TERMINATION_TAINT = "cloud.google.com/impending-node-termination"
+
+
 def gke_placement(pool_name: str, queued: bool = False) -> PodPlacement:
     """The pool's nodes; with queued provisioning also the taint GKE puts on them."""
     placement = PodPlacement(
         node_requirements=(NodeRequirement(NODE_POOL_LABEL, "In", (pool_name,)),),
+        tolerations=(("nvidia.com/gpu", "NoSchedule"), (IMPENDING_TERMINATION_TAINT, "")),
         run_as_user=TRAINING_UID,
     )
     if not queued:

@@ -152,6 +152,9 @@ def _reservation_affinity(a: GpuNodePoolArgs) -> NodePoolNodeConfigReservationAf
         # Spot and flex-start capacity never comes from a reservation (GoogleCloudPlatform/
         # cluster-toolkit modules/compute/gke-node-pool main.tf preconditions, 1047080).
         return NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
+    # On demand: GKE's default, ANY_RESERVATION (matching open reservations first), where
+    # cluster-toolkit's gke-node-pool defaults to NO_RESERVATION; the reason is in
+    # tests/vendor/gke_gpudirect.yaml (A3 Mega GPU node pool).
     return None
 
 

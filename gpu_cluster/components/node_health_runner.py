@@ -200,7 +200,7 @@ def _gpu_check_pod(
                 seccomp_profile=SeccompProfileArgs(type="RuntimeDefault"),
             ),
             tolerations=[
-                TolerationArgs(key=key, operator="Exists", effect=effect)
+                TolerationArgs(key=key, operator="Exists", effect=effect or None)
                 for key, effect in check.tolerations
             ],
             containers=[container],

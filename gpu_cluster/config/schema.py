@@ -701,8 +701,8 @@ class GcpSettings(Section):
         ),
     ] = None
     """Pinned installer + RxDM (or gIB plugin) + NCCL settings: `tcpxo-v1.0.17`,
-    `tcpxo-2026-01-09`, `tcpx-v3.1.9`, `tcpx-v3.1.12`, `gib-v1.1.0` (rdma); unset: the newest
-    for the GKE minor.
+    `tcpxo-2026-01-09`, `tcpx-v3.1.9`, `tcpx-v3.1.12`, `gib-v1.1.1`, `gib-v1.1.0` (rdma);
+    unset: the newest for the GKE minor.
     """
     # Off by default, as cluster-toolkit's gke-node-pool `enable_gcfs` (false; none of its A3 or
     # A4 blueprints sets it: GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/

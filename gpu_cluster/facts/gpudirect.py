@@ -373,31 +373,56 @@ class GibRelease(_PublishedForGkeMinors):
         }
 
 
-# gIB v1.1.0: installer as CEA gpudirect-rdma/nccl-rdma-installer.yaml at 209d1af0 (2025-09-10,
-# "upgrade nccl plugin to 1.1.0": `install --install-nccl`); the version cluster-toolkit pins and
-# the newest it accepts on x86 (modules/management/kubectl-apply gib_supported_versions,
-# 1047080). NCCL settings: the list cluster-toolkit states mirrors gIB's set_nccl_env.sh
-# (examples/machine-learning/a3-ultragpu-8g/nemo-framework/Dockerfile, 1047080).
-_GIB_V1_1_0 = GibRelease(
-    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.0",
-    install_flags=("--install-nccl",),
-    # The oldest GKE minor with RDMA on either machine (RDMA_MACHINES min_gke); newer ones too.
-    gke_minors=(31, None),
-    nccl_env=(
-        # gIB's network by name: NCCL fails instead of falling back to another transport.
-        ("NCCL_NET", "gIB"),
-        ("NCCL_CROSS_NIC", "0"),
-        ("NCCL_NET_GDR_LEVEL", "PIX"),
-        ("NCCL_P2P_NET_CHUNKSIZE", "131072"),
-        ("NCCL_NVLS_CHUNKSIZE", "524288"),
-        ("NCCL_IB_ADAPTIVE_ROUTING", "1"),
-        ("NCCL_IB_QPS_PER_CONNECTION", "4"),
-        ("NCCL_IB_TC", "52"),
-        ("NCCL_IB_FIFO_TC", "84"),
-    ),
+# The NCCL settings of gIB's set_nccl_env.sh, as cluster-toolkit lists them for v1.1.0 ("match
+# what is in /usr/local/gib/scripts/set_nccl_env.sh": examples/machine-learning/a3-ultragpu-8g/
+# nemo-framework/Dockerfile, 1047080). Google publishes the script only inside the installer
+# image; its v1.1.1 manifests source it and list no values (CEA gpudirect-rdma/nccl-test.yaml
+# at 992db81; AI-Hypercomputer/gpu-recipes src/helm-charts/a4 recipes at 2e1fd5e), so that
+# v1.1.1 ships the same values is unverified (README).
+_GIB_NCCL_ENV = (
+    # gIB's network by name: NCCL fails instead of falling back to another transport.
+    ("NCCL_NET", "gIB"),
+    ("NCCL_CROSS_NIC", "0"),
+    ("NCCL_NET_GDR_LEVEL", "PIX"),
+    ("NCCL_P2P_NET_CHUNKSIZE", "131072"),
+    ("NCCL_NVLS_CHUNKSIZE", "524288"),
+    ("NCCL_IB_ADAPTIVE_ROUTING", "1"),
+    ("NCCL_IB_QPS_PER_CONNECTION", "4"),
+    ("NCCL_IB_TC", "52"),
+    ("NCCL_IB_FIFO_TC", "84"),
 )
 
-GIB_RELEASES: dict[str, GibRelease] = {"gib-v1.1.0": _GIB_V1_1_0}
+
+def _gib_release(tag: str, install_flags: tuple[str, ...]) -> GibRelease:
+    """A gIB release: its installer tag and the `container_entry.sh install` flags Google's
+    manifest runs it with. Each serves the oldest GKE minor with RDMA on either machine
+    (RDMA_MACHINES min_gke) and every newer one."""
+    return GibRelease(
+        installer_image=f"us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:{tag}",
+        install_flags=install_flags,
+        gke_minors=(31, None),
+        nccl_env=_GIB_NCCL_ENV,
+    )
+
+
+# gIB v1.1.0: installer as CEA gpudirect-rdma/nccl-rdma-installer.yaml at 209d1af0 (2025-09-10,
+# "upgrade nccl plugin to 1.1.0": `install --install-nccl`, which also puts gIB's own NCCL in
+# the driver's lib64). Kept selectable: cluster-toolkit pins it (modules/management/
+# kubectl-apply gib_supported_versions_x86, 1047080) and gpu-recipes' A3 Ultra recipes run it
+# (training/a3ultra/*/recipe/values.yaml gibVersion, 2e1fd5e, 2026-08-12).
+_GIB_V1_1_0 = _gib_release("v1.1.0", ("--install-nccl",))
+
+# gIB v1.1.1: the release Google's GKE installer runs, CEA gpudirect-rdma/nccl-rdma-installer.yaml
+# at 992db812 (2026-06-11): image v1.1.1 since 155bfa49 (2026-03-09), and `install` without
+# `--install-nccl` since 2da1c92f (2026-05-06), so pods use their image's own NCCL. gpu-recipes'
+# A4 recipes run v1.1.1 too (training/a4/*/recipe/values.yaml gibVersion, 2e1fd5e). The newest
+# release whose GKE manifest is readable at a commit: v1.1.2 (gIB release notes,
+# docs.cloud.google.com/ai-hypercomputer/docs/nccl/release-notes-x86, 2026-05-14) is only in
+# open or unreadable pull requests (CEA #609; cluster-toolkit #5991, #6263 for v1.1.3).
+_GIB_V1_1_1 = _gib_release("v1.1.1", ())
+
+# Oldest first: the newest release published for the GKE minor is the default.
+GIB_RELEASES: dict[str, GibRelease] = {"gib-v1.1.0": _GIB_V1_1_0, "gib-v1.1.1": _GIB_V1_1_1}
 
 
 def gib_releases_for(gke_minor: int) -> list[str]:

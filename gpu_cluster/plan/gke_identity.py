@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import hashlib
 
-# What the nodes' service account may do: write logs and metrics, read monitoring and write
-# resource metadata (GKE's agents), and pull images (Artifact Registry, and gcr.io through Cloud
-# Storage). The roles every GKE GPU blueprint of GoogleCloudPlatform/cluster-toolkit grants its
-# node pool account `gke-np-sa` (examples/gke-a3-megagpu, gke-a3-highgpu and gke-a3-ultragpu
-# yaml, `node_pool_service_account`, 1047080; gke-a4 has storage.objectAdmin instead of
-# objectViewer, which pulling images does not need).
+# What the nodes' service account may do: GKE's least-privilege role for node accounts (logs,
+# metrics, resource metadata, autoscaling metrics), which Google names as the minimum a node
+# account needs, and pulling images from Artifact Registry, which Google adds where nodes pull
+# private images (docs.cloud.google.com/kubernetes-engine/security/configure-node-service-accounts,
+# "Grant the minimum required role for GKE", consulted 2026-11-28). Not the older set
+# cluster-toolkit's GPU blueprints still grant `gke-np-sa` (1047080), whose project-wide
+# storage.objectViewer reads every bucket of the project and served only gcr.io, which
+# Artifact Registry now serves.
 NODE_ROLES = (
-    "roles/logging.logWriter",
-    "roles/monitoring.metricWriter",
-    "roles/monitoring.viewer",
-    "roles/stackdriver.resourceMetadata.writer",
-    "roles/storage.objectViewer",
+    "roles/container.defaultNodeServiceAccount",
     "roles/artifactregistry.reader",
 )
 # Service account IDs: 6-30 characters, [a-z]([-a-z0-9]*[a-z0-9]) (pulumi_gcp 10.2

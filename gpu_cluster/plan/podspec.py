@@ -133,7 +133,7 @@ class PodPlacement:
     """Where the platform lets training pods run (on top of one pod per node)."""
 
     node_requirements: tuple[NodeRequirement, ...]
-    # Taints of GPU nodes that the training pods tolerate: (key, effect).
+    # Taints of GPU nodes that the training pods tolerate: (key, effect); effect "": every effect.
     tolerations: tuple[tuple[str, str], ...] = (("nvidia.com/gpu", "NoSchedule"),)
     # None: the platform assigns one (OpenShift SCCs pick from the namespace's UID range).
     run_as_user: int | None = None

@@ -159,7 +159,7 @@ def node_affinity(requirements: tuple[NodeRequirement, ...]) -> NodeAffinityArgs
 def toleration_args(placement: PodPlacement) -> list[TolerationArgs]:
     """The taints of the GPU nodes that pods placed by `placement` tolerate."""
     return [
-        TolerationArgs(key=key, operator="Exists", effect=effect)
+        TolerationArgs(key=key, operator="Exists", effect=effect or None)
         for key, effect in placement.tolerations
     ]
 
