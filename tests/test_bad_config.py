@@ -287,7 +287,38 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (*BARCELONA_CREATES_NADS, "rdma.nics[0].flavour=macvlan"),
         ("rdma.nics[0].master is required for flavour 'macvlan'",),
     ),
+    # An SR-IOV VF's flags, as a SriovNetwork spells them (on/off), on SR-IOV NICs only.
+    (
+        "barcelona",
+        (*BARCELONA_CREATES_NADS, "rdma.nics[0].spoofChk=no"),
+        ("gpu-cluster:rdma.nics[0].spoofChk = 'no'", "'on' or 'off'"),
+    ),
+    (
+        "barcelona",
+        (
+            *BARCELONA_CREATES_NADS,
+            "rdma.nics[0].flavour=macvlan",
+            "rdma.nics[0].master=eno5np0",
+            "rdma.nics[0].trust=on",
+        ),
+        ("gpu-cluster:rdma.nics[0]", "'trust' sets a flag of an SR-IOV VF", "'macvlan' has none"),
+    ),
+    # Two SR-IOV NICs on one VF pool: Multus pairs their subnets with the VFs by chance.
+    (
+        "barcelona",
+        ("rdma.nics[3].resource=openshift.io/eno5np0rdma",),
+        (
+            "gpu-cluster:rdma.nics[0].resource = rdma.nics[3].resource = "
+            "'openshift.io/eno5np0rdma'",
+            "a resource of its own",
+        ),
+    ),
     # keys the stack does not read
+    (
+        "barcelona",
+        ("rdma.nics[0].spoofChk=off",),
+        ("rdma.nics[0].spoofChk is only used when rdma.networkAttachments is 'create' or",),
+    ),
     (
         "barcelona",
         ("rdma.nics[0].flavour=macvlan", "rdma.nics[0].master=eno5np0"),

@@ -150,6 +150,8 @@ KEYS: dict[str, list[Any]] = {
     f"{NIC}.routes": [["192.168.77.0/24"], [], "10.0.0.0/8"],
     f"{NIC}.master": ["eno5np0", None],
     f"{NIC}.hca": ["mlx5_6", "mlx5_7", None],
+    f"{NIC}.spoofChk": ["on", "off", "no", None],
+    f"{NIC}.trust": ["on", "off", True, None],
     "codeSync.repo": ["https://github.com/org/repo.git", "ftp://x"],
     "codeSync.ref": ["main", "v1.2"],
     "codeSync.period": ["60s", "5m", "1d"],

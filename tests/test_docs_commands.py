@@ -166,7 +166,7 @@ def check_pulumi(c: Command, ctx: Context) -> None:
 
 
 def check_kube(c: Command, ctx: Context) -> None:
-    verbs = {"get", "delete", "exec", "apply", "rsync", "describe", "logs"}
+    verbs = {"get", "delete", "exec", "apply", "rsync", "describe", "logs", "auth"}
     assert c.argv[1] in verbs, f"{c}: a {c.argv[0]} verb the docs do not use yet"
     if "-n" in c.argv:
         assert re.fullmatch(r"[a-z0-9-]+", c.argv[c.argv.index("-n") + 1]), c

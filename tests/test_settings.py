@@ -183,6 +183,35 @@ def test_rdma_rules(raw: dict[str, Any], expected: str) -> None:
     assert expected in error_of(raw)
 
 
+# A second NIC on its own network, interface and subnet.
+NIC2 = {"interface": "net2", "network": "eno6np0-network", "subnet": "10.0.104.0/24"}
+
+
+@pytest.mark.parametrize("flavour", ["sriov", "host-device"])
+def test_nics_that_take_a_device_from_a_pool_need_one_pool_each(flavour: str) -> None:
+    """Multus hands each NIC of one resource the next device the kubelet allocated from it
+    (multus-cni pkg/k8sclient/k8sclient.go getKubernetesDelegate), so which rail's port gets
+    which NIC's subnet is left to chance."""
+    pool = "nvidia.com/hostdev"
+    message = error_of(
+        rdma(nic(flavour=flavour, resource=pool), nic(flavour=flavour, resource=pool, **NIC2))
+    )
+    assert "gpu-cluster:rdma.nics[0].resource = rdma.nics[1].resource = 'nvidia.com/hostdev'" in (
+        message
+    )
+    assert "a resource of its own" in message
+    # A pool of its own per NIC is what rail-optimised setups run.
+    own = rdma(nic(flavour=flavour), nic(flavour=flavour, resource="openshift.io/b", **NIC2))
+    assert load_settings(own).rdma is not None
+
+
+def test_macvlan_nics_may_share_the_rdma_shared_device_plugins_resource() -> None:
+    """A macvlan NIC names its port itself (master); the shared device plugin allocates none."""
+    shared = {"flavour": "macvlan", "resource": "rdma/rdma_shared_device_a"}
+    raw = rdma(nic(master="eno5np0", **shared), nic(master="eno6np0", **shared, **NIC2))
+    assert load_settings(raw).rdma is not None
+
+
 def test_rdma_gid_index_accepts_auto_nccl_or_a_number() -> None:
     for value in ("auto", "nccl", 3):
         assert load_settings(rdma(NIC, gidIndex=value)).rdma is not None

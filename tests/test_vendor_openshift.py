@@ -113,14 +113,28 @@ MACVLAN = {
 }
 
 # SR-IOV network operator's NAD for a SriovNetwork (k8snetworkplumbingwg/sriov-network-operator
-# bindata/manifests/cni-config/sriov/sriov-cni-config.yaml at 565f6f7), filled for a SriovNetwork
-# with spoofChk off, trust on, linkState enable, vlan 0 and no meta plugins. The template:
+# bindata/manifests/cni-config/sriov/sriov-cni-config.yaml at 249e200, rendered by
+# api/v1/helper.go SriovNetwork.RenderNetAttDef), filled for a SriovNetwork that sets
+# resourceName, networkNamespace and ipam only. The template writes "vlan" always, "vlanQoS"
+# whenever it is 0..7 (its default 0), "spoofchk", "trust" and "link_state" only when the
+# SriovNetwork sets spoofChk, trust or linkState, "logLevel" when set (the CRD defaults it to
+# "info"), and no mtu (a SriovNetwork has none: the SriovNetworkNodePolicy sets the VF's MTU):
 #   annotations k8s.v1.cni.cncf.io/resourceName: {{.SriovCniResourceName}},
-#   sriovnetwork.openshift.io/owner: {{.Owner}}; config "cniVersion":"1.0.0", "name", "type",
-#   "vlan":{{.SriovCniVlan}}, {{if .SpoofChkConfigured}}"spoofchk", {{if .TrustConfigured}}
-#   "trust", ..., {{if .StateConfigured}}"link_state", ..., {{.SriovCniIpam}}; no mtu (a
-#   SriovNetwork has none: the SriovNetworkNodePolicy sets the VF's MTU).
-SRIOV = {
+#   sriovnetwork.openshift.io/owner-ref: {{.Owner}}; config "cniVersion":"1.0.0", "name",
+#   "type", "vlan":{{.SriovCniVlan}}, {{- if .SpoofChkConfigured -}} "spoofchk":..., {{- if
+#   .TrustConfigured -}} "trust":..., {{- if .VlanQoSConfigured -}} "vlanQoS":...,
+#   {{- if .StateConfigured -}} "link_state":..., {{- if .LogLevelConfigured -}} "logLevel":...,
+#   {{.SriovCniIpam}}
+SRIOV_CONFIG: dict[str, Any] = {
+    "cniVersion": "1.0.0",
+    "name": "eno7np0-network",
+    "type": "sriov",
+    "vlan": 0,
+    "vlanQoS": 0,
+    "logLevel": "info",
+    "ipam": {**IPAM, "range": "10.0.105.0/24", "routes": [{"dst": "192.168.79.0/24"}]},
+}
+SRIOV: dict[str, Any] = {
     "apiVersion": "k8s.cni.cncf.io/v1",
     "kind": "NetworkAttachmentDefinition",
     "metadata": {
@@ -128,21 +142,26 @@ SRIOV = {
         "namespace": "nccl-test",
         "annotations": {
             "k8s.v1.cni.cncf.io/resourceName": "openshift.io/eno7np0rdma",
-            "sriovnetwork.openshift.io/owner": "<the SriovNetwork>",
+            "sriovnetwork.openshift.io/owner-ref": "SriovNetwork.sriovnetwork.openshift.io/...",
         },
     },
-    "spec": {
-        "config": {
-            "cniVersion": "1.0.0",
-            "name": "eno7np0-network",
-            "type": "sriov",
-            "vlan": 0,
-            "spoofchk": "off",
-            "trust": "on",
-            "link_state": "enable",
-            "ipam": {**IPAM, "range": "10.0.105.0/24", "routes": [{"dst": "192.168.79.0/24"}]},
-        }
-    },
+    "spec": {"config": SRIOV_CONFIG},
+}
+# The same SriovNetwork with spoofChk: "off" and trust: "on" (what the seed's NADs set).
+SRIOV_SPOOF_OFF_TRUSTED = {
+    **SRIOV,
+    "spec": {"config": {**SRIOV_CONFIG, "spoofchk": "off", "trust": "on"}},
+}
+SRIOV_CONFIG_DEVIATIONS = {
+    "vlan": "omitted: without vlan sriov-cni leaves the VF's VLAN as it is, none on a VF no one "
+    "tagged (k8snetworkplumbingwg/sriov-cni pkg/config/config.go LoadConf at 1b7acc5)",
+    "vlanQoS": "omitted: sriov-cni refuses vlanQoS without vlan (the same LoadConf)",
+    "logLevel": "omitted: sriov-cni logs at info without it (pkg/logging/logging.go at 1b7acc5)",
+    "link_state": "enable, as the seed's NADs that Barcelona runs (the VF's link is up even "
+    "while the PF's is down); not changed without a run on the hardware",
+}
+SRIOV_ANNOTATION_DEVIATIONS = {
+    "sriovnetwork.openshift.io/owner-ref": "the NAD is ours, not a SriovNetwork's",
 }
 
 # (vendor object, config keys that differ -> reason, metadata annotations that differ -> reason)
@@ -157,11 +176,7 @@ NADS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, str]]] = {
         {"cniVersion": "1.0.0: macvlan supports it (containernetworking/plugins >= 1.0)"},
         {},
     ),
-    "sriov": (
-        SRIOV,
-        {"vlan": "omitted: sriov-cni's default is 0, no VLAN (as the seed's NADs: vlan 0)"},
-        {"sriovnetwork.openshift.io/owner": "the NAD is ours, not a SriovNetwork's"},
-    ),
+    "sriov": (SRIOV, SRIOV_CONFIG_DEVIATIONS, SRIOV_ANNOTATION_DEVIATIONS),
 }
 
 FLAVOURED = (
@@ -174,15 +189,8 @@ FLAVOURED = (
 )
 
 
-@pytest.mark.parametrize("flavour", sorted(NADS))
-def test_nad_matches_the_operators_template_but_for_the_listed_deviations(flavour: str) -> None:
-    vendor, config_deviations, annotation_deviations = NADS[flavour]
-    name = vendor["metadata"]["name"]
-    ours = next(
-        n
-        for n in manifests(run_stack("barcelona", *FLAVOURED), "NetworkAttachmentDefinition")
-        if n["metadata"]["name"] == name
-    )
+def _assert_matches(ours: dict[str, Any], vendor: dict[str, Any], flavour: str) -> None:
+    _, config_deviations, annotation_deviations = NADS[flavour]
     assert (ours["apiVersion"], ours["kind"]) == (vendor["apiVersion"], vendor["kind"])
     assert ours["metadata"]["namespace"] == vendor["metadata"]["namespace"]
     theirs_annotations = vendor["metadata"].get("annotations", {})
@@ -190,3 +198,27 @@ def test_nad_matches_the_operators_template_but_for_the_listed_deviations(flavou
     assert differing_keys(ours_annotations, theirs_annotations) == set(annotation_deviations)
     config = json.loads(ours["spec"]["config"])
     assert differing_keys(config, vendor["spec"]["config"]) == set(config_deviations)
+
+
+def _nad(name: str, *sets: str) -> dict[str, Any]:
+    return next(
+        n
+        for n in manifests(run_stack("barcelona", *sets), "NetworkAttachmentDefinition")
+        if n["metadata"]["name"] == name
+    )
+
+
+@pytest.mark.parametrize("flavour", sorted(NADS))
+def test_nad_matches_the_operators_template_but_for_the_listed_deviations(flavour: str) -> None:
+    vendor = NADS[flavour][0]
+    _assert_matches(_nad(vendor["metadata"]["name"], *FLAVOURED), vendor, flavour)
+
+
+def test_sriov_nad_sets_spoof_check_and_trust_only_as_the_stack_asks() -> None:
+    """Unset, the NAD leaves both out (the VF keeps its flags), as the operator renders a
+    SriovNetwork without spoofChk and trust; set, it carries them as the operator does."""
+    nic = "rdma.nics[2]"
+    asked = (*FLAVOURED, f"{nic}.spoofChk=off", f"{nic}.trust=on")
+    _assert_matches(_nad("eno7np0-network", *asked), SRIOV_SPOOF_OFF_TRUSTED, "sriov")
+    unset = json.loads(_nad("eno7np0-network", *FLAVOURED)["spec"]["config"])
+    assert "spoofchk" not in unset and "trust" not in unset

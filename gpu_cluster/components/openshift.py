@@ -31,7 +31,7 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 from gpu_cluster.plan.outputs import COMMAND_OUTPUTS, no_context_message, stack_outputs
 from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT, NodeRequirement, PodPlacement
-from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION
+from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, training_scc_name
 
 
 def openshift_placement(s: Settings) -> PodPlacement:
@@ -87,7 +87,7 @@ class OpenShiftPlatform(pulumi.ComponentResource):
         # training ServiceAccount only.
         scc = (
             SccGrant(
-                f"{s.namespace}-{s.name}-training",
+                training_scc_name(s.namespace, s.name),
                 networking.capabilities,
                 any_user=networking.training_runs_as_root,
             )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import ipaddress
 from typing import TYPE_CHECKING, NamedTuple
 
 from gpu_cluster.config.gke import gke_problems
+from gpu_cluster.config.rdma_rules import rdma_problems
 from gpu_cluster.config.reads import unread_keys
 from gpu_cluster.config.values import sweep_bytes
 from gpu_cluster.config.volume_rules import volume_problems
@@ -34,7 +34,6 @@ from gpu_cluster.facts.kubernetes import (
     MIN_KUBERNETES_MINOR,
     NATIVE_SIDECAR_MINOR,
     PLATFORM_NAMESPACES,
-    POD_PRIMARY_INTERFACE,
     STATEFULSET_NAME_MAX,
     SYSTEM_NAMESPACES,
     parse_quantity,
@@ -43,7 +42,7 @@ from gpu_cluster.facts.kueue import HOSTNAME_LEVEL
 from gpu_cluster.facts.openshift_storage import CEPHFS_CLASS_BY_RBD_CLASS
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
-    from gpu_cluster.config.schema import RdmaSettings, Settings
+    from gpu_cluster.config.schema import Settings
 
 # Which network modes each platform offers.
 MODES_BY_PLATFORM: dict[str, tuple[str, ...]] = {
@@ -116,7 +115,7 @@ def cross_field_problems(s: Settings) -> list[str]:
             f"minNodes <= nodes ({s.nodes}) <= maxNodes"
         )
     if s.rdma is not None:
-        out.extend(_rdma_problems(s.rdma, s.nodes))
+        out.extend(rdma_problems(s.rdma, s.nodes))
     tcp = s.tcp
     if (
         tcp.socket_nthreads
@@ -269,61 +268,6 @@ def _verify_problems(s: Settings) -> list[str]:
             f"gpu-cluster:verify.maxBytes = {v.max_bytes!r}: above 2^63 - 1 bytes, more than "
             "a tensor or an NCCL count holds"
         )
-    return out
-
-
-def _rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:
-    out: list[str] = []
-    if rdma.network_attachments != "reference":
-        # What the NetworkAttachmentDefinition needs (a referenced one exists already).
-        for i, nic in enumerate(rdma.nics):
-            if nic.subnet is None:
-                out.append(
-                    f"gpu-cluster:rdma.nics[{i}].subnet is required when rdma.networkAttachments "
-                    f"is {rdma.network_attachments!r} (the attachment's address range)"
-                )
-            if nic.flavour == "macvlan" and nic.master is None:
-                out.append(
-                    f"gpu-cluster:rdma.nics[{i}].master is required for flavour 'macvlan' (the "
-                    "parent host interface)"
-                )
-    # Every pod network namespace has `lo` (containernetworking/plugins plugins/main/loopback).
-    taken = {POD_PRIMARY_INTERFACE: "the pod's primary interface", "lo": "the pod's loopback"}
-    taken.setdefault(rdma.bootstrap_interface, "rdma.bootstrapInterface (NCCL's bootstrap)")
-    for i, nic in enumerate(rdma.nics):
-        if nic.interface in taken:
-            out.append(
-                f"gpu-cluster:rdma.nics[{i}].interface = {nic.interface!r} is "
-                f"{taken[nic.interface]}; name the RDMA interfaces net1, net2, ..."
-            )
-        if nic.subnet is None:
-            continue
-        # Whereabouts hands out the range's addresses minus network and broadcast
-        # (k8snetworkplumbingwg/whereabouts pkg/allocate), one per pod.
-        usable = max(ipaddress.IPv4Network(nic.subnet).num_addresses - 2, 0)
-        if usable < nodes:
-            out.append(
-                f"gpu-cluster:rdma.nics[{i}].subnet {nic.subnet} has {usable} usable addresses "
-                f"for {nodes} pods; use a larger range"
-            )
-    for attr, what in (("interface", "interface"), ("network", "network"), ("hca", "hca")):
-        values = [getattr(nic, attr) for nic in rdma.nics if getattr(nic, attr) is not None]
-        dupes = sorted({v for v in values if values.count(v) > 1})
-        if dupes:
-            out.append(
-                f"gpu-cluster:rdma.nics: {what} {', '.join(dupes)} used by more than one NIC"
-            )
-    hcas = [nic.hca for nic in rdma.nics]
-    if any(hcas) and not all(hcas):
-        out.append("gpu-cluster:rdma.nics: give 'hca' for every NIC or for none (detected)")
-    nets = [(i, ipaddress.IPv4Network(n.subnet)) for i, n in enumerate(rdma.nics) if n.subnet]
-    for k, (i, a) in enumerate(nets):
-        for j, b in nets[k + 1 :]:
-            if a.overlaps(b):
-                out.append(
-                    f"gpu-cluster:rdma.nics[{j}].subnet {b} overlaps rdma.nics[{i}].subnet "
-                    f"{a}: each NIC needs its own subnet"
-                )
     return out
 
 

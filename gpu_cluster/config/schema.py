@@ -310,6 +310,11 @@ class WorkloadSettings(Section):
     """
 
 
+# An SR-IOV VF flag as a SriovNetwork spells it (k8snetworkplumbingwg/sriov-network-operator
+# api/v1/sriovnetwork_types.go at 249e200: spoofChk and trust, enum on/off).
+OnOff = Literal["on", "off"]
+
+
 class NicSettings(Section):
     """One RDMA NIC as the pod sees it (net1..netN) and how Multus attaches it."""
 
@@ -320,8 +325,9 @@ class NicSettings(Section):
     flavour: Literal["sriov", "macvlan", "host-device"]
     """CNI plugin."""
     resource: ResourceName  # device-plugin resource the pod requests for this NIC
-    """Device-plugin resource, an extended resource `<domain>/<name>`, not `kubernetes.io/`
-    (`openshift.io/eno5np0rdma`, `rdma/rdma_shared_device_a`, `nvidia.com/hostdev`).
+    """Device-plugin resource, an extended resource `<domain>/<name>`, not `kubernetes.io/`:
+    one of its own per sriov or host-device NIC (`openshift.io/eno5np0rdma`,
+    `nvidia.com/hostdev_eno5np0`); macvlan NICs may share one (`rdma/rdma_shared_device_a`).
     """
     # The NetworkAttachmentDefinition's IPAM range and routes: required of a stack that creates or
     # adopts the NADs, unread when it only references them (rules.py).
@@ -336,6 +342,18 @@ class NicSettings(Section):
     """Parent host interface (any name the kernel allows): macvlan only, required for it unless
     `networkAttachments: reference` (sriov and host-device get the allocated device from
     `resource`).
+    """
+    # The VF's spoof check and trust mode, as a SriovNetwork's spoofChk and trust. Unset leaves
+    # them out of the NAD, as the operator renders an unset field, and sriov-cni then leaves the
+    # VF's flags as they are (k8snetworkplumbingwg/sriov-network-operator api/v1/helper.go
+    # RenderNetAttDef at 249e200; k8snetworkplumbingwg/sriov-cni pkg/sriov/sriov.go at 1b7acc5).
+    spoof_chk: Annotated[OnOff | None, _NAD_FIELD] = None
+    """SR-IOV only: the VF's spoof check (`on`, `off`), as a SriovNetwork's `spoofChk`; unset:
+    left as the VF has it. `off` lets the pod send from addresses that are not its own.
+    """
+    trust: Annotated[OnOff | None, _NAD_FIELD] = None
+    """SR-IOV only: the VF's trust mode (`on`, `off`), as a SriovNetwork's `trust`; unset: left as
+    the VF has it. `on` lets the pod change its MAC address and turn on promiscuous mode.
     """
     # mlx5 device behind the interface; None = detected at pod start (the default: SR-IOV VF
     # device names follow VF allocation, so a pin can go stale).
@@ -353,6 +371,12 @@ class NicSettings(Section):
             raise ValueError(
                 f"flavour {self.flavour!r} takes its device from 'resource'; remove 'master'"
             )
+        for key, value in (("spoofChk", self.spoof_chk), ("trust", self.trust)):
+            if value is not None and self.flavour != "sriov":
+                raise ValueError(
+                    f"{key!r} sets a flag of an SR-IOV VF; flavour {self.flavour!r} has none: "
+                    f"remove {key!r}"
+                )
         return self
 
 

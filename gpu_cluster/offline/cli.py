@@ -1,7 +1,7 @@
 """The command line: `gpu-cluster` (also `python -m gpu_cluster`) with its subcommands render,
-diff, summary and new, and `python -m gpu_cluster.offline`, the render's older spelling (render and
-diff in one command). Both render the Pulumi project found from the working directory up (the
-first Pulumi.yaml), or the one `--project-dir` names.
+diff, summary, new and rights, and `python -m gpu_cluster.offline`, the render's older spelling
+(render and diff in one command). Both render the Pulumi project found from the working
+directory up (the first Pulumi.yaml), or the one `--project-dir` names.
 
 Each secret value the render knows is written as a keyed digest; a diff names the secrets that
 changed on stderr, never their values.
@@ -35,14 +35,15 @@ from gpu_cluster.offline.render import (
     secret_changes,
     write_render,
 )
+from gpu_cluster.offline.rights import CheckError, ask_cluster, report, stack_rights
 from gpu_cluster.offline.secret_digest import SecretDigestError
 
 EXIT_CODES = """exit codes:
-  0  rendered (diff: no change)
-  1  diff: the render differs from the earlier one
+  0  rendered (diff: no change; rights --check: every right held)
+  1  diff: the render differs from the earlier one; rights --check: a right is missing
   2  bad config or usage, a project, output or earlier-render directory that cannot be used,
      a key for secret digests that cannot be kept, or a program that refuses its config as
-     `pulumi preview` would (one message; nothing written)
+     `pulumi preview` would (one message; nothing written); rights --check: no answer
   3  a crash: an error the command did not expect (its traceback on stderr)"""
 # Any exit code from this one up: neither "changed" (1) nor "refused" (2) to a script.
 CRASHED = 3
@@ -204,6 +205,19 @@ def _new(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rights(args: argparse.Namespace) -> int:
+    """`gpu-cluster rights`: list the rights (and, with --check, read them); 1 if one is missing."""
+    try:
+        project = _project(args.project_dir)
+        found = stack_rights(args.stack, tuple(args.set), project.directory)
+        text, held = report(found, args.cli, ask_cluster if args.check else None)
+    except (CheckError, ConfigError, FileNotFoundError, ProjectError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    return 0 if held else 1
+
+
 def offline_main(argv: list[str] | None = None) -> int:
     """`python -m gpu_cluster.offline --stack S [--out DIR] [--diff OLD_DIR]`."""
     argv = sys.argv[1:] if argv is None else argv
@@ -226,7 +240,7 @@ def offline_main(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`gpu-cluster render | diff | summary | new`."""
+    """`gpu-cluster render | diff | summary | new | rights`."""
     argv = sys.argv[1:] if argv is None else argv
     epilog = _stacks_epilog(argv)
     parser = argparse.ArgumentParser(
@@ -296,8 +310,27 @@ def main(argv: list[str] | None = None) -> int:
         "the --sets)",
     )
     _project_dir_argument(new_cmd)
+    rights_cmd = command(
+        "rights",
+        "the cluster-level rights a stack's `pulumi up` needs beyond a project admin's (an SCC, "
+        "a MachineConfig, a namespace, CRDs), each with the way to run without it; --check "
+        "reads them from the stack's cluster with `oc auth can-i`",
+    )
+    rights_cmd.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    rights_cmd.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="as for render"
+    )
+    rights_cmd.add_argument(
+        "--check", action="store_true", help="ask the cluster; exit 1 if a right is missing"
+    )
+    rights_cmd.add_argument(
+        "--cli", choices=("oc", "kubectl"), default="oc", help="what runs the reads"
+    )
+    _project_dir_argument(rights_cmd)
 
     args = parser.parse_args(argv)
+    if args.command == "rights":
+        return _rights(args)
     if args.command == "summary":
         return write_summary(summary_cmd, args)
     if args.command == "new":

@@ -155,7 +155,11 @@ def network_attachment(nic: NicSettings, rdma: RdmaSettings, namespace: str) -> 
     if nic.flavour == "sriov":
         # No mtu: sriov-cni never sets it (the SriovNetworkNodePolicy's mtu does), so a NAD
         # value would only mislead (k8snetworkplumbingwg/sriov-cni pkg/sriov/sriov.go SetupVF).
-        cni.update({"spoofchk": "off", "trust": "on", "link_state": "enable"})
+        # spoofchk and trust only when the stack sets them, as the SR-IOV operator renders a
+        # SriovNetwork (bindata/manifests/cni-config/sriov/sriov-cni-config.yaml at 249e200).
+        flags = {"spoofchk": nic.spoof_chk, "trust": nic.trust}
+        cni.update({key: value for key, value in flags.items() if value is not None})
+        cni["link_state"] = "enable"
     elif nic.flavour == "macvlan":
         cni.update({"master": nic.master, "mode": "bridge", "mtu": rdma.mtu})
     # host-device: no `device`; Multus passes the allocated one as deviceID

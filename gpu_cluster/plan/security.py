@@ -35,6 +35,11 @@ RESTRICTED_CAPABILITIES = ("NET_BIND_SERVICE",)
 DISRUPTION_ANNOTATION = "gpu-cluster/disruption"
 
 
+def training_scc_name(namespace: str, name: str) -> str:
+    """The training SCC's name: cluster-scoped, so it names the stack's namespace too."""
+    return f"{namespace}-{name}-training"
+
+
 def scc_manifest(name: str, capabilities: tuple[str, ...], any_user: bool) -> dict[str, Any]:
     """restricted-v2 with `capabilities` allowed too and, with `any_user`, runAsUser RunAsAny
     (so one container may run as UID 0, where an added capability is effective).
