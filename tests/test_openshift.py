@@ -221,6 +221,10 @@ def test_nerc_production_is_tcp_with_shared_storage_and_no_scc_or_nads() -> None
     assert env["NCCL_SOCKET_IFNAME"] == "^lo,docker"
     assert (env["NCCL_SOCKET_NTHREADS"], env["NCCL_NSOCKS_PERTHREAD"]) == ("4", "4")
     assert "add" not in container(run)["securityContext"]["capabilities"]
+    # No SCC of its own: the pods are pinned to restricted-v2 (openshift.io/required-scc,
+    # OpenShift >= 4.14), so admission never picks another SCC the account may also use.
+    annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["openshift.io/required-scc"] == "restricted-v2"
     claims = manifests(run, "PersistentVolumeClaim")
     assert sorted(c["metadata"]["name"] for c in claims) == [
         "ml-dev-env-datasets",
@@ -399,8 +403,9 @@ def test_machineconfig_memlock_lifts_cri_o_default_ulimits_on_the_gpu_pool() -> 
     assert not manifests(run, "SecurityContextConstraints") and not manifests(run, "Role")
     sc = container(run)["securityContext"]
     assert "add" not in sc["capabilities"] and "runAsUser" not in sc
+    # Pinned to restricted-v2, so admission never picks another SCC the account may use.
     annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
-    assert "openshift.io/required-scc" not in annotations
+    assert annotations["openshift.io/required-scc"] == "restricted-v2"
     assert env_of(container(run))["MEMLOCK_STRATEGY"] == "machineconfig"
     assert env_of(container(run))["MEMLOCK_MACHINE_CONFIG"] == "99-gpu-gpu-cluster-memlock"
 
