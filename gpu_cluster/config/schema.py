@@ -396,7 +396,9 @@ class RdmaSettings(Section):
     """
     # MachineConfigPool of the GPU nodes (memlock: machineconfig).
     machine_config_pool: Annotated[DnsLabel, _MACHINECONFIG] = "worker"
-    """MachineConfigPool of the GPU nodes (`memlock: machineconfig`)."""
+    """MachineConfigPool of the GPU nodes (`memlock: machineconfig`). Unset it is `worker`,
+    every worker node, with a warning: set a pool of the GPU nodes only (or `worker` to keep it).
+    """
     # The memlock MachineConfig is cluster-wide, one per pool, shared by every stack on it
     # (memlock: machineconfig). create: this stack creates and owns it; adopt: it exists (made
     # by a stack since destroyed, or by hand) and this stack takes it over; reference: another
