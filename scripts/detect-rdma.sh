@@ -97,7 +97,7 @@ for i in "${!ifaces[@]}"; do
   addrs=$(iface_ipv4s "$iface")
   [[ -n $addrs ]] ||
     die "interface $iface has no IPv4 address ($(ipv4_source_text "$iface")); the NAD's IPAM (whereabouts) assigns it: check the pod's network-status annotation"
-  read -r -a where <<<"$(candidate_hcas "$iface")"
+  read -r -a where < <(candidate_hcas "$iface")
   # No PCI link to an RDMA device: a virtual netdev (macvlan) on an HCA other pods share too.
   [[ -d $SYSFS_ROOT/class/net/$iface/device/infiniband ]] || shared_hca+=("$iface")
   ((${#where[@]} > 0)) ||
@@ -115,17 +115,17 @@ for i in "${!ifaces[@]}"; do
     if [[ " ${where[*]} " != *" $pin "* ]]; then
       die "RDMA_HCAS pins $pin for $iface, but $iface belongs to ${where[*]}; remove the pin (rdma.nics[].hca) to detect it"
     fi
-    hits=$(grep "^$pin " <<<"$hits" || true)
+    hits=$(grep "^$pin " < <(printf '%s\n' "$hits") || true)
     found=$(hit_ports "$hits")
     where=("$pin")
   fi
 
-  read -r -a pairs <<<"$found"
+  read -r -a pairs < <(printf '%s\n' "$found")
   if ((${#pairs[@]} == 0)); then
     # No readable GID names the address. A fixed or NCCL-chosen index still needs the device:
     # a single device with a single port is an unambiguous answer.
     if [[ $RDMA_GID_INDEX != auto && ${#where[@]} == 1 ]]; then
-      read -r -a all_ports <<<"$(dir_entries "$SYSFS_ROOT/class/infiniband/${where[0]}/ports")"
+      read -r -a all_ports < <(dir_entries "$SYSFS_ROOT/class/infiniband/${where[0]}/ports")
       if ((${#all_ports[@]} == 1)); then
         warn "no RoCE v2 GID of $iface ($addrs) found on ${where[0]}; using its only port ${all_ports[0]}"
         pairs=("${where[0]}:${all_ports[0]}")
@@ -141,7 +141,7 @@ for i in "${!ifaces[@]}"; do
   found=""
   while read -r _ _ idx; do
     [[ -n ${idx:-} ]] && found+="${found:+ }$idx"
-  done <<<"$hits"
+  done < <(printf '%s\n' "$hits")
   if [[ $RDMA_GID_INDEX =~ ^[0-9]+$ && " $found " != *" $RDMA_GID_INDEX "* ]]; then
     warn "GID index $RDMA_GID_INDEX is not a RoCE v2 IPv4 GID of $iface on $hca:$port (found: ${found:-none}); using it as given"
   fi
@@ -155,7 +155,7 @@ gid_index=$RDMA_GID_INDEX
 if [[ $RDMA_GID_INDEX == auto ]]; then
   # An interface may have several IPv4 addresses; take the lowest index every NIC shares.
   gid_index=""
-  read -r -a first <<<"${candidates[0]}"
+  read -r -a first < <(printf '%s\n' "${candidates[0]}")
   for idx in "${first[@]}"; do
     shared=1
     for c in "${candidates[@]}"; do

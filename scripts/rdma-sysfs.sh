@@ -23,13 +23,26 @@ read_attr() {
   printf '%s\n' "$line"
 }
 
+# No here-strings (<<<) or here-documents in this file and detect-rdma.sh: bash before 5.1 writes
+# them to a temporary file, which detect-rdma's container (read-only root, no writable TMPDIR)
+# cannot create. Lines come through process substitution (a pipe) instead.
+
+# Split $2 at each one-character separator $1 into the array named by $3; empty items stay.
+split_on() {
+  local -n parts=$3
+  local rest=$2$1
+  parts=()
+  while [[ -n $rest ]]; do
+    parts+=("${rest%%"$1"*}")
+    rest=${rest#*"$1"}
+  done
+}
+
 # Split a comma list into the array named by $2, trimming blanks (empty items stay empty).
 split_list() {
   local -n out=$2
   local i
-  out=()
-  # The extra comma keeps a trailing empty item, which `read -a` would otherwise drop.
-  IFS=, read -r -a out <<<"$1,"
+  split_on , "$1" "$2"
   for i in "${!out[@]}"; do
     out[i]=${out[i]//[[:space:]]/}
   done
@@ -72,7 +85,7 @@ iface_ipv4s() {
   out=$("$IP_BIN" -4 -o addr show dev "$1" 2>/dev/null) || true
   while IFS= read -r line; do
     [[ $line =~ inet\ ([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+)/ ]] && list+=("${BASH_REMATCH[1]}")
-  done <<<"$out"
+  done < <(printf '%s\n' "$out")
   echo "${list[*]}"
 }
 
@@ -109,16 +122,16 @@ proc_iface_ipv4s() {
 # An address as /proc/net/route prints addresses: the network-order value printed as a host
 # integer (%08X), i.e. byte-reversed on little-endian CPUs (x86_64, aarch64: the GPU nodes).
 route_hex() {
-  local a b c d
-  IFS=. read -r a b c d <<<"$1"
-  printf '%02X%02X%02X%02X' "$d" "$c" "$b" "$a"
+  local -a octet
+  split_on . "$1" octet
+  printf '%02X%02X%02X%02X' "${octet[3]}" "${octet[2]}" "${octet[1]}" "${octet[0]}"
 }
 
 # The GID sysfs shows for an IPv4 address: ::ffff:a.b.c.d, fully expanded.
 ipv4_mapped_gid() {
-  local a b c d
-  IFS=. read -r a b c d <<<"$1"
-  printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
+  local -a octet
+  split_on . "$1" octet
+  printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "${octet[@]:0:4}"
 }
 
 # RDMA devices that can back the interface, space-separated: the PCI-linked ones of an SR-IOV VF
@@ -170,7 +183,7 @@ hit_ports() {
   local hca port idx seen=" "
   while read -r hca port idx; do
     [[ -n $hca && $seen != *" $hca:$port "* ]] && seen+="$hca:$port "
-  done <<<"$1"
+  done < <(printf '%s\n' "$1")
   seen=${seen# }
   echo "${seen% }"
 }

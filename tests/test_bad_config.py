@@ -33,6 +33,11 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "barcelona",
+        ("rdma.minNchannels=4",),
+        ("rdma.minNchannels was replaced by rdma.minCtas", "NCCL_MIN_CTAS"),
+    ),
+    (
+        "barcelona",
         ("rdma.memlock=ulimit",),
         ("gpu-cluster:rdma.memlock = 'ulimit'", "'root-ipc-lock', 'machineconfig' or"),
     ),

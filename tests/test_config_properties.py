@@ -133,7 +133,7 @@ KEYS: dict[str, list[Any]] = {
     "rdma.machineConfigPool": ["worker", "gpu-worker", "Bad_Pool"],
     "rdma.machineConfig": ["create", "adopt", "reference", "keep"],
     "rdma.networkAttachments": ["create", "adopt", "reference", "skip"],
-    "rdma.minNchannels": [4, 0, 33],
+    "rdma.minCtas": [4, 0, 33],
     "rdma.bootstrapInterface": ["eth0", "net1"],
     "rdma.gidIndex": ["auto", "nccl", 3, 256],
     "rdma.gdrLevel": ["SYS", "PIX", "5"],

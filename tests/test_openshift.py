@@ -160,7 +160,10 @@ def test_rendezvous_env_and_rdma_nccl_env() -> None:
     assert "NCCL_IB_HCA" not in env  # detected per pod (VF device names follow allocation)
     assert env["NCCL_NET_GDR_LEVEL"] == "SYS"
     assert env["NCCL_CROSS_NIC"] == "0"
-    assert env["NCCL_MIN_NCHANNELS"] == "4"  # the seed's min_nchannels
+    # The seed's NCCL_MIN_NCHANNELS=4 under its current name: NCCL 2.17 deprecated it for
+    # NCCL_MIN_CTAS (NVIDIA/nccl docs/userguide/source/env.rst at 5067397).
+    assert env["NCCL_MIN_CTAS"] == "4"
+    assert "NCCL_MIN_NCHANNELS" not in env
     # Exact interface name: a bare "eth0" is a prefix that also matches eth01.
     assert env["NCCL_SOCKET_IFNAME"] == "=eth0"
     # SR-IOV VFs have their own GID tables: NCCL (2.21+) picks the GID.
@@ -218,6 +221,10 @@ def test_nerc_production_is_tcp_with_shared_storage_and_no_scc_or_nads() -> None
     assert env["NCCL_SOCKET_IFNAME"] == "^lo,docker"
     assert (env["NCCL_SOCKET_NTHREADS"], env["NCCL_NSOCKS_PERTHREAD"]) == ("4", "4")
     assert "add" not in container(run)["securityContext"]["capabilities"]
+    # No SCC of its own: the pods are pinned to restricted-v2 (openshift.io/required-scc,
+    # OpenShift >= 4.14), so admission never picks another SCC the account may also use.
+    annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["openshift.io/required-scc"] == "restricted-v2"
     claims = manifests(run, "PersistentVolumeClaim")
     assert sorted(c["metadata"]["name"] for c in claims) == [
         "ml-dev-env-datasets",
@@ -277,7 +284,7 @@ def test_switching_barcelona_to_tcp_drops_rdma_pieces_and_keeps_storage() -> Non
         "1",
         "^lo,docker",
     )
-    rdma_only = {"NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT", "NCCL_NET_GDR_LEVEL", "NCCL_MIN_NCHANNELS"}
+    rdma_only = {"NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT", "NCCL_NET_GDR_LEVEL", "NCCL_MIN_CTAS"}
     assert rdma_only <= set(env_of(container(rdma))) and not rdma_only & set(env)
     claims_of = [one(run, "StatefulSet")["spec"]["volumeClaimTemplates"] for run in (tcp, rdma)]
     assert claims_of[0] == claims_of[1]
@@ -396,8 +403,9 @@ def test_machineconfig_memlock_lifts_cri_o_default_ulimits_on_the_gpu_pool() -> 
     assert not manifests(run, "SecurityContextConstraints") and not manifests(run, "Role")
     sc = container(run)["securityContext"]
     assert "add" not in sc["capabilities"] and "runAsUser" not in sc
+    # Pinned to restricted-v2, so admission never picks another SCC the account may use.
     annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
-    assert "openshift.io/required-scc" not in annotations
+    assert annotations["openshift.io/required-scc"] == "restricted-v2"
     assert env_of(container(run))["MEMLOCK_STRATEGY"] == "machineconfig"
     assert env_of(container(run))["MEMLOCK_MACHINE_CONFIG"] == "99-gpu-gpu-cluster-memlock"
 

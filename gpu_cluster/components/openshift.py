@@ -31,7 +31,11 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 from gpu_cluster.plan.outputs import COMMAND_OUTPUTS, no_context_message, stack_outputs
 from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT, NodeRequirement, PodPlacement
-from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, training_scc_name
+from gpu_cluster.plan.security import (
+    REQUIRED_SCC_ANNOTATION,
+    RESTRICTED_SCC,
+    training_scc_name,
+)
 
 
 def openshift_placement(s: Settings) -> PodPlacement:
@@ -107,11 +111,15 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             ),
             moved,
         )
-        if scc is not None:
-            networking = dataclasses.replace(
-                networking,
-                annotations={**networking.annotations, REQUIRED_SCC_ANNOTATION: scc.name},
-            )
+        # Pinned, so that admission never picks another SCC the account may also use (anyuid,
+        # say): the stack's own SCC, or restricted-v2 where the pods need nothing more.
+        networking = dataclasses.replace(
+            networking,
+            annotations={
+                **networking.annotations,
+                REQUIRED_SCC_ANNOTATION: scc.name if scc is not None else RESTRICTED_SCC,
+            },
+        )
         # What the pods need besides the namespace: their grants and networks. The workload's
         # other objects wait only for the namespace.
         pods_after = list(access.ready)

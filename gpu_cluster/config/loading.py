@@ -20,6 +20,7 @@ from gpu_cluster.config.gke import (
     support_window,
 )
 from gpu_cluster.config.messages import ConfigError, clipped, format_errors
+from gpu_cluster.config.openshift_warnings import rdma_warnings
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import dormant_sections, read_rule
 from gpu_cluster.config.schema import PROJECT, Settings
@@ -342,4 +343,5 @@ def settings_from(
         *opt_in_warnings(settings),
         *runner_warnings(settings),
         *kind_warnings(settings),
+        *rdma_warnings(settings),
     ]

@@ -420,7 +420,9 @@ class RdmaSettings(Section):
     """
     # MachineConfigPool of the GPU nodes (memlock: machineconfig).
     machine_config_pool: Annotated[DnsLabel, _MACHINECONFIG] = "worker"
-    """MachineConfigPool of the GPU nodes (`memlock: machineconfig`)."""
+    """MachineConfigPool of the GPU nodes (`memlock: machineconfig`). Unset it is `worker`,
+    every worker node, with a warning: set a pool of the GPU nodes only (or `worker` to keep it).
+    """
     # The memlock MachineConfig is cluster-wide, one per pool, shared by every stack on it
     # (memlock: machineconfig). create: this stack creates and owns it; adopt: it exists (made
     # by a stack since destroyed, or by hand) and this stack takes it over; reference: another
@@ -435,9 +437,12 @@ class RdmaSettings(Section):
     # existing ones by name without managing them.
     network_attachments: ExistingObject = "create"
     """The NADs: create them, import existing ones, or use existing ones by name."""
-    # NCCL_MIN_NCHANNELS; None = NCCL's default.
-    min_nchannels: int | None = Field(default=None, ge=1, le=64)
-    """`NCCL_MIN_NCHANNELS`; unset: NCCL's default."""
+    # NCCL_MIN_CTAS (since NCCL 2.17, replacing NCCL_MIN_NCHANNELS; up to 64 since 2.25, 32
+    # before: NVIDIA/nccl docs/userguide/source/env.rst at 5067397); None = NCCL's default.
+    min_ctas: int | None = Field(default=None, ge=1, le=64)
+    """`NCCL_MIN_CTAS`, the minimum number of CTAs (channels) per collective (NCCL >= 2.17;
+    above 32 needs NCCL >= 2.25); unset: NCCL's default.
+    """
     # Documented NCCL_NET_GDR_LEVEL values; None lets NCCL decide from the topology.
     gdr_level: Literal["LOC", "PIX", "PXB", "PHB", "SYS"] | None = None
     """`NCCL_NET_GDR_LEVEL`; unset: NCCL decides."""
@@ -451,6 +456,16 @@ class RdmaSettings(Section):
     """`NCCL_IB_SL`; unset: NCCL's default."""
     qps_per_connection: int | None = Field(default=None, ge=1, le=128)
     """`NCCL_IB_QPS_PER_CONNECTION`; unset: NCCL's default."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "minNchannels" in data:
+            raise ValueError(
+                "rdma.minNchannels was replaced by rdma.minCtas: NCCL 2.17 deprecated "
+                "NCCL_MIN_NCHANNELS for NCCL_MIN_CTAS; rename the key (same value, 1..64)"
+            )
+        return data
 
     @property
     def gid(self) -> Literal["auto", "nccl"] | int:

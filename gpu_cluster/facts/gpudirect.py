@@ -141,7 +141,9 @@ def _gpu_nic_ifnames(n: int) -> str:
 # The TCPXO NCCL settings: CEA gpudirect-tcpxo/README.md, release "Jan 9, 2026"; unchanged in
 # release v1.0.17, whose nccl-env-profile.sh exports the same values (google/
 # nccl-plugin-gpudirect-tcpxo tcpxo_scripts/nccl-env-profile.sh, identical at 8c073c5 (v1.0.15)
-# and 04815d1 (v1.0.17); tests/vendor/ checks the render against the v1.0.17 script).
+# and 04815d1 (v1.0.17); tests/vendor/ checks the render against the v1.0.17 script). Google's
+# settings keep NCCL_MIN_NCHANNELS, which NCCL 2.17 deprecated for NCCL_MIN_CTAS but still reads
+# (NVIDIA/nccl docs/userguide/source/env.rst at 5067397): kept as published, like the TCPX ones.
 _TCPXO_NCCL_ENV = (
     ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
     ("NCCL_FASTRAK_IFNAME", _gpu_nic_ifnames(8)),

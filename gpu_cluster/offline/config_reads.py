@@ -50,5 +50,7 @@ def unread_warnings(config: Iterable[str], read: set[str], project: str) -> list
             continue
         near = [n for n in read_names if edit_distance(name.lower(), n.lower()) <= 2]
         meant = f" (did you mean {prefix}{near[0]}?)" if near else ""
-        warnings.append(f"{key}: set, but the program never read it with pulumi.Config{meant}; ignored")
+        warnings.append(
+            f"{key}: set, but the program never read it with pulumi.Config{meant}; ignored"
+        )
     return warnings

@@ -53,7 +53,7 @@ def rdma_env(rdma: RdmaSettings) -> dict[str, str]:
         "NCCL_IB_TC": rdma.traffic_class,
         "NCCL_IB_SL": rdma.service_level,
         "NCCL_IB_QPS_PER_CONNECTION": rdma.qps_per_connection,
-        "NCCL_MIN_NCHANNELS": rdma.min_nchannels,
+        "NCCL_MIN_CTAS": rdma.min_ctas,
     }
     env.update({k: str(v) for k, v in optional.items() if v is not None})
     return env

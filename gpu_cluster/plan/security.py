@@ -104,12 +104,22 @@ def memlock_machine_config_name(pool: str) -> str:
     return f"99-{pool}-gpu-cluster-memlock"
 
 
+# MCO drains and reboots for a changed file no node disruption policy names; the cluster's
+# MachineConfiguration `cluster` can name this path with a CRI-O restart instead (OpenShift >=
+# 4.17: openshift/api operator/v1/types_machineconfiguration.go NodeDisruptionPolicyConfig at
+# 2a3d739; openshift/machine-config-operator pkg/daemon/update.go
+# calculatePostConfigChangeNodeDisruptionActionFromMCDiffs and pkg/apihelpers/apihelpers.go's
+# defaults, which name no crio.conf.d file, at 7ff337a). Cluster-wide, so the admin's, not
+# the stack's: docs/operations.md shows it.
 def memlock_disruption(pool: str) -> str:
     return (
         f"applying or removing this drains and reboots every node of MachineConfigPool "
-        f"{pool!r}, one at a time (crio.conf.d is not in MCO's no-reboot list); needs "
-        "cluster-admin. Shared by every stack on the pool, so `pulumi destroy` keeps it: "
-        f"`oc delete machineconfig {memlock_machine_config_name(pool)}` once none needs it"
+        f"{pool!r}, one at a time (crio.conf.d is not in MCO's no-reboot list), unless the "
+        f"cluster's node disruption policy maps {MEMLOCK_DROP_IN_PATH} to a restart of "
+        "crio.service (OpenShift >= 4.17; docs/operations.md, 'OpenShift: RDMA memory "
+        "locking'); needs cluster-admin. Shared by every stack on the pool, so `pulumi "
+        f"destroy` keeps it: `oc delete machineconfig {memlock_machine_config_name(pool)}` "
+        "once none needs it"
     )
 
 
