@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,20 @@ GKE_RWX = (
 # provisions no ReadWriteMany file system (config/rules.py refuses it).
 BARCELONA_RWX = ("storage.mode=rwx", "storage.storageClass=ocs-external-storagecluster-cephfs")
 
+# gcp-a4 as it shipped before it ran queued JobSets (#44 item 1): a StatefulSet on plain
+# flex-start, with per-pod claims of the Hyperdisk Balanced class the stack creates. For the
+# tests of what only that shape has: the created class, per-pod claims, the fabric check command.
+A4_STATEFULSET = (
+    "workload.kind=statefulset",
+    "gcp.queuedProvisioning=false",
+    "storage.mode=per-pod",
+    "storage.storageClass=hyperdisk-balanced",
+    "storage.storageClassMode=create",
+    "!workload.command",
+)
+# gcp-a4 on another capacity type: queuedProvisioning is read with flex-start only.
+A4_WITHOUT_QUEUED = "!gcp.queuedProvisioning"
+
 # The warnings every shipped GKE stack draws for the placeholders its file holds (the project,
 # a documentation range as the authorized network: README, "Stacks"); tests of other warnings
 # leave these out (other_warnings).
@@ -65,13 +80,21 @@ def other_warnings(warnings: list[str]) -> list[str]:
 
 
 def edited_config(stack: str, overrides: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
-    """`stack`'s engine config with `--set`-style overrides; `!key` removes a top-level key
-    (a block the edit leaves unread, which the program would refuse), `!namespace:key` one of
-    another namespace."""
+    """`stack`'s engine config with `--set`-style overrides; `!key` removes a key (a block or
+    value the edit leaves unread, which the program would refuse): `!workload` a top-level one,
+    `!gcp.queuedProvisioning` one inside a block, `!namespace:key` one of another namespace."""
     removed = [o[1:] for o in overrides if o.startswith("!")]
     config, secret_keys = engine_config(stack, tuple(o for o in overrides if o[:1] != "!"))
     for key in removed:
-        del config[key if ":" in key else f"gpu-cluster:{key}"]
+        top, _, inner = key.partition(".")
+        qualified = top if ":" in top else f"gpu-cluster:{top}"
+        if not inner:
+            del config[qualified]
+            continue
+        block = json.loads(config[qualified])
+        *parents, last = inner.split(".")
+        functools.reduce(operator.getitem, parents, block).pop(last)
+        config[qualified] = json.dumps(block)
     return config, secret_keys
 
 
@@ -120,8 +143,18 @@ def one(run: ProgramRun, kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def pod_template(run: ProgramRun) -> dict[str, Any]:
+    """The training pods' template: the StatefulSet's, or the JobSet's one replicated Job's."""
+    (workload,) = manifests(run, "StatefulSet") + manifests(run, "JobSet")
+    if workload["kind"] == "JobSet":
+        (replicated,) = workload["spec"]["replicatedJobs"]
+        workload = replicated["template"]
+    template: dict[str, Any] = workload["spec"]["template"]
+    return template
+
+
 def pod_spec(run: ProgramRun) -> dict[str, Any]:
-    spec: dict[str, Any] = one(run, "StatefulSet")["spec"]["template"]["spec"]
+    spec: dict[str, Any] = pod_template(run)["spec"]
     return spec
 
 

@@ -8,7 +8,13 @@ import pytest
 
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import engine_config
-from tests.conftest import BARCELONA_CREATES_NADS, GKE_RWX
+from tests.conftest import (
+    A4_STATEFULSET,
+    A4_WITHOUT_QUEUED,
+    BARCELONA_CREATES_NADS,
+    GKE_RWX,
+    edited_config,
+)
 
 # A GKE stack as a JobSet stack (shared claims: a JobSet has no per-pod ones).
 _GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", *GKE_RWX)
@@ -214,7 +220,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "gcp-a4",
-        ("gcp.provisioning=on-demand",),
+        (A4_WITHOUT_QUEUED, "gcp.provisioning=on-demand"),
         (
             "gpu-cluster:gcp.provisioning = 'on-demand': Google offers gcp.machineType "
             "'a4-highgpu-8g' only as 'flex-start', 'reservation' or 'spot' capacity",
@@ -482,7 +488,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # workload.kind jobset: what a JobSet needs, and keys only a JobSet reads
     (
         "gcp-a4",
-        ("gcp.queuedProvisioning=true",),
+        ("workload.kind=statefulset", "!workload.command"),
         ("gpu-cluster:gcp.queuedProvisioning needs workload.kind 'jobset'", "forever"),
     ),
     (
@@ -548,7 +554,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "gcp-a4",
-        ("storage.mode=rwx",),
+        (*A4_STATEFULSET, "storage.mode=rwx"),
         ("gpu-cluster:storage.storageClass = 'hyperdisk-balanced'", "Persistent Disk"),
     ),
     (
@@ -773,7 +779,7 @@ def registered(run: ProgramRun) -> list[str]:
 def test_bad_config_stops_before_any_resource(
     stack: str, overrides: tuple[str, ...], fragments: tuple[str, ...]
 ) -> None:
-    config, secret_keys = engine_config(stack, overrides)
+    config, secret_keys = edited_config(stack, overrides)
     run = ProgramRun()
     with pytest.raises(pulumi.RunError) as info:
         run_program(config, secret_keys, stack, record_into=run)

@@ -19,10 +19,11 @@ from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
-from gpu_cluster.offline.engine import ProgramRun
+from gpu_cluster.offline.engine import ProgramRun, RecordedResource
 from gpu_cluster.offline.replacements import Step, plan
 from tests.as_of import AS_OF
 from tests.conftest import (
+    A4_STATEFULSET,
     BARCELONA_RWX,
     GKE_RWX,
     STACKS,
@@ -39,8 +40,8 @@ from tests.conftest import (
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 CLUSTER = "gcp:container/cluster:Cluster"
-PER_POD = ["barcelona", "gcp-a3", "a3-high", "gcp-a4"]  # storage.mode per-pod
-SHARED = ["nerc-production"]  # storage.mode rwx
+PER_POD = ["barcelona", "gcp-a3", "a3-high"]  # storage.mode per-pod
+SHARED = ["nerc-production", "gcp-a4"]  # storage.mode rwx
 
 
 def claim_steps(steps: list[Step]) -> list[Step]:
@@ -90,6 +91,10 @@ STRANDING_EDITS = [
 def on_platform(stack: str, edit: str) -> tuple[str, ...]:
     """`edit` as the stack's platform takes it. On GKE a class nothing creates is refused:
     switch to one GKE installs; shared claims need a ReadWriteMany class (on barcelona too)."""
+    if stack == "gcp-a4" and "other-class" in edit:  # its shared claims: another Filestore tier
+        return ("storage.storageClass=premium-rwx",)
+    if stack == "gcp-a4" and edit == "storage.mode=per-pod":  # per-pod claims: a StatefulSet's
+        return A4_STATEFULSET
     if stack in GKE and "other-class" in edit:
         return ("storage.storageClass=standard-rwo",)
     if stack in GKE and edit == "storage.mode=rwx":
@@ -155,8 +160,8 @@ def test_claims_are_protected_and_survive_destroy_by_default(stack: str) -> None
     claims = run.of_type(PVC)
     assert claims, stack
     assert all(c.options["protect"] and c.options["retainOnDelete"] for c in claims), stack
-    policy = one(run, "StatefulSet")["spec"].get("persistentVolumeClaimRetentionPolicy")
     if stack in PER_POD:
+        policy = one(run, "StatefulSet")["spec"].get("persistentVolumeClaimRetentionPolicy")
         assert policy == {"whenDeleted": "Retain", "whenScaled": "Retain"}
 
 
@@ -301,7 +306,7 @@ def test_no_namespace_edit_deletes_a_claim_or_its_namespace_without_the_opt_in(
 def test_a_created_namespace_is_retained_or_protected_unless_both_are_lifted(stack: str) -> None:
     for switches in switch_settings():
         run = run_stack(stack, "namespaceMode=create", *switches)
-        (namespace,) = run.of_type(NAMESPACE)
+        (namespace,) = training_namespaces(run)
         retain, protect = (settings_of(switches)[k] == "true" for k in (RETAIN, PROTECT))
         assert namespace.options["retainOnDelete"] is retain
         assert namespace.options["protect"] is (protect and not retain), switches
@@ -309,6 +314,12 @@ def test_a_created_namespace_is_retained_or_protected_unless_both_are_lifted(sta
         assert {c["metadata"]["namespace"] for c in manifests(run, "PersistentVolumeClaim")} == {
             namespace.inputs["metadata"]["name"]
         }
+
+
+def training_namespaces(run: ProgramRun) -> list[RecordedResource]:
+    """The namespaces the claims live in: not those of the Kueue and JobSet controllers a GKE
+    JobSet stack installs (they hold no claims; tests/test_queue_controllers.py)."""
+    return [n for n in run.of_type(NAMESPACE) if "-queue-controllers-" not in n.name]
 
 
 def kept_by_destroy_excluding_protected(run: ProgramRun) -> set[str]:
@@ -342,7 +353,7 @@ def test_destroy_excluding_protected_keeps_the_claims_and_their_namespace(stack:
         kept = kept_by_destroy_excluding_protected(run)
         gone = [
             r.type
-            for r in run.of_type(PVC) + run.of_type(NAMESPACE)
+            for r in run.of_type(PVC) + training_namespaces(run)
             if r.urn not in kept and not r.options["retainOnDelete"]
         ]
         both_off = all(settings_of(switches)[k] == "false" for k in (RETAIN, PROTECT))

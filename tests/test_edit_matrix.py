@@ -16,7 +16,15 @@ from __future__ import annotations
 import pytest
 
 from gpu_cluster.offline.replacements import PRECIOUS, Step, destructive
-from tests.conftest import BARCELONA_RWX, GKE_RWX, TO_GKE, plan_from, plan_of
+from tests.conftest import (
+    A4_STATEFULSET,
+    A4_WITHOUT_QUEUED,
+    BARCELONA_RWX,
+    GKE_RWX,
+    TO_GKE,
+    plan_from,
+    plan_of,
+)
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -40,6 +48,7 @@ POOL_KEYS = (
     "networkMode",
     "gcp.machineType",
     "gcp.provisioning",
+    "gcp.queuedProvisioning",
     "gcp.reservation",
     "gcp.maxRunDurationSeconds",
     "gcp.maintenanceInterval",
@@ -209,12 +218,16 @@ MATRIX: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {
         "delete Subnetwork": 9,
         "replace NodePool": 1,
     },
-    # The shipped capacity is flex-start; a reservation or Spot is a new pool.
-    ("gcp-a4", ("gcp.provisioning=spot",)): {"replace NodePool": 1},
-    ("gcp-a4", ("gcp.provisioning=reservation", "gcp.reservation=a4-res")): {"replace NodePool": 1},
+    # The shipped capacity is flex-start with queued provisioning; without it, a reservation or
+    # Spot is a new pool (queuedProvisioning is read with flex-start only).
+    ("gcp-a4", ("gcp.queuedProvisioning=false",)): {"replace NodePool": 1},
+    ("gcp-a4", (A4_WITHOUT_QUEUED, "gcp.provisioning=spot")): {"replace NodePool": 1},
+    ("gcp-a4", (A4_WITHOUT_QUEUED, "gcp.provisioning=reservation", "gcp.reservation=a4-res")): {
+        "replace NodePool": 1
+    },
     ("gcp-a4", ("gcp.maxRunDurationSeconds=86400",)): {"replace NodePool": 1},
-    # A class made outside the stack: ours is deleted (it holds no data), the claims stay.
-    ("gcp-a4", ("storage.storageClassMode=reference",)): {},
+    # Another Filestore tier for the shared claims: new claims, the old ones stop at protect.
+    ("gcp-a4", ("storage.storageClass=premium-rwx",)): {"replace PersistentVolumeClaim!": 2},
     ("gcp-a4", ("gcp.imageStreaming=true",)): {},
     # Its buckets: mount options and grants change in place (the pods restart); another bucket
     # is another volume and claim; a bucket that leaves the stack stops at protect.
@@ -307,6 +320,9 @@ FROM_DEPLOYED: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[str, int]
         (*GKE_JOB_SET, HEALTH_GATE, GPU_ONLY, RUNNER),
         ("workload.queue.healthGate.runner.dcgmLevel=3",),
     ): {},
+    # gcp-a4 as it shipped before (#44 item 1): a class made outside the stack deletes ours (it
+    # holds no data), the claims stay.
+    ("gcp-a4", A4_STATEFULSET, ("storage.storageClassMode=reference",)): {},
     # A Lustre instance grows in place; its tier and file system name are fixed at creation.
     ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.capacityGib=72000",)): {},
     ("gcp-a4", LUSTRE, (f"{LUSTRE_VOLUME}.throughput=1000",)): {"replace Instance!": 1},

@@ -11,7 +11,16 @@ import pytest
 
 from gpu_cluster.facts.gpudirect import RDMA_MACHINES
 from gpu_cluster.offline.engine import ProgramRun
-from tests.conftest import container, env_of, manifests, one, pod_spec, run_stack
+from tests.conftest import (
+    A4_STATEFULSET,
+    A4_WITHOUT_QUEUED,
+    container,
+    env_of,
+    manifests,
+    pod_spec,
+    pod_template,
+    run_stack,
+)
 
 NETWORK = "gcp:compute/network:Network"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"
@@ -63,7 +72,7 @@ def test_every_rdma_nic_is_wired_end_to_end(machine: str, overrides: tuple[str, 
     assert all(nic["subnetwork"] in subnets for nic in node_nics)
     params = {p["metadata"]["name"]: p["spec"] for p in manifests(run, "GKENetworkParamSet")}
     networks = {n["metadata"]["name"]: n["spec"] for n in manifests(run, "Network")}
-    annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
+    annotations = pod_template(run)["metadata"]["annotations"]
     assert annotations["networking.gke.io/default-interface"] == "eth0"
     interfaces = json.loads(annotations["networking.gke.io/interfaces"])
     assert interfaces[0] == {"interfaceName": "eth0", "network": "default"}
@@ -165,14 +174,14 @@ def test_training_pod_mounts_gib_read_only_with_no_sidecar_and_no_capability() -
 
 
 def test_fabric_check_requires_gib_and_the_sourced_floor() -> None:
-    command = run_stack("gcp-a4").outputs["verifyCommand"]
+    command = run_stack("gcp-a4", *A4_STATEFULSET).outputs["verifyCommand"]
     assert "--expected-transport gib" in command
     assert "--expected-busbw-gbps 250 " in command  # cluster-health-scanner's A4 floor
     assert "--max-bytes 8G " in command
 
 
 def test_flex_start_pool_scales_from_zero_without_reservation_placement_or_repair() -> None:
-    run = run_stack("gcp-a4", "gcp.provisioning=flex-start", "gcp.maxRunDurationSeconds=86400")
+    run = run_stack("gcp-a4", "gcp.queuedProvisioning=false", "gcp.maxRunDurationSeconds=86400")
     pool = gpu_pool(run)
     config = pool["nodeConfig"]
     assert config["flexStart"] is True and config["maxRunDuration"] == "86400s"
@@ -197,7 +206,12 @@ def test_flex_start_pool_scales_from_zero_without_reservation_placement_or_repai
 )
 def test_reservation_block_or_sub_block_is_consumed_in_the_pools_zone(reservation: str) -> None:
     pool = gpu_pool(
-        run_stack("gcp-a4", "gcp.provisioning=reservation", f"gcp.reservation={reservation}")
+        run_stack(
+            "gcp-a4",
+            A4_WITHOUT_QUEUED,
+            "gcp.provisioning=reservation",
+            f"gcp.reservation={reservation}",
+        )
     )
     # Always the full path, as cluster-toolkit builds it (modules/compute/gke-node-pool
     # reservation_definitions.tf, 1047080): projects/<p>/reservations/<r>[/reservationBlocks/...].
@@ -215,7 +229,11 @@ def test_reservation_block_or_sub_block_is_consumed_in_the_pools_zone(reservatio
 
 
 def test_a_whole_reservation_leaves_the_pool_in_the_clusters_zone() -> None:
-    pool = gpu_pool(run_stack("gcp-a4", "gcp.provisioning=reservation", "gcp.reservation=a4-res"))
+    pool = gpu_pool(
+        run_stack(
+            "gcp-a4", A4_WITHOUT_QUEUED, "gcp.provisioning=reservation", "gcp.reservation=a4-res"
+        )
+    )
     assert pool["nodeConfig"]["reservationAffinity"]["values"] == [
         "projects/my-gpu-project/reservations/a4-res"
     ]

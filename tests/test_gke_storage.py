@@ -9,13 +9,14 @@ import pytest
 from gpu_cluster.config.rules import storage_class_problems
 from gpu_cluster.facts.gke_storage import (
     CREATABLE_CLASSES,
+    FILESTORE_CLASSES,
     GKE_PREINSTALLED_CLASSES,
     HYPERDISK_BALANCED,
 )
 from gpu_cluster.offline.engine import ProgramRun, RecordedResource
-from gpu_cluster.offline.render import render
+from gpu_cluster.offline.render import kubernetes_yaml
 from gpu_cluster.plan.gke_storage import resolved_mode, storage_class_to_create
-from tests.conftest import STACKS, manifests, plan_of, run_stack
+from tests.conftest import A4_STATEFULSET, STACKS, manifests, plan_from, run_stack
 
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -33,7 +34,7 @@ def workload_claims(run: ProgramRun) -> list[RecordedResource]:
 
 
 def test_the_a4_stack_creates_the_hyperdisk_class_its_claims_name() -> None:
-    run = run_stack("gcp-a4")
+    run = run_stack("gcp-a4", *A4_STATEFULSET)
     (resource,) = run.of_type(STORAGE_CLASS)
     manifest = resource.inputs
     assert manifest["metadata"]["name"] == "hyperdisk-balanced"
@@ -49,7 +50,7 @@ def test_the_a4_stack_creates_the_hyperdisk_class_its_claims_name() -> None:
 
 
 def test_the_class_is_a_name_prefixed_child_of_its_component_under_the_platform() -> None:
-    run = run_stack("gcp-a4")
+    run = run_stack("gcp-a4", *A4_STATEFULSET)
     (resource,) = run.of_type(STORAGE_CLASS)
     (component,) = run.of_type(COMPONENT)
     assert resource.name == "gpu-cluster-storage-class"
@@ -63,14 +64,14 @@ def test_destroy_deletes_the_class_it_holds_no_data() -> None:
     """Kept claims keep their volumes without it; a retained class would make the next
     `pulumi up` fail on the leftover (AlreadyExists)."""
     for overrides in ((), ("storage.retainOnDelete=false",)):
-        (resource,) = run_stack("gcp-a4", *overrides).of_type(STORAGE_CLASS)
+        (resource,) = run_stack("gcp-a4", *A4_STATEFULSET, *overrides).of_type(STORAGE_CLASS)
         assert resource.options["retainOnDelete"] is False
         assert resource.options["protect"] is False
 
 
 def test_the_class_comes_before_the_claims_in_the_rendered_yaml() -> None:
-    files = render("gcp-a4")
-    kinds = [line.removeprefix("kind: ") for line in files["kubernetes.yaml"].splitlines()]
+    rendered = kubernetes_yaml(run_stack("gcp-a4", *A4_STATEFULSET))
+    kinds = [line.removeprefix("kind: ") for line in rendered.splitlines()]
     kinds = [k for k in kinds if k in ("StorageClass", "PersistentVolumeClaim")]
     assert kinds[0] == "StorageClass" and kinds.count("StorageClass") == 1
 
@@ -82,7 +83,8 @@ def test_the_class_comes_before_the_claims_in_the_rendered_yaml() -> None:
         ("a3-high", ()),
         ("gcp-a3", ("storage.storageClass=standard-rwo",)),
         ("gcp-a3", ("storage.storageClass=standard",)),
-        ("gcp-a4", ("storage.storageClassMode=reference",)),  # made outside the stack
+        ("gcp-a4", ()),  # standard-rwx: GKE installs it with the Filestore driver
+        ("gcp-a4", (*A4_STATEFULSET, "storage.storageClassMode=reference")),  # made outside
         ("barcelona", ()),
         ("nerc-production", ()),
         ("barcelona", ("storage.storageClass=hyperdisk-balanced",)),  # OpenShift: its own
@@ -98,12 +100,16 @@ def test_no_class_is_created_for_one_the_cluster_has(
 
 def test_a_referenced_class_keeps_the_claims_as_they_are() -> None:
     created, referenced = (
-        run_stack("gcp-a4"),
-        run_stack("gcp-a4", "storage.storageClassMode=reference"),
+        run_stack("gcp-a4", *A4_STATEFULSET),
+        run_stack("gcp-a4", *A4_STATEFULSET, "storage.storageClassMode=reference"),
     )
     assert [c.inputs for c in created.of_type(PVC)] == [c.inputs for c in referenced.of_type(PVC)]
     # Switching to a class made outside the stack deletes ours and replaces no claim.
-    steps = [s for s in plan_of("gcp-a4", "storage.storageClassMode=reference") if s.op != "update"]
+    steps = [
+        s
+        for s in plan_from("gcp-a4", A4_STATEFULSET, ("storage.storageClassMode=reference",))
+        if s.op != "update"
+    ]
     assert [(s.type, s.op) for s in steps] == [
         (COMPONENT, "delete"),
         (STORAGE_CLASS, "delete"),
@@ -190,6 +196,11 @@ def test_every_shipped_stack_has_the_class_its_claims_name() -> None:
             for c in run.of_type(PVC)
             if "volumeName" not in c.inputs["spec"]
         }
-        platform_gke = any(r.type.startswith("gcp:") for r in run.resources)
-        if platform_gke:
-            assert names <= {*GKE_PREINSTALLED_CLASSES, *storage_classes(run), None}, stack
+        clusters = [r.inputs for r in run.of_type("gcp:container/cluster:Cluster")]
+        if clusters:
+            (cluster,) = clusters
+            filestore = cluster.get("addonsConfig", {}).get("gcpFilestoreCsiDriverConfig", {})
+            # Filestore's classes come with its CSI driver, which the stack turns on.
+            installed = FILESTORE_CLASSES if filestore.get("enabled") else {}
+            allowed = {*GKE_PREINSTALLED_CLASSES, *installed, *storage_classes(run), None}
+            assert names <= allowed, stack

@@ -41,7 +41,14 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 from gpu_cluster.facts.gpudirect import RELEASES
 from gpu_cluster.offline.engine import RecordedResource
 from policy.gpu_cluster_policies import POLICIES, RETENTION_MARK
-from tests.conftest import BARCELONA_RWX, GKE_RWX, ROOT, STACKS, run_stack
+from tests.conftest import (
+    A4_WITHOUT_QUEUED,
+    BARCELONA_RWX,
+    GKE_RWX,
+    ROOT,
+    STACKS,
+    run_stack,
+)
 
 EXPECTED_POLICIES = {
     "no-privileged-training-pods",
@@ -55,6 +62,7 @@ EXPECTED_POLICIES = {
 }
 CODE_SYNC = "codeSync.repo=https://github.com/example/train.git"
 STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
+JOB_SET_TYPE = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 JOB_SET_TYPE = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 JOB_SET = ("workload.kind=jobset", "workload.command[0]=train.py")
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
@@ -224,7 +232,7 @@ def test_shipped_stacks_include_what_the_policies_are_about() -> None:
     for stack, run in runs.items():
         training = [
             r
-            for r in run.of_type(STATEFUL_SET)
+            for r in (*run.of_type(STATEFUL_SET), *run.of_type(JOB_SET_TYPE))
             if r.inputs["metadata"]["labels"].get("app.kubernetes.io/component") == "training"
         ]
         assert len(training) == 1, stack
@@ -714,7 +722,11 @@ def test_a3_ultra_on_flex_start_is_placed_by_gke_but_spot_is_not() -> None:
     best-effort compact placement and take no placement policy, as a reservation brings its
     own; Spot still needs COMPACT."""
     pool = resource(
-        "gcp-a4", NODE_POOL, "gcp.machineType=a3-ultragpu-8g", name="gpu-cluster-a3ultra"
+        "gcp-a4",
+        NODE_POOL,
+        "gcp.machineType=a3-ultragpu-8g",
+        "gcp.queuedProvisioning=false",
+        name="gpu-cluster-a3ultra",
     )
     assert pool.inputs["nodeConfig"]["flexStart"] is True and "placementPolicy" not in pool.inputs
     assert run_pack(engine_request(pool)) == []
@@ -729,6 +741,7 @@ def test_a3_ultra_on_flex_start_is_placed_by_gke_but_spot_is_not() -> None:
         "gcp-a4",
         NODE_POOL,
         "gcp.machineType=a3-ultragpu-8g",
+        A4_WITHOUT_QUEUED,
         "gcp.provisioning=spot",
         name="gpu-cluster-a3ultra",
     )

@@ -24,7 +24,7 @@ from gpu_cluster.offline.engine import ProgramRun, RecordedResource
 from gpu_cluster.offline.graph import Graph
 from gpu_cluster.offline.render import resources_json
 from gpu_cluster.plan.controllers import ServedApi
-from tests.conftest import GKE_RWX, one, run_stack
+from tests.conftest import A4_STATEFULSET, GKE_RWX, one, run_stack
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -105,7 +105,7 @@ def test_nothing_is_installed_where_the_controllers_come_from_elsewhere() -> Non
     for stack, overrides in [
         ("gcp-a4", (*GKE_JOBSET, "workload.controllers.install=false")),
         ("nerc-production", OPENSHIFT_JOBSET),
-        ("gcp-a4", ()),
+        ("gcp-a4", A4_STATEFULSET),
     ]:
         run = run_stack(stack, *overrides)
         assert charts(run) == [], (stack, overrides)

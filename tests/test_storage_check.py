@@ -13,7 +13,7 @@ import pytest
 
 from gpu_cluster.config.loading import load_settings
 from gpu_cluster.plan.verify import gated, storage_gate
-from tests.conftest import ROOT, manifests, run_stack
+from tests.conftest import A4_STATEFULSET, ROOT, manifests, run_stack
 from tests.test_volumes import GKE
 
 SCRIPT = ROOT / "scripts" / "storage_check.py"
@@ -155,7 +155,7 @@ def test_the_gate_checks_every_volume_with_its_thresholds_one_stream_per_gpu() -
 
 
 def test_a_stateful_set_stack_checks_storage_before_the_fabric_on_every_pod() -> None:
-    run = run_stack("gcp-a4")
+    run = run_stack("gcp-a4", *A4_STATEFULSET)
     argv = shlex.split(str(run.outputs["verifyCommand"]))
     start = argv.index("/opt/gpu-cluster/storage_check.py")
     end = argv.index("--", start)

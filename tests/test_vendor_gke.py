@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gpu_cluster.offline.engine import ProgramRun
-from tests.conftest import ROOT, manifests, pod_spec, run_stack
+from tests.conftest import ROOT, manifests, pod_spec, pod_template, run_stack
 
 DATA = yaml.safe_load((Path(__file__).parent / "vendor" / "gke_gpudirect.yaml").read_text())
 OBJECTS: list[dict[str, Any]] = DATA["objects"]
@@ -49,8 +49,7 @@ def rendered(run: ProgramRun, render: dict[str, Any]) -> dict[str, Any]:
     if select == "pod":
         return pod_spec(run)
     if select == "pod-annotations":
-        (sts,) = manifests(run, "StatefulSet")
-        out = dict(sts["spec"]["template"]["metadata"]["annotations"])
+        out = dict(pod_template(run)["metadata"]["annotations"])
         for key, value in out.items():
             if key == "networking.gke.io/interfaces":
                 out[key] = json.loads(value)

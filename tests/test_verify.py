@@ -14,7 +14,16 @@ import pytest
 from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.launch import quantity_bytes
-from tests.conftest import GKE_RWX, ROOT, container, env_of, one, run_stack, stack_context
+from tests.conftest import (
+    A4_STATEFULSET,
+    GKE_RWX,
+    ROOT,
+    container,
+    env_of,
+    one,
+    run_stack,
+    stack_context,
+)
 
 
 def verify_argv(stack: str, *overrides: str) -> list[str]:
@@ -41,8 +50,15 @@ def verify_args(stack: str, *overrides: str) -> list[str]:
         # cluster-health-scanner deploy/helm/health_checks/nccl_healthcheck/<file> at 81c525d:
         ("a3-high", (), "tcpx", 60.0, "8G"),  # a3.yaml
         ("gcp-a3", (), "tcpxo", 150.0, "8G"),  # a3plus.yaml
-        ("gcp-a4", ("gcp.machineType=a3-ultragpu-8g",), "gib", 250.0, "8G"),  # a3ultra.yaml
-        ("gcp-a4", (), "gib", 250.0, "8G"),  # a4.yaml
+        # (gcp-a4 as a StatefulSet: a JobSet stack checks the fabric in its runs, no verifyCommand)
+        (
+            "gcp-a4",
+            (*A4_STATEFULSET, "gcp.machineType=a3-ultragpu-8g"),
+            "gib",
+            250.0,
+            "8G",
+        ),  # a3ultra.yaml
+        ("gcp-a4", A4_STATEFULSET, "gib", 250.0, "8G"),  # a4.yaml
         # Plain TCP on an A3 machine is not its GPUDirect fabric: the TCP floor and size.
         ("gcp-a3", ("networkMode=tcp",), "socket", 2.5, "1G"),
     ],
@@ -200,6 +216,7 @@ JOB_SET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
 JOB_SET_STACKS = [
     ("nerc-production", JOB_SET),
     ("gcp-a3", (*JOB_SET, *GKE_RWX)),
+    ("gcp-a4", ()),  # ships as one
 ]
 # barcelona's shared-claims class, for its JobSet variant.
 BARCELONA_JOB_SET = (*JOB_SET, "storage.mode=rwx", "storage.storageClass=cephfs")
@@ -208,7 +225,9 @@ BARCELONA_JOB_SET = (*JOB_SET, "storage.mode=rwx", "storage.storageClass=cephfs"
 def test_every_command_names_the_stacks_context_and_runs_no_code_from_the_cluster(
     stack: str, tmp_path: Path
 ) -> None:
-    check_commands(stack, (), STATEFUL_SET_COMMANDS, tmp_path)
+    # gcp-a4 ships as a JobSet (JOB_SET_STACKS): its StatefulSet variant here.
+    overrides = A4_STATEFULSET if stack == "gcp-a4" else ()
+    check_commands(stack, overrides, STATEFUL_SET_COMMANDS, tmp_path)
 
 
 @pytest.mark.parametrize(("stack", "overrides"), JOB_SET_STACKS, ids=[s for s, _ in JOB_SET_STACKS])

@@ -25,7 +25,7 @@ from gpu_cluster.offline.engine import (
     ProgramRun,
 )
 from gpu_cluster.plan.gke_storage import uses_filestore
-from tests.conftest import GKE_RWX, STACKS, manifests, one, run_stack
+from tests.conftest import A4_STATEFULSET, GKE_RWX, STACKS, manifests, one, run_stack
 from tests.test_jobset import job_of
 
 BUCKET_TYPE = "gcp:storage/bucket:Bucket"
@@ -93,7 +93,7 @@ def test_gcp_a4_creates_its_buckets_keeps_them_and_mounts_them_through_the_fuse_
     for opts in options(run, BUCKET_TYPE):
         assert opts["protect"] and opts["retainOnDelete"]
     cluster = one_resource(run, "gcp:container/cluster:Cluster")
-    assert cluster["addonsConfig"] == {"gcsFuseCsiDriverConfig": {"enabled": True}}
+    assert cluster["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
     assert mounts(run)["/data"]["readOnly"] is True
     assert not mounts(run)["/checkpoints"].get("readOnly")
     by_claim = {
@@ -189,13 +189,11 @@ def test_without_volumes_a_stack_renders_no_storage_and_no_driver() -> None:
 
 
 def test_the_pods_wait_for_their_grants_and_claims_in_both_kinds() -> None:
-    for overrides in ((), JOBSET):
+    for overrides, kind in (
+        (A4_STATEFULSET, "kubernetes:apps/v1:StatefulSet"),
+        (JOBSET, "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"),
+    ):
         run = run_stack("gcp-a4", *overrides)
-        kind = (
-            "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-            if overrides
-            else ("kubernetes:apps/v1:StatefulSet")
-        )
         (controller,) = run.of_type(kind)
         waits = set(controller.options["dependsOn"])
         for dependency in (
@@ -257,7 +255,7 @@ def test_a_created_lustre_instance_joins_the_host_vpc_with_its_peering_and_firew
 
 
 def test_a_lustre_claim_binds_to_a_volume_naming_the_instance_and_its_address() -> None:
-    run = run_stack("gcp-a4", *LUSTRE)
+    run = run_stack("gcp-a4", *A4_STATEFULSET, *LUSTRE)
     (pv,) = [p for p in manifests(run, "PersistentVolume") if "gke-lustre" in p["metadata"]["name"]]
     claim = next(
         c
@@ -342,7 +340,8 @@ def test_claims_of_a_filestore_class_turn_its_csi_driver_on() -> None:
 
 def test_without_a_filestore_class_the_filestore_driver_is_left_alone() -> None:
     assert addons(run_stack("gcp-a3")) == {}  # premium-rwo: Persistent Disk
-    assert addons(run_stack("gcp-a4")) == {"gcsFuseCsiDriverConfig": {"enabled": True}}
+    hyperdisk = run_stack("gcp-a4", *A4_STATEFULSET)
+    assert addons(hyperdisk) == {"gcsFuseCsiDriverConfig": {"enabled": True}}
 
 
 @pytest.mark.parametrize("storage_class", FILESTORE_CLASSES)

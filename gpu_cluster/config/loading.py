@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gpu_cluster.config.capacity import flex_start_gang_warnings
 from gpu_cluster.config.dates import AsOf
 from gpu_cluster.config.gke import (
     cluster_problems,
@@ -339,6 +340,7 @@ def settings_from(
         *ended,
         *ending,
         *image_streaming_warnings(settings),
+        *flex_start_gang_warnings(settings),
         *placeholder_warnings(settings),
         *opt_in_warnings(settings),
         *runner_warnings(settings),

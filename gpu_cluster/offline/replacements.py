@@ -103,6 +103,9 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "nodeConfig.shieldedInstanceConfig",
         "nodeConfig.ephemeralStorageLocalSsdConfig",
         "nodeConfig.secondaryBootDisks",
+        # ForceNew in hashicorp/terraform-provider-google-beta resource_container_node_pool.go
+        # (queued_provisioning; tests/vendor/gcp_force_new.json).
+        "queuedProvisioning",
         # Not nodeConfig.gcfsConfig (image streaming): updated in place since
         # GoogleCloudPlatform/magic-modules#11717 (node_config.go nodePoolNodeConfigUpdate).
     ),

@@ -201,7 +201,16 @@ def _gpudirect_pod(s: Settings, release: GpuDirectRelease) -> PodNetworking:
         HostPath("proc-sys", "/proc/sys"),
     ]
     mounts = [libs]
-    capabilities: tuple[str, ...] = ()
+    # The training container stays non-root with no capability in both modes, where Google's
+    # test pods run as root (tests/vendor/gke_gpudirect.yaml lists it): what it reaches is
+    # open to any UID. TCPXO: the installer makes the aperture devices a+rw
+    # (scripts/tcpxo-preinstall.sh, as CEA gpudirect-tcpxo/nccl-tcpxo-installer.yaml) and RxDM
+    # listens on abstract sockets, which have no file permissions (google/nccl-plugin-gpudirect-
+    # tcpxo 04815d1 buffer_mgmt_daemon/common/uds_helpers.cc). TCPX: RxDM sets umask(0) before
+    # creating its sockets in /run/tcpx and hands buffers over them as file descriptors
+    # (google/tcpgpudmarxd a6e09b3 app/tcpgpudmarxd.cu, src/unix_socket_connection.cc). Google's
+    # TCPX pod adds IPC_LOCK; a non-root UID never has an added capability (no ambient ones,
+    # kubernetes/kubernetes#56374), so it would be inert here and is not added.
     if release.mode == "tcpxo":
         volumes.append(HostPath("aperture-devices", "/dev/aperture_devices"))
         mounts.append(Mount("aperture-devices", "/dev/aperture_devices"))
@@ -210,8 +219,6 @@ def _gpudirect_pod(s: Settings, release: GpuDirectRelease) -> PodNetworking:
         volumes.append(EmptyDir("tcpx-socket"))
         daemon_mounts.append(socket)
         mounts.append(socket)
-        # Google's unprivileged TCPX example gives the workload IPC_LOCK to pin receive buffers.
-        capabilities = ("IPC_LOCK",)
     daemon_env: tuple[tuple[str, str], ...] = (("LD_LIBRARY_PATH", POD_LIB_DIR),)
     probe = None
     if release.rxdm_health_check:
@@ -258,7 +265,6 @@ def _gpudirect_pod(s: Settings, release: GpuDirectRelease) -> PodNetworking:
     return PodNetworking(
         annotations=annotations,
         env=env,
-        capabilities=capabilities,
         init_containers=(sidecar,),
         volumes=tuple(volumes),
         mounts=tuple(mounts),
@@ -324,7 +330,11 @@ def gib_interfaces() -> list[dict[str, str]]:
 def _gib_pod(s: Settings) -> PodNetworking:
     """No sidecar and no added capability: the gIB plugin and the driver's libraries come from
     the node through read-only host paths (CEA gpudirect-rdma/nccl-test.yaml runs the test pod
-    unprivileged, without host network)."""
+    unprivileged, without host network). Non-root, where that pod is root without IPC_LOCK:
+    the kernel creates /dev/infiniband/uverbsN mode 0666 (torvalds/linux 3beed9b
+    drivers/infiniband/core/uverbs_main.c uverbs_devnode), and verbs registration is held to
+    RLIMIT_MEMLOCK alike for root and any UID without CAP_IPC_LOCK (drivers/infiniband/core/
+    umem.c), so Google's pod registers no more than this one may."""
     env = nccl_env(s)
     env["LD_LIBRARY_PATH"] = f"{NVIDIA_POD_DIR}/lib64"
     return PodNetworking(
