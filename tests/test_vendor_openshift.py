@@ -166,6 +166,7 @@ NADS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, str]]] = {
 
 FLAVOURED = (
     *BARCELONA_CREATES_NADS,
+    "rdma.mtu=9000",  # as the MacvlanNetwork above (Mtu 9000)
     "rdma.nics[0].flavour=macvlan",
     "rdma.nics[0].master=eno5np0",
     "rdma.nics[0].resource=rdma/rdma_shared_device_a",
@@ -190,3 +191,18 @@ def test_nad_matches_the_operators_template_but_for_the_listed_deviations(flavou
     assert differing_keys(ours_annotations, theirs_annotations) == set(annotation_deviations)
     config = json.loads(ours["spec"]["config"])
     assert differing_keys(config, vendor["spec"]["config"]) == set(config_deviations)
+
+
+def test_a_macvlan_nad_without_rdma_mtu_leaves_the_mtu_to_its_parent() -> None:
+    # The operator's template writes "mtu" only `if .Mtu`; the macvlan plugin then gives the
+    # interface its parent's MTU, and refuses one above it (containernetworking/plugins 3d27709
+    # plugins/main/macvlan/macvlan.go loadConf: "invalid MTU %d, must be [0, master MTU(%d)]").
+    unstated = tuple(key for key in FLAVOURED if not key.startswith("rdma.mtu="))
+    ours = next(
+        n
+        for n in manifests(run_stack("barcelona", *unstated), "NetworkAttachmentDefinition")
+        if n["metadata"]["name"] == "eno5np0-network"  # rdma.nics[0], the macvlan NIC
+    )
+    config = json.loads(ours["spec"]["config"])
+    assert "mtu" not in config
+    assert config["master"] == "eno5np0"
