@@ -208,7 +208,7 @@ class HealthGateSettings(Section):
     """
     checks: Annotated[tuple[HealthCheck, ...], _GATED, Field(min_length=1)] = ("gpu", "nccl")
     """The checks every node of a run must have passed (cluster-health-scanner's: `gpu` DCGM
-    diagnostics, `nccl` pairwise all-reduce bandwidth, `neper` NIC throughput)."""
+    diagnostics, `nccl` pairwise all_gather bandwidth, `neper` NIC throughput)."""
     max_age_hours: Annotated[int, _GATED, Field(ge=1, le=720)] = 24
     """How old a pass may be, 1..720."""
     retry_seconds: Annotated[int, _GATED, Field(ge=10, le=86400)] = 600
@@ -477,10 +477,10 @@ class CodeSyncSettings(Section):
 
 
 class VerifySettings(Section):
-    """The built-in fabric check (all-reduce bandwidth + transport) shipped to every pod."""
+    """The built-in fabric check (all_gather bandwidth + transport) shipped to every pod."""
 
     enabled: bool = True
-    """Ship the all-reduce fabric check, after the storage check of the `storage.volumes` paths
+    """Ship the all_gather fabric check, after the storage check of the `storage.volumes` paths
     (`scripts/storage_check.py`): a StatefulSet stack exports `verifyCommand`; a JobSet stack's
     runs pass both on their nodes before training starts (`scripts/fabric-gate.sh`).
     """
@@ -496,10 +496,10 @@ class VerifySettings(Section):
     NICs' link speeds as the pods read them (not judged, with a warning, where a NIC reports
     none); `tcp`: 2.5 (see docs/operations.md, "Verify the fabric").
     """
-    # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
+    # Largest all_gather of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
     # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
     max_bytes: Annotated[SweepSize | None, _CHECK] = None
-    """Largest all-reduce in the sweep: a size the check script reads (`64M`, `1G`, `2t`, `512MiB`,
+    """Largest all_gather in the sweep: a size the check script reads (`64M`, `1G`, `2t`, `512MiB`,
     a number of bytes; binary units). Default `8G` on GKE's A3 / A4 machines in their GPUDirect
     mode, else `1G`.
     """

@@ -107,7 +107,7 @@ def check_args(s: Settings) -> list[str]:
 
 
 def fabric_check(s: Settings) -> tuple[str, ...]:
-    """The all-reduce check through launch-torchrun.sh, on the pods' rendezvous, with the
+    """The fabric check (all_gather) through launch-torchrun.sh, on the pods' rendezvous, with the
     stack's thresholds."""
     return (f"{SCRIPTS_DIR}/launch-torchrun.sh", f"{SCRIPTS_DIR}/{CHECK_SCRIPT}", *check_args(s))
 
@@ -145,7 +145,7 @@ def gated(s: Settings, launch: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def verify_command(s: Settings, kube: Kube) -> str:
-    """Runs the storage check (each pod's own figures) and then the all-reduce check on every
+    """Runs the storage check (each pod's own figures) and then the fabric check on every
     pod; pod 0 prints the report and the verdict, and the command exits with the first failing
     pod's code (0 PASS, 1 FAIL). Through launch-all.sh, as training is: a pod that fails early
     or Ctrl-C stops the check on every pod instead of leaving the other ranks waiting in the
