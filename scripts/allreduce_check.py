@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fabric check: an all_reduce bandwidth sweep plus the NCCL transport actually in use.
+"""Fabric check: an all_gather bandwidth sweep plus the NCCL transport actually in use.
 
 Shipped into the training pods and launched on every node with torchrun, e.g.::
 
@@ -7,14 +7,30 @@ Shipped into the training pods and launched on every node with torchrun, e.g.::
         --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT scripts/allreduce_check.py \\
         --expected-transport ib --require-gdr --expected-busbw-gbps 90
 
-What it does, per message size from --min-bytes to --max-bytes (times --factor):
+It measures what Google's NCCL health check measures (GoogleCloudPlatform/cluster-health-scanner
+81c525d src/nccl_healthcheck/: nccl-tests all_gather_perf -b 2G -e 8G -f 2, its "Avg bus
+bandwidth" against the machine's BANDWIDTH_THRESHOLD), so that its floors and this check's
+number are one quantity. (An all_reduce's busbw is not: on two nodes NCCL's tree algorithm sends
+each byte over the network once, not the 2(n-1)/n times its busbw assumes, so that busbw runs up
+to twice the NICs' rate and a pair with half its fabric passes an all_gather floor.) Per message
+size from --min-bytes to --max-bytes (times --factor), each size the whole gathered buffer as
+nccl-tests counts it:
 
-* fills a float32 buffer with rank+1 on every rank, all_reduces it (sum) once and checks that
-  every element equals n(n+1)/2 (the data check);
-* times --iters all_reduce calls after --warmup untimed ones (CUDA events for nccl,
+* fills each rank's 1/n of it with rank+1, all_gathers (out of place) and checks that block r
+  of the result holds r+1 on every rank (the data check), once before and once after the timed
+  calls;
+* times --iters all_gather calls after --warmup untimed ones (CUDA events for nccl,
   time.perf_counter for gloo), takes the slowest rank's time and reports, as nccl-tests does
-  (NVIDIA/nccl-tests doc/PERFORMANCE.md): algbw = bytes / time, busbw = algbw * 2(n-1)/n,
-  in GB/s of 1e9 bytes, and the average latency per call in microseconds.
+  (NVIDIA/nccl-tests a0b82b2 src/all_gather.cu AllGatherGetBw, doc/PERFORMANCE.md):
+  algbw = bytes / time, busbw = algbw * (n-1)/n, in GB/s of 1e9 bytes, and the average latency
+  per call in microseconds.
+
+The bandwidth verdict is the average busbw over the --avg-sizes largest sizes (3: 2G, 4G, 8G in
+the health check's sweep), against --expected-busbw-gbps, or against --line-rate-fraction times
+the slowest node's line rate: the sum of the link speeds its --line-rate-interfaces report
+(/sys/class/net/<iface>/speed, Mb/s: Documentation/ABI/testing/sysfs-class-net). A node that
+reports no speed leaves the bandwidth unjudged, with a warning, rather than failing a fabric
+that may be fine.
 
 With the nccl backend every rank also reads its NCCL_DEBUG=INFO output back and finds which
 network NCCL used (``Using network IB``, ``... via NET/IB/0/GDRDMA`` ...), so a silent fallback
@@ -116,21 +132,16 @@ def alg_bandwidth_gbps(nbytes: int, seconds: float) -> float:
 
 
 def bus_bandwidth_gbps(algbw_gbps: float, world_size: int) -> float:
-    """busbw = algbw * 2(n-1)/n for all_reduce (nccl-tests doc/PERFORMANCE.md)."""
+    """busbw = algbw * (n-1)/n for all_gather (nccl-tests src/all_gather.cu AllGatherGetBw)."""
     if world_size < 1:
         raise ValueError(f"world size must be at least 1, got {world_size}")
-    return algbw_gbps * 2 * (world_size - 1) / world_size
-
-
-def expected_sum(world_size: int) -> float:
-    """What every element holds after all_reduce(sum) when rank r contributes r+1."""
-    return world_size * (world_size + 1) / 2
+    return algbw_gbps * (world_size - 1) / world_size
 
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    size_bytes: int
-    count: int
+    size_bytes: int  # the gathered buffer, n blocks of `count` elements
+    count: int  # elements each rank contributes (nccl-tests' count column for all_gather)
     time_us: float
     algbw_gbps: float
     busbw_gbps: float
@@ -141,12 +152,104 @@ def make_row(nbytes: int, seconds: float, world_size: int, data_ok: bool) -> Row
     algbw = alg_bandwidth_gbps(nbytes, seconds)
     return Row(
         size_bytes=nbytes,
-        count=nbytes // ELEMENT_SIZE,
+        count=nbytes // ELEMENT_SIZE // world_size,
         time_us=seconds * 1e6,
         algbw_gbps=algbw,
         busbw_gbps=bus_bandwidth_gbps(algbw, world_size),
         data_ok=data_ok,
     )
+
+
+# The sizes nccl-tests' "Avg bus bandwidth" averages in Google's NCCL health check: all_gather_perf
+# -b 2G -e 8G -f 2, i.e. 2, 4 and 8 GiB (cluster-health-scanner 81c525d
+# src/nccl_healthcheck/run-nccl-combined-plugins.sh; START_MESSAGE_SIZE, END_MESSAGE_SIZE in
+# deploy/helm/health_checks/nccl_healthcheck/*.yaml).
+AVG_SIZES = 3
+
+
+def average_busbw(rows: Sequence[Row], sizes: int) -> tuple[float, list[int]]:
+    """The mean busbw over the `sizes` largest sizes (all of them when fewer were measured), as
+    nccl-tests' "Avg bus bandwidth" over a sweep from the first of them; and those sizes."""
+    window = sorted(rows, key=lambda row: row.size_bytes)[-sizes:]
+    return sum(row.busbw_gbps for row in window) / len(window), [r.size_bytes for r in window]
+
+
+# --- line rate ------------------------------------------------------------------------------
+
+MBIT_PER_GB = 8000  # /sys/class/net/<iface>/speed is in Mb/s; 1 GB/s (1e9 bytes) is 8,000 of them
+
+
+@dataclasses.dataclass(frozen=True)
+class LineRate:
+    """One node's line rate, GB/s: the sum of its interfaces' link speeds; None with the reasons
+    when an interface reports none."""
+
+    gbps: float | None
+    speeds_mbps: dict[str, int]
+    problems: list[str]
+
+
+def read_line_rate(interfaces: Sequence[str], sysfs_root: str) -> LineRate:
+    """The link speeds the kernel reports (-1, SPEED_UNKNOWN, or EINVAL while a link is down:
+    Documentation/ABI/testing/sysfs-class-net, "speed")."""
+    speeds: dict[str, int] = {}
+    problems: list[str] = []
+    for iface in interfaces:
+        path = os.path.join(sysfs_root, "class", "net", iface, "speed")
+        try:
+            with open(path, encoding="ascii") as handle:
+                text = handle.read().strip()
+        except OSError as err:
+            problems.append(f"{path}: {err.strerror or err}")
+            continue
+        if not re.fullmatch(r"-?\d+", text) or int(text) <= 0:
+            problems.append(f"{path}: {text!r}, no link speed")
+            continue
+        speeds[iface] = int(text)
+    gbps = None if problems else sum(speeds.values()) / MBIT_PER_GB
+    return LineRate(gbps=gbps, speeds_mbps=speeds, problems=problems)
+
+
+def line_rate_threshold(fraction: float, rates: Sequence[LineRate]) -> tuple[float | None, str]:
+    """fraction x the slowest node's line rate (one LineRate per rank) and where it came from,
+    or None and why not."""
+    missing = [(rank, rate) for rank, rate in enumerate(rates) if rate.gbps is None]
+    if missing or not rates:
+        why = "; ".join(f"rank {rank}: {', '.join(rate.problems)}" for rank, rate in missing[:4])
+        return None, why or "no rank read a line rate"
+    rank, slowest = min(enumerate(rates), key=lambda item: item[1].gbps or 0.0)
+    assert slowest.gbps is not None
+    links = " + ".join(f"{iface} {mbps} Mb/s" for iface, mbps in slowest.speeds_mbps.items())
+    return (
+        fraction * slowest.gbps,
+        f"{fraction:g} x {slowest.gbps:g} GB/s, the line rate of rank {rank}'s node ({links})",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Expectation:
+    """The busbw the verdict holds the average to: given, derived from the line rates (source
+    says how), or none; unjudged says why a derivation failed."""
+
+    gbps: float | None
+    source: str = ""
+    unjudged: str = ""
+
+
+def expectation(
+    given: float | None, fraction: float | None, rates: Sequence[LineRate]
+) -> Expectation:
+    if fraction is None:
+        return Expectation(given)
+    gbps, how = line_rate_threshold(fraction, rates)
+    if gbps is None:
+        # A node that reports no speed says nothing about its fabric: warn, don't fail.
+        return Expectation(
+            None,
+            unjudged=f"{how}; give the threshold (--expected-busbw-gbps, the stack's "
+            "verify.expectedBusbwGbps) to judge it",
+        )
+    return Expectation(gbps, source=how)
 
 
 # --- NCCL log parsing -----------------------------------------------------------------------
@@ -443,16 +546,20 @@ def evaluate(
     rows: Sequence[Row],
     *,
     expected_busbw_gbps: float | None = None,
+    expected_from: str = "",
+    unjudged: str = "",
+    avg_sizes: int = AVG_SIZES,
     expected_transport: str = "any",
     require_gdr: bool = False,
     reports: Sequence[TransportReport | None] = (),
 ) -> Verdict:
     """PASS/FAIL from the measured rows and each rank's transport report (None = no log).
 
-    Fails when: any size's data check failed; busbw at the largest size is below the expected
-    value (equal passes); a rank's log shows another transport than expected, or none; with
-    require_gdr, no NET connection is seen at all, or a rank's NET connections are all without
-    GPUDirect RDMA.
+    Fails when: any size's data check failed; the average busbw over the avg_sizes largest sizes
+    is below expected_busbw_gbps (equal passes; expected_from says where that came from); a
+    rank's log shows another transport than expected, or none; with require_gdr, no NET
+    connection is seen at all, or a rank's NET connections are all without GPUDirect RDMA.
+    unjudged: why the bandwidth could not be judged, a warning and not a failure.
     """
     if expected_transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {expected_transport!r}")
@@ -472,12 +579,17 @@ def evaluate(
         notes.append("data check ok")
 
     if expected_busbw_gbps is not None and rows:
-        largest = max(rows, key=lambda row: row.size_bytes)
-        measured = f"busbw {largest.busbw_gbps:.2f} GB/s at {largest.size_bytes} B"
-        if largest.busbw_gbps < expected_busbw_gbps:
-            reasons.append(f"{measured} is below the expected {expected_busbw_gbps:g} GB/s")
+        busbw, window = average_busbw(rows, avg_sizes)
+        measured = f"avg busbw {busbw:.2f} GB/s over {window[0]}..{window[-1]} B"
+        expected = f"{expected_busbw_gbps:g} GB/s" + (
+            f" ({expected_from})" if expected_from else ""
+        )
+        if busbw < expected_busbw_gbps:
+            reasons.append(f"{measured} is below the expected {expected}")
         else:
-            notes.append(f"{measured} >= {expected_busbw_gbps:g} GB/s")
+            notes.append(f"{measured} >= {expected}")
+    elif unjudged:
+        notes.append(f"WARNING: bandwidth not judged: {unjudged}")
 
     checking_transport = expected_transport != "any" or require_gdr
     if checking_transport:
@@ -550,7 +662,7 @@ def _size_arg(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description="all_reduce bandwidth sweep and NCCL transport check; run under torchrun.",
+        description="all_gather bandwidth sweep and NCCL transport check; run under torchrun.",
         epilog="Exit codes: 0 PASS, 1 FAIL, 2 usage or setup error (the same on every rank).",
     )
     parser.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
@@ -564,7 +676,31 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="GBPS",
-        help="PASS threshold for busbw (GB/s) at the largest size; no bandwidth verdict without",
+        help="PASS threshold for the average busbw (GB/s) over the --avg-sizes largest sizes",
+    )
+    parser.add_argument(
+        "--line-rate-fraction",
+        type=float,
+        default=None,
+        metavar="F",
+        help="instead of --expected-busbw-gbps: F times the slowest node's line rate, the sum of "
+        "the link speeds of --line-rate-interfaces",
+    )
+    parser.add_argument(
+        "--line-rate-interfaces",
+        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        default=[],
+        metavar="IF[,IF...]",
+        help="the node's fabric interfaces, e.g. net1,net2 (their speed is read under "
+        "$SYSFS_ROOT/class/net, SYSFS_ROOT default /sys)",
+    )
+    parser.add_argument(
+        "--avg-sizes",
+        type=int,
+        default=AVG_SIZES,
+        metavar="N",
+        help=f"average busbw over the N largest sizes (default {AVG_SIZES}: 2G..8G, as Google's "
+        "NCCL health check averages all_gather_perf -b 2G -e 8G)",
     )
     parser.add_argument("--expected-transport", choices=TRANSPORTS, default="any")
     parser.add_argument(
@@ -583,21 +719,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def validate(args: argparse.Namespace) -> list[int]:
-    """Cross-argument checks; returns the size sweep. Raises UsageError."""
+def validate(args: argparse.Namespace) -> None:
+    """Cross-argument checks. Raises UsageError."""
     if args.iters < 1:
         raise UsageError("--iters must be at least 1")
     if args.warmup < 0:
         raise UsageError("--warmup must not be negative")
+    if args.avg_sizes < 1:
+        raise UsageError("--avg-sizes must be at least 1")
     if args.expected_busbw_gbps is not None and not args.expected_busbw_gbps >= 0:
         raise UsageError("--expected-busbw-gbps must be a non-negative number")
+    if args.line_rate_fraction is not None:
+        if args.expected_busbw_gbps is not None:
+            raise UsageError("give --expected-busbw-gbps or --line-rate-fraction, not both")
+        if not 0 < args.line_rate_fraction <= 1:
+            raise UsageError("--line-rate-fraction must be above 0 and at most 1")
+        if not args.line_rate_interfaces:
+            raise UsageError("--line-rate-fraction needs --line-rate-interfaces")
     if args.require_gdr and args.expected_transport == "socket":
         raise UsageError("--require-gdr makes no sense with --expected-transport socket")
     checking = args.expected_transport != "any" or args.require_gdr
     if checking and args.backend == "gloo" and args.nccl_log is None:
         raise UsageError("the transport check reads NCCL logs: use --backend nccl or --nccl-log")
     try:
-        return size_sweep(args.min_bytes, args.max_bytes, args.factor)
+        size_sweep(args.min_bytes, args.max_bytes, args.factor)
     except ValueError as err:
         raise UsageError(str(err)) from err
 
@@ -643,26 +788,38 @@ def _log(rank: int, message: str) -> None:
 def _sweep(
     dist: Any, torch: Any, device: Any, sizes: Sequence[int], args: argparse.Namespace, de: DistEnv
 ) -> list[Row]:
-    """Data check and timed all_reduce for every size; identical on every rank."""
+    """Data check and timed all_gather (out of place) for every size; identical on every rank.
+    Each size is the gathered buffer, a whole number of elements per rank (the sweep's)."""
     is_cuda = device.type == "cuda"
-    buffer = torch.empty(max(sizes) // ELEMENT_SIZE, dtype=torch.float32, device=device)
-    want = expected_sum(de.world_size)
+    n = de.world_size
+    gathered = torch.empty(max(sizes) // ELEMENT_SIZE, dtype=torch.float32, device=device)
+    mine = torch.full(
+        (max(sizes) // ELEMENT_SIZE // n,), float(de.rank + 1), dtype=torch.float32, device=device
+    )
+    # Block r of every result holds rank r's value, r+1.
+    want = torch.arange(1, n + 1, dtype=torch.float32, device=device).unsqueeze(1)
+    # torch 2.13 deprecates all_gather_into_tensor for all_gather_single; older torch (older
+    # images) has only all_gather_into_tensor. Both gather equal blocks into one tensor.
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     rows: list[Row] = []
 
     def sync() -> None:
         if is_cuda:
             torch.cuda.synchronize(device)
 
+    def gathered_ok(output: Any) -> bool:
+        return bool(torch.all(output.view(n, -1) == want).item())
+
     for nbytes in sizes:
-        tensor = buffer[: nbytes // ELEMENT_SIZE]
+        count = nbytes // ELEMENT_SIZE // n
+        output, block = gathered[: count * n], mine[:count]
 
-        tensor.fill_(float(de.rank + 1))
-        dist.all_reduce(tensor)
-        ok = bool(torch.all(tensor == want).item())
+        output.zero_()
+        gather(output, block)
+        ok = gathered_ok(output)
 
-        tensor.zero_()  # timed calls sum zeros: values cannot overflow whatever --iters is
         for _ in range(args.warmup):
-            dist.all_reduce(tensor)
+            gather(output, block)
         sync()
         dist.barrier()
         if is_cuda:
@@ -670,16 +827,16 @@ def _sweep(
             end = torch.cuda.Event(enable_timing=True)
             start.record()
             for _ in range(args.iters):
-                dist.all_reduce(tensor)
+                gather(output, block)
             end.record()
             end.synchronize()
             seconds = start.elapsed_time(end) / 1e3 / args.iters
         else:
             began = time.perf_counter()
             for _ in range(args.iters):
-                dist.all_reduce(tensor)
+                gather(output, block)
             seconds = (time.perf_counter() - began) / args.iters
-        ok = ok and bool((torch.count_nonzero(tensor) == 0).item())
+        ok = ok and gathered_ok(output)
 
         # The slowest rank's time, and the data check of every rank.
         stats = torch.tensor([seconds, 0.0 if ok else 1.0], dtype=torch.float64, device=device)
@@ -706,10 +863,13 @@ def _result_document(
     logs: Sequence[tuple[str | None, dict[str, Any] | None]],
     verdict: Verdict,
     detected: str | None,
+    expected: Expectation,
+    rates: Sequence[LineRate],
 ) -> dict[str, Any]:
-    largest = max(rows, key=lambda row: row.size_bytes) if rows else None
+    busbw, window = average_busbw(rows, args.avg_sizes) if rows else (None, [])
     return {
         "backend": args.backend,
+        "collective": "all_gather",
         "world_size": de.world_size,
         "dtype": "float32",
         "iters": args.iters,
@@ -718,10 +878,12 @@ def _result_document(
         "max_bytes": args.max_bytes,
         "factor": args.factor,
         "rows": [dataclasses.asdict(row) for row in rows],
-        "largest_size_bytes": largest.size_bytes if largest else None,
-        "busbw_at_largest_gbps": largest.busbw_gbps if largest else None,
+        "avg_sizes_bytes": window,
+        "busbw_avg_gbps": busbw,
         "data_ok": bool(rows) and all(row.data_ok for row in rows),
-        "expected_busbw_gbps": args.expected_busbw_gbps,
+        "expected_busbw_gbps": expected.gbps,
+        "expected_busbw_from": expected.source or None,
+        "line_rates": [dataclasses.asdict(rate) for rate in rates] or None,
         "expected_transport": args.expected_transport,
         "require_gdr": args.require_gdr,
         "transport": {
@@ -739,8 +901,10 @@ def _result_document(
     }
 
 
-def run(args: argparse.Namespace, sizes: Sequence[int]) -> int:
+def run(args: argparse.Namespace) -> int:
     de = dist_env(os.environ)
+    # Whole elements per rank, so that every size is n equal blocks (nccl-tests rounds down too).
+    sizes = size_sweep(args.min_bytes, args.max_bytes, args.factor, ELEMENT_SIZE * de.world_size)
 
     log_pattern: str | None = args.nccl_log
     if args.backend == "nccl" and log_pattern is None:
@@ -778,7 +942,7 @@ def run(args: argparse.Namespace, sizes: Sequence[int]) -> int:
         try:
             rows = _sweep(dist, torch, device, sizes, args, de)
         except Exception as err:  # a collective failing mid-run is a fabric failure
-            _log(de.rank, f"FAIL: all_reduce raised {type(err).__name__}: {err}")
+            _log(de.rank, f"FAIL: all_gather raised {type(err).__name__}: {err}")
             return EXIT_FAIL
 
         path: str | None = None
@@ -787,7 +951,11 @@ def run(args: argparse.Namespace, sizes: Sequence[int]) -> int:
             if path is None and args.nccl_log is not None:
                 path = args.nccl_log
         path, report = _read_report(path)
-        mine = (path, report.to_json() if report else None)
+        rate = None
+        if args.line_rate_interfaces:
+            sysfs = os.environ.get("SYSFS_ROOT") or "/sys"
+            rate = dataclasses.asdict(read_line_rate(args.line_rate_interfaces, sysfs))
+        mine = (path, report.to_json() if report else None, rate)
         gathered: list[Any] = [None] * de.world_size
         dist.all_gather_object(gathered, mine)
 
@@ -797,8 +965,9 @@ def run(args: argparse.Namespace, sizes: Sequence[int]) -> int:
                 (item[0], item[1]) for item in gathered
             ]
             reports = [_report_from_json(item[1]) for item in logs]
+            rates = [LineRate(**item[2]) for item in gathered if item[2] is not None]
             try:
-                code = _conclude(args, de, rows, logs, reports)
+                code = _conclude(args, de, rows, logs, reports, rates)
             except UsageError as err:  # still broadcast, or the other ranks would wait forever
                 print(f"allreduce_check: error: {err}", file=sys.stderr, flush=True)
                 code = EXIT_SETUP
@@ -828,13 +997,24 @@ def _conclude(
     rows: Sequence[Row],
     logs: Sequence[tuple[str | None, dict[str, Any] | None]],
     reports: Sequence[TransportReport | None],
+    rates: Sequence[LineRate],
 ) -> int:
     """Rank 0: verdict, then the table or the JSON document on stdout."""
     if args.nccl_log is not None and all(report is None for report in reports):
         raise UsageError(f"--nccl-log {args.nccl_log}: no rank could read it")
+    expected = expectation(args.expected_busbw_gbps, args.line_rate_fraction, rates)
+    if expected.unjudged:
+        print(
+            f"allreduce_check: warning: bandwidth not judged: {expected.unjudged}",
+            file=sys.stderr,
+            flush=True,
+        )
     verdict = evaluate(
         rows,
-        expected_busbw_gbps=args.expected_busbw_gbps,
+        expected_busbw_gbps=expected.gbps,
+        expected_from=expected.source,
+        unjudged=expected.unjudged,
+        avg_sizes=args.avg_sizes,
         expected_transport=args.expected_transport,
         require_gdr=args.require_gdr,
         reports=reports if (args.backend == "nccl" or args.nccl_log) else (),
@@ -844,12 +1024,13 @@ def _conclude(
     detected = (kinds[0] if len(kinds) == 1 else "mixed") if kinds else None
 
     if args.json:
-        document = _result_document(args, de, rows, logs, verdict, detected)
+        document = _result_document(args, de, rows, logs, verdict, detected, expected, rates)
         print(json.dumps(document, indent=2), flush=True)
         return verdict.exit_code
 
     print(
-        f"# allreduce_check: backend={args.backend} world_size={de.world_size} dtype=float32 "
+        f"# allreduce_check: all_gather backend={args.backend} world_size={de.world_size} "
+        "dtype=float32 "
         f"iters={args.iters} warmup={args.warmup}"
     )
     print(format_table(rows))
@@ -868,8 +1049,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad usage
     try:
-        sizes = validate(args)
-        return run(args, sizes)
+        validate(args)
+        return run(args)
     except UsageError as err:
         print(f"allreduce_check: error: {err}", file=sys.stderr, flush=True)
         return EXIT_SETUP

@@ -2,7 +2,7 @@
 # Usage: fabric-gate.sh [CHECK_ARGS...] -- LAUNCHER [ARGS...]
 #
 # What a JobSet run's pods start with (workload.kind jobset, verify.enabled): first the
-# all-reduce fabric check across every pod of the run, on the nodes the run got, through
+# all_gather fabric check across every pod of the run, on the nodes the run got, through
 # launch-torchrun.sh with its own rendezvous; then, only when it passed, `exec LAUNCHER ARGS`
 # (the training launcher). A failed check exits with the check's code, so the JobSet restarts
 # the run (or fails it on a configuration error, 2 or 78) and no training starts on a slow or

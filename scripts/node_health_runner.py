@@ -3,7 +3,8 @@
 result as cluster-health-scanner's checks do, for the node health gate (node_health_gate.py).
 
 A check runs its PodTemplate's pod on one node (`gpu`: DCGM diagnostics) or, pairwise, one pod
-on each of two nodes that test the fabric between them (`nccl`: the all-reduce check). Each pass:
+on each of two nodes that test the fabric between them (`nccl`: the all_gather fabric check).
+Each pass:
 - A check Job that finished: if its pod ran on every node it checks, a pair's at the same time
   (none waited to its end for its node's GPUs, its image or its partner, none was evicted),
   its nodes get `aiinfra/<check>-healthcheck-result` (`pass`, or `fail`) and

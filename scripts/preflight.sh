@@ -29,7 +29,9 @@
 #   MEMLOCK_STRATEGY optional  the stack's rdma.memlock (root-ipc-lock | machineconfig |
 #                              preconfigured): the memlock failure names its fix
 #   MEMLOCK_MACHINE_CONFIG optional  with machineconfig: the MachineConfig's name, for that fix
-#   RDMA_MTU         optional  MTU every RDMA interface must have; unset/empty = skip
+#   RDMA_MTU         optional  MTU every RDMA interface must have (the stack's rdma.mtu); unset/empty
+#                              = not checked, each interface's MTU only reported (it is the node's:
+#                              the SriovNetworkNodePolicy's, or a macvlan parent's)
 #   PREFLIGHT_LAUNCHER optional  deepspeed = also check DeepSpeed >= 0.14.5 (--no_ssh) is installed
 #   PYTHON_BIN       optional  default python3 (asks it for DeepSpeed's version)
 #   IP_BIN           optional  default ip (iproute2): the RDMA interfaces' IPv4 addresses;
@@ -80,6 +82,11 @@ fail() {
   checks=$((checks + 1))
   failures=$((failures + 1))
   echo "$PROG: FAIL: $*" >&2
+}
+
+# What was found but not checked: no check, no failure.
+note() {
+  echo "$PROG: note: $*"
 }
 
 # Bytes in binary units, e.g. 67108864 -> "64 MiB", 1610612736 -> "1.5 GiB".
@@ -254,14 +261,15 @@ check_iface() {
   fi
 
   # MTU: an SR-IOV VF's comes from the SriovNetworkNodePolicy (sriov-cni ignores a NAD's mtu), a
-  # macvlan's from its NAD; a mismatch with the peers' MTU drops jumbo frames.
-  if [[ -n $RDMA_MTU ]]; then
-    mtu=$(read_attr "$net/mtu" || echo "unreadable")
-    if [[ $mtu == "$RDMA_MTU" ]]; then
-      pass "$iface: MTU $mtu"
-    else
-      fail "$iface: MTU $mtu, expected $RDMA_MTU (rdma.mtu); for SR-IOV set mtu in the SriovNetworkNodePolicy of this NIC (the NAD's mtu has no effect), for macvlan in the NAD"
-    fi
+  # macvlan's from its NAD or its parent; a mismatch with the peers' MTU drops jumbo frames. The
+  # program knows it only when rdma.mtu states it.
+  mtu=$(read_attr "$net/mtu" || echo "unreadable")
+  if [[ -z $RDMA_MTU ]]; then
+    note "$iface: MTU $mtu (not checked: set rdma.mtu to the MTU the NICs must have, to check it)"
+  elif [[ $mtu == "$RDMA_MTU" ]]; then
+    pass "$iface: MTU $mtu"
+  else
+    fail "$iface: MTU $mtu, expected $RDMA_MTU (rdma.mtu); for SR-IOV set mtu in the SriovNetworkNodePolicy of this NIC (the NAD's mtu has no effect), for macvlan in the NAD or on its parent interface"
   fi
 
   # RDMA device and port: the ones holding a RoCE v2 GID equal to the interface's IPv4 address.

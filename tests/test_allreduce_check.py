@@ -130,32 +130,47 @@ def test_algbw_is_bytes_over_time_in_1e9_bytes() -> None:
         ac.alg_bandwidth_gbps(8, 0.0)
 
 
+# all_gather's factor (n-1)/n: NVIDIA/nccl-tests a0b82b2 src/all_gather.cu AllGatherGetBw and
+# doc/PERFORMANCE.md ("AllGather : (n-1)/n"), the collective Google's health check measures.
 @pytest.mark.parametrize(
     ("algbw", "n", "busbw"),
     [
-        (100.0, 2, 100.0),  # 2(n-1)/n = 1
-        (100.0, 4, 150.0),  # 6/4
-        (100.0, 8, 175.0),  # 14/8
-        (100.0, 16, 187.5),  # 30/16: 2 nodes x 8 GPUs
-        (30.0, 3, 40.0),  # 4/3
+        (100.0, 2, 50.0),  # 1/2
+        (100.0, 4, 75.0),  # 3/4
+        (100.0, 8, 87.5),  # 7/8
+        (100.0, 16, 93.75),  # 15/16: 2 nodes x 8 GPUs
+        (30.0, 3, 20.0),  # 2/3
         (50.0, 1, 0.0),  # one rank moves nothing over the bus
     ],
 )
-def test_busbw_is_algbw_times_2_n_minus_1_over_n(algbw: float, n: int, busbw: float) -> None:
+def test_busbw_is_algbw_times_n_minus_1_over_n(algbw: float, n: int, busbw: float) -> None:
     assert ac.bus_bandwidth_gbps(algbw, n) == pytest.approx(busbw)
 
 
 def test_make_row_ties_it_together() -> None:
-    # 1 GiB in 10 ms on 16 ranks: algbw 107.37 GB/s, busbw 201.33 GB/s.
+    # 1 GiB gathered in 10 ms on 16 ranks: algbw 107.37 GB/s, busbw 100.66 GB/s; each rank
+    # contributes 1/16 of the elements (nccl-tests' count column).
     row = ac.make_row(1 << 30, 0.010, 16, True)
-    assert row.count == (1 << 30) // 4
+    assert row.count == (1 << 30) // 4 // 16
     assert row.time_us == pytest.approx(10_000.0)
     assert row.algbw_gbps == pytest.approx(107.3741824)
-    assert row.busbw_gbps == pytest.approx(107.3741824 * 30 / 16)
+    assert row.busbw_gbps == pytest.approx(107.3741824 * 15 / 16)
 
 
-def test_expected_sum_is_n_n_plus_1_over_2() -> None:
-    assert [ac.expected_sum(n) for n in (1, 2, 3, 8, 16)] == [1, 3, 6, 36, 136]
+def test_a_pair_with_half_its_fabric_fails_the_scanner_s_floor() -> None:
+    # A3 Mega: 8 x 200 Gb/s GPU NICs, 200 GB/s a node (cloud.google.com/compute/docs/gpus/
+    # gpudirect); cluster-health-scanner's floor 150 GB/s (81c525d nccl_healthcheck/a3plus.yaml).
+    # Two nodes x 8 GPUs with 4 of the 8 NICs: 100 GB/s. A ring all_gather sends (n-1)/n of the
+    # 8 GiB buffer through them, so it takes S(n-1)/n / 100 GB/s; busbw is the 100 GB/s.
+    n, size, half_fabric = 16, 8 << 30, 100e9
+    seconds = size * (n - 1) / n / half_fabric
+    rows = [ac.make_row(size >> k, seconds / (1 << k), n, True) for k in (2, 1, 0)]
+    assert rows[-1].busbw_gbps == pytest.approx(100.0)
+    verdict = ac.evaluate(rows, expected_busbw_gbps=150.0)
+    assert not verdict.passed
+    assert "avg busbw 100.00 GB/s over 2147483648..8589934592 B" in verdict.line()
+    # (The all_reduce check read that pair at up to 187.5 GB/s: NCCL's tree sends each node's
+    # 8 GiB over its NICs once, S / 100 GB/s, and busbw multiplied that by 2(n-1)/n.)
 
 
 # --- verdict: bandwidth and data --------------------------------------------------------------
@@ -168,16 +183,24 @@ def test_no_threshold_means_no_bandwidth_verdict() -> None:
     assert verdict.line().startswith("PASS")
 
 
-def test_threshold_is_judged_at_the_largest_size_only() -> None:
-    # Small sizes far below the threshold do not matter; the largest one does.
-    rows = rows_with_busbw(0.1, 1.0, 95.0)
-    assert ac.evaluate(rows, expected_busbw_gbps=90.0).passed
-    rows = rows_with_busbw(99.0, 99.0, 50.0)
+def test_threshold_is_judged_on_the_average_of_the_three_largest_sizes() -> None:
+    # As the health check's "Avg bus bandwidth" over 2G, 4G, 8G: smaller sizes do not count.
+    rows = rows_with_busbw(0.1, 1.0, 90.0, 90.0, 95.0)
+    verdict = ac.evaluate(rows, expected_busbw_gbps=91.0)
+    assert verdict.passed
+    assert "avg busbw 91.67 GB/s over 32..128 B >= 91 GB/s" in verdict.line()
+    rows = rows_with_busbw(99.0, 99.0, 95.0, 95.0, 50.0)
     verdict = ac.evaluate(rows, expected_busbw_gbps=90.0)
     assert not verdict.passed
     assert verdict.exit_code == 1
-    assert "busbw 50.00 GB/s" in verdict.line()
+    assert "avg busbw 80.00 GB/s over 32..128 B" in verdict.line()
     assert "below the expected 90 GB/s" in verdict.line()
+    # --avg-sizes 1: the largest size alone; fewer sizes than asked: all of them.
+    assert (
+        "avg busbw 50.00 GB/s over 128..128 B"
+        in ac.evaluate(rows, expected_busbw_gbps=90.0, avg_sizes=1).line()
+    )
+    assert "over 8..16 B" in ac.evaluate(rows[:2], expected_busbw_gbps=90.0).line()
 
 
 @pytest.mark.parametrize(
@@ -191,9 +214,65 @@ def test_threshold_is_judged_at_the_largest_size_only() -> None:
     ],
 )
 def test_threshold_boundary(measured: float, expected: float, passed: bool) -> None:
-    verdict = ac.evaluate(rows_with_busbw(1.0, measured), expected_busbw_gbps=expected)
+    verdict = ac.evaluate(rows_with_busbw(measured), expected_busbw_gbps=expected)
     assert verdict.passed is passed
     assert verdict.line().startswith("PASS" if passed else "FAIL")
+
+
+# --- line rate: the threshold from the link speeds the nodes report ----------------------------
+
+
+def fake_speeds(root: Path, **speeds: str) -> str:
+    """A sysfs tree with class/net/<iface>/speed (Mb/s, as the kernel writes it)."""
+    for iface, speed in speeds.items():
+        (root / "class" / "net" / iface).mkdir(parents=True, exist_ok=True)
+        (root / "class" / "net" / iface / "speed").write_text(f"{speed}\n")
+    return str(root)
+
+
+def test_line_rate_is_the_sum_of_the_link_speeds_in_gb_per_s(tmp_path: Path) -> None:
+    # 4 x 200 Gb/s: 100 GB/s of 1e9 bytes.
+    root = fake_speeds(tmp_path, **{f"net{i}": "200000" for i in range(1, 5)})
+    rate = ac.read_line_rate(["net1", "net2", "net3", "net4"], root)
+    assert rate.gbps == 100.0
+    assert rate.problems == []
+    threshold, how = ac.line_rate_threshold(0.625, [rate, rate])
+    assert threshold == 62.5
+    assert "0.625 x 100 GB/s" in how and "net4 200000 Mb/s" in how
+
+
+def test_the_slowest_node_sets_the_threshold(tmp_path: Path) -> None:
+    full = ac.read_line_rate(
+        ["net1", "net2"], fake_speeds(tmp_path / "a", net1="400000", net2="400000")
+    )
+    slow = ac.read_line_rate(
+        ["net1", "net2"], fake_speeds(tmp_path / "b", net1="400000", net2="100000")
+    )
+    threshold, how = ac.line_rate_threshold(0.5, [full, full, slow, slow])
+    assert threshold == 31.25  # 0.5 x 62.5 GB/s
+    assert "rank 2's node" in how
+
+
+@pytest.mark.parametrize("speed", ["-1", "0", "Unknown", None])
+def test_a_node_without_a_link_speed_leaves_bandwidth_unjudged(
+    tmp_path: Path, speed: str | None
+) -> None:
+    root = fake_speeds(tmp_path, net1="200000", **({"net2": speed} if speed else {}))
+    rate = ac.read_line_rate(["net1", "net2"], root)
+    assert rate.gbps is None
+    assert "net2/speed" in rate.problems[0]
+    expected = ac.expectation(None, 0.625, [rate])
+    assert expected.gbps is None
+    assert "verify.expectedBusbwGbps" in expected.unjudged
+    verdict = ac.evaluate(
+        rows_with_busbw(0.001), expected_busbw_gbps=expected.gbps, unjudged=expected.unjudged
+    )
+    assert verdict.passed  # a fact the check cannot know is no failure ...
+    assert "WARNING: bandwidth not judged: rank 0:" in verdict.line()  # ... but it says so
+
+
+def test_a_given_threshold_is_used_as_given() -> None:
+    assert ac.expectation(42.0, None, []) == ac.Expectation(42.0)
 
 
 def test_data_check_failure_fails_even_when_fast() -> None:
@@ -455,6 +534,19 @@ def _direct(*args: str) -> subprocess.CompletedProcess[str]:
         (["--min-bytes", "1M", "--max-bytes", "1K"], "larger than"),
         (["--factor", "1"], "--factor"),
         (["--iters", "0"], "--iters"),
+        (["--avg-sizes", "0"], "--avg-sizes"),
+        (["--line-rate-fraction", "0.5"], "needs --line-rate-interfaces"),
+        (["--line-rate-fraction", "1.5", "--line-rate-interfaces", "net1"], "at most 1"),
+        (
+            [
+                "--line-rate-fraction",
+                "0.5",
+                "--line-rate-interfaces",
+                "net1",
+                *("--expected-busbw-gbps", "9"),
+            ],
+            "not both",
+        ),
         (["--backend", "gloo"], "torchrun"),  # valid arguments, but no torchrun environment
     ],
 )
@@ -481,8 +573,10 @@ def _free_port() -> int:
         return port
 
 
-def torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def torchrun(
+    *args: str, nproc: int = 2, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     for key in [k for k in env if k.startswith(("NCCL_", "TORCHELASTIC_"))]:
         del env[key]
     command = [
@@ -518,6 +612,7 @@ def rank_exit_codes(stderr: str) -> dict[int, int]:
 ROW_KEYS = {"size_bytes", "count", "time_us", "algbw_gbps", "busbw_gbps", "data_ok"}
 DOC_KEYS = {
     "backend",
+    "collective",
     "world_size",
     "dtype",
     "iters",
@@ -526,10 +621,12 @@ DOC_KEYS = {
     "max_bytes",
     "factor",
     "rows",
-    "largest_size_bytes",
-    "busbw_at_largest_gbps",
+    "avg_sizes_bytes",
+    "busbw_avg_gbps",
     "data_ok",
     "expected_busbw_gbps",
+    "expected_busbw_from",
+    "line_rates",
     "expected_transport",
     "require_gdr",
     "transport",
@@ -544,20 +641,24 @@ DOC_KEYS = {
 def check_document(doc: dict[str, Any], world_size: int, max_bytes: int) -> None:
     assert set(doc) == DOC_KEYS
     assert doc["backend"] == "gloo"
+    assert doc["collective"] == "all_gather"
     assert doc["world_size"] == world_size
     assert doc["dtype"] == "float32"
     sizes = [row["size_bytes"] for row in doc["rows"]]
-    assert sizes == ac.size_sweep(8, max_bytes, 2)
-    assert doc["largest_size_bytes"] == max_bytes
-    factor = 2 * (world_size - 1) / world_size
+    # Each size a whole float32 block per rank, at most max_bytes.
+    assert sizes == ac.size_sweep(8, max_bytes, 2, 4 * world_size)
+    assert sizes[-1] == max_bytes - max_bytes % (4 * world_size)
+    factor = (world_size - 1) / world_size  # all_gather's, nccl-tests AllGatherGetBw
     for row in doc["rows"]:
         assert set(row) == ROW_KEYS
-        assert row["count"] * 4 == row["size_bytes"]
+        assert row["count"] * 4 * world_size == row["size_bytes"]
         assert row["time_us"] > 0
         assert row["algbw_gbps"] == pytest.approx(row["size_bytes"] / (row["time_us"] * 1e-6) / 1e9)
         assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * factor)
         assert row["data_ok"] is True
-    assert doc["busbw_at_largest_gbps"] == doc["rows"][-1]["busbw_gbps"]
+    top3 = doc["rows"][-3:]
+    assert doc["avg_sizes_bytes"] == [row["size_bytes"] for row in top3]
+    assert doc["busbw_avg_gbps"] == pytest.approx(sum(row["busbw_gbps"] for row in top3) / 3)
     assert doc["data_ok"] is True
     assert len(doc["transport"]["per_rank"]) == world_size
 
@@ -568,6 +669,7 @@ def test_e2e_json_two_ranks() -> None:
     doc = json.loads(result.stdout)  # stdout holds the JSON document and nothing else
     check_document(doc, world_size=2, max_bytes=1 << 20)
     assert len(doc["rows"]) == 18  # 8 B .. 1 MiB
+    assert doc["line_rates"] is None and doc["expected_busbw_from"] is None
     assert doc["verdict"] == "PASS"
     assert doc["exit_code"] == 0
     assert doc["reasons"] == []
@@ -579,13 +681,14 @@ def test_e2e_json_two_ranks() -> None:
 
 
 def test_e2e_json_three_ranks_busbw_factor() -> None:
-    # With 3 ranks 2(n-1)/n = 4/3, so busbw != algbw and the formula is really exercised.
+    # With 3 ranks (n-1)/n = 2/3, and 64 KiB is not 3 whole blocks: 65532 B, 5461 floats each.
     result = torchrun("--max-bytes", "64K", "--json", nproc=3)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     check_document(doc, world_size=3, max_bytes=64 << 10)
     row = doc["rows"][-1]
-    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 4 / 3)
+    assert (row["size_bytes"], row["count"]) == (65532, 5461)
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 / 3)
     assert rank_exit_codes(result.stderr) == {0: 0, 1: 0, 2: 0}
 
 
@@ -593,14 +696,14 @@ def test_e2e_table() -> None:
     result = torchrun("--max-bytes", "1M")
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if line.strip()]
-    assert lines[0].startswith("# allreduce_check: backend=gloo world_size=2")
+    assert lines[0].startswith("# allreduce_check: all_gather backend=gloo world_size=2")
     assert "busbw(GB/s)" in lines[1]
     table = [line.split() for line in lines[2:] if not line.startswith(("#", "PASS", "FAIL"))]
     assert [int(cols[0]) for cols in table] == ac.size_sweep(8, 1 << 20, 2)
     for size, count, time_us, algbw, busbw, data in table:
-        assert int(count) * 4 == int(size)
+        assert int(count) * 4 * 2 == int(size)
         assert float(time_us) > 0
-        assert busbw == algbw  # n = 2: the factor is 1, same rounding
+        assert float(busbw) == pytest.approx(float(algbw) / 2, abs=0.001)  # n = 2: 1/2
         assert data == "ok"
     assert lines[-2] == "# transport: not checked (no NCCL log)"
     assert lines[-1] == "PASS: data check ok"
@@ -614,14 +717,34 @@ def test_e2e_impossible_threshold_fails_on_every_rank() -> None:
     assert doc["exit_code"] == 1
     assert doc["expected_busbw_gbps"] == 1e9
     assert any("below the expected 1e+09 GB/s" in reason for reason in doc["reasons"])
-    assert doc["verdict_line"].startswith("FAIL: busbw ")
+    assert doc["verdict_line"].startswith("FAIL: avg busbw ")
     assert rank_exit_codes(result.stderr) == {0: 1, 1: 1}  # both ranks, the same code
 
 
 def test_e2e_impossible_threshold_table() -> None:
     result = torchrun("--max-bytes", "64K", "--expected-busbw-gbps", "1e9")
     assert result.returncode == 1
-    assert result.stdout.splitlines()[-1].startswith("FAIL: busbw ")
+    assert result.stdout.splitlines()[-1].startswith("FAIL: avg busbw ")
+
+
+def test_e2e_threshold_from_the_nodes_line_rate(tmp_path: Path) -> None:
+    # Every rank reads the speeds under SYSFS_ROOT; 2 x 400 Gb/s x 0.625 = 62.5 GB/s, far above
+    # what two CPU processes gather.
+    root = fake_speeds(tmp_path, net1="400000", net2="400000")
+    rate = ("--line-rate-fraction", "0.625", "--line-rate-interfaces", "net1,net2")
+    result = torchrun("--max-bytes", "64K", "--json", *rate, env={"SYSFS_ROOT": root})
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["expected_busbw_gbps"] == 62.5
+    assert doc["expected_busbw_from"].startswith("0.625 x 100 GB/s, the line rate of rank ")
+    assert [rate["gbps"] for rate in doc["line_rates"]] == [100.0, 100.0]
+    assert "below the expected 62.5 GB/s (0.625 x 100 GB/s" in doc["verdict_line"]
+    # A link that reports no speed (-1): not judged, and said so on stderr and in the verdict.
+    fake_speeds(tmp_path, net2="-1")
+    result = torchrun("--max-bytes", "64K", *rate, env={"SYSFS_ROOT": root})
+    assert result.returncode == 0, result.stderr
+    assert "allreduce_check: warning: bandwidth not judged: rank 0: " in result.stderr
+    assert "verify.expectedBusbwGbps" in result.stdout.splitlines()[-1]
 
 
 def test_e2e_socket_fallback_log_fails_ib_expectation() -> None:

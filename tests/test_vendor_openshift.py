@@ -181,6 +181,7 @@ NADS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, str]]] = {
 
 FLAVOURED = (
     *BARCELONA_CREATES_NADS,
+    "rdma.mtu=9000",  # as the MacvlanNetwork above (Mtu 9000)
     "rdma.nics[0].flavour=macvlan",
     "rdma.nics[0].master=eno5np0",
     "rdma.nics[0].resource=rdma/rdma_shared_device_a",
@@ -222,3 +223,14 @@ def test_sriov_nad_sets_spoof_check_and_trust_only_as_the_stack_asks() -> None:
     _assert_matches(_nad("eno7np0-network", *asked), SRIOV_SPOOF_OFF_TRUSTED, "sriov")
     unset = json.loads(_nad("eno7np0-network", *FLAVOURED)["spec"]["config"])
     assert "spoofchk" not in unset and "trust" not in unset
+
+
+def test_a_macvlan_nad_without_rdma_mtu_leaves_the_mtu_to_its_parent() -> None:
+    # The operator's template writes "mtu" only `if .Mtu`; the macvlan plugin then gives the
+    # interface its parent's MTU, and refuses one above it (containernetworking/plugins 3d27709
+    # plugins/main/macvlan/macvlan.go loadConf: "invalid MTU %d, must be [0, master MTU(%d)]").
+    unstated = tuple(key for key in FLAVOURED if not key.startswith("rdma.mtu="))
+    # rdma.nics[0], the macvlan NIC
+    config = json.loads(_nad("eno5np0-network", *unstated)["spec"]["config"])
+    assert "mtu" not in config
+    assert config["master"] == "eno5np0"

@@ -10,10 +10,12 @@ from pathlib import Path
 from subprocess import CompletedProcess
 
 import pytest
+import yaml
 
 from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.launch import quantity_bytes
+from gpu_cluster.plan.verify import GKE_BUSBW_FLOOR, GKE_CHECK_MAX_BYTES
 from tests.conftest import (
     A4_STATEFULSET,
     GKE_RWX,
@@ -24,6 +26,7 @@ from tests.conftest import (
     run_stack,
     stack_context,
 )
+from tests.test_allreduce_check import ac
 
 
 def verify_argv(stack: str, *overrides: str) -> list[str]:
@@ -39,39 +42,71 @@ def verify_args(stack: str, *overrides: str) -> list[str]:
     return argv[argv.index("/opt/gpu-cluster/allreduce_check.py") + 1 :]
 
 
+# Barcelona's NICs: their speed is the node's, read by the check from each pod's net1..net4; the
+# fraction cluster-health-scanner holds RoCE machines to, A3 Ultra / A4's BANDWIDTH_THRESHOLD 250
+# (81c525d nccl_healthcheck/a3ultra.yaml, a4.yaml) of 8 x 400 Gb/s = 400 GB/s (cloud.google.com/
+# compute/docs/gpus/gpu-network-bandwidth).
+LINE_RATE = ("--line-rate-fraction", "0.625", "--line-rate-interfaces", "net1,net2,net3,net4")
+
+
 @pytest.mark.parametrize(
-    ("stack", "overrides", "transport", "busbw", "max_bytes"),
+    ("stack", "overrides", "transport", "threshold", "max_bytes"),
     [
-        # 4 NICs (rdma.nics) x 24 GB/s, "the peak performance per 200G NIC" (NVIDIA/nccl-tests#119)
-        ("barcelona", (), "ib", 96.0, "1G"),
+        ("barcelona", (), "ib", LINE_RATE, "1G"),
         # TCP over 100 Gb/s reaches 4-6 GB/s busbw at best (NVIDIA/nccl#450); 2.5 is below it.
-        ("nerc-production", (), "socket", 2.5, "1G"),
+        ("nerc-production", (), "socket", ("--expected-busbw-gbps", "2.5"), "1G"),
         # GKE: BANDWIDTH_THRESHOLD and END_MESSAGE_SIZE "8G" of GoogleCloudPlatform/
         # cluster-health-scanner deploy/helm/health_checks/nccl_healthcheck/<file> at 81c525d:
-        ("a3-high", (), "tcpx", 60.0, "8G"),  # a3.yaml
-        ("gcp-a3", (), "tcpxo", 150.0, "8G"),  # a3plus.yaml
+        ("a3-high", (), "tcpx", ("--expected-busbw-gbps", "60"), "8G"),  # a3.yaml
+        ("gcp-a3", (), "tcpxo", ("--expected-busbw-gbps", "150"), "8G"),  # a3plus.yaml
         # (gcp-a4 as a StatefulSet: a JobSet stack checks the fabric in its runs, no verifyCommand)
         (
             "gcp-a4",
             (*A4_STATEFULSET, "gcp.machineType=a3-ultragpu-8g"),
             "gib",
-            250.0,
+            ("--expected-busbw-gbps", "250"),  # a3ultra.yaml
             "8G",
-        ),  # a3ultra.yaml
-        ("gcp-a4", A4_STATEFULSET, "gib", 250.0, "8G"),  # a4.yaml
+        ),
+        ("gcp-a4", A4_STATEFULSET, "gib", ("--expected-busbw-gbps", "250"), "8G"),  # a4.yaml
         # Plain TCP on an A3 machine is not its GPUDirect fabric: the TCP floor and size.
-        ("gcp-a3", ("networkMode=tcp",), "socket", 2.5, "1G"),
+        ("gcp-a3", ("networkMode=tcp",), "socket", ("--expected-busbw-gbps", "2.5"), "1G"),
     ],
 )
 def test_each_stack_checks_its_own_transport_and_bandwidth(
-    stack: str, overrides: tuple[str, ...], transport: str, busbw: float, max_bytes: str
+    stack: str,
+    overrides: tuple[str, ...],
+    transport: str,
+    threshold: tuple[str, ...],
+    max_bytes: str,
 ) -> None:
     args = verify_args(stack, *overrides)
     assert args[args.index("--expected-transport") + 1] == transport
-    assert float(args[args.index("--expected-busbw-gbps") + 1]) == busbw
+    first = args.index(threshold[0])
+    assert tuple(args[first : first + len(threshold)]) == threshold
+    # One threshold: given, or derived from the line rate.
+    assert ("--expected-busbw-gbps" in args) != ("--line-rate-fraction" in args)
     assert args[args.index("--max-bytes") + 1] == max_bytes
     script = one(run_stack(stack), "ConfigMap")["data"]["allreduce_check.py"]
     assert script == (ROOT / "scripts" / "allreduce_check.py").read_text()
+
+
+SCANNER = yaml.safe_load((ROOT / "tests" / "vendor" / "cluster_health_scanner.yaml").read_text())
+
+
+def test_the_gke_floors_hold_the_quantity_the_scanner_measures_to_the_scanner_s_threshold() -> None:
+    check = SCANNER["nccl_check"]
+    assert {m: float(v) for m, v in check["bandwidth_threshold"].items()} == GKE_BUSBW_FLOOR
+    # all_gather_perf's "Avg bus bandwidth" over -b 2G -e 8G -f 2: the check's own defaults
+    # average the same sizes of its sweep up to the plan's 8G, with all_gather's factor.
+    assert check["benchmark"] == "all_gather_perf"
+    defaults = ac.build_parser().parse_args([])
+    assert defaults.factor == check["step_factor"]
+    sizes = ac.size_sweep(8, ac.parse_size(GKE_CHECK_MAX_BYTES), defaults.factor)
+    window = sizes[-defaults.avg_sizes :]
+    assert window[0] == ac.parse_size(check["start_message_size"])
+    assert window[-1] == ac.parse_size(check["end_message_size"])
+    assert check["busbw_factor"] == "(n-1)/n"
+    assert ac.bus_bandwidth_gbps(16.0, 16) == 15.0
 
 
 def test_the_command_runs_on_every_pod_with_a_fixed_world() -> None:
@@ -120,6 +155,7 @@ def test_a_pod_that_fails_stops_the_check_everywhere_and_sets_the_exit_code(
 def test_overrides_and_opt_out() -> None:
     args = verify_args("barcelona", "verify.expectedBusbwGbps=50.5", "verify.requireGdr=true")
     assert args[args.index("--expected-busbw-gbps") + 1] == "50.5"
+    assert "--line-rate-fraction" not in args  # a given threshold replaces the derived one
     gke = verify_args("gcp-a3", "verify.expectedBusbwGbps=120", "verify.maxBytes=2G")
     assert gke[gke.index("--expected-busbw-gbps") + 1] == "120"
     assert gke[gke.index("--max-bytes") + 1] == "2G"
@@ -145,7 +181,10 @@ def test_preflight_is_shipped_and_wired_to_the_launchers_when_asked() -> None:
     assert env["RDMA_INTERFACES"] == "net1,net2,net3,net4"
     assert env["RDMA_HCAS"] == ",,,"  # every HCA detected
     assert env["RDMA_GID_INDEX"] == "nccl"
-    assert env["RDMA_MTU"] == "9000"
+    # The VFs' MTU is the SriovNetworkNodePolicy's: checked only where rdma.mtu states it.
+    assert "RDMA_MTU" not in env
+    stated = env_of(container(run_stack("barcelona", "rdma.mtu=9000")))
+    assert stated["RDMA_MTU"] == "9000"
     assert env["MEMLOCK_STRATEGY"] == "root-ipc-lock"
     assert (
         one(run, "ConfigMap")["data"]["preflight.sh"]

@@ -50,7 +50,7 @@ MODES_BY_PLATFORM: dict[str, tuple[str, ...]] = {
     "gke": ("tcpxo", "tcpx", "rdma", "tcp"),
 }
 
-# Smallest all-reduce of the fabric check's sweep (scripts/allreduce_check.py --min-bytes).
+# Smallest all_gather of the fabric check's sweep (scripts/allreduce_check.py --min-bytes).
 CHECK_MIN_BYTES = 8
 # Largest: PyTorch sizes tensors and NCCL counts elements in 64 bits.
 CHECK_MAX_BYTES = 2**63 - 1

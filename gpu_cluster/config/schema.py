@@ -208,7 +208,7 @@ class HealthGateSettings(Section):
     """
     checks: Annotated[tuple[HealthCheck, ...], _GATED, Field(min_length=1)] = ("gpu", "nccl")
     """The checks every node of a run must have passed (cluster-health-scanner's: `gpu` DCGM
-    diagnostics, `nccl` pairwise all-reduce bandwidth, `neper` NIC throughput)."""
+    diagnostics, `nccl` pairwise all_gather bandwidth, `neper` NIC throughput)."""
     max_age_hours: Annotated[int, _GATED, Field(ge=1, le=720)] = 24
     """How old a pass may be, 1..720."""
     retry_seconds: Annotated[int, _GATED, Field(ge=10, le=86400)] = 600
@@ -391,11 +391,13 @@ class RdmaSettings(Section):
 
     nics: tuple[NicSettings, ...] = Field(min_length=1, max_length=16)
     """The RDMA NICs, in pod order (1..16); required in `rdma` mode."""
-    # MTU every RDMA interface must have: preflight checks it; macvlan NADs set it. SR-IOV VFs
-    # get theirs from the SriovNetworkNodePolicy (sriov-cni ignores a NAD's mtu).
-    mtu: int = Field(default=9000, ge=1280, le=9216)
-    """MTU each RDMA interface must have (preflight checks it); set in macvlan NADs. SR-IOV VFs get
-    theirs from the SriovNetworkNodePolicy `mtu`.
+    # The interfaces' MTU is the node's: an SR-IOV VF's is the SriovNetworkNodePolicy's (sriov-cni
+    # ignores a NAD's mtu), a macvlan's its parent's unless the NAD sets a smaller one. So it is a
+    # fact only when stated: None = not checked, macvlan NADs inherit the parent's.
+    mtu: int | None = Field(default=None, ge=1280, le=9216)
+    """MTU each RDMA interface must have: preflight then checks it, and macvlan NADs set it (at most
+    the parent interface's). Unset: preflight only reports each interface's MTU; macvlan
+    interfaces get their parent's, SR-IOV VFs the SriovNetworkNodePolicy `mtu` (never a NAD's).
     """
     # Pod interface NCCL uses for bootstrap (the cluster network, not an RDMA NIC).
     bootstrap_interface: Interface = "eth0"
@@ -514,26 +516,29 @@ class CodeSyncSettings(Section):
 
 
 class VerifySettings(Section):
-    """The built-in fabric check (all-reduce bandwidth + transport) shipped to every pod."""
+    """The built-in fabric check (all_gather bandwidth + transport) shipped to every pod."""
 
     enabled: bool = True
-    """Ship the all-reduce fabric check, after the storage check of the `storage.volumes` paths
+    """Ship the all_gather fabric check, after the storage check of the `storage.volumes` paths
     (`scripts/storage_check.py`): a StatefulSet stack exports `verifyCommand`; a JobSet stack's
     runs pass both on their nodes before training starts (`scripts/fabric-gate.sh`).
     """
-    # PASS threshold for bus bandwidth at the largest size; None = the sourced default of the mode
-    # or, on GKE's GPUDirect machines, of the machine (gpu_cluster/plan/verify.py).
+    # PASS threshold for the average all_gather bus bandwidth over the sweep's three largest sizes;
+    # None = the sourced default of the mode or, on GKE's GPUDirect machines, of the machine
+    # (gpu_cluster/plan/verify.py).
     expected_busbw_gbps: Annotated[float | None, _CHECK] = Field(
         default=None, gt=0, allow_inf_nan=False
     )
-    """PASS threshold for bus bandwidth at the largest size, in GB/s. Default per mode; on GKE per
-    machine: A3 High 60, A3 Mega 150, A3 Ultra and A4 250 (see docs/operations.md, "Verify the
-    fabric").
+    """PASS threshold, in GB/s, for the average all_gather bus bandwidth over the sweep's three
+    largest sizes (what Google's NCCL health check measures). Default on GKE per machine: A3 High
+    60, A3 Mega 150, A3 Ultra and A4 250; `rdma` on OpenShift: 0.625 x the slowest node's RDMA
+    NICs' link speeds as the pods read them (not judged, with a warning, where a NIC reports
+    none); `tcp`: 2.5 (see docs/operations.md, "Verify the fabric").
     """
-    # Largest all-reduce of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
+    # Largest all_gather of the sweep (binary units); None = 8G on GKE's GPUDirect machines (the
     # size Google's health check measures its floor at), 1G elsewhere (plan/verify.py).
     max_bytes: Annotated[SweepSize | None, _CHECK] = None
-    """Largest all-reduce in the sweep: a size the check script reads (`64M`, `1G`, `2t`, `512MiB`,
+    """Largest all_gather in the sweep: a size the check script reads (`64M`, `1G`, `2t`, `512MiB`,
     a number of bytes; binary units). Default `8G` on GKE's A3 / A4 machines in their GPUDirect
     mode, else `1G`.
     """

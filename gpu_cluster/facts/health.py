@@ -36,7 +36,7 @@ DCGM_LEVEL: Final = 2
 # "--run"; 4 has no figure there, 60 assumed).
 DCGM_LEVEL_MINUTES = {1: 1, 2: 2, 3: 15, 4: 60}
 # The checks the stack's runner runs, by cluster-health-scanner's names: DCGM diagnostics on
-# one node, and the all-reduce bandwidth between two nodes (its NCCL check's NHOSTS "2",
+# one node, and the all_gather bandwidth between two nodes (its NCCL check's NHOSTS "2",
 # 81c525d deploy/helm/health_checks/nccl_healthcheck/*.yaml).
 GPU_CHECK = "gpu"
 PAIR_CHECK = "nccl"

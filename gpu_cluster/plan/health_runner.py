@@ -26,7 +26,7 @@ GPU_CHECK_SCRIPT = "gpu-check.sh"
 # Beyond a check's own time, a check pod's deadline (counted from when the kubelet took it, so
 # the image's pull included) allows this much.
 CHECK_DEADLINE_MARGIN_MINUTES = 15
-# The all-reduce sweep of the pairwise check, at most (the fabric check's own time: a few
+# The all_gather sweep of the pairwise check, at most (the fabric check's own time: a few
 # minutes up to 8 GiB on the slowest fabric it passes).
 PAIR_CHECK_MINUTES = 5
 # The label the runner's check Jobs (and their pods) carry: which check.

@@ -87,10 +87,11 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
     env = {
         **nccl_env(s),
         **dict(rdma_layout),
-        # preflight.sh checks each interface's MTU and names the memlock fix for this strategy.
-        "RDMA_MTU": str(rdma.mtu),
+        # preflight.sh names the memlock fix for this strategy, and checks a stated MTU.
         "MEMLOCK_STRATEGY": rdma.memlock,
     }
+    if rdma.mtu is not None:
+        env["RDMA_MTU"] = str(rdma.mtu)
     if rdma.memlock == "machineconfig":
         env["MEMLOCK_MACHINE_CONFIG"] = memlock_machine_config_name(rdma.machine_config_pool)
     init: tuple[Container, ...] = ()
@@ -161,7 +162,13 @@ def network_attachment(nic: NicSettings, rdma: RdmaSettings, namespace: str) -> 
         cni.update({key: value for key, value in flags.items() if value is not None})
         cni["link_state"] = "enable"
     elif nic.flavour == "macvlan":
-        cni.update({"master": nic.master, "mode": "bridge", "mtu": rdma.mtu})
+        cni.update({"master": nic.master, "mode": "bridge"})
+        if rdma.mtu is not None:
+            # Without one the macvlan gets its parent's MTU, and one above the parent's fails
+            # the pod's network setup (containernetworking/plugins 3d27709
+            # plugins/main/macvlan/macvlan.go loadConf; torvalds/linux drivers/net/macvlan.c
+            # macvlan_common_newlink).
+            cni["mtu"] = rdma.mtu
     # host-device: no `device`; Multus passes the allocated one as deviceID
     # (k8snetworkplumbingwg/multus-cni pkg/types/conf.go delegateAddDeviceID).
     cni["ipam"] = ipam

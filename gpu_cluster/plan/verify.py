@@ -5,6 +5,7 @@ before training (pure)."""
 from __future__ import annotations
 
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS
 from gpu_cluster.plan.launch import Kube, on_every_pod
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
@@ -14,20 +15,15 @@ FABRIC_GATE = "fabric-gate.sh"
 # Measures each storage.volumes path, then starts what follows it if every threshold was met.
 STORAGE_CHECK = "storage_check.py"
 
-# Bus bandwidth (GB/s, all_reduce at the largest size) below which the fabric check fails.
-# rdma: 24 GB/s per 200G RoCE NIC (NVIDIA/nccl-tests#119).
-RDMA_BUSBW_PER_NIC = 24.0
-# tcp: TCP over 100G measured 2.7-5 GB/s (NVIDIA/nccl#450); the floor of that range.
-TCP_BUSBW = 2.5
+# What the fabric check holds to its floor: the average all_gather bus bandwidth (GB/s, nccl-tests'
+# busbw = algbw (n-1)/n) over the sweep's three largest sizes (scripts/allreduce_check.py).
 # GKE's GPUDirect machines (tcpx on A3 High, tcpxo on A3 Mega, rdma with gIB on A3 Ultra and A4):
-# the floor Google's own NCCL health check holds each machine to, and the message size it measures
-# at. GoogleCloudPlatform/cluster-health-scanner deploy/helm/health_checks/nccl_healthcheck/
+# the floor Google's own NCCL health check holds each machine to, for the same quantity.
+# GoogleCloudPlatform/cluster-health-scanner deploy/helm/health_checks/nccl_healthcheck/
 # {a3,a3plus,a3ultra,a4}.yaml (BANDWIDTH_THRESHOLD, START_MESSAGE_SIZE 2G, END_MESSAGE_SIZE 8G,
-# NHOSTS 2) at 81c525d (2025-10-31). The scanner fails a node pair whose nccl-tests "Avg bus
-# bandwidth" over 2G..8G is below the threshold (src/nccl_healthcheck/nccl_startup.py
-# process_test_result); its benchmark is all_gather_perf (BENCHMARK default), this check's is
-# all_reduce, both in nccl-tests' bus bandwidth, which normalizes each collective to the per-link
-# rate. The check reads busbw at its largest size, here the scanner's largest, 8 GiB.
+# NHOSTS 2) at 81c525d (2025-10-31): it fails a node pair whose all_gather_perf (nccl_startup.py
+# BENCHMARK) "Avg bus bandwidth" over 2G, 4G, 8G (run-nccl-combined-plugins.sh -f 2) is below
+# the threshold (nccl_startup.py process_test_result). tests/vendor/cluster_health_scanner.yaml.
 GKE_BUSBW_FLOOR: dict[str, float] = {
     "a3-highgpu-8g": 60.0,  # a3.yaml
     "a3-megagpu-8g": 150.0,  # a3plus.yaml
@@ -35,6 +31,15 @@ GKE_BUSBW_FLOOR: dict[str, float] = {
     "a4-highgpu-8g": 250.0,  # a4.yaml
 }
 GKE_CHECK_MAX_BYTES = "8G"  # the scanner's END_MESSAGE_SIZE (binary units, as nccl-tests reads it)
+# rdma on OpenShift: no vendor floor for the cluster's own NICs, whose speed the program cannot
+# know (it assumed 200G ones). The check reads each node's RDMA interfaces' link speeds and holds
+# the average to this fraction of the slowest node's sum: the fraction the scanner holds RoCE
+# machines to, A3 Ultra / A4's 250 GB/s of their 8 x 400 Gb/s (facts/fabric.py).
+RDMA_LINE_RATE_FRACTION = GKE_BUSBW_FLOOR["a4-highgpu-8g"] / GKE_FABRIC_GBPS["rdma"]
+# tcp: no vendor floor for NCCL over sockets, nor a link speed to read (the pod network). A sanity
+# floor: NVIDIA/nccl#450 measured all_reduce busbw of 4-6 GB/s over 100 Gb/s TCP (4 nodes), and
+# all_gather moves as much per link with no tree to shortcut it; 2.5 stays under the low end.
+TCP_BUSBW = 2.5
 # Everywhere else the sweep ends at 1 GiB, as it always has.
 DEFAULT_MAX_BYTES = "1G"
 # Modes whose floor is the GKE machine's (the schema ties each to its machine type).
@@ -59,16 +64,22 @@ def _gke_machine(s: Settings) -> str | None:
     return s.gcp.machine_type
 
 
-def expected_busbw(s: Settings) -> float:
-    if s.verify.expected_busbw_gbps is not None:
-        return s.verify.expected_busbw_gbps
+def threshold_args(s: Settings) -> list[str]:
+    """The check's floor: verify.expectedBusbwGbps, the GKE machine's, a fraction of the RDMA
+    NICs' line rate as the pods read it, or the tcp floor."""
+    given = s.verify.expected_busbw_gbps
     machine = _gke_machine(s)
-    if machine is not None:
-        return GKE_BUSBW_FLOOR[machine]
-    if s.network_mode == "rdma":
+    if given is None and machine is not None:
+        given = GKE_BUSBW_FLOOR[machine]
+    if given is None and s.network_mode == "rdma":
         assert s.rdma is not None
-        return RDMA_BUSBW_PER_NIC * len(s.rdma.nics)
-    return TCP_BUSBW
+        return [
+            "--line-rate-fraction",
+            f"{RDMA_LINE_RATE_FRACTION:g}",
+            "--line-rate-interfaces",
+            ",".join(nic.interface for nic in s.rdma.nics),
+        ]
+    return ["--expected-busbw-gbps", f"{TCP_BUSBW if given is None else given:g}"]
 
 
 def check_max_bytes(s: Settings) -> str:
@@ -86,8 +97,7 @@ def check_args(s: Settings) -> list[str]:
         check_max_bytes(s),
         "--iters",
         str(s.verify.iters),
-        "--expected-busbw-gbps",
-        f"{expected_busbw(s):g}",
+        *threshold_args(s),
         "--expected-transport",
         expected_transport(s),
     ]
@@ -97,7 +107,7 @@ def check_args(s: Settings) -> list[str]:
 
 
 def fabric_check(s: Settings) -> tuple[str, ...]:
-    """The all-reduce check through launch-torchrun.sh, on the pods' rendezvous, with the
+    """The fabric check (all_gather) through launch-torchrun.sh, on the pods' rendezvous, with the
     stack's thresholds."""
     return (f"{SCRIPTS_DIR}/launch-torchrun.sh", f"{SCRIPTS_DIR}/{CHECK_SCRIPT}", *check_args(s))
 
@@ -135,7 +145,7 @@ def gated(s: Settings, launch: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def verify_command(s: Settings, kube: Kube) -> str:
-    """Runs the storage check (each pod's own figures) and then the all-reduce check on every
+    """Runs the storage check (each pod's own figures) and then the fabric check on every
     pod; pod 0 prints the report and the verdict, and the command exits with the first failing
     pod's code (0 PASS, 1 FAIL). Through launch-all.sh, as training is: a pod that fails early
     or Ctrl-C stops the check on every pod instead of leaving the other ranks waiting in the
