@@ -191,7 +191,16 @@ class HealthRunnerSettings(Section):
     dcgm_level: Annotated[Literal[1, 2, 3, 4], _RUNNING_GPU_CHECK] = DCGM_LEVEL
     """DCGM diagnostics' run level: 1 seconds, 2 about two minutes, 3 about 15, 4 longer."""
     dcgm_image: Annotated[Image, _RUNNING_GPU_CHECK] = DCGM_IMAGE
-    """The image the GPU check runs in: NVIDIA's DCGM image (`nv-hostengine`, `dcgmi`, bash)."""
+    """The image the GPU check runs in: NVIDIA's DCGM image (`nv-hostengine`, `dcgmi`, bash),
+    of the host engine's DCGM release."""
+    # None: the platform's (dcgm_host_engine_of); "own": nv-hostengine in the check's pod.
+    dcgm_host_engine: Annotated[Literal["own"] | Subdomain | None, _RUNNING_GPU_CHECK] = None
+    """The DCGM host engine the GPU check's `dcgmi diag` runs on: a host name or address (port
+    5555), or `own`: the check starts one in its pod, unprivileged (some diagnostics need root).
+    Unset: on OpenShift `nvidia-dcgm.nvidia-gpu-operator.svc`, the GPU Operator's (ClusterPolicy
+    `dcgm.enabled`), whose Service sends each pod to its own node's; on GKE `own`. A check that
+    cannot reach it, or that DCGM could not run, leaves the node untainted (docs/operations.md,
+    "Node health gate")."""
 
 
 class HealthGateSettings(Section):
