@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpu_cluster.config.dates import AsOf
+from gpu_cluster.config.gdr import gdr_warnings
 from gpu_cluster.config.gke import (
     cluster_problems,
     image_streaming_warnings,
@@ -317,5 +318,6 @@ def settings_from(
         *placeholder_warnings(settings),
         *opt_in_warnings(settings),
         *runner_warnings(settings),
+        *gdr_warnings(settings),
         *kind_warnings(settings),
     ]

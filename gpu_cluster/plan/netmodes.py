@@ -90,6 +90,9 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
         # preflight.sh checks each interface's MTU and names the memlock fix for this strategy.
         "RDMA_MTU": str(rdma.mtu),
         "MEMLOCK_STRATEGY": rdma.memlock,
+        # preflight.sh fails a node without a GPUDirect RDMA path when the fabric check is to
+        # require GDRDMA, and warns otherwise (scripts/gdr-path.sh).
+        "GDR_REQUIRED": str(s.verify.enabled and s.verify.require_gdr).lower(),
     }
     if rdma.memlock == "machineconfig":
         env["MEMLOCK_MACHINE_CONFIG"] = memlock_machine_config_name(rdma.machine_config_pool)
