@@ -425,7 +425,8 @@ class RdmaSettings(Section):
     """`NCCL_MIN_NCHANNELS`; unset: NCCL's default."""
     # Documented NCCL_NET_GDR_LEVEL values; None lets NCCL decide from the topology.
     gdr_level: Literal["LOC", "PIX", "PXB", "PHB", "SYS"] | None = None
-    """`NCCL_NET_GDR_LEVEL`; unset: NCCL decides."""
+    """`NCCL_NET_GDR_LEVEL`; unset: NCCL decides from the topology. A level but `LOC` without
+    `verify.requireGdr` is warned about: nothing then checks that GPUDirect RDMA is there."""
     cross_nic: Literal[0, 1, 2] = 0
     """`NCCL_CROSS_NIC`."""
     ib_timeout: int | None = Field(default=None, ge=1, le=31)
@@ -518,7 +519,8 @@ class VerifySettings(Section):
             "NCCL's socket transport)",
         ),
     ] = False
-    """`rdma`: also require GPUDirect RDMA (`GDRDMA`)."""
+    """`rdma`: also require GPUDirect RDMA (`GDRDMA`) in the fabric check, and on OpenShift
+    preflight fails a node without its path (DMA-BUF or `nvidia-peermem`; else a warning)."""
     storage_check_bytes: Annotated[
         SweepSize,
         ReadWhen(
