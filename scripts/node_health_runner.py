@@ -9,15 +9,19 @@ Each pass:
   (none waited to its end for its node's GPUs, its image or its partner, none was evicted),
   its nodes get `aiinfra/<check>-healthcheck-result` (`pass`, or `fail`) and
   `aiinfra/<check>-healthcheck-runtime-sec` (now, Unix seconds); a failed node also gets the taint
-  `aiinfra/<check>-healthcheck=failed:NoSchedule`, a passed one loses it. The log names the node,
-  the check and why it failed (the pods' termination messages). The Job goes. A check Job one of
+  `aiinfra/<check>-healthcheck=failed:NoSchedule`, a passed one loses it. A check whose pod says
+  it could not run (exit 75, EX_TEMPFAIL: no host engine, a diagnostic DCGM could not start)
+  judged nothing: its nodes get the result `error`, their taints stay as they were, and they are
+  checked again after the retry delay. The log names the node, the check and why it failed (the
+  pods' termination messages). The Job goes. A check Job one of
   whose nodes is no longer a GPU node goes too. A node with two finished Jobs gets the second's
   result at the next pass (a node is written once a pass, at the version read).
   A pair that failed is blamed on the node under test when its partner had passed the check
   before (the reference); two untested nodes that failed together both become suspects, each
   checked next with a node that passed, as cluster-health-scanner's second pass does; when no
   node has passed (nothing to compare with), both fail.
-- A node whose result is older than the recheck age, or that has none, that no check Job holds,
+- A node whose result is older than the recheck age (an `error`, than the retry delay), or that
+  has none, that no check Job holds,
   on which no other pod of the namespace (a training pod) holds GPUs, and whose taints the
   check's pod tolerates (a node another check failed waits for that one), gets one: the
   PodTemplate's pod, required on that node (and pairwise, the partner's). The pod
@@ -30,6 +34,7 @@ Environment (the stack's Deployment sets it):
   HEALTH_RUNNER_NODES            label selector of the nodes to check
   HEALTH_RUNNER_CHECKS           the checks, `<check>=<PodTemplate>` separated by spaces
   HEALTH_RUNNER_RECHECK_SECONDS  how old a result may get before the node is checked again
+  HEALTH_RUNNER_RETRY_SECONDS    how old an `error` may get before the node is checked again
   HEALTH_RUNNER_POLL_SECONDS     how often it looks
   and kube_api.py's (the API server, the ServiceAccount)
 
@@ -60,6 +65,10 @@ TIME_LABEL = "aiinfra/{}-healthcheck-runtime-sec"
 TAINT_KEY = "aiinfra/{}-healthcheck"
 TAINT = {"value": "failed", "effect": "NoSchedule"}
 PASS, FAIL = "pass", "fail"
+# A check that could not run: the node is neither passed nor failed (nor tainted for it).
+ERROR = "error"
+# What a check pod exits with when it could not run (sysexits.h EX_TEMPFAIL; gpu-check.sh).
+NOT_RUN_EXIT = 75
 # The checks that run on two nodes at once: cluster-health-scanner's NCCL check (NHOSTS "2",
 # 81c525d deploy/helm/health_checks/nccl_healthcheck/*.yaml).
 PAIRED = frozenset({"nccl"})
@@ -106,24 +115,26 @@ class Runner:
     checks: tuple[Check, ...]
     recheck: int
     poll: float
+    retry: int
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
 
 
-def due(labels: Mapping[str, str], check: str, now: float, recheck: int) -> bool:
+def due(labels: Mapping[str, str], check: str, now: float, runner: Runner) -> bool:
     """Whether a node labelled `labels` is to be checked: no readable time of its last result,
-    or one older than `recheck` seconds."""
+    or one older than the runner's recheck age (an `error`: its retry delay)."""
     try:
         ran = float(labels[TIME_LABEL.format(check)])
     except (KeyError, ValueError):
         return True
-    return now - ran > recheck
+    error = labels.get(RESULT_LABEL.format(check)) == ERROR
+    return now - ran > (runner.retry if error else runner.recheck)
 
 
-def passed(labels: Mapping[str, str], check: str, now: float, recheck: int) -> bool:
-    """Whether a node labelled `labels` passed `check` within `recheck` seconds."""
-    return labels.get(RESULT_LABEL.format(check)) == PASS and not due(labels, check, now, recheck)
+def passed(labels: Mapping[str, str], check: str, now: float, runner: Runner) -> bool:
+    """Whether a node labelled `labels` passed `check` within the runner's recheck age."""
+    return labels.get(RESULT_LABEL.format(check)) == PASS and not due(labels, check, now, runner)
 
 
 def tolerates(tolerations: Sequence[Mapping[str, str]], node: Mapping[str, Any]) -> bool:
@@ -308,6 +319,16 @@ def unchecked(nodes: Sequence[str], pods: Sequence[Mapping[str, Any]]) -> list[s
     return []
 
 
+def could_not_run(pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a pod of the check ended saying the check could not run (NOT_RUN_EXIT): then it
+    judged none of its nodes, a pair's partner included."""
+    return any(
+        (status.get("state", {}).get("terminated") or {}).get("exitCode") == NOT_RUN_EXIT
+        for pod in pods
+        for status in pod.get("status", {}).get("containerStatuses", [])
+    )
+
+
 def why_failed(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str:
     """What the check's pods said when they ended (their termination messages, else the
     containers' or the Job's reason)."""
@@ -325,12 +346,15 @@ def why_failed(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str
 
 
 def node_patch(node: Mapping[str, Any], check: str, result: str, now: float) -> Object:
-    """The merge patch that records `result` on `node`: its two labels, and its taint set or
-    cleared (the whole list, as a merge patch replaces it; at the node's resourceVersion, so a
-    change made meanwhile makes it fail and the next pass read it again)."""
+    """The merge patch that records `result` on `node`: its two labels, and its taint set
+    (FAIL), cleared (PASS) or left as it was (ERROR: the check judged nothing) (the whole list,
+    as a merge patch replaces it; at the node's resourceVersion, so a change made meanwhile makes
+    it fail and the next pass read it again)."""
     key = TAINT_KEY.format(check)
-    kept = [t for t in node.get("spec", {}).get("taints") or [] if t["key"] != key]
-    taints = kept + ([{"key": key, **TAINT}] if result == FAIL else [])
+    taints = list(node.get("spec", {}).get("taints") or [])
+    if result != ERROR:
+        taints = [t for t in taints if t["key"] != key]
+        taints += [{"key": key, **TAINT}] if result == FAIL else []
     return {
         "metadata": {
             "resourceVersion": node["metadata"]["resourceVersion"],
@@ -364,13 +388,17 @@ class Pass:
         meta["labels"] = {**meta.get("labels", {}), **patch["metadata"]["labels"]}
         self.written.add(node)
         self.suspects.discard(node)
-        tainted = f" ({why}); tainted {TAINT_KEY.format(check.name)}" if result == FAIL else ""
-        print(f"{node}: {check.name}: {result}{tainted}", flush=True)
+        said = {
+            FAIL: f" ({why}); tainted {TAINT_KEY.format(check.name)}",
+            ERROR: f": the check could not run ({why}); not tainted for it, checked again in "
+            f"{self.runner.retry} s",
+        }
+        print(f"{node}: {check.name}: {result}{said.get(result, '')}", flush=True)
 
     def passed_elsewhere(self, check: Check, nodes: Sequence[str]) -> bool:
         """Whether a GPU node besides `nodes` passed `check` lately (a reference to test with)."""
         return any(
-            passed(n["metadata"].get("labels", {}), check.name, self.now, self.runner.recheck)
+            passed(n["metadata"].get("labels", {}), check.name, self.now, self.runner)
             for name, n in self.nodes.items()
             if name not in nodes
         )
@@ -394,6 +422,10 @@ class Pass:
                 self.write(node, check, PASS)
             return
         why = why_failed(job, pods)
+        if could_not_run(pods):
+            for node in nodes:
+                self.write(node, check, ERROR, why)
+            return
         reference = job["metadata"].get("annotations", {}).get(REFERENCE_ANNOTATION)
         if reference is None and check.paired and self.passed_elsewhere(check, nodes):
             self.suspects.update(nodes)
@@ -411,7 +443,7 @@ class Pass:
         """Start `check` on the nodes due for it that it may run on now."""
         free = {n: node for n, node in self.nodes.items() if n not in self.busy}
         labels = {n: node["metadata"].get("labels", {}) for n, node in free.items()}
-        due_nodes = [n for n in free if due(labels[n], check.name, self.now, self.runner.recheck)]
+        due_nodes = [n for n in free if due(labels[n], check.name, self.now, self.runner)]
         if not due_nodes:
             return
         namespace = self.runner.namespace
@@ -425,8 +457,7 @@ class Pass:
             good = [
                 n
                 for n in placeable
-                if n not in self.suspects
-                and passed(labels[n], check.name, self.now, self.runner.recheck)
+                if n not in self.suspects and passed(labels[n], check.name, self.now, self.runner)
             ]
             groups = pairs(due_nodes, good, self.suspects)
         else:
@@ -508,6 +539,7 @@ def runner_from_env(env: Mapping[str, str]) -> Runner:
         checks=checks_from(env["HEALTH_RUNNER_CHECKS"]),
         recheck=int(env["HEALTH_RUNNER_RECHECK_SECONDS"]),
         poll=float(env["HEALTH_RUNNER_POLL_SECONDS"]),
+        retry=int(env["HEALTH_RUNNER_RETRY_SECONDS"]),
     )
 
 

@@ -3,7 +3,8 @@
 #
 # Checks, inside the training container and before training starts, what would otherwise fail
 # later and less clearly: GPU count, /dev/shm size, DeepSpeed's version, memlock / CAP_IPC_LOCK,
-# RDMA links, MTUs and verbs devices, and the NCCL env file of the detect-rdma init container. Runs every check, prints one
+# RDMA links, MTUs and verbs devices, the GPUDirect RDMA path (gdr-path.sh), and the NCCL env
+# file of the detect-rdma init container. Runs every check, prints one
 # line per problem on stderr (what is wrong and what to do), then exits 1 if any failed, or prints
 # `preflight: OK (<n> checks)` and exits 0. Passed checks are listed on stdout. Reads only.
 #
@@ -32,6 +33,8 @@
 #   RDMA_MTU         optional  MTU every RDMA interface must have (the stack's rdma.mtu); unset/empty
 #                              = not checked, each interface's MTU only reported (it is the node's:
 #                              the SriovNetworkNodePolicy's, or a macvlan parent's)
+#   GDR_REQUIRED     optional  true = a node without a GPUDirect RDMA path (DMA-BUF or
+#                              nvidia-peermem) fails (verify.requireGdr); else it is a warning
 #   PREFLIGHT_LAUNCHER optional  deepspeed = also check DeepSpeed >= 0.14.5 (--no_ssh) is installed
 #   PYTHON_BIN       optional  default python3 (asks it for DeepSpeed's version)
 #   IP_BIN           optional  default ip (iproute2): the RDMA interfaces' IPv4 addresses;
@@ -50,6 +53,8 @@ readonly PROG=preflight
 SYSFS_ROOT=${SYSFS_ROOT:-/sys}
 # shellcheck source=rdma-sysfs.sh
 . "$(dirname "$0")/rdma-sysfs.sh"
+# shellcheck source=gdr-path.sh
+. "$(dirname "$0")/gdr-path.sh"
 DEV_ROOT=${DEV_ROOT:-/dev}
 PROC_ROOT=${PROC_ROOT:-/proc}
 SHM_PATH=${SHM_PATH:-/dev/shm}
@@ -414,6 +419,7 @@ check_shm
 if [[ -n $RDMA_INTERFACES ]]; then
   check_memlock
   check_rdma
+  check_gdr
   check_nccl_env
 fi
 

@@ -103,6 +103,12 @@ KEYS: dict[str, list[Any]] = {
         "nvcr.io/nvidia/cloud-native/dcgm:4.4.1-1-ubuntu22.04",
         "Bad Image",
     ],
+    "workload.queue.healthGate.runner.dcgmHostEngine": [
+        "own",
+        "nvidia-dcgm.gpu-operator.svc",
+        "10.0.0.5",
+        "Bad_Host",
+    ],
     "workload.controllers.install": [True, False],
     "workload.controllers.kueueVersion": ["0.18.3", "0.14.9", "v0.19.2", "0.19"],
     "workload.controllers.jobsetVersion": ["0.10.1", "0.10.0", "1.0"],

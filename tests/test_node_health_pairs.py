@@ -32,10 +32,15 @@ from tools.realtier.stacks import render
 NCCL = runner.Check("nccl", "gpu-cluster-nccl-check")
 GPU = runner.Check("gpu", "gpu-cluster-gpu-check")
 SETTINGS = runner.Runner(
-    namespace="training", nodes="pool=gpu", checks=(GPU, NCCL), recheck=12 * 3600, poll=15
+    namespace="training",
+    nodes="pool=gpu",
+    checks=(GPU, NCCL),
+    recheck=12 * 3600,
+    poll=15,
+    retry=600,
 )
 NCCL_ONLY = runner.Runner(
-    namespace="training", nodes="pool=gpu", checks=(NCCL,), recheck=12 * 3600, poll=15
+    namespace="training", nodes="pool=gpu", checks=(NCCL,), recheck=12 * 3600, poll=15, retry=600
 )
 TOLERATIONS = [
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},

@@ -33,7 +33,7 @@ OPENSHIFT = (
 SCANNER = yaml.safe_load((ROOT / "tests" / "vendor" / "cluster_health_scanner.yaml").read_text())
 GPU = runner.Check("gpu", "gpu-cluster-gpu-check")
 SETTINGS = runner.Runner(
-    namespace="training", nodes="pool=gpu", checks=(GPU,), recheck=12 * 3600, poll=15
+    namespace="training", nodes="pool=gpu", checks=(GPU,), recheck=12 * 3600, poll=15, retry=600
 )
 
 
@@ -50,12 +50,15 @@ def ran(seconds_ago: float) -> dict[str, str]:
         ({"aiinfra/gpu-healthcheck-runtime-sec": "yesterday"}, True),
         # A failed node is checked again like a passed one: a repair shows at the next check.
         ({**ran(3600), "aiinfra/gpu-healthcheck-result": "fail"}, False),
+        # A check that could not run is tried again after the retry delay (600 s), not 12 h.
+        ({**ran(500), "aiinfra/gpu-healthcheck-result": "error"}, False),
+        ({**ran(700), "aiinfra/gpu-healthcheck-result": "error"}, True),
     ],
 )
 def test_a_node_is_checked_when_its_last_result_is_missing_or_older_than_the_recheck_age(
     labels: dict[str, str], is_due: bool
 ) -> None:
-    assert runner.due(labels, "gpu", NOW, 12 * 3600) is is_due
+    assert runner.due(labels, "gpu", NOW, SETTINGS) is is_due
 
 
 def test_each_node_has_one_check_job_of_a_name_no_longer_than_a_label_value() -> None:
@@ -191,28 +194,69 @@ def test_the_runner_s_labels_and_taint_are_the_scanner_s_and_the_facts() -> None
     assert health.RUNNER_CHECKS == ("gpu", "nccl")
     assert {health.PAIR_CHECK} == runner.PAIRED
     check = SCANNER["gpu_check"]
-    assert health.DCGM_IMAGE.endswith(":" + check["dcgm_image_tag"])
+    # The image is the GPU Operator's DCGM release instead (tests/test_vendor_openshift.py).
+    assert not health.DCGM_IMAGE.endswith(":" + check["dcgm_image_tag"])
     assert int(check["default_level"]) == health.DCGM_LEVEL
 
 
-# gpu-check.sh against stand-ins for nv-hostengine and dcgmi that print what DCGM prints.
+# gpu-check.sh against stand-ins for nv-hostengine and dcgmi that print what DCGM prints: `dcgmi
+# diag -j`'s report (NVIDIA/DCGM 72fa3fe dcgmi/Diag.cpp HelperJsonBuildOutput, as jsoncpp styles
+# it) and its exit status, a dcgmReturn_t (dcgmlib/dcgm_structs.h): -30 DCGM_ST_NVVS_ERROR is
+# 226, -51 DCGM_ST_NVVS_ISOLATE_ERROR 205, -21 DCGM_ST_CONNECTION_NOT_VALID 235.
 DISCOVERY = "8 GPUs found.\n+--------+\n| GPU ID | Device Information |\n"
-PASSED = "| Memory  | Pass - All |\n| PCIe | Pass - All |\n"
-FAILED_ROW = "| Memory  | Fail - GPU: 3 |"
+NVVS_ERROR, ISOLATE_ERROR, NO_CONNECTION = 226, 205, 235
+GPU_SERVICE = "nvidia-dcgm.nvidia-gpu-operator.svc:5555"
 
 
-def stand_ins(tmp_path: Path, diag_output: str, diag_status: int, answers: bool = True) -> Path:
+def report(*errors: tuple[int, int, int, str]) -> str:
+    """A `dcgmi diag -j` report of one memory test on GPU 3: Pass, or Fail with `errors`, each
+    (error_id, error_category, error_severity, warning)."""
+    warnings = ",\n".join(
+        f'{{\n"error_category" : {category},\n"error_id" : {code},\n'
+        f'"error_severity" : {severity},\n"warning" : "{words}"\n}}'
+        for code, category, severity, words in errors
+    )
+    status = "Fail" if errors else "Pass"
+    detail = f',\n"warnings" : [\n{warnings}\n]' if errors else ""
+    return (
+        '{\n"DCGM Diagnostic" : {\n"test_categories" : [\n{\n"category" : "Hardware",\n'
+        '"tests" : [\n{\n"name" : "memory",\n"results" : [\n{\n"entity_group" : "GPU",\n'
+        f'"entity_group_id" : 1,\n"entity_id" : 3,\n"status" : "{status}"{detail}\n}}\n]\n}}\n]\n'
+        "}\n]\n}\n}\n"
+    )
+
+
+PASSED = report()
+# (error_id, category, severity) as dcgmlib/dcgm_errors.h numbers them and
+# dcgmlib/src/dcgm_errors.c rates them:
+# DCGM_FR_FAULTY_MEMORY: ISOLATE (2), HARDWARE_MEMORY (10).
+FAULTY_MEMORY = (52, 10, 2, "Memory test failed on GPU 3")
+# DCGM_FR_LOW_BANDWIDTH: TRIAGE (4), HARDWARE_PCIE (13).
+LOW_BANDWIDTH = (30, 13, 4, "PCIe bandwidth too low on GPU 3")
+# DCGM_FR_NO_ACCESS_TO_FILE: CONFIG (5), SOFTWARE_OTHER (8): a test this pod may not run.
+NO_ACCESS = (18, 8, 5, "No access to file /sys/bus/pci")
+# DCGM_FR_CUDA_API: MONITOR (1), SOFTWARE_CUDA (6).
+CUDA_API = (51, 6, 1, "cuInit failed")
+
+
+def stand_ins(
+    tmp_path: Path, diag_output: str, diag_status: int, answers: bool = True, diag_sleep: int = 0
+) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nv-hostengine").write_text(
         '#!/bin/bash\necho "hostengine $*" >> "$CHECK_DIR/calls"\n'
     )
     discovery = f'printf %s "{DISCOVERY}"; exit 0' if answers else "echo refused; exit 1"
+    (tmp_path / "diag-output").write_text(diag_output)
     (bin_dir / "dcgmi").write_text(
         "#!/bin/bash\n"
         'echo "dcgmi $*" >> "$CHECK_DIR/calls"\n'
         f'if [ "$1" = discovery ]; then {discovery}; fi\n'
-        f"printf '%s\\n' '{diag_output}'\n"
+        # As dcgmi does on a signal: stop the diagnostic in the host engine, then end.
+        'trap \'echo "dcgmi stopped" >> "$CHECK_DIR/calls"; exit 130\' TERM\n'
+        f"for _ in $(seq {diag_sleep}); do sleep 1; done\n"
+        f'cat "{tmp_path / "diag-output"}"\n'
         f"exit {diag_status}\n"
     )
     for tool in bin_dir.iterdir():
@@ -220,53 +264,135 @@ def stand_ins(tmp_path: Path, diag_output: str, diag_status: int, answers: bool 
     return bin_dir
 
 
-def gpu_check(tmp_path: Path, bin_dir: Path) -> tuple[subprocess.CompletedProcess[str], str]:
-    termination = tmp_path / "termination-log"
+def check_env(tmp_path: Path, bin_dir: Path, host_engine: str) -> dict[str, str]:
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "DCGM_LEVEL": "2",
+        "DCGM_HOST_ENGINE": host_engine,
+        "DIAG_TIMEOUT_SECONDS": "30",
+        "CHECK_DIR": str(tmp_path),
+        "TERMINATION_LOG": str(tmp_path / "termination-log"),
+        "HOSTENGINE_WAIT_SECONDS": "2",
+    }
+
+
+def gpu_check(
+    tmp_path: Path, bin_dir: Path, host_engine: str = GPU_SERVICE, timeout_seconds: str = "30"
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    env = {**check_env(tmp_path, bin_dir, host_engine), "DIAG_TIMEOUT_SECONDS": timeout_seconds}
     done = subprocess.run(
         ["bash", str(SCRIPTS / GPU_CHECK_SCRIPT)],
-        env={
-            "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "DCGM_LEVEL": "2",
-            "CHECK_DIR": str(tmp_path),
-            "TERMINATION_LOG": str(termination),
-            "HOSTENGINE_WAIT_SECONDS": "2",
-        },
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
+    termination = tmp_path / "termination-log"
     return done, termination.read_text() if termination.exists() else ""
 
 
-def test_the_gpu_check_passes_when_every_dcgm_test_passed(tmp_path: Path) -> None:
+def calls(tmp_path: Path) -> list[str]:
+    return (tmp_path / "calls").read_text().splitlines()
+
+
+def test_the_gpu_check_runs_on_the_gpu_operator_s_host_engine_and_starts_none(
+    tmp_path: Path,
+) -> None:
     done, said = gpu_check(tmp_path, stand_ins(tmp_path, PASSED, 0))
     assert done.returncode == 0, done.stderr
     assert said == ""
-    calls = (tmp_path / "calls").read_text().splitlines()
-    assert calls[-2] == "dcgmi diag --run 2"
-    assert calls[-1].startswith("hostengine --term")  # stopped on the way out
+    assert calls(tmp_path) == [
+        f"dcgmi discovery --host {GPU_SERVICE} --list",
+        f"dcgmi diag --host {GPU_SERVICE} --run 2 -j",
+    ]
     assert "passed" in done.stdout
 
 
+def test_with_its_own_host_engine_the_check_starts_it_and_stops_it(tmp_path: Path) -> None:
+    done, _ = gpu_check(tmp_path, stand_ins(tmp_path, PASSED, 0), host_engine="own")
+    assert done.returncode == 0, done.stderr
+    made = calls(tmp_path)
+    assert made[0].startswith("hostengine --pid")
+    assert made[-2] == "dcgmi diag --run 2 -j"  # no --host: its own, on localhost
+    assert made[-1].startswith("hostengine --term")  # stopped on the way out
+
+
 @pytest.mark.parametrize(
-    ("output", "status"),
-    [(PASSED + FAILED_ROW, 0), (PASSED + FAILED_ROW, 226), ("Error: unable to run", 226)],
-    ids=["fail-row", "fail-row-and-status", "status"],
+    ("output", "status", "words"),
+    [
+        (report(FAULTY_MEMORY), NVVS_ERROR, "Memory test failed on GPU 3"),
+        (report(LOW_BANDWIDTH), NVVS_ERROR, "PCIe bandwidth too low on GPU 3"),
+        # DCGM's own verdict: an ISOLATE error, whatever the report.
+        ("Error: isolate", ISOLATE_ERROR, "Error: isolate"),
+        (report(NO_ACCESS, FAULTY_MEMORY), NVVS_ERROR, "Memory test failed on GPU 3"),
+    ],
+    ids=["isolate-severity", "hardware-category", "isolate-status", "setup-and-hardware"],
 )
-def test_the_gpu_check_fails_on_a_failed_test_or_status_and_says_which(
-    tmp_path: Path, output: str, status: int
+def test_the_gpu_check_fails_the_gpus_only_on_an_error_dcgm_rates_as_theirs(
+    tmp_path: Path, output: str, status: int, words: str
 ) -> None:
     done, said = gpu_check(tmp_path, stand_ins(tmp_path, output, status))
-    assert done.returncode == 1
+    assert done.returncode == 1, done.stderr
     assert said.startswith(f"dcgmi diag --run 2 (exit {status}): ")
-    assert (FAILED_ROW if FAILED_ROW in output else output) in said
+    assert words in said
 
 
-def test_the_gpu_check_fails_when_its_host_engine_never_answers(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("output", "status", "words"),
+    [
+        # A plugin's Fail that is only the setup's: this pod may not read a file.
+        (report(NO_ACCESS), NVVS_ERROR, "only errors of its setup, none of the GPUs: "),
+        (report(CUDA_API), NVVS_ERROR, "cuInit failed"),
+        # Errors of the run itself come without a report.
+        ("Error: plugin failed to load", NVVS_ERROR, "Error: plugin failed to load"),
+        ("Error: Unable to connect to host engine.", NO_CONNECTION, "could not run (exit 235)"),
+    ],
+    ids=["no-access", "cuda-api", "run-error", "no-connection"],
+)
+def test_a_check_that_could_not_judge_the_gpus_says_so_and_fails_nothing(
+    tmp_path: Path, output: str, status: int, words: str
+) -> None:
+    done, said = gpu_check(tmp_path, stand_ins(tmp_path, output, status))
+    assert done.returncode == 75, done.stderr  # EX_TEMPFAIL, sysexits.h
+    assert words in said
+    assert "gpu-check: NOT RUN: " in done.stderr
+
+
+def test_a_host_engine_that_never_answers_is_named_and_no_diagnostic_runs(
+    tmp_path: Path,
+) -> None:
     done, said = gpu_check(tmp_path, stand_ins(tmp_path, PASSED, 0, answers=False))
-    assert done.returncode == 1
-    assert said.strip() == "nv-hostengine did not answer: refused"
-    assert "dcgmi diag --run 2" not in (tmp_path / "calls").read_text()
+    assert done.returncode == 75
+    assert said.startswith(f"no answer from the GPU Operator's host engine ({GPU_SERVICE}): ")
+    assert "ClusterPolicy dcgm.enabled" in said
+    assert not [c for c in calls(tmp_path) if c.startswith("dcgmi diag")]
+
+
+def test_a_diagnostic_past_its_time_is_stopped_and_judges_nothing(tmp_path: Path) -> None:
+    bin_dir = stand_ins(tmp_path, PASSED, 0, diag_sleep=30)
+    done, said = gpu_check(tmp_path, bin_dir, timeout_seconds="1")
+    assert done.returncode == 75, done.stderr
+    assert "dcgmi stopped" in calls(tmp_path)  # told to stop the diagnostic in the host engine
+    assert "did not end within 1 s" in said
+
+
+def test_sigterm_stops_the_diagnostic_and_judges_nothing(tmp_path: Path) -> None:
+    bin_dir = stand_ins(tmp_path, PASSED, 0, diag_sleep=30)
+    check = subprocess.Popen(
+        ["bash", str(SCRIPTS / GPU_CHECK_SCRIPT)],
+        env=check_env(tmp_path, bin_dir, GPU_SERVICE),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = tmp_path / "calls"
+    while not (started.exists() and "dcgmi diag" in started.read_text()):
+        assert check.poll() is None, check.communicate()
+    check.terminate()
+    _, err = check.communicate(timeout=30)
+    assert check.returncode == 75, err
+    assert "dcgmi stopped" in calls(tmp_path)
+    assert "stopped (SIGTERM)" in (tmp_path / "termination-log").read_text()
 
 
 def by_name(run: Any, kind: str, suffix: str) -> dict[str, Any]:
@@ -316,6 +442,13 @@ def test_the_runner_checks_the_flavor_s_nodes_with_the_training_pod_s_gpus(
     ]
     env_check = {e["name"]: e["value"] for e in check["env"]}
     assert env_check["DCGM_LEVEL"] == "2"
+    # The GPU Operator's host engine on OpenShift (tests/test_vendor_openshift.py), on GKE its
+    # own; level 2's two minutes plus ten before the diagnostic is stopped.
+    engine = "nvidia-dcgm.nvidia-gpu-operator.svc:5555" if s.platform == "openshift" else "own"
+    assert env_check["DCGM_HOST_ENGINE"] == engine
+    assert env_check["DIAG_TIMEOUT_SECONDS"] == str((2 + 10) * 60)
+    # A check that could not run is tried again when the gate retries a held run.
+    assert env["HEALTH_RUNNER_RETRY_SECONDS"] == "600"
     # GKE's driver libraries are where GKE mounts them; OpenShift's where the toolkit puts them.
     assert ("LD_LIBRARY_PATH" in env_check) is (s.platform == "gke")
     # Restricted: no privilege, no capability, not root.
@@ -451,6 +584,36 @@ def test_a_failed_check_is_the_node_s_result_only_if_it_ran_there(
         assert "gpu-1: gpu: fail (dcgmi diag --run 2 (exit 226): | Memory | Fail |)" in said
     else:
         assert "gpu-1: gpu: not checked (gpu-1: the check did not run there" in said
+
+
+OWN_TAINT_FAILED = {"key": "aiinfra/gpu-healthcheck", "value": "failed", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    "taints",
+    [[], [OWN_TAINT_FAILED]],
+    ids=["untainted", "tainted-by-an-earlier-failure"],
+)
+def test_a_check_that_could_not_run_is_an_error_and_never_taints_or_untaints(
+    taints: list[dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gpu-check.sh's exit 75: no host engine, a setup error. The node is labelled `error`
+    (the gate keeps runs off it: no pass), its taints stay exactly as they were, and it is
+    tried again after the retry delay."""
+    job = finished(runner.check_job(TEMPLATE, ["gpu-1"], GPU, SETTINGS), "fail")
+    why = "no answer from the GPU Operator's host engine (nvidia-dcgm...:5555)"
+    pod = check_pod(job, "gpu-1", 75, why)
+    api = RecordedApi([gpu_node("gpu-1", {}, taints)], [job], {GPU.template: TEMPLATE}, [pod])
+    runner.reconcile(api, SETTINGS, NOW, set())
+    (patch,) = [body for method, _, body in api.writes if method == "PATCH"]
+    assert patch["metadata"]["labels"]["aiinfra/gpu-healthcheck-result"] == "error"
+    assert patch["spec"] == {"taints": taints or None}
+    said = capsys.readouterr().out
+    assert f"gpu-1: gpu: error: the check could not run ({why}); not tainted for it" in said
+    # Labelled now: not due again until the retry delay has passed.
+    labels = patch["metadata"]["labels"]
+    assert not runner.due(labels, "gpu", NOW + 600, SETTINGS)
+    assert runner.due(labels, "gpu", NOW + 601, SETTINGS)
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,8 @@ def test_rendezvous_env_and_rdma_nccl_env() -> None:
     assert env["MASTER_PORT"] == "29500"
     assert env["NCCL_NET"] == "IB"
     assert "NCCL_IB_HCA" not in env  # detected per pod (VF device names follow allocation)
-    assert env["NCCL_NET_GDR_LEVEL"] == "SYS"
+    # Unset: NCCL picks it from the topology (nothing checked the seed's SYS).
+    assert "NCCL_NET_GDR_LEVEL" not in env
     assert env["NCCL_CROSS_NIC"] == "0"
     # The seed's NCCL_MIN_NCHANNELS=4 under its current name: NCCL 2.17 deprecated it for
     # NCCL_MIN_CTAS (NVIDIA/nccl docs/userguide/source/env.rst at 5067397).
@@ -284,7 +285,7 @@ def test_switching_barcelona_to_tcp_drops_rdma_pieces_and_keeps_storage() -> Non
         "1",
         "^lo,docker",
     )
-    rdma_only = {"NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT", "NCCL_NET_GDR_LEVEL", "NCCL_MIN_CTAS"}
+    rdma_only = {"NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT", "NCCL_MIN_CTAS", "GDR_REQUIRED"}
     assert rdma_only <= set(env_of(container(rdma))) and not rdma_only & set(env)
     claims_of = [one(run, "StatefulSet")["spec"]["volumeClaimTemplates"] for run in (tcp, rdma)]
     assert claims_of[0] == claims_of[1]

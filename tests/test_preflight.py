@@ -47,6 +47,12 @@ LOW_MEMLOCK_KB = 64
 # CapEff of a default container (Docker/CRI-O capability set) without and with CAP_IPC_LOCK (14).
 CAPS_DEFAULT = 0x00000000A80425FB
 CAP_IPC_LOCK = 1 << 14
+# /proc/driver/nvidia/version's first line, the open and the proprietary GPU kernel module.
+OPEN_MODULE = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+    "(dvs-builder@U16-I3-B03-4-3)  Tue Sep 30 2025"
+)
+PROPRIETARY_MODULE = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.08  Sat Oct 26 2024"
 
 Result = subprocess.CompletedProcess[str]
 
@@ -111,6 +117,13 @@ class Node:
             f"Name:\tbash\nCapInh:\t0000000000000000\nCapPrm:\t{capeff:016x}\n"
             f"CapEff:\t{capeff:016x}\nCapBnd:\t{capeff:016x}\n"
         )
+
+    def set_gpu_driver(self, version: str, kernel: str) -> None:
+        """The GPU kernel module's /proc/driver/nvidia/version line and the kernel's release."""
+        (self.proc / "driver/nvidia").mkdir(parents=True, exist_ok=True)
+        (self.proc / "driver/nvidia/version").write_text(version + "\n")
+        (self.proc / "sys/kernel").mkdir(parents=True, exist_ok=True)
+        (self.proc / "sys/kernel/osrelease").write_text(kernel + "\n")
 
     def fake(self, name: str, body: str) -> None:
         tool = self.bin / name
@@ -178,6 +191,7 @@ def healthy_node(root: Path, ifaces: tuple[str, ...] = IFACES) -> Node:
         (n.dev / "infiniband" / f"uverbs{i}").touch()
     (n.dev / "infiniband/rdma_cm").touch()
     n.set_caps(CAPS_DEFAULT | CAP_IPC_LOCK)
+    n.set_gpu_driver(OPEN_MODULE, "5.14.0-570.el9_6.x86_64")
     n.env_file.parent.mkdir(parents=True)
     n.env_file.write_text("export NCCL_IB_HCA==mlx5_6:1\nexport NCCL_IB_GID_INDEX=3\n")
     n.bin.mkdir()
@@ -243,8 +257,8 @@ def test_conventions() -> None:
 
 def test_healthy_rdma_node_passes(node: Node) -> None:
     out = passes(preflight(node.env()))
-    # GPUs, shm, memlock, 4 x (link, MTU, port), uverbs, env file.
-    assert out.splitlines()[-1] == "preflight: OK (17 checks)"
+    # GPUs, shm, memlock, 4 x (link, MTU, port), uverbs, GPUDirect RDMA, env file.
+    assert out.splitlines()[-1] == "preflight: OK (18 checks)"
     assert "GPUs: 4 visible" in out
     assert "/dev/shm: 64 GiB >= 32 GiB" in out
     assert "CAP_IPC_LOCK is effective" in out
@@ -325,7 +339,7 @@ def test_shm_check_is_skipped_without_a_minimum(node: Node) -> None:
     node.fake_df(64 * MIB)
     env = {k: v for k, v in node.env().items() if k != "SHM_MIN_BYTES"}
     out = passes(preflight(env))
-    assert "/dev/shm" not in out and out.splitlines()[-1] == "preflight: OK (16 checks)"
+    assert "/dev/shm" not in out and out.splitlines()[-1] == "preflight: OK (17 checks)"
 
 
 def test_bad_shm_minimum(node: Node) -> None:
@@ -474,7 +488,7 @@ def test_an_mtu_the_stack_does_not_state_is_reported_not_checked(node: Node) -> 
     out = passes(preflight({**node.env(), "RDMA_MTU": ""}))
     assert "preflight: note: net3: MTU 1500 (not checked: set rdma.mtu" in out
     assert "preflight: note: net1: MTU 9000 (not checked" in out
-    assert out.splitlines()[-1] == "preflight: OK (13 checks)"  # 17 less the 4 MTU checks
+    assert out.splitlines()[-1] == "preflight: OK (14 checks)"  # 18 less the 4 MTU checks
 
 
 def test_link_down(node: Node) -> None:
@@ -598,7 +612,7 @@ def test_all_problems_are_reported(node: Node) -> None:
     assert len(failed) == len(expected), result.stderr
     for text, line in zip(expected, failed, strict=True):
         assert text in line, result.stderr
-    assert result.stderr.splitlines()[-1] == "preflight: 8 of 18 checks failed"
+    assert result.stderr.splitlines()[-1] == "preflight: 8 of 19 checks failed"
 
 
 # --- launchers ------------------------------------------------------------------------------
@@ -663,7 +677,7 @@ def test_launcher_runs_the_trainer_after_a_passing_preflight(launcher: Launcher)
     assert lines[0] == "trainer ran" and "train.py" in lines
     assert "preflight: " not in result.stdout
     # DeepSpeed's launcher also has its version checked.
-    checks = 17 + (launcher.tool == "deepspeed")
+    checks = 18 + (launcher.tool == "deepspeed")
     assert f"preflight: OK ({checks} checks)" in result.stderr.splitlines()
 
 

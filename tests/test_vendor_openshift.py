@@ -234,3 +234,53 @@ def test_a_macvlan_nad_without_rdma_mtu_leaves_the_mtu_to_its_parent() -> None:
     config = json.loads(_nad("eno5np0-network", *unstated)["spec"]["config"])
     assert "mtu" not in config
     assert config["master"] == "eno5np0"
+
+
+# --- the GPU Operator's DCGM host engine -------------------------------------------------------
+
+GPU_OPERATOR = yaml.safe_load((VENDOR / "gpu_operator.yaml").read_text())
+GPU_CHECK_RUNNER = (
+    "workload.kind=jobset",
+    "workload.command[0]=train.py",
+    "workload.queue.topologyLevels[0]=example.com/rack",
+    "workload.queue.healthGate.enabled=true",
+    "workload.queue.healthGate.checks[0]=gpu",
+    "workload.queue.healthGate.runner.enabled=true",
+)
+
+
+def test_the_gpu_check_runs_on_the_gpu_operator_s_host_engine_of_its_own_node() -> None:
+    """The check's dcgmi goes to the operator's nvidia-dcgm Service in the operator's OpenShift
+    namespace, whose internalTrafficPolicy Local keeps each pod on its own node's host engine;
+    the check starts none (one host engine a node, the operator's, privileged). Its image is
+    the operator's DCGM release."""
+    service = GPU_OPERATOR["dcgm_service"]
+    assert service["spec"]["internalTrafficPolicy"] == "Local"
+    assert GPU_OPERATOR["dcgm"]["openshift_enabled"] is True
+    (template,) = manifests(run_stack("nerc-production", *GPU_CHECK_RUNNER), "PodTemplate")
+    (container,) = template["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    host = f"{service['metadata']['name']}.{GPU_OPERATOR['openshift_namespace']}.svc"
+    assert env["DCGM_HOST_ENGINE"] == f"{host}:{service['spec']['ports'][0]['port']}"
+    assert (
+        container["image"] == f"nvcr.io/nvidia/cloud-native/dcgm:{GPU_OPERATOR['dcgm']['version']}"
+    )
+    # Unprivileged all the same: the privileged part is the operator's.
+    assert container["securityContext"]["privileged"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_another_host_engine_or_the_check_s_own_is_a_config_edit() -> None:
+    for value, expected in (
+        ("own", "own"),
+        ("nvidia-dcgm.gpu-operator.svc", "nvidia-dcgm.gpu-operator.svc:5555"),
+    ):
+        run = run_stack(
+            "nerc-production",
+            *GPU_CHECK_RUNNER,
+            f"workload.queue.healthGate.runner.dcgmHostEngine={value}",
+        )
+        (template,) = manifests(run, "PodTemplate")
+        (container,) = template["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["DCGM_HOST_ENGINE"] == expected

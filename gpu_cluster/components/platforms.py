@@ -52,6 +52,7 @@ SHIPPED_SCRIPTS = (
     "launch-deepspeed.sh",
     "preflight.sh",
     "rdma-sysfs.sh",
+    "gdr-path.sh",
     "launch-stop.sh",
 )
 

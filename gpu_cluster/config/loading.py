@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from gpu_cluster.config.capacity import flex_start_gang_warnings
 from gpu_cluster.config.dates import AsOf
+from gpu_cluster.config.gdr import gdr_warnings
 from gpu_cluster.config.gke import (
     cluster_problems,
     image_streaming_warnings,
@@ -344,6 +345,7 @@ def settings_from(
         *placeholder_warnings(settings),
         *opt_in_warnings(settings),
         *runner_warnings(settings),
+        *gdr_warnings(settings),
         *kind_warnings(settings),
         *rdma_warnings(settings),
     ]

@@ -191,7 +191,16 @@ class HealthRunnerSettings(Section):
     dcgm_level: Annotated[Literal[1, 2, 3, 4], _RUNNING_GPU_CHECK] = DCGM_LEVEL
     """DCGM diagnostics' run level: 1 seconds, 2 about two minutes, 3 about 15, 4 longer."""
     dcgm_image: Annotated[Image, _RUNNING_GPU_CHECK] = DCGM_IMAGE
-    """The image the GPU check runs in: NVIDIA's DCGM image (`nv-hostengine`, `dcgmi`, bash)."""
+    """The image the GPU check runs in: NVIDIA's DCGM image (`nv-hostengine`, `dcgmi`, bash),
+    of the host engine's DCGM release."""
+    # None: the platform's (dcgm_host_engine_of); "own": nv-hostengine in the check's pod.
+    dcgm_host_engine: Annotated[Literal["own"] | Subdomain | None, _RUNNING_GPU_CHECK] = None
+    """The DCGM host engine the GPU check's `dcgmi diag` runs on: a host name or address (port
+    5555), or `own`: the check starts one in its pod, unprivileged (some diagnostics need root).
+    Unset: on OpenShift `nvidia-dcgm.nvidia-gpu-operator.svc`, the GPU Operator's (ClusterPolicy
+    `dcgm.enabled`), whose Service sends each pod to its own node's; on GKE `own`. A check that
+    cannot reach it, or that DCGM could not run, leaves the node untainted (docs/operations.md,
+    "Node health gate")."""
 
 
 class HealthGateSettings(Section):
@@ -447,7 +456,8 @@ class RdmaSettings(Section):
     """
     # Documented NCCL_NET_GDR_LEVEL values; None lets NCCL decide from the topology.
     gdr_level: Literal["LOC", "PIX", "PXB", "PHB", "SYS"] | None = None
-    """`NCCL_NET_GDR_LEVEL`; unset: NCCL decides."""
+    """`NCCL_NET_GDR_LEVEL`; unset: NCCL decides from the topology. A level but `LOC` without
+    `verify.requireGdr` is warned about: nothing then checks that GPUDirect RDMA is there."""
     cross_nic: Literal[0, 1, 2] = 0
     """`NCCL_CROSS_NIC`."""
     ib_timeout: int | None = Field(default=None, ge=1, le=31)
@@ -553,7 +563,8 @@ class VerifySettings(Section):
             "NCCL's socket transport)",
         ),
     ] = False
-    """`rdma`: also require GPUDirect RDMA (`GDRDMA`)."""
+    """`rdma`: also require GPUDirect RDMA (`GDRDMA`) in the fabric check, and on OpenShift
+    preflight fails a node without its path (DMA-BUF or `nvidia-peermem`; else a warning)."""
     storage_check_bytes: Annotated[
         SweepSize,
         ReadWhen(

@@ -273,6 +273,7 @@ PROGRAM_ENV_NAMES = frozenset(
         "SHM_MIN_BYTES",
         "MEMLOCK_STRATEGY",
         "MEMLOCK_MACHINE_CONFIG",
+        "GDR_REQUIRED",
         "RDMA_GID_INDEX",
         "RDMA_HCAS",
         "RDMA_INTERFACES",

@@ -10,7 +10,10 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.gpudirect import POD_LIB_DIR
 from gpu_cluster.facts.health import (
     DCGM_LEVEL_MINUTES,
+    DCGM_PORT,
     GPU_CHECK,
+    GPU_OPERATOR_DCGM_HOST,
+    OWN_HOST_ENGINE,
     PAIR_CHECK,
     RENDEZVOUS_JOIN_MINUTES,
     TAINT_EFFECT,
@@ -26,6 +29,9 @@ GPU_CHECK_SCRIPT = "gpu-check.sh"
 # Beyond a check's own time, a check pod's deadline (counted from when the kubelet took it, so
 # the image's pull included) allows this much.
 CHECK_DEADLINE_MARGIN_MINUTES = 15
+# A diagnostic still running this long past its level's time is stopped: the check did not
+# run, the node is not judged (gpu-check.sh), before the pod's own deadline.
+DIAG_OVERRUN_MINUTES = 10
 # The all_gather sweep of the pairwise check, at most (the fabric check's own time: a few
 # minutes up to 8 GiB on the slowest fabric it passes).
 PAIR_CHECK_MINUTES = 5
@@ -69,13 +75,15 @@ class HealthRunnerPlan:
     """name: the runner's objects in the namespace (and its ServiceAccount); policy: the
     cluster-scoped admission policy that confines its node writes. node_selector: the label
     selector of the nodes it checks; recheck_seconds: how old a result may get before it checks
-    the node again. gpu, nccl: the checks it runs (at least one)."""
+    the node again; retry_seconds: how soon a check that could not run is tried again. gpu,
+    nccl: the checks it runs (at least one)."""
 
     name: str
     namespace: str
     policy: str
     node_selector: str
     recheck_seconds: int
+    retry_seconds: int
     image: str
     run_as_user: int | None
     gpu: GpuCheckPlan | None
@@ -99,6 +107,7 @@ class HealthRunnerPlan:
             "HEALTH_RUNNER_NODES": self.node_selector,
             "HEALTH_RUNNER_CHECKS": " ".join(f"{c}={t}" for c, t in self.templates.items()),
             "HEALTH_RUNNER_RECHECK_SECONDS": str(self.recheck_seconds),
+            "HEALTH_RUNNER_RETRY_SECONDS": str(self.retry_seconds),
             "HEALTH_RUNNER_POLL_SECONDS": str(HEALTH_GATE_POLL_SECONDS),
         }
 
@@ -131,18 +140,34 @@ def _own_taint(check: str) -> tuple[str, str]:
 
 def _gpu_check(s: Settings, tolerations: tuple[tuple[str, str], ...]) -> GpuCheckPlan:
     runner = s.workload.queue.health_gate.runner
-    minutes = DCGM_LEVEL_MINUTES[runner.dcgm_level] + CHECK_DEADLINE_MARGIN_MINUTES
+    level_minutes = DCGM_LEVEL_MINUTES[runner.dcgm_level]
     # GKE puts the driver's libraries in every GPU container at /usr/local/nvidia
     # (cloud.google.com/kubernetes-engine/docs/how-to/gpus, "CUDA libraries").
     library = (("LD_LIBRARY_PATH", POD_LIB_DIR),) if s.platform == "gke" else ()
+    engine = dcgm_host_engine(s)
     return GpuCheckPlan(
         template=f"{s.name}-{GPU_CHECK}-check",
         image=runner.dcgm_image,
         gpus=s.gpus_per_node,
-        deadline_seconds=minutes * 60,
+        deadline_seconds=(level_minutes + CHECK_DEADLINE_MARGIN_MINUTES) * 60,
         tolerations=(*tolerations, _own_taint(GPU_CHECK)),
-        env=(("DCGM_LEVEL", str(runner.dcgm_level)), *library),
+        env=(
+            ("DCGM_LEVEL", str(runner.dcgm_level)),
+            ("DCGM_HOST_ENGINE", engine if engine == OWN_HOST_ENGINE else f"{engine}:{DCGM_PORT}"),
+            ("DIAG_TIMEOUT_SECONDS", str((level_minutes + DIAG_OVERRUN_MINUTES) * 60)),
+            *library,
+        ),
     )
+
+
+def dcgm_host_engine(s: Settings) -> str:
+    """The host engine the GPU check runs DCGM's diagnostics on: runner.dcgmHostEngine, unset
+    the GPU Operator's on OpenShift (one host engine a node, privileged, which the operator's
+    exporter shares) and the check's own on GKE (no GPU Operator there)."""
+    chosen = s.workload.queue.health_gate.runner.dcgm_host_engine
+    if chosen is not None:
+        return chosen
+    return GPU_OPERATOR_DCGM_HOST if s.platform == "openshift" else OWN_HOST_ENGINE
 
 
 def _pair_check(s: Settings, tolerations: tuple[tuple[str, str], ...]) -> PairCheckPlan:
@@ -182,6 +207,8 @@ def health_runner_plan(
         policy=f"{s.namespace}-{name}",
         node_selector=label_selector(gpu_nodes),
         recheck_seconds=gate.max_age_hours * 3600 // 2,
+        # As soon as the gate tries a held run again (Kueue's retry delay).
+        retry_seconds=gate.retry_seconds,
         image=gate.image,
         run_as_user=None if s.platform == "openshift" else NOBODY_UID,
         gpu=_gpu_check(s, tolerations) if GPU_CHECK in checks else None,

@@ -89,6 +89,9 @@ def _rdma_pod(s: Settings, rdma: RdmaSettings, scripts_config_map: str) -> PodNe
         **dict(rdma_layout),
         # preflight.sh names the memlock fix for this strategy, and checks a stated MTU.
         "MEMLOCK_STRATEGY": rdma.memlock,
+        # preflight.sh fails a node without a GPUDirect RDMA path when the fabric check is to
+        # require GDRDMA, and warns otherwise (scripts/gdr-path.sh).
+        "GDR_REQUIRED": str(s.verify.enabled and s.verify.require_gdr).lower(),
     }
     if rdma.mtu is not None:
         env["RDMA_MTU"] = str(rdma.mtu)
