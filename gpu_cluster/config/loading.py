@@ -16,6 +16,7 @@ from gpu_cluster.config.dates import AsOf
 from gpu_cluster.config.gke import (
     cluster_problems,
     image_streaming_warnings,
+    net_plugin_warnings,
     placeholder_warnings,
     support_window,
 )
@@ -339,6 +340,7 @@ def settings_from(
         *ended,
         *ending,
         *image_streaming_warnings(settings),
+        *net_plugin_warnings(settings),
         *placeholder_warnings(settings),
         *opt_in_warnings(settings),
         *runner_warnings(settings),
