@@ -276,7 +276,7 @@ def test_image_streaming_is_off_unless_asked_and_written_either_way(stack: str) 
 def test_streaming_an_image_outside_artifact_registry_warns_and_is_not_refused() -> None:
     message = (
         "gpu-cluster:gcp.imageStreaming is true but gpu-cluster:image = "
-        "'nvcr.io/nvidia/pytorch:25.01-py3' is not in Artifact Registry "
+        "'nvcr.io/nvidia/pytorch:26.04-py3' is not in Artifact Registry "
         "(<location>-docker.pkg.dev/...): GKE streams only images there and pulls this one "
         "whole, as without streaming; push it to Artifact Registry or set gcp.imageStreaming "
         "to false"

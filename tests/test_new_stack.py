@@ -76,14 +76,16 @@ def test_a_new_stack_runs_queued_jobsets(project: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_a_shipped_stack_written_anew_reads_back_as_its_config(project: Path, stack: str) -> None:
-    """With the kind it has (every shipped stack states `statefulset`), the new file holds the
-    source's config exactly: every value, nested and top-level, survives the write."""
+    """With the kind it states (gcp-a4 `jobset`, the others `statefulset`), the new file holds
+    the source's config exactly: every value, nested and top-level, survives the write."""
+    kind = config_of(project, stack)["gpu-cluster:workload"]["kind"]
     written = new_stack(
-        read_project(project), "copy", stack, ("workload.kind=statefulset",), as_of=AS_OF
+        read_project(project), "copy", stack, (f"workload.kind={kind}",), as_of=AS_OF
     )
     (project / "Pulumi.copy.yaml").write_text(written.text)
     assert config_of(project, "copy") == config_of(project, stack)
-    assert "training runs as\n# a StatefulSet" in written.text
+    runs = {"jobset": "queued JobSets", "statefulset": "a StatefulSet"}[kind]
+    assert f"training runs as\n# {runs} (workload.kind)" in written.text
     assert any("keeps" in w and "gpu-cluster:name" in w for w in written.warnings)
 
 

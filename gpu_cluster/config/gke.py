@@ -34,6 +34,7 @@ from gpu_cluster.facts.gpudirect import (
     release_for,
     releases_for,
 )
+from gpu_cluster.facts.ngc import DEFAULT_TRAINING_IMAGE, sets_net_plugin_spcx
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
     from gpu_cluster.config.schema import GcpSettings, Settings
@@ -243,6 +244,21 @@ def image_streaming_warnings(s: Settings) -> list[str]:
         "Artifact Registry (<location>-docker.pkg.dev/...): GKE streams only images there and "
         "pulls this one whole, as without streaming; push it to Artifact Registry or set "
         "gcp.imageStreaming to false"
+    ]
+
+
+def net_plugin_warnings(s: Settings) -> list[str]:
+    """A warning when a GKE stack whose NCCL needs Google's plugin (tcpxo, tcpx, rdma) runs an NGC
+    PyTorch release that selects HPC-X's plugin instead (sets_net_plugin_spcx). Not a refusal:
+    an image built from it may unset NCCL_NET_PLUGIN again."""
+    if s.gcp is None or s.network_mode == "tcp" or not sets_net_plugin_spcx(s.image):
+        return []
+    return [
+        f"gpu-cluster:image = {s.image!r} sets NCCL_NET_PLUGIN=spcx (NGC PyTorch 26.06 and "
+        "newer), so NCCL loads HPC-X's net plugin and not Google's, which networkMode "
+        f"{s.network_mode!r} needs; use an nvcr.io/nvidia/pytorch release up to 26.05 (the "
+        f"default is {DEFAULT_TRAINING_IMAGE}) or an image built from it that unsets "
+        "NCCL_NET_PLUGIN"
     ]
 
 

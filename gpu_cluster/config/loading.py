@@ -18,6 +18,7 @@ from gpu_cluster.config.gdr import gdr_warnings
 from gpu_cluster.config.gke import (
     cluster_problems,
     image_streaming_warnings,
+    net_plugin_warnings,
     placeholder_warnings,
     support_window,
 )
@@ -342,6 +343,7 @@ def settings_from(
         *ending,
         *image_streaming_warnings(settings),
         *flex_start_gang_warnings(settings),
+        *net_plugin_warnings(settings),
         *placeholder_warnings(settings),
         *opt_in_warnings(settings),
         *runner_warnings(settings),

@@ -50,6 +50,7 @@ from gpu_cluster.facts.gcp import (
 from gpu_cluster.facts.health import DCGM_IMAGE, DCGM_LEVEL, GPU_CHECK
 from gpu_cluster.facts.kubernetes import POD_START_MINUTES, resource_quantity
 from gpu_cluster.facts.kueue import HEALTH_GATE_IMAGE, JOBSET_CHART_VERSION, KUEUE_CHART_VERSION
+from gpu_cluster.facts.ngc import DEFAULT_TRAINING_IMAGE
 
 PROJECT = "gpu-cluster"
 
@@ -889,9 +890,11 @@ class Settings(Section):
     """The cluster's Kubernetes minor, `1.NN` (objects are validated against it; >= 1.28; on GKE
     the minor of `gcp.minMasterVersion`).
     """
-    image: Image = "nvcr.io/nvidia/pytorch:25.01-py3"
+    image: Image = DEFAULT_TRAINING_IMAGE
     """Training image: a reference the kubelet parses, with a tag or a digest (`sha256`, `sha384`,
-    `sha512`); `:latest` without a digest is refused.
+    `sha512`); `:latest` without a digest is refused. The default, NGC PyTorch 26.04, is a CUDA 13
+    image: the nodes' driver must be R580 or newer (docs/operations.md, "Launchers and images").
+    On GKE's GPUDirect modes an NGC PyTorch tag from 26.06 warns (it selects HPC-X's NCCL plugin).
     """
     pod: PodSettings = PodSettings()
     """Compute resources of the training container."""
