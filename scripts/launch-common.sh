@@ -2,8 +2,9 @@
 # Usage: . launch-common.sh   (sourced by launch-torchrun.sh and launch-deepspeed.sh, after they
 #                              set PROG)
 #
-# What both launchers share: error exits, the usage check, the NCCL settings written by
-# detect-rdma.sh, validation of the rendezvous environment, and the optional preflight.
+# What both launchers share: error exits, the usage check, the NCCL settings (the GPUDirect
+# release's script, the file detect-rdma.sh writes), validation of the rendezvous environment,
+# and the optional preflight.
 set -euo pipefail
 : "${PROG:?set PROG before sourcing launch-common.sh}"
 
@@ -22,7 +23,53 @@ usage_unless_script() {
   fi
 }
 
+# A missing NCCL_INIT_SCRIPT exits 69 (EX_UNAVAILABLE, sysexits.h): the node agent that installs
+# it may not have run on this node yet, so a restart can succeed.
+readonly NCCL_INIT_SCRIPT_MISSING=69
+
+# Usage: load_nccl_env
+# The NCCL settings, in the order Google's GKE workloads apply them: the GPUDirect release's own
+# script, then what the pod sets after it; then the file detect-rdma.sh writes (OpenShift).
 load_nccl_env() {
+  source_nccl_init_script || exit "$NCCL_INIT_SCRIPT_MISSING"
+  source_nccl_env_file
+}
+
+# Usage: source_nccl_init_script
+# Sources NCCL_INIT_SCRIPT (unset: nothing to do), the release's script that exports its NCCL
+# settings (gIB's set_nccl_env.sh, TCPXO's nccl-env-profile.sh), as Google's workloads do:
+# without -e, -u or pipefail, which its scripts are not written for (nccl-env-profile.sh expands
+# LD_LIBRARY_PATH whether set or not). Then every NCCL_* variable the pod started with is set
+# again: the pod carries only what Google's workloads export after the script, and the stack's
+# NCCL_DEBUG. Returns 1, naming the file, when it is not there.
+source_nccl_init_script() {
+  [[ -n ${NCCL_INIT_SCRIPT:-} ]] || return 0
+  if [[ ! -f $NCCL_INIT_SCRIPT || ! -r $NCCL_INIT_SCRIPT ]]; then
+    echo "$PROG: error: NCCL_INIT_SCRIPT $NCCL_INIT_SCRIPT is missing: the GPUDirect node agent (kube-system DaemonSet nccl-*-installer) has not installed it on this node yet, or the release (gcp.gpudirectRelease) ships none" >&2
+    return 1
+  fi
+  local name setting options
+  local -a pod_settings=()
+  while IFS= read -r name; do
+    pod_settings+=("$name=${!name}")
+  done < <(compgen -e NCCL_)
+  options=$(set +o)
+  set +e +u +o pipefail
+  # shellcheck source=/dev/null # installed on the node by Google's installer
+  . "$NCCL_INIT_SCRIPT"
+  eval "$options"
+  for setting in "${pod_settings[@]}"; do
+    export "${setting?}"
+  done
+  # An empty entry in the path is the working directory (ld.so(8)); nccl-env-profile.sh leaves a
+  # trailing one where the image sets no LD_LIBRARY_PATH.
+  if [[ ${LD_LIBRARY_PATH:-} == *: ]]; then
+    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH%:}
+  fi
+  echo "$PROG: NCCL settings from $NCCL_INIT_SCRIPT" >&2
+}
+
+source_nccl_env_file() {
   NCCL_ENV_FILE=${NCCL_ENV_FILE:-/var/run/gpu-cluster/nccl.env}
   if [[ -f $NCCL_ENV_FILE ]]; then
     # shellcheck source=/dev/null # written at pod start by detect-rdma.sh

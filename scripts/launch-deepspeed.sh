@@ -5,7 +5,8 @@
 # each other, so this uses DeepSpeed's --no_ssh mode (DeepSpeed >= 0.14.5): each node launches
 # its own workers with an explicit --node_rank. In that mode the hostfile is never contacted; it
 # only sizes the world (one `<host> slots=<n>` line per node, first --num_nodes lines used), so it
-# must list exactly NNODES hosts. Sources the NCCL settings written by detect-rdma.sh first.
+# must list exactly NNODES hosts. Sources the NCCL settings first (launch-common.sh
+# load_nccl_env).
 #
 # Environment:
 #   NODE_RANK           required  this node's rank, 0..NNODES-1
@@ -16,6 +17,8 @@
 #   DEEPSPEED_HOSTFILE  optional  default /opt/gpu-cluster/hostfile
 #   DEEPSPEED_CONFIG    optional  default /opt/gpu-cluster/ds_config.json
 #   NCCL_ENV_FILE       optional  default /var/run/gpu-cluster/nccl.env (sourced if present)
+#   NCCL_INIT_SCRIPT    optional  the GPUDirect release's NCCL script, sourced first (exit 69
+#                                 if missing); the pod's NCCL_* values are set again after it
 #   DEEPSPEED_BIN       optional  default deepspeed
 #   PREFLIGHT           optional  1 = run preflight.sh first and stop if it fails; default 0
 #   LAUNCH_PID_FILE     optional  default /tmp/gpu-cluster-launch.pid (for launch-stop.sh)

@@ -3,7 +3,7 @@
 #
 # Starts torchrun for this node. Run it on every pod of the cluster; the c10d rendezvous on
 # MASTER_ADDR:MASTER_PORT assigns node ranks, so no per-pod rank is needed. Sources the NCCL
-# settings written by detect-rdma.sh first.
+# settings first (launch-common.sh load_nccl_env).
 #
 # Environment:
 #   NNODES                 required  number of nodes (pods)
@@ -14,6 +14,8 @@
 #   TORCHRUN_MAX_RESTARTS  optional  default 0
 #   RDZV_ID                optional  default gpu-cluster
 #   NCCL_ENV_FILE          optional  default /var/run/gpu-cluster/nccl.env (sourced if present)
+#   NCCL_INIT_SCRIPT       optional  the GPUDirect release's NCCL script, sourced first (exit 69
+#                                    if missing); the pod's NCCL_* values are set again after it
 #   TORCHRUN_BIN           optional  default torchrun
 #   PREFLIGHT              optional  1 = run preflight.sh first and stop if it fails; default 0
 #   LAUNCH_PID_FILE        optional  default /tmp/gpu-cluster-launch.pid (for launch-stop.sh)

@@ -396,10 +396,14 @@ def test_every_gpu_nic_is_wired_end_to_end(stack: str, mode: str, nics: int) -> 
         assert param["vpc"] == node_networks[i - 1]
         assert param["deviceMode"] == "NetDevice"
         assert iface["interfaceName"] == f"eth{i}"
-    env = env_of(container(run))
-    nccl_ifaces = env[
-        "NCCL_FASTRAK_IFNAME" if mode == "tcpxo" else "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"
-    ]
+    # TCPX's list is in the pod; TCPXO's profile finds the GPU NICs itself at launch, falling back
+    # to eth1..eth8 (google/nccl-plugin-gpudirect-tcpxo tcpxo_scripts/nccl-env-profile.sh line 17,
+    # 04815d1), the names the pod gives them.
+    nccl_ifaces = (
+        "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
+        if mode == "tcpxo"
+        else env_of(container(run))["NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"]
+    )
     assert nccl_ifaces.split(",") == [iface["interfaceName"] for iface in interfaces[1:]]
 
 
@@ -472,9 +476,15 @@ def test_gpudirect_sidecar_and_daemons_run_googles_release_for_the_stacks_gke_mi
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert "hostNetwork" not in spec
     env = env_of(container(run))
-    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
-    # TCPXO's published set lists the GPUs; TCPX's does not.
-    assert env.get("CUDA_VISIBLE_DEVICES") == ("0,1,2,3,4,5,6,7" if mode == "tcpxo" else None)
+    # TCPX's pod names the plugin's directory as its library path (CEA gpudirect-tcpx/
+    # nccl-test-latest.yaml); TCPXO's keeps the image's, to which the release's profile, sourced
+    # by the launchers, prepends it (nccl-plugin-gpudirect-tcpxo nccl-env-profile.sh, 04815d1).
+    assert env.get("LD_LIBRARY_PATH") == (None if mode == "tcpxo" else "/usr/local/nvidia/lib64")
+    assert env.get("NCCL_INIT_SCRIPT") == (
+        "/usr/local/nvidia/lib64/nccl-env-profile.sh" if mode == "tcpxo" else None
+    )
+    # The GPUs are the profile's to list (it exports CUDA_VISIBLE_DEVICES), not the pod's.
+    assert "CUDA_VISIBLE_DEVICES" not in env
     annotations = one(run, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
     devices = annotations[f"devices.gke.io/container.{mode}-daemon"]
     assert "- path: /dev/nvidia7\n" in devices
@@ -668,11 +678,19 @@ def test_tcpxo_sidecar_runs_as_google_runs_it_with_the_startup_probe() -> None:
     assert container(run_stack("gcp-a3"))["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
-def test_tcpxo_env_has_googles_debug_subsystems_and_lib_dir_and_the_stacks_debug_level() -> None:
+def test_tcpxo_pod_names_the_profile_its_directory_and_the_stacks_debug_level() -> None:
+    """The profile sets the rest, NCCL_DEBUG=WARN among them; the launchers set the pod's
+    NCCL_DEBUG again after it, so the stack's nccl.debug holds (tests/test_nccl_init_script.py)."""
     env = env_of(container(run_stack("gcp-a3")))
-    assert env["NCCL_DEBUG_SUBSYS"] == "INIT,NET,ENV,COLL,GRAPH"
-    assert env["NCCL_LIB_DIR"] == "/usr/local/nvidia/lib64"
-    assert env["NCCL_DEBUG"] == "WARN"
+    nccl = {k: v for k, v in env.items() if k.startswith("NCCL_") and k != "NCCL_ENV_FILE"}
+    assert nccl == {
+        "NCCL_DEBUG": "WARN",
+        # CEA gpudirect-tcpxo/README.md "NCCL configs" (992db81).
+        "NCCL_LIB_DIR": "/usr/local/nvidia/lib64",
+        "NCCL_INIT_SCRIPT": "/usr/local/nvidia/lib64/nccl-env-profile.sh",
+        # CEA gpudirect-tcpxo/nccl-test-latest.yaml (992db81).
+        "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
+    }
     assert env_of(container(run_stack("gcp-a3", "nccl.debug=INFO")))["NCCL_DEBUG"] == "INFO"
     assert all("NCCL_DEBUG" not in dict(r.nccl_env) for r in RELEASES.values())
 

@@ -25,19 +25,9 @@ from tests.conftest import (
 NETWORK = "gcp:compute/network:Network"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"
 FIREWALL = "gcp:compute/firewall:Firewall"
-# gIB's set_nccl_env.sh as cluster-toolkit lists it (examples/machine-learning/a3-ultragpu-8g/
-# nemo-framework/Dockerfile, 1047080, NCCL_GIB_VERSION v1.1.0); the tuner file is per machine.
-GIB_SET_NCCL_ENV = {
-    "NCCL_NET": "gIB",
-    "NCCL_CROSS_NIC": "0",
-    "NCCL_NET_GDR_LEVEL": "PIX",
-    "NCCL_P2P_NET_CHUNKSIZE": "131072",
-    "NCCL_NVLS_CHUNKSIZE": "524288",
-    "NCCL_IB_ADAPTIVE_ROUTING": "1",
-    "NCCL_IB_QPS_PER_CONNECTION": "4",
-    "NCCL_IB_TC": "52",
-    "NCCL_IB_FIFO_TC": "84",
-}
+# Where gIB's installer puts set_nccl_env.sh, which Google's workloads source (GoogleCloudPlatform/
+# container-engine-accelerators gpudirect-rdma/nccl-test.yaml, 992db81).
+GIB_SCRIPT = "/usr/local/gib/scripts/set_nccl_env.sh"
 # Both machines, through the shipped A4 stack and the same stack switched to A3 Ultra.
 MACHINES = [
     ("a4-highgpu-8g", ()),
@@ -85,12 +75,22 @@ def test_every_rdma_nic_is_wired_end_to_end(machine: str, overrides: tuple[str, 
         rdma = node_nic["network"] == "gpu-cluster-rdma"
         assert param["deviceMode"] == ("RDMA" if rdma else "NetDevice")
     env = env_of(container(run))
-    assert env["NCCL_NET"] == "gIB"  # no silent fallback to NCCL's own IB or sockets
-    # Bootstrap over the two gVNICs: the pod's eth0 and the interface of the gvnic network.
+    assert env["NCCL_INIT_SCRIPT"] == GIB_SCRIPT
+    nccl = {k: v for k, v in env.items() if k.startswith("NCCL_") and k != "NCCL_ENV_FILE"}
+    # What AI-Hypercomputer/gpu-recipes' jobset for the machine exports after the script
+    # (src/helm-charts/{a4,a3ultra}/jobset/templates/workload-jobset.yaml, 2e1fd5e): on A4,
+    # bootstrap over the two gVNICs (the pod's eth0 and the gvnic network's interface) and A4's
+    # tuner file; on A3 Ultra nothing, the script's own values hold.
     gvnic = [i["interfaceName"] for i in interfaces if i["network"] in ("default", "gvnic-1")]
-    assert env["NCCL_SOCKET_IFNAME"].split(",") == gvnic
-    tuner = RDMA_MACHINES[machine].tuner_config
-    assert env["NCCL_TUNER_CONFIG_PATH"] == f"/usr/local/gib/configs/tuner_config_{tuner}.txtpb"
+    after = (
+        {
+            "NCCL_SOCKET_IFNAME": ",".join(gvnic),
+            "NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a4.txtpb",
+        }
+        if machine == "a4-highgpu-8g"
+        else {}
+    )
+    assert nccl == {"NCCL_DEBUG": "WARN", "NCCL_INIT_SCRIPT": GIB_SCRIPT, **after}
 
 
 def test_roce_vpc_has_the_zone_profile_google_mtu_a_subnet_per_nic_and_no_firewall() -> None:
@@ -169,8 +169,8 @@ def test_training_pod_mounts_gib_read_only_with_no_sidecar_and_no_capability() -
         assert volumes[mounts[pod_dir]["name"]]["hostPath"]["path"] == host_dir
     env = env_of(training)
     assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
-    for key, value in GIB_SET_NCCL_ENV.items():
-        assert env[key] == value, key
+    # Its NCCL settings are the release's script, from the read-only gib mount.
+    assert env["NCCL_INIT_SCRIPT"].startswith(mounts["/usr/local/gib"]["mountPath"] + "/")
 
 
 def test_fabric_check_requires_gib_and_the_sourced_floor() -> None:
@@ -248,7 +248,6 @@ def test_gib_v1_1_0_stays_selectable_with_its_own_installer_flags() -> None:
     (init,) = installer["spec"]["template"]["spec"]["initContainers"]
     assert init["image"] == f"{GIB_INSTALLER}:v1.1.0"
     assert "/scripts/container_entry.sh install --install-nccl\n" in init["args"][0]
-    # Both releases carry the same published NCCL list (see GIB_SET_NCCL_ENV).
+    # Each release's settings are its own set_nccl_env.sh, at the same place in the pod.
     assert env_of(container(default)) == env_of(container(pinned))
-    env = env_of(container(pinned))
-    assert {k: env[k] for k in GIB_SET_NCCL_ENV} == GIB_SET_NCCL_ENV
+    assert env_of(container(pinned))["NCCL_INIT_SCRIPT"] == GIB_SCRIPT

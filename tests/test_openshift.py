@@ -581,9 +581,13 @@ def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
 def test_shell_command_starts_with_the_detected_nccl_settings(
     tmp_path: Path, detected: bool
 ) -> None:
-    # A stand-in `oc` runs what follows `--` here, in an environment like the container's.
+    # A stand-in `oc` runs what follows `--` here, in an environment like the container's, with
+    # the repository's scripts where the pod mounts them.
     oc = tmp_path / "oc"
-    oc.write_text('#!/usr/bin/env bash\nwhile [ "$1" != -- ]; do shift; done\nshift\nexec "$@"\n')
+    oc.write_text(
+        '#!/usr/bin/env bash\nwhile [ "$1" != -- ]; do shift; done\nshift\n'
+        f'exec "${{@//\\/opt\\/gpu-cluster/{ROOT / "scripts"}}}"\n'
+    )
     oc.chmod(0o755)
     env_file = tmp_path / "nccl.env"
     if detected:

@@ -764,8 +764,8 @@ def _without_env(name: str) -> Callable[[dict[str, Any]], None]:
 @pytest.mark.parametrize(
     ("stack", "variable"),
     [
-        ("gcp-a3", "NCCL_FASTRAK_IFNAME"),
-        ("gcp-a3", "NCCL_TUNER_CONFIG_PATH"),
+        ("gcp-a3", "NCCL_INIT_SCRIPT"),
+        ("gcp-a3", "NCCL_LIB_DIR"),
         ("a3-high", "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"),
     ],
 )
@@ -784,16 +784,19 @@ def test_missing_nccl_variable_is_refused(stack: str, variable: str) -> None:
 def test_nccl_value_other_than_the_release_is_refused() -> None:
     sts = resource("gcp-a3", STATEFUL_SET)
 
+    # The release's other profile (no LL128 nor NVLSTree), which the pinned settings are not.
+    simple = "/usr/local/nvidia/lib64/nccl-env-profile-simple.sh"
+
     def change(inputs: dict[str, Any]) -> None:
         for e in container(inputs, "training")["env"]:
-            if e["name"] == "NCCL_PROTO":
-                e["value"] = "Simple"
+            if e["name"] == "NCCL_INIT_SCRIPT":
+                e["value"] = simple
 
     only(
         run_pack(engine_request(sts, mutated(sts, change))),
         "gpudirect-nccl-env-complete",
-        "NCCL_PROTO='Simple'",
-        "'Simple,LL128'",
+        f"NCCL_INIT_SCRIPT='{simple}'",
+        "'/usr/local/nvidia/lib64/nccl-env-profile.sh'",
     )
 
 

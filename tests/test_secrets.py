@@ -99,7 +99,7 @@ ENV_VARIANTS = [
     ("barcelona", ()),
     ("barcelona", ("networkMode=tcp",)),
     ("barcelona", ("rdma.memlock=machineconfig", "rdma.machineConfigPool=gpu")),
-    ("barcelona", ("rdma.memlock=preconfigured",)),
+    ("barcelona", ("rdma.memlock=preconfigured", "rdma.mtu=9000")),
     ("nerc-production", ()),
     (
         "nerc-production",

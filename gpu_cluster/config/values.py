@@ -251,11 +251,12 @@ def _pod_interface(value: str) -> str:
 
 # What the program sets in the training container's environment: the rank and rendezvous
 # (plan/launch.py rendezvous_env, the pod template's NODE_RANK), the network modes' settings
-# (plan/netmodes.py and the GPUDirect releases: RDMA_*, MEMLOCK_*, CUDA_VISIBLE_DEVICES,
-# LD_LIBRARY_PATH) and every NCCL_* variable (NCCL is configured by `nccl`, `tcp`, `rdma` and the
-# release). Of two env entries of one name the kubelet keeps the last, the secret's: a secretEnv
-# of one of these names would silently replace the program's value. tests/test_secrets.py holds
-# this list to every rendered training container.
+# (plan/netmodes.py and the GPUDirect releases: RDMA_*, MEMLOCK_*, LD_LIBRARY_PATH) and every
+# NCCL_* variable (NCCL is configured by `nccl`, `tcp`, `rdma` and the release; TCPXO's
+# profile, sourced at launch, also sets CUDA_VISIBLE_DEVICES, over any value). Of two env
+# entries of one name the kubelet keeps the last, the secret's: a secretEnv of one of these names
+# would silently replace the program's value. tests/test_secrets.py holds this list to every
+# rendered training container.
 PROGRAM_ENV_NAMES = frozenset(
     {
         "NODE_RANK",
@@ -278,7 +279,6 @@ PROGRAM_ENV_NAMES = frozenset(
         "RDMA_HCAS",
         "RDMA_INTERFACES",
         "RDMA_MTU",
-        "CUDA_VISIBLE_DEVICES",
         "LD_LIBRARY_PATH",
         # A JobSet pod's admission gate (scripts/admitted.sh): a secret of the name would let a
         # run Kueue never admitted train.

@@ -1,4 +1,4 @@
-"""GPUDirect-TCPX(O) releases on GKE: images and the NCCL settings Google publishes with them.
+"""GPUDirect releases on GKE: images and the NCCL settings (or script) Google publishes with them.
 
 The NCCL plugin installer, the receive-datapath manager (RxDM) sidecar and the NCCL environment
 move together, so they are pinned here as one release, chosen by `gcp.gpudirectRelease` or, when
@@ -20,6 +20,11 @@ from datetime import date
 # Where the installer DaemonSet puts the plugin and NCCL on the node, and where pods mount it.
 HOST_LIB_DIR = "/home/kubernetes/bin/nvidia/lib64"
 POD_LIB_DIR = "/usr/local/nvidia/lib64"
+# The variable naming the release's NCCL environment script, which the launchers source
+# (scripts/launch-common.sh), as AI-Hypercomputer/gpu-recipes' GKE workloads name it
+# (src/helm-charts/{a3mega,a3ultra,a4}/jobset/templates/workload-jobset.yaml at 2e1fd5e).
+NCCL_INIT_SCRIPT = "NCCL_INIT_SCRIPT"
+
 # The node agents' DaemonSets, in kube-system, by their `k8s-app` label as Google's manifests
 # name them (CEA gpudirect-tcpxo/nccl-tcpxo-installer.yaml, gpudirect-tcpx/
 # nccl-tcpx-installer.yaml, nri_device_injector/nri-device-injector.yaml, gpudirect-rdma/
@@ -127,7 +132,14 @@ class GpuDirectRelease(_PublishedForGkeMinors):
     nic_count: int
     # GKE minor versions Google publishes this release's settings for: (first, last or None).
     gke_minors: tuple[int, int | None]
+    # The training container's NCCL env; with NCCL_INIT_SCRIPT, the release's own script sets
+    # the rest when the launchers source it.
     nccl_env: tuple[tuple[str, str], ...]
+
+    @property
+    def nccl_init_script(self) -> str | None:
+        """The release's NCCL environment script in the pod; None: nccl_env is every setting."""
+        return dict(self.nccl_env).get(NCCL_INIT_SCRIPT)
 
 
 # GPU device nodes of an 8-GPU machine, injected into the RxDM sidecar.
@@ -138,45 +150,17 @@ def _gpu_nic_ifnames(n: int) -> str:
     return ",".join(f"eth{i}" for i in range(1, n + 1))
 
 
-# The TCPXO NCCL settings: CEA gpudirect-tcpxo/README.md, release "Jan 9, 2026"; unchanged in
-# release v1.0.17, whose nccl-env-profile.sh exports the same values (google/
-# nccl-plugin-gpudirect-tcpxo tcpxo_scripts/nccl-env-profile.sh, identical at 8c073c5 (v1.0.15)
-# and 04815d1 (v1.0.17); tests/vendor/ checks the render against the v1.0.17 script). Google's
-# settings keep NCCL_MIN_NCHANNELS, which NCCL 2.17 deprecated for NCCL_MIN_CTAS but still reads
-# (NVIDIA/nccl docs/userguide/source/env.rst at 5067397): kept as published, like the TCPX ones.
+# TCPXO's NCCL settings come from the release's own nccl-env-profile.sh, which its installer
+# copies beside the plugin: the pod names that directory and sources the profile before the
+# workload (CEA gpudirect-tcpxo/README.md "NCCL configs"; google/nccl-plugin-gpudirect-tcpxo
+# tcpxo_scripts/demo_mpi_entry_with_config_profile.sh and container_entry.sh
+# install_nccl_env_profile at 04815d1). The profile sets every other NCCL variable and prepends
+# NCCL_LIB_DIR to LD_LIBRARY_PATH (tcpxo_scripts/nccl-env-profile.sh line 46, 04815d1).
 _TCPXO_NCCL_ENV = (
-    ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
-    ("NCCL_FASTRAK_IFNAME", _gpu_nic_ifnames(8)),
-    ("NCCL_SOCKET_IFNAME", "eth0"),
-    ("NCCL_CROSS_NIC", "0"),
-    ("NCCL_PROTO", "Simple,LL128"),
-    ("NCCL_MIN_NCHANNELS", "4"),
-    ("NCCL_TUNER_PLUGIN", "libnccl-tuner.so"),
-    ("NCCL_TUNER_CONFIG_PATH", f"{POD_LIB_DIR}/a3plus_tuner_config.textproto"),
-    (
-        "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE",
-        f"{POD_LIB_DIR}/a3plus_guest_config.textproto",
-    ),
-    ("CUDA_VISIBLE_DEVICES", ",".join(str(gpu) for gpu in range(8))),  # the machine's 8 GPUs
-    ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "131072"),  # enforced by the guest config checker
-    ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
-    ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
-    ("NCCL_P2P_NVL_CHUNKSIZE", "1048576"),
-    ("NCCL_FASTRAK_NUM_FLOWS", "2"),
-    ("NCCL_FASTRAK_USE_SNAP", "1"),
-    ("NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS", "600000"),
-    ("NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL", "0"),
-    ("NCCL_BUFFSIZE", "8388608"),
-    ("NCCL_NET_GDR_LEVEL", "PIX"),
-    ("NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING", "0"),
-    ("NCCL_FASTRAK_USE_LLCM", "1"),
-    ("NCCL_NVLS_ENABLE", "1"),  # README's list; the profile script leaves it at NCCL's default
-    ("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),
-    # Subsystems NCCL_DEBUG logs (README since "Sept 19, 2024"); NCCL_DEBUG itself comes
-    # from the stack's nccl.debug (Google's WARN is its default).
-    ("NCCL_DEBUG_SUBSYS", "INIT,NET,ENV,COLL,GRAPH"),
-    # Where nccl-env-profile.sh and the tuner configs live (best-practice.md).
     ("NCCL_LIB_DIR", POD_LIB_DIR),
+    (NCCL_INIT_SCRIPT, f"{POD_LIB_DIR}/nccl-env-profile.sh"),
+    # Beside the profile in Google's manifests (CEA gpudirect-tcpxo/nccl-test-latest.yaml).
+    ("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),
 )
 
 
@@ -283,6 +267,8 @@ def _tcpx_release(
 # GKE before 1.34: CEA gpudirect-tcpx/README.md (98c85a6) release "Feb 15, 2024" (plugin v3.1.9,
 # RxDM v2.0.12) with CEA gpudirect-tcpx/nccl-config.yaml at 09a75de (2026-03-02). The README's
 # list omits the four settings below; nccl-config.yaml, which Google ran with it, has them.
+# NCCL_MIN_NCHANNELS as Google publishes it: NCCL 2.17 deprecated it for NCCL_MIN_CTAS but
+# still reads it (NVIDIA/nccl docs/userguide/source/env.rst at 5067397).
 _TCPX_V3_1_9 = _tcpx_release(
     "v3.1.9",
     "v2.0.12",
@@ -337,22 +323,33 @@ class RdmaMachine:
     # (R550 A3 Ultra, R570 A4, same page) is GKE's default from 1.31.5-gke.1169000 and
     # 1.32.1-gke.1729000, older than any minor in standard support; the pool asks for LATEST.
     min_gke: str
-    tuner_config: str  # gIB tuner file under GIB_POD_DIR/configs
+    # What Google's GKE workloads for the machine export after sourcing gIB's set_nccl_env.sh.
+    after_nccl_script: tuple[tuple[str, str], ...]
 
 
-RDMA_MACHINES: dict[str, RdmaMachine] = {
-    # Tuner files: cluster-toolkit examples/machine-learning/a3-ultragpu-8g/nemo-framework/
-    # Dockerfile (1047080) and AI-Hypercomputer/gpu-recipes src/helm-charts/a4/jobset (2e1fd5e).
-    "a3-ultragpu-8g": RdmaMachine("nvidia-h200-141gb", "1.31.4-gke.1183000", "a3u"),
-    "a4-highgpu-8g": RdmaMachine("nvidia-b200", "1.32.2-gke.1475000", "a4"),
-}
-RDMA_NIC_COUNT = 8
 # Where the gIB installer puts the plugin, its scripts and tuner configs on the node, and where
 # pods mount it; pods mount the whole driver directory (CEA gpudirect-rdma/nccl-test.yaml).
 GIB_HOST_DIR = "/home/kubernetes/bin/gib"
 GIB_POD_DIR = "/usr/local/gib"
 NVIDIA_HOST_DIR = "/home/kubernetes/bin/nvidia"
 NVIDIA_POD_DIR = "/usr/local/nvidia"
+
+RDMA_MACHINES: dict[str, RdmaMachine] = {
+    # AI-Hypercomputer/gpu-recipes src/helm-charts/a3ultra/jobset/templates/workload-jobset.yaml
+    # (2e1fd5e) sources the script and exports nothing after it.
+    "a3-ultragpu-8g": RdmaMachine("nvidia-h200-141gb", "1.31.4-gke.1183000", ()),
+    # gpu-recipes src/helm-charts/a4/jobset/templates/workload-jobset.yaml (2e1fd5e, last changed
+    # 280f358): bootstrap over both gVNICs and A4's own tuner file, after the script.
+    "a4-highgpu-8g": RdmaMachine(
+        "nvidia-b200",
+        "1.32.2-gke.1475000",
+        (
+            ("NCCL_SOCKET_IFNAME", "eth0,eth1"),
+            ("NCCL_TUNER_CONFIG_PATH", f"{GIB_POD_DIR}/configs/tuner_config_a4.txtpb"),
+        ),
+    ),
+}
+RDMA_NIC_COUNT = 8
 
 
 @dataclass(frozen=True)
@@ -363,36 +360,21 @@ class GibRelease(_PublishedForGkeMinors):
     # The installer's `container_entry.sh install` flags (Google's manifest for this release).
     install_flags: tuple[str, ...]
     gke_minors: tuple[int, int | None]
-    # Settings common to both machines; NCCL_TUNER_CONFIG_PATH is added per machine.
+    # The training container's NCCL env: the release's set_nccl_env.sh, which the launchers source.
     nccl_env: tuple[tuple[str, str], ...]
 
     def env_for(self, machine_type: str) -> dict[str, str]:
         """NCCL environment for pods on `machine_type` (pure, versioned with the release)."""
-        tuner = RDMA_MACHINES[machine_type].tuner_config
-        return {
-            **dict(self.nccl_env),
-            "NCCL_TUNER_CONFIG_PATH": f"{GIB_POD_DIR}/configs/tuner_config_{tuner}.txtpb",
-        }
+        return {**dict(self.nccl_env), **dict(RDMA_MACHINES[machine_type].after_nccl_script)}
 
 
-# The NCCL settings of gIB's set_nccl_env.sh, as cluster-toolkit lists them for v1.1.0 ("match
-# what is in /usr/local/gib/scripts/set_nccl_env.sh": examples/machine-learning/a3-ultragpu-8g/
-# nemo-framework/Dockerfile, 1047080). Google publishes the script only inside the installer
-# image; its v1.1.1 manifests source it and list no values (CEA gpudirect-rdma/nccl-test.yaml
-# at 992db81; AI-Hypercomputer/gpu-recipes src/helm-charts/a4 recipes at 2e1fd5e), so that
-# v1.1.1 ships the same values is unverified (README).
-_GIB_NCCL_ENV = (
-    # gIB's network by name: NCCL fails instead of falling back to another transport.
-    ("NCCL_NET", "gIB"),
-    ("NCCL_CROSS_NIC", "0"),
-    ("NCCL_NET_GDR_LEVEL", "PIX"),
-    ("NCCL_P2P_NET_CHUNKSIZE", "131072"),
-    ("NCCL_NVLS_CHUNKSIZE", "524288"),
-    ("NCCL_IB_ADAPTIVE_ROUTING", "1"),
-    ("NCCL_IB_QPS_PER_CONNECTION", "4"),
-    ("NCCL_IB_TC", "52"),
-    ("NCCL_IB_FIFO_TC", "84"),
-)
+# gIB's NCCL settings are its set_nccl_env.sh, which the installer copies to the node: "The source
+# file includes all the necessary environment variables for NCCL/gIB and Google expects to update
+# them in future NCCL/gIB releases" (docs.cloud.google.com/ai-hypercomputer/docs/nccl/test-vms,
+# updated 2026-04-06). Google's GKE workloads source it in the container before the workload
+# (CEA gpudirect-rdma/nccl-test.yaml at 992db81; gpu-recipes src/helm-charts/{a3ultra,a4}/jobset
+# at 2e1fd5e), so each release brings its own values and none drift here.
+_GIB_NCCL_ENV = ((NCCL_INIT_SCRIPT, f"{GIB_POD_DIR}/scripts/set_nccl_env.sh"),)
 
 
 def _gib_release(tag: str, install_flags: tuple[str, ...]) -> GibRelease:

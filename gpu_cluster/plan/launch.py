@@ -173,9 +173,14 @@ def timeline_command(s: Settings, kube: Kube) -> str:
     return shlex.join(["python3", "-m", TIMELINE_MODULE, *argv])
 
 
-# The shell starts with what the launchers source: the NCCL settings detect-rdma.sh wrote
-# (NCCL_IB_HCA, the GID index), so torchrun or a test run by hand uses the same NICs.
-_SHELL = 'if [ -f "$NCCL_ENV_FILE" ]; then . "$NCCL_ENV_FILE"; fi; exec bash'
+# The shell starts with the NCCL settings the launchers load (launch-common.sh): the GPUDirect
+# release's script and the settings detect-rdma.sh wrote (NCCL_IB_HCA, the GID index), so torchrun
+# or a test run by hand uses the same NICs and values. A missing release script is reported and
+# the shell opens anyway, to look into it.
+_SHELL = (
+    f"PROG=shell; . {SCRIPTS_DIR}/launch-common.sh; "
+    "source_nccl_init_script || true; source_nccl_env_file; exec bash"
+)
 
 
 def shell_command(s: Settings, kube: Kube) -> str:

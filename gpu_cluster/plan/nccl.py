@@ -11,6 +11,8 @@ NCCL_ENV_FILE = "/var/run/gpu-cluster/nccl.env"
 
 def nccl_env(s: Settings) -> dict[str, str]:
     """Every NCCL variable the training container gets, for the stack's network mode."""
+    # The stack's level wins over a release's script (TCPXO's profile exports WARN): the launchers
+    # put the pod's NCCL_* values back after sourcing it (scripts/launch-common.sh).
     env: dict[str, str] = {"NCCL_DEBUG": s.nccl.debug}
     if s.network_mode == "rdma" and s.platform == "gke":
         env.update(gib_env(s))
@@ -73,19 +75,12 @@ def tcp_env(tcp: TcpSettings) -> dict[str, str]:
 
 
 def gpudirect_env(s: Settings) -> dict[str, str]:
-    """Google's published settings for the pinned TCPX(O) release."""
+    """The pinned TCPX(O) release's settings: TCPX's list, or TCPXO's profile and its directory."""
     return dict(gpudirect_release(s).nccl_env)
 
 
-# Bootstrap and out-of-band sockets over the two gVNICs, as AI-Hypercomputer/gpu-recipes
-# src/helm-charts/a4/jobset/templates/workload-jobset.yaml sets after gIB's set_nccl_env.sh.
-GIB_SOCKET_IFNAME = "eth0,eth1"
-
-
 def gib_env(s: Settings) -> dict[str, str]:
-    """Google's published settings for the pinned gIB release on the stack's machine."""
+    """The pinned gIB release's script, and what Google's workloads on the machine export after
+    it."""
     assert s.gcp is not None
-    return {
-        **gib_release(s).env_for(s.gcp.machine_type),
-        "NCCL_SOCKET_IFNAME": GIB_SOCKET_IFNAME,
-    }
+    return gib_release(s).env_for(s.gcp.machine_type)

@@ -266,7 +266,10 @@ def _gpudirect_pod(s: Settings, release: GpuDirectRelease) -> PodNetworking:
         run_as_root=True,
     )
     env = nccl_env(s)
-    env["LD_LIBRARY_PATH"] = POD_LIB_DIR
+    if release.nccl_init_script is None:
+        env["LD_LIBRARY_PATH"] = POD_LIB_DIR
+    # Else not replaced, so the image's own entries stay: the release's profile, which the
+    # launchers source, prepends the plugin's directory (facts/gpudirect.py _TCPXO_NCCL_ENV).
     annotations = {
         GKE_DEFAULT_INTERFACE_ANNOTATION: "eth0",
         GKE_INTERFACES_ANNOTATION: json.dumps(interfaces, separators=(",", ":")),
