@@ -52,7 +52,7 @@ from gpu_cluster.plan.data_volumes import (
 from gpu_cluster.plan.gke_identity import pod_principal
 from gpu_cluster.plan.gke_storage import storage_class_to_create, uses_filestore
 from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
-from gpu_cluster.plan.outputs import gke_context, stack_outputs
+from gpu_cluster.plan.outputs import GKE_CLI, gke_context, stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
 
 # Node label GKE sets on every node.
@@ -302,7 +302,7 @@ class GkePlatform(pulumi.ComponentResource):
         self.node_pool = gpu_pool.node_pool
         self.outputs = {
             # The context get-credentials writes: the commands fail until it has run.
-            **stack_outputs(s, "kubectl", ("--context", gke_context(s))),
+            **stack_outputs(s, GKE_CLI, ("--context", gke_context(s))),
             **run_outputs(s, self.workload),
             "clusterName": self.cluster.name,
             "clusterEndpoint": self.cluster.endpoint,

@@ -29,7 +29,12 @@ from gpu_cluster.components.training_access import (
 from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
-from gpu_cluster.plan.outputs import COMMAND_OUTPUTS, no_context_message, stack_outputs
+from gpu_cluster.plan.outputs import (
+    COMMAND_OUTPUTS,
+    OPENSHIFT_CLI,
+    no_context_message,
+    stack_outputs,
+)
 from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT, NodeRequirement, PodPlacement
 from gpu_cluster.plan.security import (
     REQUIRED_SCC_ANNOTATION,
@@ -162,12 +167,12 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
         self.outputs: dict[str, object] = {
-            **stack_outputs(s, "oc", kube_target),
+            **stack_outputs(s, OPENSHIFT_CLI, kube_target),
             **run_outputs(s, self.workload),
         }
         if secret_target:
             for key in set(COMMAND_OUTPUTS) & set(self.outputs):
                 self.outputs[key] = pulumi.Output.secret(self.outputs[key])
         if not kube_target:
-            pulumi.log.warn(no_context_message("oc"), self)
+            pulumi.log.warn(no_context_message(OPENSHIFT_CLI), self)
         self.register_outputs({"namespace": s.namespace})

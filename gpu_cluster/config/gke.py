@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -270,35 +271,50 @@ DOCUMENTATION_RANGES = tuple(
 )
 
 
-def placeholder_warnings(s: Settings) -> list[str]:
-    """Warnings for what a GKE stack file must not keep before `pulumi up`: the shipped
-    placeholder project, an authorized network no client is in (a documentation range: `pulumi
-    up` could not reach the cluster it creates), and one every address is in. Not refusals: the
-    shipped files render with them, and an open endpoint is a choice."""
+@dataclass(frozen=True)
+class Placeholder:
+    """A value a GKE stack file must not keep before `pulumi up`: the warning naming it and the
+    `pulumi config set` command (without --stack) that replaces it."""
+
+    warning: str
+    fix: str
+
+
+def placeholders(s: Settings) -> list[Placeholder]:
+    """The shipped placeholder project, an authorized network no client is in (a documentation
+    range: `pulumi up` could not reach the cluster it creates), and one every address is in."""
     if s.gcp is None:
         return []
     out = []
     if s.gcp.project == PLACEHOLDER_PROJECT:
+        fix = "pulumi config set --path gcp.project YOUR_PROJECT_ID"
         out.append(
-            f"gpu-cluster:gcp.project = {PLACEHOLDER_PROJECT!r} is the shipped files' "
-            "placeholder: set your project before pulumi up (pulumi config set --path "
-            "gcp.project YOUR_PROJECT_ID)"
+            Placeholder(
+                f"gpu-cluster:gcp.project = {PLACEHOLDER_PROJECT!r} is the shipped files' "
+                f"placeholder: set your project before pulumi up ({fix})",
+                fix,
+            )
         )
     for i, network in enumerate(s.gcp.authorized_networks or ()):
         key = f"gpu-cluster:gcp.authorizedNetworks[{i}].cidrBlock = {network.cidr_block!r}"
+        fix = f"pulumi config set --path 'gcp.authorizedNetworks[{i}].cidrBlock' YOUR_EGRESS_IP/32"
         block = ipaddress.IPv4Network(network.cidr_block)  # an IPv4 CIDR (values.Cidr)
         if any(block.subnet_of(r) for r in DOCUMENTATION_RANGES):
-            out.append(
-                f"{key} is a documentation range (RFC 5737) no client is in: pulumi up could not "
-                "reach the cluster it creates; list the addresses pulumi up, CI and kubectl run "
-                "from"
-            )
+            problem = "is a documentation range (RFC 5737) no client is in: pulumi up could not "
+            problem += "reach the cluster it creates"
         elif block.prefixlen == 0:
-            out.append(
-                f"{key} lets every address reach the control plane's endpoint; list the "
-                "addresses pulumi up, CI and kubectl run from"
-            )
+            problem = "lets every address reach the control plane's endpoint"
+        else:
+            continue
+        listed = "list the addresses pulumi up, CI and kubectl run from"
+        out.append(Placeholder(f"{key} {problem}; {listed}", fix))
     return out
+
+
+def placeholder_warnings(s: Settings) -> list[str]:
+    """Warnings for each placeholder. Not refusals: the shipped files render with them, and an
+    open endpoint is a choice."""
+    return [p.warning for p in placeholders(s)]
 
 
 def _gpudirect_release_problems(mode: str, gcp: GcpSettings, minor: int) -> list[str]:

@@ -93,3 +93,17 @@ GKE_MODE_MACHINES: dict[str, tuple[str, ...]] = {
 # (cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, "Requirements", consulted
 # 2026-11-24).
 ARTIFACT_REGISTRY_IMAGE = r"^[a-z0-9]+(-[a-z0-9]+)*-docker\.pkg\.dev/"
+IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
+
+# The APIs a GKE stack's `pulumi up` calls, which the program does not enable (each page's
+# "Before you begin", consulted 2026-11-28): Compute Engine for the VPCs and subnets
+# (cloud.google.com/vpc/docs/create-modify-vpc-networks), Kubernetes Engine for the cluster and
+# pools (cloud.google.com/kubernetes-engine/docs/how-to/creating-a-zonal-cluster), IAM for the
+# node service account (docs.cloud.google.com/iam/docs/service-accounts-create) and Resource
+# Manager for its project role grants (cloud.google.com/iam/docs/write-policy-client-libraries).
+GKE_STACK_APIS = (
+    "compute.googleapis.com",
+    "container.googleapis.com",
+    "iam.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+)

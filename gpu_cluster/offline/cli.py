@@ -1,6 +1,6 @@
 """The command line: `gpu-cluster` (also `python -m gpu_cluster`) with its subcommands render,
-diff, summary, new and rights, and `python -m gpu_cluster.offline`, the render's older spelling
-(render and diff in one command). Both render the Pulumi project found from the working
+diff, summary, new, rights and doctor, and `python -m gpu_cluster.offline`, the render's older
+spelling (render and diff in one command). Both render the Pulumi project found from the working
 directory up (the first Pulumi.yaml), or the one `--project-dir` names.
 
 Each secret value the render knows is written as a keyed digest; a diff names the secrets that
@@ -24,6 +24,7 @@ from gpu_cluster.config.dates import pinned
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.change_summary import add_arguments as add_summary_arguments
 from gpu_cluster.offline.change_summary import write_summary
+from gpu_cluster.offline.doctor import Stack, doctor
 from gpu_cluster.offline.new_stack import new_stack, write_new_stack
 from gpu_cluster.offline.project import Project, ProjectError, find_project, read_project
 from gpu_cluster.offline.render import (
@@ -37,10 +38,12 @@ from gpu_cluster.offline.render import (
 )
 from gpu_cluster.offline.rights import CheckError, ask_cluster, report, stack_rights
 from gpu_cluster.offline.secret_digest import SecretDigestError
+from gpu_cluster.offline.stack_files import checked_settings
 
 EXIT_CODES = """exit codes:
-  0  rendered (diff: no change; rights --check: every right held)
-  1  diff: the render differs from the earlier one; rights --check: a right is missing
+  0  rendered (diff: no change; rights --check: every right held; doctor: no FAIL)
+  1  diff: the render differs from the earlier one; rights --check: a right is missing;
+     doctor: something to fix (a FAIL line)
   2  bad config or usage, a project, output or earlier-render directory that cannot be used,
      a key for secret digests that cannot be kept, or a program that refuses its config as
      `pulumi preview` would (one message; nothing written); rights --check: no answer
@@ -218,6 +221,25 @@ def _rights(args: argparse.Namespace) -> int:
     return 0 if held else 1
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    """`gpu-cluster doctor`: the config checked offline (a refusal exits 2), then one line per
+    check; 1 if one FAILed."""
+    try:
+        project = _project(args.project_dir)
+        checked = checked_settings(args.stack, tuple(args.set), project.directory)
+    except (ConfigError, FileNotFoundError, ProjectError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    stack = Stack(args.stack, project.directory, checked)
+    findings = doctor(stack)
+    shown = {f.detail for f in findings}  # a placeholder's warning is its FAIL line
+    for warning in checked.warnings:
+        if warning not in shown:
+            print(f"warning: {warning}", file=sys.stderr)
+    sys.stdout.write("".join(f"{f.line()}\n" for f in findings))
+    return 1 if any(f.verdict == "FAIL" for f in findings) else 0
+
+
 def offline_main(argv: list[str] | None = None) -> int:
     """`python -m gpu_cluster.offline --stack S [--out DIR] [--diff OLD_DIR]`."""
     argv = sys.argv[1:] if argv is None else argv
@@ -240,7 +262,7 @@ def offline_main(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`gpu-cluster render | diff | summary | new | rights`."""
+    """`gpu-cluster render | diff | summary | new | rights | doctor`."""
     argv = sys.argv[1:] if argv is None else argv
     epilog = _stacks_epilog(argv)
     parser = argparse.ArgumentParser(
@@ -327,8 +349,21 @@ def main(argv: list[str] | None = None) -> int:
         "--cli", choices=("oc", "kubectl"), default="oc", help="what runs the reads"
     )
     _project_dir_argument(rights_cmd)
+    doctor_cmd = command(
+        "doctor",
+        "check what a stack's `pulumi up` and exported commands need on this machine (the "
+        "Pulumi CLI and login, oc/kubectl/gcloud, the kube context and API, Kueue's namespace "
+        "label, GCP APIs, placeholders): PASS, FAIL with the fix, or SKIP; exit 1 on a FAIL",
+    )
+    doctor_cmd.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    doctor_cmd.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="as for render"
+    )
+    _project_dir_argument(doctor_cmd)
 
     args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return _doctor(args)
     if args.command == "rights":
         return _rights(args)
     if args.command == "summary":

@@ -4,15 +4,12 @@ with `oc auth can-i` (a SelfSubjectAccessReview each) before anything is applied
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
-from gpu_cluster.config.dates import live
-from gpu_cluster.config.loading import settings_from
-from gpu_cluster.offline.stack_files import checked_config
+from gpu_cluster.offline.external import NoAnswerError, run_tool
+from gpu_cluster.offline.stack_files import checked_settings
 from gpu_cluster.plan.outputs import CONTEXT_KEY, kube_target
 from gpu_cluster.plan.rights import Check, Right, can_i_argv, can_i_command, cluster_rights
 
@@ -30,16 +27,11 @@ Runner = Callable[[tuple[str, ...]], tuple[int, str, str]]
 
 def ask_cluster(argv: tuple[str, ...]) -> tuple[int, str, str]:
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECONDS, check=False
-        )
-    except FileNotFoundError:
-        raise CheckError(f"{argv[0]} is not on PATH (give --cli kubectl to use kubectl)") from None
-    except subprocess.TimeoutExpired:
-        raise CheckError(
-            f"`{' '.join(argv)}` gave no answer in {CHECK_TIMEOUT_SECONDS} s"
-        ) from None
-    return done.returncode, done.stdout, done.stderr
+        answer = run_tool(argv, CHECK_TIMEOUT_SECONDS)
+    except NoAnswerError as exc:
+        hint = " (give --cli kubectl to use kubectl)" if exc.missing else ""
+        raise CheckError(f"{exc}{hint}") from None
+    return answer.status, answer.out, answer.err
 
 
 @dataclass(frozen=True)
@@ -50,9 +42,8 @@ class StackRights:
 
 def stack_rights(stack: str, overrides: tuple[str, ...], project_dir: Path) -> StackRights:
     """The rights `stack` (with `--set`s) needs, and its cluster; raises ConfigError."""
-    config, secret_keys = checked_config(stack, overrides, (), project_dir)
-    settings, _ = settings_from(config, secret_keys, PROVIDER_SETTINGS, as_of=live())
-    return StackRights(cluster_rights(settings), kube_target(config))
+    checked = checked_settings(stack, overrides, project_dir)
+    return StackRights(cluster_rights(checked.settings), kube_target(checked.config))
 
 
 def allowed(check: Check, cli: str, target: tuple[str, ...], run: Runner) -> bool:

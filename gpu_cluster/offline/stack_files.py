@@ -18,7 +18,7 @@ from gpu_cluster.config.dates import AsOf, live
 from gpu_cluster.config.loading import check_namespaces, settings_from
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.providers import misplaced_stack_file_keys
-from gpu_cluster.config.schema import PROJECT
+from gpu_cluster.config.schema import PROJECT, Settings
 from gpu_cluster.offline import goyaml
 from gpu_cluster.offline.config_path import apply_override, changed_path, on_one_branch
 from gpu_cluster.offline.stack_yaml import config_block, document, key_lines, refuse_config_value
@@ -188,6 +188,20 @@ def checked_config(
         }
         raise ConfigError(_with_lines(str(exc), path.name, lines)) from None
     return config, secret_keys
+
+
+class CheckedStack(NamedTuple):
+    config: dict[str, str]  # the engine's config map
+    settings: Settings
+    warnings: list[str]  # what `pulumi preview` would warn about
+
+
+def checked_settings(stack: str, overrides: tuple[str, ...], project_dir: Path) -> CheckedStack:
+    """checked_config (as of today), with the settings and warnings the program reads from it;
+    raises ConfigError."""
+    config, secret_keys = checked_config(stack, overrides, (), project_dir)
+    settings, warnings = settings_from(config, secret_keys, PROVIDER_SETTINGS, as_of=live())
+    return CheckedStack(config, settings, warnings)
 
 
 # The key a problem line starts with: `gpu-cluster:rdma.nics[0].subnet ...`.

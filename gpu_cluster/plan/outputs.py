@@ -13,6 +13,9 @@ from gpu_cluster.plan.verify import verify_command
 # The engine config keys that pick an OpenShift stack's cluster (the default kubernetes
 # provider), each with the oc/kubectl flag that picks the same: the flags have the provider's
 # meanings (pulumi_kubernetes ProviderArgs: kubeconfig, context, cluster; kubectl options).
+# The CLI each platform's exported commands run (OpenShift's own; kubectl with GKE's auth plugin).
+OPENSHIFT_CLI = "oc"
+GKE_CLI = "kubectl"
 CONTEXT_KEY = "kubernetes:context"
 KUBECONFIG_KEY = "kubernetes:kubeconfig"
 TARGET_FLAGS = (
