@@ -282,7 +282,18 @@ def module_of(c: Command) -> str | None:
     return None
 
 
+# `python -m gpu_cluster` subcommands that ask this machine's tools, cluster and cloud: here
+# (no Pulumi CLI, no cluster) they exit 1, so they are checked, not run.
+CHECKED_SUBCOMMANDS = {"doctor": "checks the Pulumi CLI, its login, the cluster and the cloud"}
+
+
+def checked_subcommand(c: Command) -> bool:
+    return module_of(c) == "gpu_cluster" and c.argv[3:4] != [] and c.argv[3] in CHECKED_SUBCOMMANDS
+
+
 def runs_here(c: Command) -> bool:
+    if checked_subcommand(c):
+        return False
     return module_of(c) in RUN_MODULES or c.argv[0] in RUN_TOOLS
 
 
@@ -301,6 +312,10 @@ def classify(c: Command, ctx: Context) -> str:
         for path in (a for a in c.argv[3:] if a.startswith("tests")):
             assert (ROOT / path.split("::")[0]).exists(), f"{c}: no {path}"
     if module in EXTERNAL_MODULES:
+        return "checked"
+    if checked_subcommand(c):
+        stack = c.argv[c.argv.index("--stack") + 1]
+        assert stack in ctx.stacks, f"{c}: no Pulumi.{stack}.yaml"
         return "checked"
     assert module is None, (
         f"{c}: python -m {module} is neither run (RUN_MODULES) nor checked (EXTERNAL_MODULES)"
