@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from gpu_cluster.facts.gpudirect import RDMA_MACHINES
 from gpu_cluster.offline.engine import ProgramRun
 from tests.conftest import (
     A4_STATEFULSET,
@@ -33,6 +32,9 @@ MACHINES = [
     ("a4-highgpu-8g", ()),
     ("a3-ultragpu-8g", ("gcp.machineType=a3-ultragpu-8g",)),
 ]
+# GKE's accelerator types (cloud.google.com/kubernetes-engine/docs/how-to/gpus; cluster-toolkit
+# examples/gke-a4/gke-a4.yaml and gke-a3-ultragpu/gke-a3-ultragpu.yaml, 1047080).
+GKE_ACCELERATOR = {"a4-highgpu-8g": "nvidia-b200", "a3-ultragpu-8g": "nvidia-h200-141gb"}
 
 
 def inputs(run: ProgramRun, type_: str) -> list[dict[str, Any]]:
@@ -52,7 +54,7 @@ def test_every_rdma_nic_is_wired_end_to_end(machine: str, overrides: tuple[str, 
     pool = gpu_pool(run)
     assert pool["nodeConfig"]["machineType"] == machine
     (accelerator,) = pool["nodeConfig"]["guestAccelerators"]
-    assert accelerator["type"] == RDMA_MACHINES[machine].accelerator
+    assert accelerator["type"] == GKE_ACCELERATOR[machine]
     node_nics = pool["networkConfig"]["additionalNodeNetworkConfigs"]
     # Google's order: the second gVNIC, then the RDMA subnets 0..7 (node NICs eth1..eth9).
     assert node_nics == [

@@ -12,10 +12,11 @@ from subprocess import CompletedProcess
 import pytest
 import yaml
 
+from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.offline.engine import run_program
 from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.launch import quantity_bytes
-from gpu_cluster.plan.verify import GKE_BUSBW_FLOOR, GKE_CHECK_MAX_BYTES
+from gpu_cluster.plan.verify import GKE_CHECK_MAX_BYTES
 from tests.conftest import (
     A4_STATEFULSET,
     GKE_RWX,
@@ -95,7 +96,8 @@ SCANNER = yaml.safe_load((ROOT / "tests" / "vendor" / "cluster_health_scanner.ya
 
 def test_the_gke_floors_hold_the_quantity_the_scanner_measures_to_the_scanner_s_threshold() -> None:
     check = SCANNER["nccl_check"]
-    assert {m: float(v) for m, v in check["bandwidth_threshold"].items()} == GKE_BUSBW_FLOOR
+    floors = {name: m.busbw_floor_gbps for name, m in MACHINES.items()}
+    assert {m: float(v) for m, v in check["bandwidth_threshold"].items()} == floors
     # all_gather_perf's "Avg bus bandwidth" over -b 2G -e 8G -f 2: the check's own defaults
     # average the same sizes of its sweep up to the plan's 8G, with all_gather's factor.
     assert check["benchmark"] == "all_gather_perf"

@@ -29,6 +29,7 @@ from pydantic.fields import FieldInfo
 
 from gpu_cluster.config import schema, storage
 from gpu_cluster.config.reads import read_rule
+from gpu_cluster.facts.machines import MACHINES
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "config-reference.md"
@@ -75,6 +76,8 @@ VALUE_TYPES: dict[str, str] = {
     "ExistingObject": "`create` \\| `adopt` \\| `reference`",
     "StorageClassMode": "`create` \\| `reference`",
     "Provisioning": "`on-demand` \\| `spot` \\| `reservation` \\| `flex-start`",
+    "MachineType": " \\| ".join(f"`{name}`" for name in MACHINES)
+    + ": a GPU machine type with a record in gpu_cluster/facts/machines.py",
     "Platform": "`openshift` \\| `gke`",
     "NetworkMode": "`tcp` \\| `rdma` \\| `tcpxo` \\| `tcpx`",
     "VolumeUse": "`data` \\| `checkpoints`",

@@ -39,9 +39,10 @@ from gpu_cluster.config.gke import (
 )
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.schema import GcpSettings, Settings
-from gpu_cluster.facts.gcp_network import A3_VPC_MTU, RDMA_VPC_MTU, plan_addresses
-from gpu_cluster.facts.gpudirect import RDMA_MACHINES, GibRelease, GpuDirectRelease
+from gpu_cluster.facts.gcp_network import plan_addresses
+from gpu_cluster.facts.gpudirect import GibRelease, GpuDirectRelease
 from gpu_cluster.facts.kueue import GKE_QUEUED_TAINT
+from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.plan.data_volumes import (
     bucket_grants,
     buckets_to_create,
@@ -82,16 +83,8 @@ def gke_placement(pool_name: str, queued: bool = False) -> PodPlacement:
     return dataclasses.replace(placement, tolerations=(*placement.tolerations, queued_taint))
 
 
-POOL_NAMES = {
-    "a3-megagpu-8g": "a3mega",
-    "a3-highgpu-8g": "a3high",
-    "a3-ultragpu-8g": "a3ultra",
-    "a4-highgpu-8g": "a4",
-}
-
-
 def pool_name(gcp_settings: GcpSettings) -> str:
-    return POOL_NAMES[gcp_settings.machine_type]
+    return MACHINES[gcp_settings.machine_type].pool_name
 
 
 def _storage_class(
@@ -142,7 +135,6 @@ class GkePlatform(pulumi.ComponentResource):
         # The pieces used to be this component's own children: they keep their URNs by alias.
         moved = moved_from(self)
         plan = plan_addresses(g.base_cidr, gpu_nic_count(s), rdma_nic_count(s))
-        rdma_machine = g.machine_type in RDMA_MACHINES
         vpcs = GpuVpcs(
             name,
             GpuVpcsArgs(
@@ -151,7 +143,7 @@ class GkePlatform(pulumi.ComponentResource):
                 s.name,
                 plan,
                 g.private_nodes,
-                mtu=RDMA_VPC_MTU if rdma_machine else A3_VPC_MTU,
+                mtu=MACHINES[g.machine_type].vpc_mtu,
                 rdma_zone=g.zone if plan.rdma_nics else None,
             ),
             moved,

@@ -35,32 +35,12 @@ from gpu_cluster.components.gke_cluster import (
     SHIELDED_NODES,
     UPGRADE_SETTINGS,
 )
-from gpu_cluster.facts.gpudirect import RDMA_MACHINES
+from gpu_cluster.facts.machines import MACHINES
 
-# GKE accelerator type per machine (cloud.google.com/kubernetes-engine/docs/how-to/gpus; the
-# cluster-toolkit gke-a3-megagpu and gke-a3-highgpu blueprints' accelerator_type).
-ACCELERATOR = {
-    "a3-megagpu-8g": "nvidia-h100-mega-80gb",
-    "a3-highgpu-8g": "nvidia-h100-80gb",
-    **{machine: m.accelerator for machine, m in RDMA_MACHINES.items()},
-}
-# A3 Ultra node pools must boot from hyperdisk-balanced (docs.cloud.google.com/ai-hypercomputer/
-# docs/create/gke-ai-hypercompute); AI-Hypercomputer/xpk sets it for A4 too.
-BOOT_DISK_TYPE = {machine: "hyperdisk-balanced" for machine in RDMA_MACHINES}
 # The secondary boot disk's mode for preloaded container images (GKE API
 # SecondaryBootDisk.Mode; docs.cloud.google.com/kubernetes-engine/docs/how-to/
 # data-container-image-preloading).
 CONTAINER_IMAGE_CACHE = "CONTAINER_IMAGE_CACHE"
-# Local SSDs (375 GiB each) every machine comes with, given to the node as its ephemeral storage
-# (kubelet and containerd root: emptyDir volumes, image layers, logs) instead of the boot disk:
-# GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/disk_definitions.tf
-# `local_ssd_machines` (local_ssd_count_ephemeral_storage) at 1047080.
-LOCAL_SSD_COUNT = {
-    "a3-highgpu-8g": 16,
-    "a3-megagpu-8g": 16,
-    "a3-ultragpu-8g": 32,
-    "a4-highgpu-8g": 32,
-}
 # The GPU nodes' image: Container-Optimized OS with containerd, the one image streaming runs on
 # (facts/gcp.py, above ARTIFACT_REGISTRY_IMAGE; tests/test_gke.py holds it), so no stack is
 # refused for gcp.imageStreaming.
@@ -91,7 +71,7 @@ def pool_timeouts(node_count: int) -> pulumi.CustomTimeouts:
 class GpuNodePoolArgs:
     """cluster: the GKE cluster's name; project, zone, region: where the pool lives.
     pool_name: the node pool's (and its nodes' cloud.google.com/gke-nodepool label).
-    machine_type: an A3 or A4 machine (ACCELERATOR). node_count: fixed size.
+    machine_type: an A3 or A4 machine (facts/machines.py MACHINES). node_count: fixed size.
     gpu_nics: (VPC name, subnet name) per additional NIC, in the node's NIC order (A3 Ultra /
     A4: the second gVNIC, then the 8 RDMA subnets).
     provisioning: on-demand, spot, a specific reservation (named by `reservation`, optionally
@@ -160,20 +140,21 @@ def _reservation_affinity(a: GpuNodePoolArgs) -> NodePoolNodeConfigReservationAf
 
 def _node_config(a: GpuNodePoolArgs) -> NodePoolNodeConfigArgs:
     flex = a.provisioning == "flex-start"
+    machine = MACHINES[a.machine_type]
     return NodePoolNodeConfigArgs(
         machine_type=a.machine_type,
         image_type=NODE_IMAGE,
-        disk_type=BOOT_DISK_TYPE.get(a.machine_type),
+        disk_type=machine.boot_disk_type,
         ephemeral_storage_local_ssd_config=NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
-            local_ssd_count=LOCAL_SSD_COUNT[a.machine_type]
+            local_ssd_count=machine.local_ssds
         ),
         oauth_scopes=NODE_OAUTH_SCOPES,
         service_account=a.service_account,
         workload_metadata_config=GKE_METADATA if a.gke_metadata else None,
         guest_accelerators=[
             NodePoolNodeConfigGuestAcceleratorArgs(
-                type=ACCELERATOR[a.machine_type],
-                count=8,  # the machine's GPUs; pods request gpusPerNode of them
+                type=machine.accelerator,
+                count=machine.gpus,  # pods request gpusPerNode of them
                 gpu_driver_installation_config=(
                     NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
                         gpu_driver_version="LATEST"

@@ -37,11 +37,11 @@ from gpu_cluster.facts.gpudirect import (
     NODE_AGENT_NAMESPACE,
     NRI_INJECTOR_IMAGE,
     PAUSE_IMAGE,
-    RDMA_MACHINES,
     GibRelease,
     GpuDirectRelease,
     installer_app,
 )
+from gpu_cluster.facts.machines import MACHINES, machines_for
 from gpu_cluster.plan.netmodes import gke_network_objects, gpu_network_name
 from gpu_cluster.plan.podspec import IDLE_RESOURCES, NodeRequirement
 from gpu_cluster.plan.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
@@ -219,7 +219,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
                     NodeRequirement(
                         ACCELERATOR_LABEL,
                         "In",
-                        tuple(m.accelerator for m in RDMA_MACHINES.values()),
+                        tuple(MACHINES[m].accelerator for m in machines_for("rdma")),
                     ),
                 )
             )

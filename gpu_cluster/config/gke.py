@@ -14,16 +14,12 @@ from gpu_cluster.facts.gcp import (
     ARTIFACT_REGISTRY_IMAGE,
     AUTHORIZED_NETWORKS_MAX,
     FLEX_START_MIN_GKE,
-    GKE_MODE_MACHINES,
-    MACHINE_GPUS,
-    MACHINE_PROVISIONING,
 )
 from gpu_cluster.facts.gcp_network import plan_addresses
 from gpu_cluster.facts.gpudirect import (
     GIB_RELEASES,
     GKE_END_OF_STANDARD_SUPPORT,
     GPUDIRECT_MODES,
-    RDMA_MACHINES,
     RDMA_NIC_COUNT,
     RELEASES,
     TCPXO_MIN_GKE,
@@ -35,6 +31,7 @@ from gpu_cluster.facts.gpudirect import (
     release_for,
     releases_for,
 )
+from gpu_cluster.facts.machines import MACHINES, machines_for
 from gpu_cluster.facts.ngc import DEFAULT_TRAINING_IMAGE, sets_net_plugin_spcx
 
 if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
@@ -43,7 +40,7 @@ if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time n
 
 def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
     out: list[str] = []
-    needed = GKE_MODE_MACHINES.get(s.network_mode)
+    needed = machines_for(s.network_mode)
     if needed and gcp.machine_type not in needed:
         out.append(
             f"gpu-cluster:networkMode = {s.network_mode!r} needs gcp.machineType "
@@ -71,7 +68,7 @@ def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
             "StatefulSet's pods (or another queue's runs) would wait for nodes forever"
         )
     out.extend(_authorized_network_problems(gcp))
-    have = MACHINE_GPUS[gcp.machine_type]
+    have = MACHINES[gcp.machine_type].gpus
     if s.gpus_per_node > have:
         out.append(
             f"gpu-cluster:gpusPerNode = {s.gpus_per_node}: {gcp.machine_type} has {have} GPUs"
@@ -93,8 +90,8 @@ def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
 
 
 def _provisioning_problems(gcp: GcpSettings) -> list[str]:
-    """Capacity Google sells for the machine type (MACHINE_PROVISIONING)."""
-    offered = MACHINE_PROVISIONING[gcp.machine_type]
+    """Capacity Google sells for the machine type (GpuMachine.provisioning)."""
+    offered = MACHINES[gcp.machine_type].provisioning
     if gcp.provisioning in offered:
         return []
     default = "" if "provisioning" in gcp.model_fields_set else " (the default)"
@@ -173,15 +170,11 @@ def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:
         out.extend(_gpudirect_release_problems(s.network_mode, gcp, minor))
     if s.network_mode == "rdma":
         out.extend(_gib_release_problems(gcp, minor))
-    rdma_machine = RDMA_MACHINES.get(gcp.machine_type)
-    if (
-        s.network_mode == "rdma"
-        and rdma_machine is not None
-        and _older_than(version, rdma_machine.min_gke)
-    ):
+    rdma_min_gke = MACHINES[gcp.machine_type].rdma_min_gke
+    if s.network_mode == "rdma" and rdma_min_gke is not None and _older_than(version, rdma_min_gke):
         out.append(
             f"{key} is older than GPUDirect RDMA's minimum on {gcp.machine_type}: use "
-            f"{rdma_machine.min_gke} or newer"
+            f"{rdma_min_gke} or newer"
         )
     if gcp.provisioning == "flex-start" and _older_than(version, FLEX_START_MIN_GKE):
         out.append(f"{key} is older than flex-start's minimum: use {FLEX_START_MIN_GKE} or newer")

@@ -31,6 +31,7 @@ from gpu_cluster.config.values import (
     KueueVersion,
     LabelKey,
     LogPattern,
+    MachineType,
     Namespace,
     NodeName,
     PrivateCidr,
@@ -41,15 +42,11 @@ from gpu_cluster.config.values import (
     SyncPeriod,
 )
 from gpu_cluster.config.workload import installs_controllers
-from gpu_cluster.facts.gcp import (
-    FLEX_START_MAX_SECONDS,
-    RESERVATION_PATTERN,
-    SYSTEM_POOL_BY_MACHINE,
-    Provisioning,
-)
+from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS, RESERVATION_PATTERN
 from gpu_cluster.facts.health import DCGM_IMAGE, DCGM_LEVEL, GPU_CHECK
 from gpu_cluster.facts.kubernetes import POD_START_MINUTES, resource_quantity
 from gpu_cluster.facts.kueue import HEALTH_GATE_IMAGE, JOBSET_CHART_VERSION, KUEUE_CHART_VERSION
+from gpu_cluster.facts.machines import MACHINES, Provisioning
 from gpu_cluster.facts.ngc import DEFAULT_TRAINING_IMAGE
 
 PROJECT = "gpu-cluster"
@@ -658,15 +655,13 @@ class GcpSettings(Section):
     """GCP region (required on GKE)."""
     zone: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
     """GCP zone, inside `gcp.region` (required on GKE)."""
-    machine_type: Literal["a3-megagpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"] = (
-        "a3-megagpu-8g"
-    )
+    machine_type: MachineType = "a3-megagpu-8g"
     """`tcpxo` needs Mega, `tcpx` needs High, `rdma` needs A3 Ultra (H200, GKE >=
     1.31.4-gke.1183000) or A4 (B200, GKE >= 1.32.2-gke.1475000).
     """
     # flex-start: Dynamic Workload Scheduler's flex-start VMs (cloud.google.com/kubernetes-engine/
     # docs/concepts/dws), with queued provisioning for a JobSet stack (gcp.queuedProvisioning).
-    # A3 Ultra and A4 are not offered on demand (MACHINE_PROVISIONING).
+    # A3 Ultra and A4 are not offered on demand (GpuMachine.provisioning).
     provisioning: Provisioning = "on-demand"
     """Capacity type; `a3-ultragpu-8g` and `a4-highgpu-8g` are not sold on demand (AI Hypercomputer
     consumption options: reservations, incl. blocks and calendar-mode future reservations,
@@ -824,13 +819,14 @@ class GcpSettings(Section):
     @classmethod
     def _system_pool_for_the_machine(cls, data: Any) -> Any:
         """The GPU machine's system pool size where cluster-toolkit sizes it per machine
-        (SYSTEM_POOL_BY_MACHINE); keys the stack sets win. Anything malformed is left to the
+        (GpuMachine.system_pool); keys the stack sets win. Anything malformed is left to the
         schema to report."""
         if not isinstance(data, Mapping):
             return data
-        defaults = SYSTEM_POOL_BY_MACHINE.get(str(data.get("machineType")))
+        machine = MACHINES.get(str(data.get("machineType")))
+        defaults = machine.system_pool if machine else None
         pool = data.get("systemPool", {})
-        if defaults is None or not isinstance(pool, Mapping):
+        if not defaults or not isinstance(pool, Mapping):
             return data
         return {**data, "systemPool": {**defaults, **pool}}
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator
+from pydantic_core import PydanticCustomError
 
 from gpu_cluster.facts.gcp import USABLE_PRIVATE_RANGES
 from gpu_cluster.facts.gcs import BUCKET_NAME, BUCKET_NAME_FORBIDDEN
@@ -37,6 +38,7 @@ from gpu_cluster.facts.kubernetes import (
     qualified_name_problem,
 )
 from gpu_cluster.facts.kueue import JOBSET_MIN_VERSION, KUEUE_MIN_VERSION, release_text
+from gpu_cluster.facts.machines import MACHINES
 
 
 def _quantity_text(value: Any) -> Any:
@@ -366,6 +368,16 @@ def _mount_path(value: str) -> str:
     return value
 
 
+def _machine_type(value: Any) -> Any:
+    """One of MACHINES, read when validating (a machine registered later counts), refused with
+    the words and order pydantic gives a Literal."""
+    if isinstance(value, str) and value in MACHINES:
+        return value
+    names = [repr(name) for name in MACHINES]
+    expected = " or ".join(filter(None, (", ".join(names[:-1]), names[-1])))
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+
+
 def _release_at_least(minimum: tuple[int, int, int], why: str) -> Callable[[str], str]:
     """A chart's release version (MAJOR.MINOR.PATCH, no `v`, as Helm charts are versioned), no
     older than `minimum`."""
@@ -408,6 +420,7 @@ HostInterface = Annotated[str, AfterValidator(_host_interface)]  # a node's inte
 EnvName = Annotated[str, AfterValidator(_secret_env_name)]  # a secretEnv variable
 BucketName = Annotated[str, AfterValidator(_bucket_name)]
 MountPath = Annotated[str, AfterValidator(_mount_path)]
+MachineType = Annotated[str, BeforeValidator(_machine_type)]  # a GPU machine (facts/machines.py)
 # Kueue's and JobSet's chart versions (workload.controllers).
 _KUEUE_OLDEST = "the first to serve kueue.x-k8s.io/v1beta2, which the stack writes"
 _JOBSET_OLDEST = "the oldest release the program is tested with"

@@ -1,12 +1,9 @@
-"""Compute Engine and GKE facts: name limits, address ranges, machines and the capacity Google
-sells for them."""
+"""Compute Engine and GKE facts: name limits, address ranges, reservations and flex-start, image
+streaming (the GPU machines themselves: facts/machines.py)."""
 
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Literal
-
-from gpu_cluster.facts.gpudirect import RDMA_MACHINES
 
 # GKE cluster names: 1-40 characters, DNS-1035 (cloud.google.com/kubernetes-engine/docs/
 # reference/rest/v1/projects.locations.clusters#Cluster "name").
@@ -21,41 +18,6 @@ USABLE_PRIVATE_RANGES = tuple(
     ipaddress.IPv4Network(n)
     for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 )
-
-
-MACHINE_GPUS: dict[str, int] = {
-    # GPUs per machine (cloud.google.com/compute/docs/accelerator-optimized-machines, A3 series).
-    "a3-megagpu-8g": 8,
-    "a3-highgpu-8g": 8,
-    "a3-ultragpu-8g": 8,  # A3 Ultra, 8 x H200
-    "a4-highgpu-8g": 8,  # A4, 8 x B200
-}
-
-# How the GPU pool gets its capacity (GcpSettings.provisioning).
-Provisioning = Literal["on-demand", "spot", "reservation", "flex-start"]
-# Capacity each machine type is offered with. A3 Ultra and A4 come only through reservations
-# (whole, a block or sub-block, or a calendar-mode future reservation), flex-start or Spot, never
-# on demand: docs.cloud.google.com/ai-hypercomputer/docs/consumption-models (consulted
-# 2026-11-23) lists no on-demand option for them, and every GoogleCloudPlatform/cluster-toolkit
-# blueprint for them (examples/gke-a4, gke-a3-ultragpu, gke-consumption-options; 1047080)
-# consumes a reservation or flex-start. A3 Mega and A3 High are also sold on demand.
-MACHINE_PROVISIONING: dict[str, tuple[Provisioning, ...]] = {
-    "a3-megagpu-8g": ("on-demand", "spot", "reservation", "flex-start"),
-    "a3-highgpu-8g": ("on-demand", "spot", "reservation", "flex-start"),
-    "a3-ultragpu-8g": ("flex-start", "reservation", "spot"),
-    "a4-highgpu-8g": ("flex-start", "reservation", "spot"),
-}
-
-
-# The system pool's machine and boot disk where the GPU machine's blueprint sizes it itself:
-# cluster-toolkit's A3 Ultra and A4 blueprints run it on e2-standard-16 with 200 GB
-# (examples/gke-a3-ultragpu/gke-a3-ultragpu.yaml and examples/gke-a4/gke-a4.yaml,
-# system_node_pool_machine_type and system_node_pool_disk_size_gb, 1047080); the A3 Mega and
-# A3 High blueprints keep the module's defaults above.
-SYSTEM_POOL_BY_MACHINE: dict[str, dict[str, Any]] = {
-    "a3-ultragpu-8g": {"machineType": "e2-standard-16", "diskSizeGb": 200},
-    "a4-highgpu-8g": {"machineType": "e2-standard-16", "diskSizeGb": 200},
-}
 
 
 # Most authorized ranges GKE takes: 50 on a cluster with a public endpoint and public nodes, 100
@@ -75,15 +37,6 @@ FLEX_START_MAX_SECONDS = 7 * 24 * 3600
 # Oldest GKE version with flex-start for GPU node pools (docs.cloud.google.com/ai-hypercomputer/
 # docs/create/gke-ai-hypercompute; cloud.google.com/kubernetes-engine/docs/concepts/dws).
 FLEX_START_MIN_GKE = "1.32.2-gke.1652000"
-
-# Network mode -> machine types it needs on GKE (cloud.google.com/kubernetes-engine/docs/how-to/
-# gpu-bandwidth-gpudirect-tcpx: TCPXO on A3 Mega, TCPX on A3 High; docs.cloud.google.com/
-# ai-hypercomputer/docs/create/gke-ai-hypercompute: GPUDirect RDMA on A3 Ultra and A4).
-GKE_MODE_MACHINES: dict[str, tuple[str, ...]] = {
-    "tcpxo": ("a3-megagpu-8g",),
-    "tcpx": ("a3-highgpu-8g",),
-    "rdma": tuple(RDMA_MACHINES),
-}
 
 # Image streaming (GKE's Container File System, node_config.gcfs_config) streams only images in
 # Artifact Registry, whose Docker hosts are <location>-docker.pkg.dev (a region or a

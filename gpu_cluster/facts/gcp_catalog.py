@@ -98,11 +98,14 @@ ZONES: frozenset[str] = frozenset(
     f"{region}-{letter}" for region, letters in ZONE_LETTERS.items() for letter in letters
 )
 
-# Zones offering each GPU machine type the schema accepts (gcp.machineType). Source: Compute
-# Engine's per-zone machineTypes.list as skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv
-# records it at 8427bbf and at 006059e (both agree on these four; consulted 2026-11-23). That
-# catalog drops a zone only when it finds no price for it, so a list may miss a zone, never add
-# one. Google's GPU regions and zones page could not be read here to cross-check (see above).
+# Zones offering each GPU machine type the schema accepts (gcp.machineType: the records of
+# facts/machines.py, kept here rather than in them because this catalog is refreshed as a whole from
+# one listing and dated by CATALOG_DATE; tests/test_machines.py checks each has zones). Source:
+# Compute Engine's per-zone machineTypes.list as skypilot-org/skypilot-catalog
+# catalogs/v8/gcp/vms.csv records it at 8427bbf and at 006059e (both agree on these four; consulted
+# 2026-11-23). That catalog drops a zone only when it finds no price for it, so a list may miss a
+# zone, never add one. Google's GPU regions and zones page could not be read here to cross-check
+# (see above).
 GPU_MACHINE_ZONES: dict[str, tuple[str, ...]] = {
     "a3-megagpu-8g": (
         "asia-east1-c",

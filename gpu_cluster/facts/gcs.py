@@ -35,13 +35,7 @@ CHECKPOINT_MOUNT_OPTIONS = (
     "file-cache:cache-file-for-range-read:true",
     "file-cache:enable-parallel-downloads:true",
 )
-# The chart's workaround on checkpoints: gcsfuse up to 3.5.0 does not count A4 as a
-# high-performance machine, so streaming writes fall back to staged writes unless told the
-# machine is A3 High (same pv.yaml, 226cd3a, 2026-04-03). GKE's managed driver does not say
-# which gcsfuse each GKE patch ships (GoogleCloudPlatform/gcs-fuse-csi-driver docs/releases.md,
-# 5fcdc04), so it stays for A4 nodes; gcsfuse that knows A4 takes it as a high-performance
-# machine either way.
-MACHINE_TYPE_WORKAROUND = {"a4-highgpu-8g": "machine-type:a3-highgpu-8g"}
+# A machine may add one more (facts/machines.py GpuMachine.gcsfuse_checkpoint_option).
 # No uid/gid options: the kubelet hands the pods' fsGroup to the driver, which mounts with it as
 # the group, file-mode 664 and dir-mode 775 (gcs-fuse-csi-driver pkg/csi_driver/utils.go,
 # VOLUME_MOUNT_GROUP, 5fcdc04), so the non-root training user (in that group) reads and writes.

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # machines.py reads this module's paths: the type only
+    from gpu_cluster.facts.machines import GpuMachine
 
 # Where the installer DaemonSet puts the plugin and NCCL on the node, and where pods mount it.
 HOST_LIB_DIR = "/home/kubernetes/bin/nvidia/lib64"
@@ -312,21 +316,6 @@ def release_for(mode: str, name: str | None, gke_minor: int) -> GpuDirectRelease
 # --- GPUDirect RDMA with Google's gIB NCCL plugin (A3 Ultra, A4) --------------------------------
 
 
-@dataclass(frozen=True)
-class RdmaMachine:
-    """A GKE machine with GPUDirect RDMA: 2 gVNICs (host and a second VPC) and 8 ConnectX-7
-    RoCE NICs, one per GPU (cloud.google.com/compute/docs/gpus/gpu-network-bandwidth)."""
-
-    accelerator: str  # GKE accelerator type
-    # Oldest GKE version with GPUDirect RDMA on this machine (docs.cloud.google.com/
-    # ai-hypercomputer/docs/create/gke-ai-hypercompute, 2026-04-06). The driver branch each needs
-    # (R550 A3 Ultra, R570 A4, same page) is GKE's default from 1.31.5-gke.1169000 and
-    # 1.32.1-gke.1729000, older than any minor in standard support; the pool asks for LATEST.
-    min_gke: str
-    # What Google's GKE workloads for the machine export after sourcing gIB's set_nccl_env.sh.
-    after_nccl_script: tuple[tuple[str, str], ...]
-
-
 # Where the gIB installer puts the plugin, its scripts and tuner configs on the node, and where
 # pods mount it; pods mount the whole driver directory (CEA gpudirect-rdma/nccl-test.yaml).
 GIB_HOST_DIR = "/home/kubernetes/bin/gib"
@@ -334,21 +323,8 @@ GIB_POD_DIR = "/usr/local/gib"
 NVIDIA_HOST_DIR = "/home/kubernetes/bin/nvidia"
 NVIDIA_POD_DIR = "/usr/local/nvidia"
 
-RDMA_MACHINES: dict[str, RdmaMachine] = {
-    # AI-Hypercomputer/gpu-recipes src/helm-charts/a3ultra/jobset/templates/workload-jobset.yaml
-    # (2e1fd5e) sources the script and exports nothing after it.
-    "a3-ultragpu-8g": RdmaMachine("nvidia-h200-141gb", "1.31.4-gke.1183000", ()),
-    # gpu-recipes src/helm-charts/a4/jobset/templates/workload-jobset.yaml (2e1fd5e, last changed
-    # 280f358): bootstrap over both gVNICs and A4's own tuner file, after the script.
-    "a4-highgpu-8g": RdmaMachine(
-        "nvidia-b200",
-        "1.32.2-gke.1475000",
-        (
-            ("NCCL_SOCKET_IFNAME", "eth0,eth1"),
-            ("NCCL_TUNER_CONFIG_PATH", f"{GIB_POD_DIR}/configs/tuner_config_a4.txtpb"),
-        ),
-    ),
-}
+# The RDMA machines' ConnectX-7 RoCE NICs, one per GPU, besides their 2 gVNICs (host and a
+# second VPC): cloud.google.com/compute/docs/gpus/gpu-network-bandwidth.
 RDMA_NIC_COUNT = 8
 
 
@@ -363,9 +339,9 @@ class GibRelease(_PublishedForGkeMinors):
     # The training container's NCCL env: the release's set_nccl_env.sh, which the launchers source.
     nccl_env: tuple[tuple[str, str], ...]
 
-    def env_for(self, machine_type: str) -> dict[str, str]:
-        """NCCL environment for pods on `machine_type` (pure, versioned with the release)."""
-        return {**dict(self.nccl_env), **dict(RDMA_MACHINES[machine_type].after_nccl_script)}
+    def env_for(self, machine: GpuMachine) -> dict[str, str]:
+        """NCCL environment for pods on `machine` (pure, versioned with the release)."""
+        return {**dict(self.nccl_env), **dict(machine.after_nccl_script)}
 
 
 # gIB's NCCL settings are its set_nccl_env.sh, which the installer copies to the node: "The source
@@ -380,7 +356,7 @@ _GIB_NCCL_ENV = ((NCCL_INIT_SCRIPT, f"{GIB_POD_DIR}/scripts/set_nccl_env.sh"),)
 def _gib_release(tag: str, install_flags: tuple[str, ...]) -> GibRelease:
     """A gIB release: its installer tag and the `container_entry.sh install` flags Google's
     manifest runs it with. Each serves the oldest GKE minor with RDMA on either machine
-    (RDMA_MACHINES min_gke) and every newer one."""
+    (GpuMachine.rdma_min_gke) and every newer one."""
     return GibRelease(
         installer_image=f"us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:{tag}",
         install_flags=install_flags,

@@ -22,7 +22,6 @@ from gpu_cluster.facts.gcs import (
     DATA_MOUNT_OPTIONS,
     GCS_FUSE_DRIVER,
     INJECT_ANNOTATION,
-    MACHINE_TYPE_WORKAROUND,
     NOMINAL_CAPACITY,
     READ_ROLE,
     READ_WRITE_ROLE,
@@ -31,6 +30,7 @@ from gpu_cluster.facts.gcs import (
     VOLUME_ATTRIBUTES,
 )
 from gpu_cluster.facts.lustre import LUSTRE_DRIVER, mount_point_parts
+from gpu_cluster.facts.machines import MACHINES
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,7 @@ def _claim(s: Settings, v: DataVolume) -> DataClaim:
     gcs = v.gcs_fuse
     options = DATA_MOUNT_OPTIONS
     if gcs.use == "checkpoints":
-        machine = s.gcp.machine_type if s.gcp is not None else ""
-        workaround = MACHINE_TYPE_WORKAROUND.get(machine)
+        workaround = MACHINES[s.gcp.machine_type].gcsfuse_checkpoint_option if s.gcp else None
         options = (*CHECKPOINT_MOUNT_OPTIONS, *((workaround,) if workaround else ()))
     only_dir = (f"only-dir:{gcs.only_dir}",) if gcs.only_dir else ()
     static = StaticVolume(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpu_cluster.config.gke import gib_release, gpudirect_release
 from gpu_cluster.config.schema import RdmaSettings, Settings, TcpSettings
+from gpu_cluster.facts.machines import MACHINES
 
 # Where the RDMA detection init container writes the NCCL settings it works out per pod.
 NCCL_ENV_FILE = "/var/run/gpu-cluster/nccl.env"
@@ -83,4 +84,4 @@ def gib_env(s: Settings) -> dict[str, str]:
     """The pinned gIB release's script, and what Google's workloads on the machine export after
     it."""
     assert s.gcp is not None
-    return gib_release(s).env_for(s.gcp.machine_type)
+    return gib_release(s).env_for(MACHINES[s.gcp.machine_type])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS
+from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.plan.launch import Kube, on_every_pod
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
@@ -24,18 +25,13 @@ STORAGE_CHECK = "storage_check.py"
 # NHOSTS 2) at 81c525d (2025-10-31): it fails a node pair whose all_gather_perf (nccl_startup.py
 # BENCHMARK) "Avg bus bandwidth" over 2G, 4G, 8G (run-nccl-combined-plugins.sh -f 2) is below
 # the threshold (nccl_startup.py process_test_result). tests/vendor/cluster_health_scanner.yaml.
-GKE_BUSBW_FLOOR: dict[str, float] = {
-    "a3-highgpu-8g": 60.0,  # a3.yaml
-    "a3-megagpu-8g": 150.0,  # a3plus.yaml
-    "a3-ultragpu-8g": 250.0,  # a3ultra.yaml
-    "a4-highgpu-8g": 250.0,  # a4.yaml
-}
+# Each machine's floor: GpuMachine.busbw_floor_gbps (facts/machines.py).
 GKE_CHECK_MAX_BYTES = "8G"  # the scanner's END_MESSAGE_SIZE (binary units, as nccl-tests reads it)
 # rdma on OpenShift: no vendor floor for the cluster's own NICs, whose speed the program cannot
 # know (it assumed 200G ones). The check reads each node's RDMA interfaces' link speeds and holds
 # the average to this fraction of the slowest node's sum: the fraction the scanner holds RoCE
 # machines to, A3 Ultra / A4's 250 GB/s of their 8 x 400 Gb/s (facts/fabric.py).
-RDMA_LINE_RATE_FRACTION = GKE_BUSBW_FLOOR["a4-highgpu-8g"] / GKE_FABRIC_GBPS["rdma"]
+RDMA_LINE_RATE_FRACTION = MACHINES["a4-highgpu-8g"].busbw_floor_gbps / GKE_FABRIC_GBPS["rdma"]
 # tcp: no vendor floor for NCCL over sockets, nor a link speed to read (the pod network). A sanity
 # floor: NVIDIA/nccl#450 measured all_reduce busbw of 4-6 GB/s over 100 Gb/s TCP (4 nodes), and
 # all_gather moves as much per link with no tree to shortcut it; 2.5 stays under the low end.
@@ -70,7 +66,7 @@ def threshold_args(s: Settings) -> list[str]:
     given = s.verify.expected_busbw_gbps
     machine = _gke_machine(s)
     if given is None and machine is not None:
-        given = GKE_BUSBW_FLOOR[machine]
+        given = MACHINES[machine].busbw_floor_gbps
     if given is None and s.network_mode == "rdma":
         assert s.rdma is not None
         return [

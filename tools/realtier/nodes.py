@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.offline.engine import ProgramRun
 from tools.realtier.controlplane import FAKE_NODE_ANNOTATION
 
@@ -32,15 +33,11 @@ _GKE_EFFECTS = {
     "NO_EXECUTE": "NoExecute",
 }
 
-# vCPUs and memory (GB) per machine type:
-# cloud.google.com/compute/docs/accelerator-optimized-machines (A3 Mega/High 208 vCPU 1,872 GB;
-# A3 Ultra 224 vCPU 2,952 GB; A4 224 vCPU 3,968 GB) and
-# cloud.google.com/compute/docs/general-purpose-machines (E2 standard: 4 GB per vCPU).
+# vCPUs and memory (GB) per machine type: the GPU machines' records (facts/machines.py) and the
+# system pool's (cloud.google.com/compute/docs/general-purpose-machines: E2 standard, 4 GB per
+# vCPU).
 GCE_MACHINES: dict[str, tuple[int, int]] = {
-    "a3-megagpu-8g": (208, 1872),
-    "a3-highgpu-8g": (208, 1872),
-    "a3-ultragpu-8g": (224, 2952),
-    "a4-highgpu-8g": (224, 3968),
+    **{name: (m.vcpus, m.memory_gb) for name, m in MACHINES.items()},
     "e2-standard-4": (4, 16),
     "e2-standard-8": (8, 32),
     "e2-standard-16": (16, 64),
