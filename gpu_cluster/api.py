@@ -16,8 +16,9 @@ from gpu_cluster.components.image_pre_pull import ImagePrePull, ImagePrePullArgs
 from gpu_cluster.components.namespace import TrainingNamespace, TrainingNamespaceArgs
 from gpu_cluster.components.node_identity import NodeIdentity, NodeIdentityArgs
 from gpu_cluster.components.openshift import OpenShiftPlatform
-from gpu_cluster.components.platforms import build_platform, labels, workload_args
 from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
+from gpu_cluster.components.select import build_platform
+from gpu_cluster.components.shared_args import labels, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.training_storage import TrainingStorage, TrainingStorageArgs
 from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadArgs
