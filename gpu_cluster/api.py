@@ -23,6 +23,7 @@ from gpu_cluster.components.training_access import TrainingAccess, TrainingAcces
 from gpu_cluster.components.training_storage import TrainingStorage, TrainingStorageArgs
 from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadArgs
 from gpu_cluster.config.gke import gpudirect_release
+from gpu_cluster.config.loading import validate_settings
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 
@@ -60,5 +61,6 @@ __all__ = [
     "gpudirect_release",
     "labels",
     "pod_networking",
+    "validate_settings",
     "workload_args",
 ]
