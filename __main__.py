@@ -2,7 +2,7 @@
 
 import pulumi
 
-from gpu_cluster.components.platforms import build_platform
+from gpu_cluster.components.select import build_platform
 from gpu_cluster.components.stack_config import read_settings
 from gpu_cluster.config.messages import ConfigError
 

@@ -74,7 +74,7 @@ import pydantic, yaml
 marks["import pydantic+yaml"] = clock() - t
 t = clock()
 import gpu_cluster.offline.render, gpu_cluster.offline.engine
-import gpu_cluster.components.platforms, gpu_cluster.components.stack_config
+import gpu_cluster.components.select, gpu_cluster.components.stack_config
 importlib.import_module(platform_module)
 marks["import gpu_cluster"] = clock() - t
 spent, calls = {}, {}
@@ -105,7 +105,7 @@ for attr in ("engine_config", "settings_from", "run_program", "kubernetes_yaml",
              "resources_json"):
     wrap(r, attr, attr)
 wrap(gpu_cluster.components.stack_config, "read_settings", "run_program > read_settings (again)")
-wrap(gpu_cluster.components.platforms, "build_platform", "run_program > build_platform")
+wrap(gpu_cluster.components.select, "build_platform", "run_program > build_platform")
 wrap(o._RecordingMonitor, "RegisterResource", "run_program > RegisterResource (mock)")
 gc.callbacks.append(on_gc)
 t = clock()

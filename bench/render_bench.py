@@ -41,7 +41,7 @@ PYCACHE_DIR = RESULTS_DIR / "pycache"
 STACKS = ("barcelona", "nerc-production", "gcp-a3", "a3-high")
 NODE_COUNTS = (2, 16, 128, 512)
 SDK_PACKAGES = ("pulumi", "pulumi_kubernetes", "pulumi_gcp")
-# Module of each platform's component; the other platform's is never loaded (platforms.py).
+# Module of each platform's component; the other platform's is never loaded (components/select.py).
 PLATFORM_MODULES = {
     "openshift": "gpu_cluster.components.openshift",
     "gke": "gpu_cluster.components.gke",

@@ -16,12 +16,14 @@ from gpu_cluster.components.image_pre_pull import ImagePrePull, ImagePrePullArgs
 from gpu_cluster.components.namespace import TrainingNamespace, TrainingNamespaceArgs
 from gpu_cluster.components.node_identity import NodeIdentity, NodeIdentityArgs
 from gpu_cluster.components.openshift import OpenShiftPlatform
-from gpu_cluster.components.platforms import build_platform, labels, workload_args
 from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
+from gpu_cluster.components.select import build_platform
+from gpu_cluster.components.shared_args import labels, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.training_storage import TrainingStorage, TrainingStorageArgs
 from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadArgs
 from gpu_cluster.config.gke import gpudirect_release
+from gpu_cluster.config.loading import validate_settings
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 
@@ -59,5 +61,6 @@ __all__ = [
     "gpudirect_release",
     "labels",
     "pod_networking",
+    "validate_settings",
     "workload_args",
 ]

@@ -44,7 +44,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 # The index the Job controller gives an Indexed Job's pod (kubernetes batch/v1
 # JobCompletionIndexAnnotation): rank 0 is index 0.
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-# The StatefulSet's pods, by the labels the program gives them (components/platforms.py labels).
+# The StatefulSet's pods, by the labels the program gives them (components/shared_args.py labels).
 STATEFUL_SET_PODS = "app.kubernetes.io/instance={name},app.kubernetes.io/component=training"
 TRAINING_CONTAINER = "training"
 # The phases of a start, in the order it takes them ("admitted": JobSet runs only; "health

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 import gpu_cluster.api
 from gpu_cluster.offline.engine import ProgramRun
@@ -137,3 +138,22 @@ def test_docs_api_names_every_public_name_and_no_other() -> None:
     }
     assert documented == set(gpu_cluster.api.__all__)
     assert all(hasattr(gpu_cluster.api, name) for name in documented)
+
+
+def test_settings_built_in_code_are_held_to_the_rules_across_keys() -> None:
+    # Every key is fine alone; together they are a GKE stack without its `gcp` section. The
+    # schema only declares the keys; validate_settings (what the example calls) runs the rules,
+    # and refuses as the schema's own validator did: one error without a location.
+    values = {"platform": "gke", "networkMode": "tcp"}
+    assert gpu_cluster.api.Settings.model_validate(values).gcp is None
+    with pytest.raises(ValidationError) as refused:
+        gpu_cluster.api.validate_settings(values)
+    assert refused.value.errors(include_url=False, include_context=False) == [
+        {
+            "type": "value_error",
+            "loc": (),
+            "msg": "Value error, gpu-cluster:gcp is required when platform is 'gke' "
+            "(project, region, zone)",
+            "input": values,
+        }
+    ]

@@ -14,7 +14,6 @@ from gpu_cluster.api import (
     GpuNicNetwork,
     GpuNodePool,
     GpuNodePoolArgs,
-    Settings,
     TrainingAccess,
     TrainingAccessArgs,
     TrainingNamespace,
@@ -24,13 +23,14 @@ from gpu_cluster.api import (
     gpudirect_release,
     labels,
     pod_networking,
+    validate_settings,
     workload_args,
 )
 
 POOL = "a3mega"
 config = pulumi.Config()
 gke_version = config.get("gkeVersion") or "1.35"
-settings = Settings.model_validate(
+settings = validate_settings(
     {
         "platform": "gke",
         "name": POOL,

@@ -19,7 +19,7 @@ from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
 from gpu_cluster.components.node_identity import NodeIdentity, NodeIdentityArgs
-from gpu_cluster.components.platforms import (
+from gpu_cluster.components.shared_args import (
     labels,
     namespace_args,
     queued,

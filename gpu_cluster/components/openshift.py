@@ -11,7 +11,8 @@ import pulumi
 from gpu_cluster.components.image_pre_pull import ImagePrePull, ImagePrePullArgs
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
-from gpu_cluster.components.platforms import (
+from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
+from gpu_cluster.components.shared_args import (
     labels,
     namespace_args,
     queued,
@@ -19,7 +20,6 @@ from gpu_cluster.components.platforms import (
     training_storage,
     workload_args,
 )
-from gpu_cluster.components.rdma_networks import RdmaNetworks, RdmaNetworksArgs
 from gpu_cluster.components.training_access import (
     MemlockMachineConfig,
     SccGrant,

@@ -34,7 +34,7 @@ from gpu_cluster.facts.gpudirect import (
 from gpu_cluster.facts.machines import MACHINES, machines_for
 from gpu_cluster.facts.ngc import DEFAULT_TRAINING_IMAGE, sets_net_plugin_spcx
 
-if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
+if TYPE_CHECKING:  # the loader and rules.py call these rules: the types only
     from gpu_cluster.config.schema import GcpSettings, Settings
 
 

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import InitErrorDetails
 
 from gpu_cluster.config.capacity import flex_start_gang_warnings
 from gpu_cluster.config.dates import AsOf
@@ -26,6 +27,7 @@ from gpu_cluster.config.messages import ConfigError, clipped, format_errors
 from gpu_cluster.config.openshift_warnings import rdma_warnings
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import dormant_sections, read_rule
+from gpu_cluster.config.rules import cross_field_problems
 from gpu_cluster.config.schema import PROJECT, Settings
 from gpu_cluster.config.workload import kind_warnings, opt_in_warnings, runner_warnings
 
@@ -265,6 +267,20 @@ def _secret_top_keys(secret_keys: Collection[str]) -> frozenset[str]:
     return frozenset(k[len(prefix) :] for k in secret_keys if k.startswith(prefix))
 
 
+def validate_settings(values: Mapping[str, Any]) -> Settings:
+    """Settings from config values (the stack file's keys without `gpu-cluster:`), held to the
+    schema, each key alone, and then to the rules across keys (rules.py). Raises pydantic's
+    ValidationError naming the keys; the rules' problems are one error without a location, one
+    line each, as a model validator's would be."""
+    settings = Settings.model_validate(values)
+    problems = cross_field_problems(settings)
+    if problems:
+        error = ValueError("\n".join(problems))
+        details = InitErrorDetails(type="value_error", loc=(), input=values, ctx={"error": error})
+        raise ValidationError.from_exception_data(Settings.__name__, [details])
+    return settings
+
+
 def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> Settings:
     """Validate decoded stack config; raise ConfigError naming every bad key. Values of
     `secret_keys` (fully qualified) never appear in a message: format_errors never formats
@@ -273,7 +289,7 @@ def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> 
     # decode_config left only secretEnv's names, which are not secret.
     masked = secret - {SECRET_ENV_KEY}
     try:
-        settings = Settings.model_validate(dict(raw))
+        settings = validate_settings(dict(raw))
     except ValidationError as exc:
         unread = _unread_sections(raw, exc)
         if unread:
@@ -292,7 +308,7 @@ def _unread_sections(raw: Mapping[str, Any], exc: ValidationError) -> list[str]:
     "not read". A dormant section is kept for the way back, so its own problems are."""
     failing = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
     try:
-        settings = Settings.model_validate({k: v for k, v in raw.items() if k not in failing})
+        settings = validate_settings({k: v for k, v in raw.items() if k not in failing})
     except ValidationError:
         return []
     fields = {f.alias or n: f for n, f in Settings.model_fields.items()}

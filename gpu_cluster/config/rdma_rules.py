@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpu_cluster.facts.kubernetes import POD_PRIMARY_INTERFACE
 
-if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
+if TYPE_CHECKING:  # the loader calls these rules (through rules.py): the types only
     from gpu_cluster.config.schema import RdmaSettings
 
 

@@ -1,12 +1,16 @@
-"""Rules across keys: what each key allows depends on others (platform, network mode, sizes)."""
+"""Rules across keys: what each key allows depends on others (platform, network mode, sizes).
+
+They run where the config is loaded (loading.validate_settings), after the schema: this module
+imports Settings, so the schema never imports it (tests/test_layers.py refuses the circle)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.rdma_rules import rdma_problems
 from gpu_cluster.config.reads import unread_keys
+from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.values import sweep_bytes
 from gpu_cluster.config.volume_rules import volume_problems
 from gpu_cluster.config.workload import (
@@ -40,9 +44,6 @@ from gpu_cluster.facts.kubernetes import (
 )
 from gpu_cluster.facts.kueue import HOSTNAME_LEVEL
 from gpu_cluster.facts.openshift_storage import CEPHFS_CLASS_BY_RBD_CLASS
-
-if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
-    from gpu_cluster.config.schema import Settings
 
 # Which network modes each platform offers.
 MODES_BY_PLATFORM: dict[str, tuple[str, ...]] = {

@@ -1,10 +1,12 @@
 """The one schema of stack config.
 
 Every key a user may write in `Pulumi.<stack>.yaml` (under the `gpu-cluster:` namespace) is a
-field here, spelled as in the stack file (camelCase). `load_settings` turns the raw config map
+field here, spelled as in the stack file (camelCase). Declarations only: each key's type,
+default and values alone. Rules across keys live in rules.py and gke.py, and run where the config
+is loaded: `validate_settings` holds the values to both, `load_settings` turns the raw config map
 into a validated, frozen `Settings` tree or raises `ConfigError` naming the key, the bad value and
-what is allowed (loading.py). Rules across keys live in rules.py and gke.py. Nothing in this
-layer imports Pulumi: it is unit-testable on its own.
+what is allowed (loading.py). Nothing in this layer imports Pulumi: it is unit-testable on its
+own.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, model_validator
 
-from gpu_cluster.config import rules
 from gpu_cluster.config.base import Section
 from gpu_cluster.config.reads import VERIFY_ENABLED, ReadWhen
 from gpu_cluster.config.storage import StorageSettings
@@ -952,13 +953,6 @@ class Settings(Section):
                 "an existing namespace"
             )
         return data
-
-    @model_validator(mode="after")
-    def _cross_field_rules(self) -> Settings:
-        problems = rules.cross_field_problems(self)
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self
 
     def is_secret(self, key: str) -> bool:
         """Whether top-level `key` (as in the stack file) is a Pulumi secret."""

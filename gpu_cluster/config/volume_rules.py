@@ -10,7 +10,7 @@ from gpu_cluster.facts.fabric import GPU_LINK_MAX_GBPS
 from gpu_cluster.facts.gke_storage import GKE_DEFAULT_CLASS, PERSISTENT_DISK_CLASSES
 from gpu_cluster.facts.openshift_storage import CEPHFS_CLASS_BY_RBD_CLASS
 
-if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
+if TYPE_CHECKING:  # the loader calls these rules (through rules.py): the types only
     from gpu_cluster.config.schema import Settings
 
 # Directories a data volume must neither hide nor sit in: the image's system directories (a

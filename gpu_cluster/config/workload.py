@@ -12,7 +12,7 @@ from gpu_cluster.facts.kueue import (
     OPENSHIFT_MANAGED_NAMESPACE_LABEL,
 )
 
-if TYPE_CHECKING:  # the schema calls these rules: the types only, at run time nothing
+if TYPE_CHECKING:  # the schema imports this module (installs_controllers): the types only
     from gpu_cluster.config.schema import Settings
 
 # The JobSet's one replicated job: one Job of `nodes` indexed pods.

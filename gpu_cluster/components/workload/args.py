@@ -28,7 +28,7 @@ class JobSetRun:
 
 @dataclass(frozen=True)
 class TrainingWorkloadArgs:
-    """What the training workload is made of (gpu_cluster.components.platforms.workload_args
+    """What the training workload is made of (gpu_cluster.components.shared_args.workload_args
     decides it from stack config).
 
     name: the pods' controller object's (StatefulSet or JobSet), and the prefix of its objects'

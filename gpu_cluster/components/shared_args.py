@@ -1,12 +1,12 @@
-"""Pick the platform component the stack asks for; the stack settings -> arguments of the
-components both platforms share (namespace, workload)."""
+"""The stack settings -> arguments of the components both platforms share (namespace, storage,
+queue, workload). Imports neither platform: each platform imports these (components/select.py
+picks the platform)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from collections.abc import Sequence
-from typing import Protocol
 
 import pulumi
 
@@ -15,11 +15,7 @@ from gpu_cluster.components.namespace import TrainingNamespaceArgs
 from gpu_cluster.components.node_health_gate import NodeHealthGate
 from gpu_cluster.components.node_health_runner import NodeHealthRunner
 from gpu_cluster.components.queue_controllers import ExistingQueueControllers, QueueControllers
-from gpu_cluster.components.stack_config import (
-    code_sync_secret,
-    secret_env_values,
-    stack_kube_target,
-)
+from gpu_cluster.components.stack_config import code_sync_secret
 from gpu_cluster.components.training_queue import TrainingQueue
 from gpu_cluster.components.training_storage import (
     BucketAccess,
@@ -76,10 +72,6 @@ def scripts_data(s: Settings) -> dict[str, str]:
     data[launch.HOSTFILE] = launch.hostfile(s)
     data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
     return data
-
-
-class Platform(Protocol):
-    outputs: dict[str, object]
 
 
 def namespace_args(s: Settings) -> TrainingNamespaceArgs | None:
@@ -262,15 +254,3 @@ def workload_args(
         scan_exceptions=training_exceptions(s, networking, [sidecars[0]] if sidecars else []),
         run=job_set_run(s),
     )
-
-
-def build_platform(settings: Settings) -> Platform:
-    secret_env = secret_env_values(settings)
-    # Imported here so a stack only loads the SDK modules its platform uses.
-    if settings.platform == "openshift":
-        from gpu_cluster.components.openshift import OpenShiftPlatform
-
-        return OpenShiftPlatform("gpu-cluster", settings, secret_env, *stack_kube_target())
-    from gpu_cluster.components.gke import GkePlatform
-
-    return GkePlatform("gpu-cluster", settings, secret_env)
