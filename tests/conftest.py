@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import operator
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.replacements import Key, Row, Step, index, plan
 from gpu_cluster.offline.stack_files import engine_config
 from tests.as_of import AS_OF
+from tests.edits import edited_config
 from tests.installed import install_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,17 +51,6 @@ GKE_RWX = (
 # provisions no ReadWriteMany file system (config/rules.py refuses it).
 BARCELONA_RWX = ("storage.mode=rwx", "storage.storageClass=ocs-external-storagecluster-cephfs")
 
-# gcp-a4 as it shipped before it ran queued JobSets (#44 item 1): a StatefulSet on plain
-# flex-start, with per-pod claims of the Hyperdisk Balanced class the stack creates. For the
-# tests of what only that shape has: the created class, per-pod claims, the fabric check command.
-A4_STATEFULSET = (
-    "workload.kind=statefulset",
-    "gcp.queuedProvisioning=false",
-    "storage.mode=per-pod",
-    "storage.storageClass=hyperdisk-balanced",
-    "storage.storageClassMode=create",
-    "!workload.command",
-)
 # gcp-a4 on another capacity type: queuedProvisioning is read with flex-start only.
 A4_WITHOUT_QUEUED = "!gcp.queuedProvisioning"
 
@@ -77,25 +66,6 @@ GKE_PLACEHOLDER_WARNINGS = (
 def other_warnings(warnings: list[str]) -> list[str]:
     """`warnings` less the shipped GKE files' placeholder warnings."""
     return [w for w in warnings if not w.startswith(GKE_PLACEHOLDER_WARNINGS)]
-
-
-def edited_config(stack: str, overrides: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
-    """`stack`'s engine config with `--set`-style overrides; `!key` removes a key (a block or
-    value the edit leaves unread, which the program would refuse): `!workload` a top-level one,
-    `!gcp.queuedProvisioning` one inside a block, `!namespace:key` one of another namespace."""
-    removed = [o[1:] for o in overrides if o.startswith("!")]
-    config, secret_keys = engine_config(stack, tuple(o for o in overrides if o[:1] != "!"))
-    for key in removed:
-        top, _, inner = key.partition(".")
-        qualified = top if ":" in top else f"gpu-cluster:{top}"
-        if not inner:
-            del config[qualified]
-            continue
-        block = json.loads(config[qualified])
-        *parents, last = inner.split(".")
-        functools.reduce(operator.getitem, parents, block).pop(last)
-        config[qualified] = json.dumps(block)
-    return config, secret_keys
 
 
 @pytest.fixture(autouse=True, scope="session")

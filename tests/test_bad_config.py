@@ -8,13 +8,8 @@ import pytest
 
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import engine_config
-from tests.conftest import (
-    A4_STATEFULSET,
-    A4_WITHOUT_QUEUED,
-    BARCELONA_CREATES_NADS,
-    GKE_RWX,
-    edited_config,
-)
+from tests.conftest import A4_WITHOUT_QUEUED, BARCELONA_CREATES_NADS, GKE_RWX
+from tests.edits import A4_STATEFULSET, edited_config
 
 # A GKE stack as a JobSet stack (shared claims: a JobSet has no per-pod ones).
 _GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", *GKE_RWX)

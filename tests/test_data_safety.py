@@ -23,12 +23,10 @@ from gpu_cluster.offline.engine import ProgramRun, RecordedResource
 from gpu_cluster.offline.replacements import Step, plan
 from tests.as_of import AS_OF
 from tests.conftest import (
-    A4_STATEFULSET,
     BARCELONA_RWX,
     GKE_RWX,
     STACKS,
     TO_GKE,
-    edited_config,
     manifests,
     one,
     plan_from,
@@ -36,6 +34,7 @@ from tests.conftest import (
     rows,
     run_stack,
 )
+from tests.edits import A4_STATEFULSET, edited_config
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"

@@ -17,7 +17,6 @@ import pytest
 
 from gpu_cluster.offline.replacements import PRECIOUS, Step, destructive
 from tests.conftest import (
-    A4_STATEFULSET,
     A4_WITHOUT_QUEUED,
     BARCELONA_RWX,
     GKE_RWX,
@@ -25,6 +24,7 @@ from tests.conftest import (
     plan_from,
     plan_of,
 )
+from tests.edits import A4_STATEFULSET
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 BUCKET = "gcp:storage/bucket:Bucket"

@@ -9,15 +9,8 @@ from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.loading import settings_from
 from gpu_cluster.offline.replacements import plan
 from tests.as_of import AS_OF
-from tests.conftest import (
-    A4_STATEFULSET,
-    edited_config,
-    manifests,
-    one,
-    other_warnings,
-    rows,
-    run_stack,
-)
+from tests.conftest import manifests, one, other_warnings, rows, run_stack
+from tests.edits import A4_STATEFULSET, edited_config
 from tests.test_edit_matrix import summary, violations
 
 # Google, docs.cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest (read

@@ -11,7 +11,6 @@ import pytest
 
 from gpu_cluster.offline.engine import ProgramRun
 from tests.conftest import (
-    A4_STATEFULSET,
     A4_WITHOUT_QUEUED,
     container,
     env_of,
@@ -20,6 +19,7 @@ from tests.conftest import (
     pod_template,
     run_stack,
 )
+from tests.edits import A4_STATEFULSET
 
 NETWORK = "gcp:compute/network:Network"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"

@@ -16,7 +16,8 @@ from gpu_cluster.facts.gke_storage import (
 from gpu_cluster.offline.engine import ProgramRun, RecordedResource
 from gpu_cluster.offline.render import kubernetes_yaml
 from gpu_cluster.plan.gke_storage import resolved_mode, storage_class_to_create
-from tests.conftest import A4_STATEFULSET, STACKS, manifests, plan_from, run_stack
+from tests.conftest import STACKS, manifests, plan_from, run_stack
+from tests.edits import A4_STATEFULSET
 
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"

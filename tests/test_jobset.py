@@ -28,7 +28,6 @@ from gpu_cluster.plan.podspec import Container
 from gpu_cluster.plan.queue import pod_requests
 from gpu_cluster.plan.runs import JOBSET_RESOURCE
 from tests.conftest import (
-    A4_STATEFULSET,
     GKE_RWX,
     ROOT,
     manifests,
@@ -37,6 +36,7 @@ from tests.conftest import (
     plan_from,
     run_stack,
 )
+from tests.edits import A4_STATEFULSET
 
 JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
 COMMAND = "workload.command[1]=--epochs=3"

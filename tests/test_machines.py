@@ -18,7 +18,7 @@ from gpu_cluster.facts import machines
 from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.facts.machines import MACHINES, Provisioning
 from gpu_cluster.offline.engine import ProgramRun, run_program
-from tests.conftest import edited_config
+from tests.edits import edited_config
 from tools.realtier.nodes import GCE_MACHINES
 
 # The machine types the program shipped with, in the order the schema has always listed them.

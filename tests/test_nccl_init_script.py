@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import A4_STATEFULSET, ROOT, run_stack
+from tests.conftest import ROOT, run_stack
+from tests.edits import A4_STATEFULSET
 
 SCRIPTS = ROOT / "scripts"
 LAUNCHERS = {name: SCRIPTS / f"launch-{name}.sh" for name in ("torchrun", "deepspeed")}

@@ -24,7 +24,8 @@ from gpu_cluster.offline.engine import ProgramRun, RecordedResource
 from gpu_cluster.offline.graph import Graph
 from gpu_cluster.offline.render import resources_json
 from gpu_cluster.plan.controllers import ServedApi
-from tests.conftest import A4_STATEFULSET, GKE_RWX, one, run_stack
+from tests.conftest import GKE_RWX, one, run_stack
+from tests.edits import A4_STATEFULSET
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 NAMESPACE = "kubernetes:core/v1:Namespace"

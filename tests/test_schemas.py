@@ -12,15 +12,9 @@ import kubernetes_validate
 import pytest
 
 from gpu_cluster.config.loading import decode_config, load_settings
-from tests.conftest import (
-    BARCELONA_CREATES_NADS,
-    GKE_RWX,
-    STACKS,
-    edited_config,
-    manifests,
-    run_stack,
-)
+from tests.conftest import BARCELONA_CREATES_NADS, GKE_RWX, STACKS, manifests, run_stack
 from tests.crd_schemas import BY_KIND, CNI_CONFIG
+from tests.edits import edited_config
 
 # Stack variants beyond the shipped files: every network mode and storage mode is covered.
 VARIANTS = [(stack, ()) for stack in STACKS] + [

@@ -13,7 +13,8 @@ import pytest
 
 from gpu_cluster.config.loading import load_settings
 from gpu_cluster.plan.verify import gated, storage_gate
-from tests.conftest import A4_STATEFULSET, ROOT, manifests, run_stack
+from tests.conftest import ROOT, manifests, run_stack
+from tests.edits import A4_STATEFULSET
 from tests.test_volumes import GKE
 
 SCRIPT = ROOT / "scripts" / "storage_check.py"

@@ -35,8 +35,9 @@ from gpu_cluster.facts.gcp_catalog import GPU_MACHINE_ZONES
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import stack_file_config
 from tests.as_of import AS_OF
-from tests.conftest import BARCELONA_RWX, GKE_RWX, STACKS, edited_config
+from tests.conftest import BARCELONA_RWX, GKE_RWX, STACKS
 from tests.contract import set_key
+from tests.edits import edited_config
 from tests.test_config_properties import KEYS
 
 GKE_STACKS = {s for s in STACKS if stack_file_config(s)["gpu-cluster:platform"] == "gke"}

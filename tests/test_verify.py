@@ -18,7 +18,6 @@ from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.launch import quantity_bytes
 from gpu_cluster.plan.verify import GKE_CHECK_MAX_BYTES
 from tests.conftest import (
-    A4_STATEFULSET,
     GKE_RWX,
     ROOT,
     container,
@@ -27,6 +26,7 @@ from tests.conftest import (
     run_stack,
     stack_context,
 )
+from tests.edits import A4_STATEFULSET
 from tests.test_allreduce_check import ac
 
 

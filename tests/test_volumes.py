@@ -25,7 +25,8 @@ from gpu_cluster.offline.engine import (
     ProgramRun,
 )
 from gpu_cluster.plan.gke_storage import uses_filestore
-from tests.conftest import A4_STATEFULSET, GKE_RWX, STACKS, manifests, one, run_stack
+from tests.conftest import GKE_RWX, STACKS, manifests, one, run_stack
+from tests.edits import A4_STATEFULSET
 from tests.test_jobset import job_of
 
 BUCKET_TYPE = "gcp:storage/bucket:Bucket"

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gpu_cluster.offline.engine import ProgramRun, run_program
-from tests.conftest import STACKS, edited_config
+from tests.conftest import STACKS
+from tests.edits import edited_config
 from tests.test_config_properties import Edit, own_keys, plausible_edit, run_edited
 from tests.test_schemas import VARIANTS
 from tools.realtier.kube import CreateError, Kube

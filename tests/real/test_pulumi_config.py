@@ -87,8 +87,14 @@ def test_the_files_gpu_cluster_new_writes_read_the_same_through_the_cli(
     """What `gpu-cluster new` writes (tests/test_new_stack.py: the offline reader reads it back
     as the config meant): every shipped stack written anew with its kind, and a JobSet stack."""
     project = read_project(ROOT)
-    kept = ("workload.kind=statefulset",)
-    written = {f"{s}-anew": new_stack(project, f"{s}-anew", s, kept, as_of=AS_OF) for s in STACKS}
+
+    def kept(stack: str) -> tuple[str, ...]:
+        """The kind the shipped file states (gcp-a4 `jobset`, the others `statefulset`)."""
+        return (f"workload.kind={stack_file_config(stack, ROOT)['gpu-cluster:workload']['kind']}",)
+
+    written = {
+        f"{s}-anew": new_stack(project, f"{s}-anew", s, kept(s), as_of=AS_OF) for s in STACKS
+    }
     command = ("workload.command[0]=/workspace/train.py", "name=team-b")
     written["team-b"] = new_stack(project, "team-b", "nerc-production", command, as_of=AS_OF)
     compare(tools, tmp_path, {name: stack.text for name, stack in written.items()})

@@ -3,7 +3,8 @@ pulumi-kubernetes creates them (one create call each, in the render's order), co
 scheduler puts one training pod on each of the stack's fake GPU nodes, the node agents run on
 every GPU node and nowhere else, every claim is bound and the workload becomes Ready. So do two
 with more data volumes: gcp-a4 with a Managed Lustre instance besides its buckets, and
-nerc-production with a shared checkpoint claim.
+nerc-production with a shared checkpoint claim. gcp-a4 comes up in its StatefulSet form; its
+queued JobSets come up in tests/real/test_jobset_stack.py.
 
 For GKE stacks this is the Kubernetes half (the cluster and node pools are GCP's); the fake
 nodes are the rendered pools' nodes as GKE labels and taints them.
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import STACKS, stack_context
+from tests.edits import A4_STATEFULSET
 from tests.real.cluster_state import (
     claim_phase,
     come_up,
@@ -32,7 +34,10 @@ pytestmark = pytest.mark.real
 
 
 VOLUME = "storage.volumes[2]"
-VARIANTS: list[tuple[str, tuple[str, ...]]] = [(stack, ()) for stack in STACKS] + [
+# gcp-a4 ships queued JobSets, whose pods wait for a ProvisioningRequest and Kueue
+# (tests/real/test_jobset_stack.py brings them up); here its StatefulSet form.
+SHAPES = {stack: A4_STATEFULSET if stack == "gcp-a4" else () for stack in STACKS}
+VARIANTS: list[tuple[str, tuple[str, ...]]] = [(stack, SHAPES[stack]) for stack in STACKS] + [
     (
         "gcp-a4",
         (
@@ -40,6 +45,7 @@ VARIANTS: list[tuple[str, tuple[str, ...]]] = [(stack, ()) for stack in STACKS] 
             f"{VOLUME}.mountPath=/lustre",
             f"{VOLUME}.managedLustre.instance=gke-lustre",
             f"{VOLUME}.managedLustre.capacityGib=36000",
+            *A4_STATEFULSET,
         ),
     ),
     (

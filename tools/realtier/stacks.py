@@ -13,8 +13,8 @@ from gpu_cluster.config.loading import settings_from
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.offline.engine import ProgramRun, RecordedResource, run_program
 from gpu_cluster.offline.render import kind_rank
-from gpu_cluster.offline.stack_files import engine_config
 from tests.as_of import AS_OF
+from tests.edits import edited_config
 from tools.realtier.nodes import FakeNode, gke_nodes, openshift_nodes
 
 Object = dict[str, Any]
@@ -63,7 +63,8 @@ class StackRender:
 
 @functools.cache
 def render(stack: str, overrides: tuple[str, ...] = ()) -> StackRender:
-    config, secret_keys = engine_config(stack, overrides)
+    """`stack` with `--set`-style overrides (`!key` removes one: tests/edits.py)."""
+    config, secret_keys = edited_config(stack, overrides)
     settings, _warnings = settings_from(config, secret_keys, PROVIDER_SETTINGS, as_of=AS_OF)
     return StackRender(stack, settings, run_program(config, secret_keys, stack, as_of=AS_OF))
 
