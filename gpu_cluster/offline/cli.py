@@ -70,6 +70,15 @@ def _project_dir_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """--stack, --set and --project-dir as `rights` and `doctor` take them (as for render)."""
+    parser.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="as for render"
+    )
+    _project_dir_argument(parser)
+
+
 def _stacks_epilog(argv: Sequence[str]) -> str:
     """The stacks of the project `argv` names (or that is found from here), and the exit codes:
     what --help shows below the options. Only --help shows it: any other run reads the project
@@ -338,28 +347,20 @@ def main(argv: list[str] | None = None) -> int:
         "a MachineConfig, a namespace, CRDs), each with the way to run without it; --check "
         "reads them from the stack's cluster with `oc auth can-i`",
     )
-    rights_cmd.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
-    rights_cmd.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="as for render"
-    )
+    _stack_arguments(rights_cmd)
     rights_cmd.add_argument(
         "--check", action="store_true", help="ask the cluster; exit 1 if a right is missing"
     )
     rights_cmd.add_argument(
         "--cli", choices=("oc", "kubectl"), default="oc", help="what runs the reads"
     )
-    _project_dir_argument(rights_cmd)
     doctor_cmd = command(
         "doctor",
         "check what a stack's `pulumi up` and exported commands need on this machine (the "
         "Pulumi CLI and login, oc/kubectl/gcloud, the kube context and API, Kueue's namespace "
         "label, GCP APIs, placeholders): PASS, FAIL with the fix, or SKIP; exit 1 on a FAIL",
     )
-    doctor_cmd.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
-    doctor_cmd.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="as for render"
-    )
-    _project_dir_argument(doctor_cmd)
+    _stack_arguments(doctor_cmd)
 
     args = parser.parse_args(argv)
     if args.command == "doctor":
