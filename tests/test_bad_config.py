@@ -8,7 +8,7 @@ import pytest
 
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.stack_files import engine_config
-from tests.conftest import A4_WITHOUT_QUEUED, BARCELONA_CREATES_NADS, GKE_RWX
+from tests.conftest import A4_WITHOUT_QUEUED, BARCELONA_CREATES_NADS, BARCELONA_RWX, GKE_RWX
 from tests.edits import A4_STATEFULSET, edited_config
 
 # A GKE stack as a JobSet stack (shared claims: a JobSet has no per-pod ones).
@@ -719,7 +719,39 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "nerc-production",
         ("workload.kind=jobset", "workload.command[0]=train.py", "name=" + "a" * 52, "nodes=4096"),
-        ("hostname", "has 64 characters; a hostname holds at most 63"),
+        ("the last pod's name", "has 70 characters, over the 63 the webhook allows"),
+    ),
+    # JobSet's webhook counts the Job controller's 5 random characters in the pod names
+    # (kubernetes-sigs/jobset v0.12.0 pkg/webhooks/jobset_webhook.go): 49 + len("-node-0-1") +
+    # len("-abcde") = 64 > 63, though the hostname (58) fits.
+    (
+        "barcelona",
+        ("workload.kind=jobset", "workload.command[0]=t.py", *BARCELONA_RWX, "name=" + "a" * 49),
+        ("gpu-cluster:name = 'aaaa", "has 64 characters", "with nodes = 2, name takes at most 48"),
+    ),
+    # Kueue's AdmissionCheck names its ProvisioningRequestConfig (namespace-name) in
+    # parameters.name, at most 63 characters (kueue v0.19.2 admissioncheck_types.go).
+    (
+        "gcp-a4",
+        ("namespace=" + "n" * 40, "name=" + "b" * 23),
+        (
+            "gpu-cluster:namespace/name",
+            "64 characters",
+            "takes at most 63 in parameters.name",
+            "at most 62 characters",
+        ),
+    ),
+    # A Kueue Topology holds at most 16 levels (kueue v0.19.2 topology_types.go); the stack adds
+    # the node's.
+    (
+        "barcelona",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=t.py",
+            *BARCELONA_RWX,
+            *(f"workload.queue.topologyLevels[{i}]=example.com/level-{i}" for i in range(16)),
+        ),
+        ("gpu-cluster:workload.queue.topologyLevels", "at most 15 items"),
     ),
     # workload.controllers: what the stack installs, and where
     (

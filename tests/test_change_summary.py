@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpu_cluster.offline.change_summary import compare, summary
+from gpu_cluster.offline.cli import main
 from gpu_cluster.offline.render import render
 from tools.render_all import write
 
@@ -61,3 +64,14 @@ def test_a_retained_namespace_is_shown_as_staying_and_a_deleted_one_in_bold(tmp_
     write(base / stack, render(stack, opted_out))
     write(head / stack, render(stack, (*opted_out, "namespaceMode=reference")))
     assert f"| **delete** | {namespace}" in summary(base, head)
+
+
+@pytest.mark.parametrize("lines", ["-1", "-100", "ten"])
+def test_a_diff_line_count_below_zero_or_not_a_number_is_refused(
+    tmp_path: Path, lines: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A negative count sliced the diff from its end and misreported the lines left out.
+    with pytest.raises(SystemExit) as stopped:
+        main(["summary", str(tmp_path), str(tmp_path), f"--max-diff-lines={lines}"])
+    assert stopped.value.code == 2
+    assert f"--max-diff-lines: '{lines}'" in capsys.readouterr().err

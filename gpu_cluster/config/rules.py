@@ -14,7 +14,7 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.values import sweep_bytes
 from gpu_cluster.config.volume_rules import volume_problems
 from gpu_cluster.config.workload import (
-    job_set_hostname,
+    job_set_name_problems,
     nodes_on_demand,
     required_level,
     topology_levels,
@@ -33,7 +33,6 @@ from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
 from gpu_cluster.facts.health import RUNNER_CHECKS
 from gpu_cluster.facts.kubernetes import (
     ADMISSION_POLICY_MINOR,
-    DNS_LABEL_MAX,
     KUBERNETES_NAMESPACE_PREFIXES,
     MIN_KUBERNETES_MINOR,
     NATIVE_SIDECAR_MINOR,
@@ -183,12 +182,7 @@ def workload_problems(s: Settings) -> list[str]:
             "gpu-cluster:storage.mode = 'per-pod' needs workload.kind 'statefulset': a JobSet's "
             f"pods share one template and so one set of claims; {shared}"
         )
-    hostname = job_set_hostname(s.name, s.nodes - 1)
-    if len(hostname) > DNS_LABEL_MAX:
-        out.append(
-            f"gpu-cluster:name = {s.name!r}: the last pod's hostname {hostname!r} has "
-            f"{len(hostname)} characters; a hostname holds at most {DNS_LABEL_MAX}"
-        )
+    out.extend(job_set_name_problems(s))
     if s.platform == "openshift" and w.controllers.install:
         out.append(
             "gpu-cluster:workload.controllers.install = true: on OpenShift Kueue and JobSet come "

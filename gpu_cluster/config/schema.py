@@ -46,7 +46,12 @@ from gpu_cluster.config.workload import installs_controllers
 from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS, RESERVATION_PATTERN
 from gpu_cluster.facts.health import DCGM_IMAGE, DCGM_LEVEL, GPU_CHECK
 from gpu_cluster.facts.kubernetes import POD_START_MINUTES, resource_quantity
-from gpu_cluster.facts.kueue import HEALTH_GATE_IMAGE, JOBSET_CHART_VERSION, KUEUE_CHART_VERSION
+from gpu_cluster.facts.kueue import (
+    HEALTH_GATE_IMAGE,
+    JOBSET_CHART_VERSION,
+    KUEUE_CHART_VERSION,
+    TOPOLOGY_LEVELS_MAX,
+)
 from gpu_cluster.facts.machines import MACHINES, Provisioning
 from gpu_cluster.facts.ngc import DEFAULT_TRAINING_IMAGE
 
@@ -243,10 +248,11 @@ class QueueSettings(Section):
     topology_levels: Annotated[
         tuple[LabelKey, ...] | None,
         _CREATED_QUEUE,
-        Field(min_length=1),
+        Field(min_length=1, max_length=TOPOLOGY_LEVELS_MAX - 1),
     ] = None
     """Node labels of the placement levels, broadest first (e.g. `[example.com/rack]`); the
-    node (`kubernetes.io/hostname`) is always the last level. Unset: on GKE Compute Engine's
+    node (`kubernetes.io/hostname`) is always the last level, added by the stack (a Kueue
+    Topology holds at most 16 levels, so at most 15 here). Unset: on GKE Compute Engine's
     block, sub-block and host (cluster-toolkit's `gke-default`), except on a flex-start pool,
     which starts empty; on OpenShift none (no topology-aware placement).
     """

@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpu_cluster.facts.health import RUNNER_CHECKS
+from gpu_cluster.facts.kubernetes import DNS_LABEL_MAX
 from gpu_cluster.facts.kueue import (
+    ADMISSION_CHECK_PARAMETERS_NAME_MAX,
     GKE_TOPOLOGY_LEVELS,
     HOSTNAME_LEVEL,
+    JOBSET_POD_NAME_SUFFIX,
     OPENSHIFT_MANAGED_NAMESPACE_LABEL,
 )
 
@@ -24,6 +27,44 @@ def job_set_hostname(name: str, index: int) -> str:
     <jobset>-<replicatedJob>-<jobIndex>-<podIndex> (kubernetes-sigs/jobset v0.10.1, v0.12.0
     pkg/controllers/jobset_controller.go, genJobName + the pod webhook's hostname)."""
     return f"{name}-{REPLICATED_JOB}-0-{index}"
+
+
+def cluster_scoped_name(s: Settings) -> str:
+    """The name of the queue's cluster-scoped objects: two stacks of the same name in two
+    namespaces must not share them."""
+    return f"{s.namespace}-{s.name}"
+
+
+def job_set_name_problems(s: Settings) -> list[str]:
+    """Names the controllers derive from `name` and `namespace` that their validation refuses:
+    the JobSet's pod names (its webhook) and the ProvisioningRequestConfig an AdmissionCheck
+    names (Kueue's CRD)."""
+    out: list[str] = []
+    pod_name = job_set_hostname(s.name, s.nodes - 1) + JOBSET_POD_NAME_SUFFIX
+    if len(pod_name) > DNS_LABEL_MAX:
+        fits = DNS_LABEL_MAX - (len(pod_name) - len(s.name))
+        out.append(
+            f"gpu-cluster:name = {s.name!r}: the last pod's name {pod_name!r} (the "
+            f"{len(JOBSET_POD_NAME_SUFFIX) - 1} random characters as JobSet's webhook counts "
+            f"them) has {len(pod_name)} characters, over the {DNS_LABEL_MAX} the webhook "
+            f"allows; with nodes = {s.nodes}, name takes at most {fits}"
+        )
+    config = cluster_scoped_name(s)
+    queued = s.gcp is not None and s.gcp.queued_provisioning
+    if (
+        queued
+        and s.workload.queue.mode == "create"
+        and len(config) > ADMISSION_CHECK_PARAMETERS_NAME_MAX
+    ):
+        out.append(
+            f"gpu-cluster:namespace/name = {s.namespace!r}/{s.name!r}: with "
+            f"gcp.queuedProvisioning the ProvisioningRequestConfig is named {config!r} "
+            f"(namespace-name), {len(config)} characters, and Kueue's AdmissionCheck takes at "
+            f"most {ADMISSION_CHECK_PARAMETERS_NAME_MAX} in parameters.name: shorten namespace "
+            "and name together to at most "
+            f"{ADMISSION_CHECK_PARAMETERS_NAME_MAX - 1} characters"
+        )
+    return out
 
 
 def topology_levels(s: Settings) -> tuple[str, ...]:

@@ -35,6 +35,11 @@ GKE_REQUIRED_LEVEL = "cloud.google.com/gce-topology-block"
 # The lowest level of every Topology: one node (Kueue requires hostname last when it is used).
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
 
+# JobSet's webhook refuses a JobSet whose longest pod name, <jobset>-<replicatedJob>-<jobIndex>-
+# <podIndex> with the Job controller's 5-character random suffix (it checks it as "-abcde"), is
+# over 63 characters (kubernetes-sigs/jobset v0.12.0 f22e565 pkg/webhooks/jobset_webhook.go
+# ValidateCreate, podNameTooLongErrorMsg).
+JOBSET_POD_NAME_SUFFIX = "-abcde"
 # Labels the JobSet controller puts on every pod it creates (jobset api/jobset/v1alpha2
 # jobset_types.go JobSetNameKey, JobIndexKey) and the index the Job controller gives an Indexed
 # Job's pod (kubernetes batch/v1 JobCompletionIndexAnnotation).
@@ -62,6 +67,13 @@ GKE_QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
 # `provreq.kueue.x-k8s.io/` prefix), which GKE reads as the nodes' run time; the same example's
 # nccl-jobset-example.yaml sets it, its README calls it required for queued provisioning.
 MAX_RUN_DURATION_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
+# Kueue's AdmissionCheck names its ProvisioningRequestConfig in `parameters.name`, a DNS label
+# of at most 63 characters (kubernetes-sigs/kueue v0.19.2 8eab687 apis/kueue/v1beta2
+# admissioncheck_types.go AdmissionCheckParametersReference.Name: MaxLength=63).
+ADMISSION_CHECK_PARAMETERS_NAME_MAX = 63
+# A Topology holds at most 16 levels (kueue v0.19.2 8eab687 apis/kueue/v1beta2 topology_types.go
+# TopologySpec.Levels: MaxItems=16); the stack adds the node level to workload.queue's.
+TOPOLOGY_LEVELS_MAX = 16
 # The taint GKE puts on nodes it provisions for a ProvisioningRequest; the example's pods
 # tolerate it (key cloud.google.com/gke-queued, value true, NoSchedule).
 GKE_QUEUED_TAINT = "cloud.google.com/gke-queued"

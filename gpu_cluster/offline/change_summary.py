@@ -237,13 +237,25 @@ def summary(base_root: Path, head_root: Path, max_diff_lines: int = MAX_DIFF_LIN
     return "\n".join(head + [stack_markdown(c, max_diff_lines) for c in changes])
 
 
+def _line_count(text: str) -> int:
+    """A --max-diff-lines value: 0 or more (a negative one would slice the diff from its end and
+    misreport how many lines were left out)."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: 0 or more lines")
+    return count
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The summary's arguments, for `gpu-cluster summary` and `python -m tools.change_summary`."""
     parser.add_argument("base", type=Path, help="render of the base (one subdir per stack)")
     parser.add_argument("head", type=Path, help="render of the change (one subdir per stack)")
     parser.add_argument(
         "--max-diff-lines",
-        type=int,
+        type=_line_count,
         default=MAX_DIFF_LINES,
         help=f"kubernetes.yaml diff lines shown per stack (default {MAX_DIFF_LINES})",
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.config.workload import topology_levels
+from gpu_cluster.config.workload import cluster_scoped_name, topology_levels
 from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE, parse_quantity
 from gpu_cluster.facts.kueue import GKE_QUEUED_PROVISIONING_CLASS, MAX_RUN_DURATION_ANNOTATION
@@ -60,8 +60,7 @@ def queue_plan(
     a queue."""
     if s.workload.queue.mode == "reference":
         return None
-    # Cluster-scoped names: two stacks of the same name in two namespaces must not share them.
-    scoped = f"{s.namespace}-{s.name}"
+    scoped = cluster_scoped_name(s)
     levels = topology_levels(s)
     training = {
         "cpu": parse_quantity(s.pod.cpu_request),
