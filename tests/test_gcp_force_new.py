@@ -36,7 +36,7 @@ GKE_STACKS = ("a3-high", "gcp-a3", "gcp-a4")
 EXTRA = (("gcp-a3", ("gcp.placementMaxDistance=2",)),)
 
 
-def _variants() -> Iterator[tuple[str, tuple[str, ...]]]:
+def variants() -> Iterator[tuple[str, tuple[str, ...]]]:
     yield from ((s, ()) for s in GKE_STACKS)
     yield from MATRIX
     for stack, deployed, edit in FROM_DEPLOYED:
@@ -49,7 +49,7 @@ def _variants() -> Iterator[tuple[str, tuple[str, ...]]]:
 def renders() -> dict[Key, list[Row]]:
     """Every Google Cloud resource's rows, one per render it appears in."""
     out: dict[Key, list[Row]] = defaultdict(list)
-    for stack, overrides in dict.fromkeys(_variants()):
+    for stack, overrides in dict.fromkeys(variants()):
         if stack in GKE_STACKS:
             for key, row in rows(run_stack(stack, *overrides)).items():
                 if key[0].startswith("gcp:"):

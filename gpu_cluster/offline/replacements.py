@@ -12,7 +12,10 @@ update. The rules are the providers' own:
 - An `import` option naming another object than the one in the state replaces the resource:
   the object is imported, and the old one deleted without the engine checking its `protect`.
 - Kubernetes (pulumi/pulumi-kubernetes provider/pkg/provider/diff.go at 94977969, `forceNew`):
-  `metadata.name` and `metadata.namespace` of every object, plus per kind below.
+  `metadata.name` and `metadata.namespace` of every object, plus per kind below;
+  tests/test_k8s_force_new.py holds the table, for every Kubernetes object the program renders,
+  to diff.go's rules in the provider module the real tier builds (v4.25.0, f47bc2d6; the rules
+  are the same at 94977969), tests/vendor/k8s_force_new.json, written by tools/k8s_force_new.py.
 - Google Cloud (hashicorp/terraform-provider-google at e03b7622, the schema's `ForceNew` fields
   of google/services/container/resource_container_cluster.go, resource_container_node_pool.go,
   node_config.go, google/services/compute/resource_compute_*.go and the IAM resources named
@@ -59,7 +62,8 @@ K8S_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "spec.volumeName",
     ),
     # ConfigMaps and Secrets are replaced on any data change unless the provider's
-    # enableConfigMapMutable / enableSecretMutable is set (it is not here).
+    # enableConfigMapMutable / enableSecretMutable is set (it is not here) and the object does
+    # not set `immutable: true` (diff.go forceNewProperties, a branch beside the table).
     "kubernetes:core/v1:ConfigMap": ("binaryData", "data"),
     "kubernetes:core/v1:Secret": ("type", "stringData", "data"),
     "kubernetes:core/v1:Service": ("spec.clusterIP",),
