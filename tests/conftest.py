@@ -41,14 +41,15 @@ BARCELONA_CREATES_NADS = ("rdma.networkAttachments=create", *BARCELONA_NAD_RANGE
 BARCELONA_ADOPTS_NADS = ("rdma.networkAttachments=adopt", *BARCELONA_NAD_RANGES)
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml"))
 # Shared claims on GKE: a ReadWriteMany class the cluster has (Filestore's), used by name; the
-# stacks' Persistent Disk classes provision no ReadWriteMany claim (config/rules.py refuses them).
+# stacks' Persistent Disk classes provision no ReadWriteMany claim (config/storage_rules.py
+# refuses them).
 GKE_RWX = (
     "storage.mode=rwx",
     "storage.storageClass=standard-rwx",
     "storage.storageClassMode=reference",
 )
 # Shared claims on barcelona: the same Ceph cluster's CephFS class; its Ceph RBD class
-# provisions no ReadWriteMany file system (config/rules.py refuses it).
+# provisions no ReadWriteMany file system (config/storage_rules.py refuses it).
 BARCELONA_RWX = ("storage.mode=rwx", "storage.storageClass=ocs-external-storagecluster-cephfs")
 
 # gcp-a4 on another capacity type: queuedProvisioning is read with flex-start only.

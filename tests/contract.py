@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import AfterValidator
 from pydantic.fields import FieldInfo
 
-from gpu_cluster.config import values
+from gpu_cluster.config import quantities
 from gpu_cluster.config.schema import PROJECT
 
 
@@ -80,11 +80,11 @@ def kind_of(key: str, field: FieldInfo) -> Kind:
     CPU, or a size that must be above zero), a byte count (verify.maxBytes), or other."""
     metadata = [*field.metadata, *_metadata(field.annotation)]
     validators = {m.func for m in metadata if isinstance(m, AfterValidator)}
-    if values._cpu in validators:
+    if quantities.check_cpu in validators:
         return "cpu"
-    if values._size in validators:
+    if quantities.check_size in validators:
         return "size"
-    if values._quantity in validators:
+    if quantities.check_quantity in validators:
         return "quantity"
     if key == "verify.maxBytes":
         return "bytes"

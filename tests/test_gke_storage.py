@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_cluster.config.rules import storage_class_problems
+from gpu_cluster.config.storage_rules import storage_class_problems
 from gpu_cluster.facts.gke_storage import (
     CREATABLE_CLASSES,
     FILESTORE_CLASSES,

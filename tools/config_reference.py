@@ -36,7 +36,8 @@ TARGET = ROOT / "docs" / "config-reference.md"
 COMMAND = "python -m tools.config_reference"
 
 # The value types of gpu_cluster/config/values.py the schema uses, in words (their rules are
-# the validators there; tests/test_values.py generates each type's members from its grammar).
+# the validators there and in config/quantities.py; tests/test_values.py generates each type's
+# members from its grammar).
 # tests/test_config_reference.py fails when the schema uses a value type missing here.
 VALUE_TYPES: dict[str, str] = {
     "Quantity": "a Kubernetes quantity, every form `resource.ParseQuantity` reads (`1.5Gi`, "

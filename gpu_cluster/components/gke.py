@@ -1,6 +1,7 @@
 """GKE platform: the GPU VPCs, the cluster with its system pool, the A3 pool, the GPUDirect
 node pieces and the same training workload as on OpenShift, composed from the reusable
-components. The stack's settings become the components' arguments here and nowhere else."""
+components. The stack's settings become the components' arguments here (the steps on Google
+Cloud in gke_gcp) and nowhere else."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from gpu_cluster.components.gcp_vpc import GpuVpcs, GpuVpcsArgs
-from gpu_cluster.components.gke_cluster import GkeCluster, GkeClusterArgs
+from gpu_cluster.components.gcp_vpc import GpuVpcs
+from gpu_cluster.components.gke_cluster import GkeCluster
+from gpu_cluster.components.gke_gcp import gke_cluster, gpu_networks, gpu_node_pool, pool_name
 from gpu_cluster.components.gke_storage import GkeStorageClass, GkeStorageClassArgs
-from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
+from gpu_cluster.components.gpu_pool import GpuNodePool
 from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNodesArgs, GpuNicNetwork
 from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.moved import moved_from
@@ -28,30 +30,22 @@ from gpu_cluster.components.shared_args import (
     workload_args,
 )
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
-from gpu_cluster.components.training_storage import BucketAccess
+from gpu_cluster.components.training_storage import BucketAccess, TrainingStorage
 from gpu_cluster.components.workload import TrainingWorkload
-from gpu_cluster.config.gke import (
-    cluster_problems,
-    gib_release,
-    gpu_nic_count,
-    gpudirect_release,
-    rdma_nic_count,
-)
+from gpu_cluster.config.gke import cluster_problems, gib_release, gpudirect_release
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.schema import GcpSettings, Settings
-from gpu_cluster.facts.gcp_network import plan_addresses
+from gpu_cluster.facts.gcp_network import AddressPlan
 from gpu_cluster.facts.gpudirect import GibRelease, GpuDirectRelease
 from gpu_cluster.facts.kueue import GKE_QUEUED_TAINT
-from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.plan.data_volumes import (
     bucket_grants,
     buckets_to_create,
     lustre_to_create,
     uses_gcs_fuse,
-    uses_lustre,
 )
 from gpu_cluster.plan.gke_identity import pod_principal
-from gpu_cluster.plan.gke_storage import storage_class_to_create, uses_filestore
+from gpu_cluster.plan.gke_storage import storage_class_to_create
 from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
 from gpu_cluster.plan.outputs import GKE_CLI, gke_context, stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
@@ -83,8 +77,47 @@ def gke_placement(pool_name: str, queued: bool = False) -> PodPlacement:
     return dataclasses.replace(placement, tolerations=(*placement.tolerations, queued_taint))
 
 
-def pool_name(gcp_settings: GcpSettings) -> str:
-    return MACHINES[gcp_settings.machine_type].pool_name
+def _gpu_nic_networks(s: Settings, plan: AddressPlan, vpcs: GpuVpcs) -> list[GpuNicNetwork]:
+    """Additional NICs in the node's order: GPU (or second gVNIC) VPCs, then RDMA subnets."""
+    return [
+        GpuNicNetwork(
+            f"{s.name}-gpu{index}",
+            f"{s.name}-gpu{index}",
+            subnet,
+            network_name=GVNIC_NETWORK if plan.rdma_nics else None,
+        )
+        for index, (_, subnet) in enumerate(vpcs.gpu_nics, start=1)
+    ] + [
+        GpuNicNetwork(
+            f"{s.name}-rdma",
+            f"{s.name}-rdma-{index}",
+            subnet,
+            network_name=rdma_network_name(index),
+            device_mode="RDMA",
+        )
+        for index, subnet in enumerate(vpcs.rdma_subnets)
+    ]
+
+
+def _gpudirect(
+    name: str,
+    s: Settings,
+    plan: AddressPlan,
+    vpcs: GpuVpcs,
+    gpu_pool: GpuNodePool,
+    opts: pulumi.ResourceOptions,
+) -> GpuDirectNodes:
+    """The NICs' Network objects and the mode's node agents (gIB for RDMA NICs, the GPUDirect
+    release for GPU NICs, none without either), which wait for the GPU pool."""
+    release: GpuDirectRelease | GibRelease | None = None
+    if plan.rdma_nics:
+        release = gib_release(s)
+    elif plan.gpu_nics:
+        release = gpudirect_release(s)
+    nics = _gpu_nic_networks(s, plan, vpcs)
+    return GpuDirectNodes(
+        name, GpuDirectNodesArgs(nics, release, agents_after=(gpu_pool.node_pool,)), opts
+    )
 
 
 def _storage_class(
@@ -108,6 +141,58 @@ def _bucket_access(s: Settings, g: GcpSettings, account: pulumi.Output[str]) -> 
         lambda v: pod_principal(v[0], g.project, s.namespace, v[1])
     )
     return BucketAccess(g.project, g.region, buckets_to_create(s), bucket_grants(s), principal)
+
+
+def _data_volumes(
+    name: str,
+    s: Settings,
+    g: GcpSettings,
+    vpcs: GpuVpcs,
+    account: pulumi.Output[str],
+    after: list[pulumi.Resource],
+    opts: pulumi.ResourceOptions,
+) -> TrainingStorage | None:
+    """The data volumes with the buckets their pods' ServiceAccount `account` is granted and
+    the Lustre instances on the host VPC; their claims wait for `after`."""
+    buckets = _bucket_access(s, g, account) if uses_gcs_fuse(s) else None
+    instances = lustre_to_create(s)
+    lustre = (
+        LustreNetwork(g.project, g.zone, vpcs.host_network.id, s.name, instances)
+        if instances
+        else None
+    )
+    return training_storage(name, s, after, opts, buckets, lustre)
+
+
+def _workload(
+    name: str,
+    s: Settings,
+    g: GcpSettings,
+    account: pulumi.Output[str],
+    secret_env: pulumi.Output[dict[str, str]] | None,
+    claims_after: tuple[pulumi.Resource, ...],
+    pods_after: tuple[pulumi.Resource, ...],
+    after: list[pulumi.Resource],
+    opts: pulumi.ResourceOptions,
+) -> TrainingWorkload:
+    """The training workload on the GPU pool, with its queue when it has one; everything of
+    it waits for `after` (the namespace), its claims for `claims_after`, its pods for
+    `pods_after`."""
+    networking = pod_networking(s, f"{s.name}-scripts")
+    workload = workload_args(
+        s,
+        networking,
+        gke_placement(pool_name(g), g.queued_provisioning),
+        account,
+        secret_env,
+        claims_after,
+        pods_after=pods_after,
+    )
+    return TrainingWorkload(
+        f"{name}-workload",
+        queued(name, s, workload, after, opts),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)),
+    )
 
 
 class GkePlatform(pulumi.ComponentResource):
@@ -134,111 +219,14 @@ class GkePlatform(pulumi.ComponentResource):
         g = s.gcp
         # The pieces used to be this component's own children: they keep their URNs by alias.
         moved = moved_from(self)
-        plan = plan_addresses(g.base_cidr, gpu_nic_count(s), rdma_nic_count(s))
-        vpcs = GpuVpcs(
-            name,
-            GpuVpcsArgs(
-                g.project,
-                g.region,
-                s.name,
-                plan,
-                g.private_nodes,
-                mtu=MACHINES[g.machine_type].vpc_mtu,
-                rdma_zone=g.zone if plan.rdma_nics else None,
-            ),
-            moved,
-        )
-        # Additional NICs in the node's order: GPU (or second gVNIC) VPCs, then RDMA subnets.
-        nics = [
-            GpuNicNetwork(
-                f"{s.name}-gpu{index}",
-                f"{s.name}-gpu{index}",
-                subnet,
-                network_name=GVNIC_NETWORK if plan.rdma_nics else None,
-            )
-            for index, (_, subnet) in enumerate(vpcs.gpu_nics, start=1)
-        ] + [
-            GpuNicNetwork(
-                f"{s.name}-rdma",
-                f"{s.name}-rdma-{index}",
-                subnet,
-                network_name=rdma_network_name(index),
-                device_mode="RDMA",
-            )
-            for index, subnet in enumerate(vpcs.rdma_subnets)
-        ]
+        plan, vpcs = gpu_networks(name, s, g, moved)
         identity = NodeIdentity(
             name, NodeIdentityArgs(g.project, s.name), pulumi.ResourceOptions(parent=self)
         )
-        cluster = GkeCluster(
-            name,
-            GkeClusterArgs(
-                cluster_name=s.name,
-                project=g.project,
-                zone=g.zone,
-                network=vpcs.host_network.id,
-                subnetwork=vpcs.host_subnet.id,
-                control_plane_cidr=plan.control_plane if g.private_nodes else None,
-                release_channel=g.release_channel,
-                min_master_version=g.min_master_version,
-                hold_minor_upgrades=g.hold_minor_upgrades,
-                deletion_protection=g.deletion_protection,
-                system_pool=g.system_pool,
-                authorized_networks=[
-                    (net.cidr_block, net.display_name) for net in g.authorized_networks or ()
-                ],
-                node_service_account=identity.email,
-                nodes_after=identity.ready,
-                gcs_fuse_csi=uses_gcs_fuse(s),
-                lustre_csi=uses_lustre(s),
-                filestore_csi=uses_filestore(s),
-            ),
-            moved,
-        )
-        pool = pool_name(g)
-        gpu_pool = GpuNodePool(
-            name,
-            GpuNodePoolArgs(
-                cluster=cluster.cluster.name,
-                project=g.project,
-                zone=g.zone,
-                region=g.region,
-                pool_name=pool,
-                machine_type=g.machine_type,
-                node_count=s.nodes,
-                gpu_nics=[
-                    *((vpc.name, subnet.name) for vpc, subnet in vpcs.gpu_nics),
-                    *(
-                        (vpcs.rdma_network.name, subnet.name)
-                        for subnet in vpcs.rdma_subnets
-                        if vpcs.rdma_network is not None
-                    ),
-                ],
-                provisioning=g.provisioning,
-                reservation=g.reservation,
-                max_run_duration_seconds=g.max_run_duration_seconds,
-                queued_provisioning=g.queued_provisioning,
-                maintenance_interval=g.maintenance_interval,
-                placement_policy_name=f"{s.name}-compact",
-                placement_max_distance=g.placement_max_distance,
-                service_account=identity.email,
-                after=identity.ready,
-                gke_metadata=True,
-                image_streaming=g.image_streaming,
-                secondary_boot_disk_image=g.secondary_boot_disk_image,
-            ),
-            moved,
-        )
+        cluster = gke_cluster(name, s, g, plan, vpcs, identity, moved)
+        gpu_pool = gpu_node_pool(name, s, g, vpcs, cluster, identity, moved)
 
-        provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=cluster.kubeconfig,
-            enable_server_side_apply=True,
-            # The cluster's own objects need its system pool (cluster DNS, GKE's webhooks), never
-            # the GPU pool: they are created while it comes up; only what runs on GPU nodes
-            # waits for it (the node agents and the training pods, below).
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster.system_pool]),
-        )
+        provider = self._kubernetes_provider(name, cluster)
         in_cluster = pulumi.ResourceOptions.merge(
             moved, pulumi.ResourceOptions(providers=[provider])
         )
@@ -246,53 +234,46 @@ class GkePlatform(pulumi.ComponentResource):
         ns_args = namespace_args(s)
         if ns_args is not None:
             depends.append(TrainingNamespace(name, ns_args, in_cluster).namespace)
-        release: GpuDirectRelease | GibRelease | None = None
-        if plan.rdma_nics:
-            release = gib_release(s)
-        elif plan.gpu_nics:
-            release = gpudirect_release(s)
-        gpudirect = GpuDirectNodes(
-            name, GpuDirectNodesArgs(nics, release, agents_after=(gpu_pool.node_pool,)), in_cluster
-        )
+        gpudirect = _gpudirect(name, s, plan, vpcs, gpu_pool, in_cluster)
         access = TrainingAccess(
             name,
             TrainingAccessArgs(s.name, s.namespace, labels(s), after=depends[:1]),
             in_cluster,
         )
         in_this = pulumi.ResourceOptions(parent=self, providers=[provider])
+        account = access.service_account_name
         claims_after = _storage_class(name, s, in_this)
-        buckets = _bucket_access(s, g, access.service_account_name) if uses_gcs_fuse(s) else None
-        instances = lustre_to_create(s)
-        lustre = (
-            LustreNetwork(g.project, g.zone, vpcs.host_network.id, s.name, instances)
-            if instances
-            else None
+        data = _data_volumes(name, s, g, vpcs, account, depends, in_this)
+        pods_after = (
+            gpu_pool.node_pool,
+            *gpudirect.ready,
+            *(data.ready if data is not None else ()),
         )
-        data = training_storage(name, s, depends, in_this, buckets, lustre)
-        networking = pod_networking(s, f"{s.name}-scripts")
-        workload = workload_args(
-            s,
-            networking,
-            gke_placement(pool, g.queued_provisioning),
-            access.service_account_name,
-            secret_env,
-            claims_after,
-            pods_after=(
-                gpu_pool.node_pool,
-                *gpudirect.ready,
-                *(data.ready if data is not None else ()),
-            ),
-        )
-        self.workload = TrainingWorkload(
-            f"{name}-workload",
-            queued(name, s, workload, depends, in_this),
-            opts=pulumi.ResourceOptions.merge(in_this, pulumi.ResourceOptions(depends_on=depends)),
+        self.workload = _workload(
+            name, s, g, account, secret_env, claims_after, pods_after, depends, in_this
         )
 
         self.cluster = cluster.cluster
         self.system_pool = cluster.system_pool
         self.node_pool = gpu_pool.node_pool
-        self.outputs = {
+        self.outputs = self._stack_outputs(s, g)
+        self.register_outputs(
+            {"clusterName": self.cluster.name, "nodePoolName": self.node_pool.name}
+        )
+
+    def _kubernetes_provider(self, name: str, cluster: GkeCluster) -> k8s.Provider:
+        return k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=cluster.kubeconfig,
+            enable_server_side_apply=True,
+            # The cluster's own objects need its system pool (cluster DNS, GKE's webhooks), never
+            # the GPU pool: they are created while it comes up; only what runs on GPU nodes
+            # waits for it (the node agents and the training pods).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster.system_pool]),
+        )
+
+    def _stack_outputs(self, s: Settings, g: GcpSettings) -> dict[str, object]:
+        return {
             # The context get-credentials writes: the commands fail until it has run.
             **stack_outputs(s, GKE_CLI, ("--context", gke_context(s))),
             **run_outputs(s, self.workload),
@@ -305,6 +286,3 @@ class GkePlatform(pulumi.ComponentResource):
                 f" --zone {g.zone} --project {g.project}",
             ),
         }
-        self.register_outputs(
-            {"clusterName": self.cluster.name, "nodePoolName": self.node_pool.name}
-        )

@@ -35,7 +35,12 @@ from gpu_cluster.plan.outputs import (
     no_context_message,
     stack_outputs,
 )
-from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT, NodeRequirement, PodPlacement
+from gpu_cluster.plan.podspec import (
+    PRE_PULL_COMPONENT,
+    NodeRequirement,
+    PodNetworking,
+    PodPlacement,
+)
 from gpu_cluster.plan.security import (
     REQUIRED_SCC_ANNOTATION,
     RESTRICTED_SCC,
@@ -61,6 +66,45 @@ def memlock_machine_config(s: Settings) -> MemlockMachineConfig | None:
         return None
     owner = f"{pulumi.get_project()}/{pulumi.get_stack()}"
     return MemlockMachineConfig(rdma.machine_config_pool, owner, rdma.machine_config)
+
+
+def _scc_grant(s: Settings, networking: PodNetworking) -> SccGrant | None:
+    """restricted-v2 allows adding only NET_BIND_SERVICE, so the mode's capabilities (and,
+    for a root training container, runAsUser RunAsAny) get their own SCC, usable by the
+    training ServiceAccount only."""
+    if not networking.capabilities:
+        return None
+    return SccGrant(
+        training_scc_name(s.namespace, s.name),
+        networking.capabilities,
+        any_user=networking.training_runs_as_root,
+    )
+
+
+def _pinned_scc(networking: PodNetworking, scc: SccGrant | None) -> PodNetworking:
+    """Pinned, so that admission never picks another SCC the account may also use (anyuid,
+    say): the stack's own SCC, or restricted-v2 where the pods need nothing more."""
+    return dataclasses.replace(
+        networking,
+        annotations={
+            **networking.annotations,
+            REQUIRED_SCC_ANNOTATION: scc.name if scc is not None else RESTRICTED_SCC,
+        },
+    )
+
+
+def _rdma_networks(
+    name: str, s: Settings, after: list[pulumi.Resource], opts: pulumi.ResourceOptions
+) -> tuple[pulumi.Resource, ...]:
+    """The NetworkAttachmentDefinitions this stack creates or adopts; () when it references
+    the cluster's or uses no RDMA."""
+    rdma = s.rdma if s.network_mode == "rdma" else None
+    if rdma is None or rdma.network_attachments == "reference":
+        return ()
+    adopt = rdma.network_attachments == "adopt"
+    return tuple(
+        RdmaNetworks(name, RdmaNetworksArgs(s.namespace, rdma, adopt, after), opts).attachments
+    )
 
 
 class OpenShiftPlatform(pulumi.ComponentResource):
@@ -91,19 +135,7 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             depends.append(TrainingNamespace(name, ns_args, moved).namespace)
 
         networking = pod_networking(s, f"{s.name}-scripts")
-        # restricted-v2 allows adding only NET_BIND_SERVICE, so the mode's capabilities (and,
-        # for a root training container, runAsUser RunAsAny) get their own SCC, usable by the
-        # training ServiceAccount only.
-        scc = (
-            SccGrant(
-                training_scc_name(s.namespace, s.name),
-                networking.capabilities,
-                any_user=networking.training_runs_as_root,
-            )
-            if networking.capabilities
-            else None
-        )
-        rdma = s.rdma if s.network_mode == "rdma" else None
+        scc = _scc_grant(s, networking)
         access = TrainingAccess(
             name,
             TrainingAccessArgs(
@@ -116,63 +148,75 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             ),
             moved,
         )
-        # Pinned, so that admission never picks another SCC the account may also use (anyuid,
-        # say): the stack's own SCC, or restricted-v2 where the pods need nothing more.
-        networking = dataclasses.replace(
-            networking,
-            annotations={
-                **networking.annotations,
-                REQUIRED_SCC_ANNOTATION: scc.name if scc is not None else RESTRICTED_SCC,
-            },
-        )
-        # What the pods need besides the namespace: their grants and networks. The workload's
-        # other objects wait only for the namespace.
-        pods_after = list(access.ready)
-        if rdma is not None and rdma.network_attachments != "reference":
-            adopt = rdma.network_attachments == "adopt"
-            nads = RdmaNetworks(name, RdmaNetworksArgs(s.namespace, rdma, adopt, depends), moved)
-            pods_after.extend(nads.attachments)
-        storage = training_storage(name, s, depends, pulumi.ResourceOptions(parent=self))
-        if storage is not None:
-            pods_after.extend(storage.ready)
         placement = openshift_placement(s)
-        if s.openshift.pre_pull:
-            pre_pull = ImagePrePull(
-                f"{name}-image-pre-pull",
-                ImagePrePullArgs(
-                    name=f"{s.name}-image-pre-pull",
-                    namespace=s.namespace,
-                    labels={**labels(s), "app.kubernetes.io/component": PRE_PULL_COMPONENT},
-                    image=s.image,
-                    placement=placement,
-                    service_account=access.service_account_name,
-                    start_timeout_minutes=s.workload.start_timeout_minutes,
-                    after=depends,
-                ),
-                pulumi.ResourceOptions(parent=self),
-            )
-            pods_after.append(pre_pull.daemon_set)
-
+        # What the pods need besides the namespace: their grants, networks, data volumes and
+        # image. The workload's other objects wait only for the namespace.
+        pods_after = (
+            *access.ready,
+            *_rdma_networks(name, s, depends, moved),
+            *self._data_volumes(name, s, depends),
+            *self._image_pre_pull(name, s, placement, access.service_account_name, depends),
+        )
         workload = workload_args(
             s,
-            networking,
+            _pinned_scc(networking, scc),
             placement,
             access.service_account_name,
             secret_env,
-            pods_after=tuple(pods_after),
+            pods_after=pods_after,
         )
         self.workload = TrainingWorkload(
             f"{name}-workload",
             queued(name, s, workload, depends, pulumi.ResourceOptions(parent=self)),
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
-        self.outputs: dict[str, object] = {
+        self.outputs = self._stack_outputs(s, kube_target, secret_target)
+        if not kube_target:
+            pulumi.log.warn(no_context_message(OPENSHIFT_CLI), self)
+        self.register_outputs({"namespace": s.namespace})
+
+    def _data_volumes(
+        self, name: str, s: Settings, after: list[pulumi.Resource]
+    ) -> tuple[pulumi.Resource, ...]:
+        """The data volumes' claims (waiting for `after`) and what they need ready."""
+        storage = training_storage(name, s, after, pulumi.ResourceOptions(parent=self))
+        return tuple(storage.ready) if storage is not None else ()
+
+    def _image_pre_pull(
+        self,
+        name: str,
+        s: Settings,
+        placement: PodPlacement,
+        account: pulumi.Output[str],
+        after: list[pulumi.Resource],
+    ) -> tuple[pulumi.Resource, ...]:
+        """The DaemonSet keeping the training image on the GPU nodes (openshift.prePull)."""
+        if not s.openshift.pre_pull:
+            return ()
+        pre_pull = ImagePrePull(
+            f"{name}-image-pre-pull",
+            ImagePrePullArgs(
+                name=f"{s.name}-image-pre-pull",
+                namespace=s.namespace,
+                labels={**labels(s), "app.kubernetes.io/component": PRE_PULL_COMPONENT},
+                image=s.image,
+                placement=placement,
+                service_account=account,
+                start_timeout_minutes=s.workload.start_timeout_minutes,
+                after=after,
+            ),
+            pulumi.ResourceOptions(parent=self),
+        )
+        return (pre_pull.daemon_set,)
+
+    def _stack_outputs(
+        self, s: Settings, kube_target: tuple[str, ...], secret_target: bool
+    ) -> dict[str, object]:
+        outputs: dict[str, object] = {
             **stack_outputs(s, OPENSHIFT_CLI, kube_target),
             **run_outputs(s, self.workload),
         }
         if secret_target:
-            for key in set(COMMAND_OUTPUTS) & set(self.outputs):
-                self.outputs[key] = pulumi.Output.secret(self.outputs[key])
-        if not kube_target:
-            pulumi.log.warn(no_context_message(OPENSHIFT_CLI), self)
-        self.register_outputs({"namespace": s.namespace})
+            for key in set(COMMAND_OUTPUTS) & set(outputs):
+                outputs[key] = pulumi.Output.secret(outputs[key])
+        return outputs

@@ -1,4 +1,5 @@
-"""The value types of stack config: Kubernetes quantities and names, images, CIDRs."""
+"""The value types of stack config: Kubernetes quantities (their validators in quantities.py)
+and names, images, CIDRs."""
 
 from __future__ import annotations
 
@@ -10,10 +11,17 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
 
+from gpu_cluster.config.quantities import (
+    check_cpu,
+    check_quantity,
+    check_size,
+    check_sweep_size,
+    integer_text,
+    quantity_text,
+)
 from gpu_cluster.facts.gcp import USABLE_PRIVATE_RANGES
 from gpu_cluster.facts.gcs import BUCKET_NAME, BUCKET_NAME_FORBIDDEN
 from gpu_cluster.facts.kubernetes import (
-    CPU_QUANTITY_MAX,
     DNS_1035_LABEL,
     DNS_1123_LABEL,
     DNS_LABEL_MAX,
@@ -24,97 +32,16 @@ from gpu_cluster.facts.kubernetes import (
     GPU_RESOURCE,
     IMAGE_DEFAULT_TAG,
     LABEL_VALUE_MAX,
-    QUANTITY,
-    QUANTITY_JSON_PADDING,
-    QUANTITY_MAX,
-    QuantityRangeError,
     config_map_key_problem,
     container_resource_problem,
     interface_name_problem,
     is_native_resource,
     parse_go_duration,
     parse_image,
-    parse_quantity,
     qualified_name_problem,
 )
 from gpu_cluster.facts.kueue import JOBSET_MIN_VERSION, KUEUE_MIN_VERSION, release_text
 from gpu_cluster.facts.machines import MACHINES
-
-
-def _quantity_text(value: Any) -> Any:
-    """Plain numbers are valid quantities (`cpuRequest: 32`, `memoryLimit: 1e9`); the API server
-    trims the spaces around one (QUANTITY_JSON_PADDING), so they go."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    return value.strip(QUANTITY_JSON_PADDING) if isinstance(value, str) else value
-
-
-def _quantity(value: str) -> str:
-    try:
-        amount = parse_quantity(value)
-    except QuantityRangeError:
-        raise ValueError(
-            f"is outside what Kubernetes holds (1n to {QUANTITY_MAX}): it rounds smaller amounts "
-            "up, caps binary ones (Ki..Ei) and reads larger ones wrongly as 64-bit integers"
-        ) from None
-    except ValueError:
-        raise ValueError("must be a Kubernetes quantity such as 64Gi, 500Mi, 32 or 1e9") from None
-    number = QUANTITY.fullmatch(value)
-    if number is not None and not (number["whole"] or number["fraction"]):
-        raise ValueError("has no digits: Kubernetes reads it as 0; write the amount, e.g. 64Gi")
-    if amount < 0:
-        raise ValueError("must not be negative")
-    if amount > QUANTITY_MAX:
-        raise ValueError(
-            "must be at most 2^63 - 1, the most a Kubernetes quantity holds (beyond it the API "
-            "server caps or overflows it)"
-        )
-    return value
-
-
-def _cpu(value: str) -> str:
-    if parse_quantity(value) > CPU_QUANTITY_MAX:
-        raise ValueError(
-            "must be at most (2^63 - 1) / 1000 cores: Kubernetes reads CPU in millicores, an int64"
-        )
-    return value
-
-
-def _size(value: str) -> str:
-    if parse_quantity(value) <= 0:
-        raise ValueError("must be greater than zero (Kubernetes refuses zero-size claims)")
-    return value
-
-
-# verify.maxBytes reaches scripts/allreduce_check.py --max-bytes as written, so it is what that
-# script's parse_size reads: the same pattern and binary units (tests/test_values.py holds the
-# two together, on generated sizes).
-_SWEEP_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
-_SWEEP_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def sweep_bytes(text: str) -> int:
-    """Bytes of a verify.maxBytes value, as the fabric check reads it; ValueError if it does not."""
-    match = _SWEEP_SIZE.match(text)
-    if not match:
-        raise ValueError(f"not a size: {text!r}")
-    return int(match.group(1)) * _SWEEP_UNITS[match.group(2).lower()]
-
-
-def _integer_text(value: Any) -> Any:
-    """A plain integer is a size in bytes (`maxBytes: 1073741824`)."""
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-def _sweep_size(value: str) -> str:
-    try:
-        sweep_bytes(value)
-    except ValueError:
-        raise ValueError(
-            "must be a size the fabric check reads: a whole number, optionally followed by K, M, "
-            "G or T (binary units, any case) and B or iB, e.g. 8, 64M, 1G or 8GiB"
-        ) from None
-    return value
 
 
 def _dns_label(value: str) -> str:
@@ -393,10 +320,10 @@ def _release_at_least(minimum: tuple[int, int, int], why: str) -> Callable[[str]
     return check
 
 
-Quantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(_quantity)]
-CpuQuantity = Annotated[Quantity, AfterValidator(_cpu)]
+Quantity = Annotated[str, BeforeValidator(quantity_text), AfterValidator(check_quantity)]
+CpuQuantity = Annotated[Quantity, AfterValidator(check_cpu)]
 Size = Annotated[
-    str, BeforeValidator(_quantity_text), AfterValidator(_quantity), AfterValidator(_size)
+    str, BeforeValidator(quantity_text), AfterValidator(check_quantity), AfterValidator(check_size)
 ]
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Namespace = Annotated[str, AfterValidator(_namespace)]
@@ -411,7 +338,7 @@ LogPattern = Annotated[str, AfterValidator(_log_pattern)]
 # (scripts/node_health_gate.py RESULT_LABEL, TIME_LABEL).
 HealthCheck = Literal["gpu", "nccl", "neper"]
 SyncPeriod = Annotated[str, AfterValidator(_sync_period)]
-SweepSize = Annotated[str, BeforeValidator(_integer_text), AfterValidator(_sweep_size)]
+SweepSize = Annotated[str, BeforeValidator(integer_text), AfterValidator(check_sweep_size)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]

@@ -12,13 +12,14 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import yaml
 
 from gpu_cluster.config.loading import MAX_DEPTH, TOO_DEEP
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline import goyaml
+from gpu_cluster.offline.yaml_aliases import excessive_aliasing
 
 # libyaml's parser when PyYAML has it: the same documents, several times faster.
 YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -64,7 +65,7 @@ class _StackFileLoader(yaml.SafeLoader):
     scanner meets it, naming the config key it is under (go-yaml stops at 10,000 levels:
     scannerc.go max_flow_level and max_indents; PyYAML would take minutes to scan that far,
     then compose recursively), and so is a document whose aliases expand as go-yaml refuses
-    (_excessive_aliasing)."""
+    (yaml_aliases.excessive_aliasing)."""
 
     # None of YAML 1.1's implicit resolvers: resolve() below decides every plain scalar.
     yaml_implicit_resolvers = {}  # noqa: RUF012 (PyYAML reads it from the class)
@@ -95,7 +96,7 @@ class _StackFileLoader(yaml.SafeLoader):
         return node
 
     def construct_document(self, node: yaml.Node) -> Any:
-        refused = _excessive_aliasing(node)
+        refused = excessive_aliasing(node)
         if refused is not None:
             key, mark = refused
             raise yaml.constructor.ConstructorError(
@@ -214,64 +215,6 @@ for _tag in ("bool", "int", "float", "null", "timestamp", "merge"):
 for _tag in ("set", "omap", "pairs"):
     _StackFileLoader.add_constructor(_TAG + _tag, _StackFileLoader.construct_other_tag)
 _StackFileLoader.add_constructor(None, _StackFileLoader.construct_other_tag)
-
-
-def _alias_ratio(decoded: int) -> float:
-    """gopkg.in/yaml.v3 decode.go allowedAliasRatio: the share of decoded nodes that may come
-    from alias expansion, 99% up to 400,000 decodes, falling to 10% at 4,000,000."""
-    low, high = 400_000, 4_000_000
-    if decoded <= low:
-        return 0.99
-    if decoded >= high:
-        return 0.10
-    return 0.99 - 0.89 * (decoded - low) / (high - low)
-
-
-def _excessive_aliasing(root: yaml.Node) -> tuple[str, yaml.Mark] | None:
-    """Where go-yaml stops decoding a document whose aliases expand too far (a "billion
-    laughs"), as its decoder counts (decode.go unmarshal: more than 1000 nodes decoded, more
-    than 100 of them through aliases, and their share above _alias_ratio), merge keys aside:
-    the config key being decoded and its mark, or None. Walked without recursion, and only as
-    far as go-yaml would go, so a bomb costs no more than the limit. An alias inside what it
-    names is not followed: _config_value_problem refuses that loop by name."""
-    decoded, aliased = 1, 0  # the document node
-    seen: set[int] = set()
-    stack = [_Decoding(root, False, None, False, ())]
-    while stack:
-        node, inside, key, is_config, around = stack.pop()
-        if id(node) in around:
-            continue
-        if id(node) in seen and not inside:
-            decoded += 1  # the alias node itself; what it names is decoded again below
-            inside = True
-        seen.add(id(node))
-        decoded += 1
-        aliased += inside
-        if aliased > 100 and decoded > 1000 and aliased / decoded > _alias_ratio(decoded):
-            return key or ("", node.start_mark)
-        around = (*around, id(node))
-        if isinstance(node, yaml.SequenceNode):
-            stack.extend(_Decoding(n, inside, key, False, around) for n in reversed(node.value))
-        elif isinstance(node, yaml.MappingNode):
-            for key_node, value in reversed(node.value):
-                named = key
-                if is_config and isinstance(key_node, yaml.ScalarNode):
-                    named = (key_node.value, key_node.start_mark)
-                config = node is root and getattr(key_node, "value", None) == "config"
-                stack.append(_Decoding(value, inside, named, config, around))
-                if key_node.tag != _TAG + "merge":
-                    stack.append(_Decoding(key_node, inside, named, False, around))
-    return None
-
-
-class _Decoding(NamedTuple):
-    """A node _excessive_aliasing is to count."""
-
-    node: yaml.Node
-    inside: bool  # reached through an alias
-    key: tuple[str, yaml.Mark] | None  # the config key it is under, and where that is written
-    is_config: bool  # the `config:` mapping itself
-    around: tuple[int, ...]  # the nodes being decoded around it
 
 
 _CONFIG_TYPES = (str, int, float, bool, type(None), list, dict)
