@@ -25,8 +25,29 @@ def run(*args: str, cwd: Path, python: str = sys.executable) -> str:
     return done.stdout
 
 
-def install_wheel(into: Path) -> Path:
-    """Build the wheel and install it into a new virtualenv `into`/venv; returns the venv."""
+# Makes a module unimportable in an environment, as if not installed: a finder ahead of every
+# other that answers "No module named ..." for it and its submodules, loaded by a .pth file.
+HIDER = """import sys
+
+
+class HiddenModules:
+    names = {names!r}
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name.partition(".")[0] in cls.names:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, HiddenModules)
+"""
+
+
+def install_wheel(into: Path, hidden: tuple[str, ...] = ()) -> Path:
+    """Build the wheel and install it into a new virtualenv `into`/venv; returns the venv.
+    `hidden`: top-level modules of this interpreter's packages the venv cannot import (an
+    optional dependency left out)."""
     # Built from a copy, so the build leaves nothing in the checkout.
     source = into / "source"
     source.mkdir()
@@ -48,5 +69,8 @@ def install_wheel(into: Path) -> Path:
     # tree: a .pth file appends them after the new environment's own site-packages.
     new_site = run("-c", PURELIB, cwd=into, python=python).strip()
     (Path(new_site) / "outer-environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    if hidden:
+        (Path(new_site) / "hidden_modules.py").write_text(HIDER.format(names=set(hidden)))
+        (Path(new_site) / "hidden-modules.pth").write_text("import hidden_modules\n")
     run("-m", "pip", "install", "--no-deps", "-q", str(wheel), cwd=into, python=python)
     return venv

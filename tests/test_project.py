@@ -59,9 +59,13 @@ def runtime_requirements() -> dict[str, Requirement]:
     return {r.name.lower().replace("_", "-"): r for r in found}
 
 
-def test_the_wheel_and_pulumi_up_install_the_same_runtime() -> None:
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    wheel = [Requirement(d) for d in pyproject["project"]["dependencies"]]
+def test_the_wheel_with_its_gke_extra_and_pulumi_up_install_the_same_runtime() -> None:
+    # requirements.txt serves every stack of this project, GKE ones too; the wheel's plain
+    # install is OpenShift's, `gpu-cluster[gke]` adds pulumi-gcp.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"] == {"gke": ["pulumi-gcp>=9.0,<11"]}
+    assert "pulumi-gcp" not in {Requirement(d).name for d in project["dependencies"]}
+    wheel = [Requirement(d) for d in [*project["dependencies"], "pulumi-gcp>=9.0,<11"]]
     assert {r.name.lower(): str(r.specifier) for r in wheel} == {
         name: str(r.specifier) for name, r in runtime_requirements().items()
     }

@@ -17,7 +17,6 @@ from gpu_cluster.components.gke_gcp import gke_cluster, gpu_networks, gpu_node_p
 from gpu_cluster.components.gke_storage import GkeStorageClass, GkeStorageClassArgs
 from gpu_cluster.components.gpu_pool import GpuNodePool
 from gpu_cluster.components.gpudirect_nodes import GpuDirectNodes, GpuDirectNodesArgs, GpuNicNetwork
-from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
 from gpu_cluster.components.node_identity import NodeIdentity, NodeIdentityArgs
@@ -30,7 +29,11 @@ from gpu_cluster.components.shared_args import (
     workload_args,
 )
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
-from gpu_cluster.components.training_storage import BucketAccess, TrainingStorage
+from gpu_cluster.components.training_storage import (
+    BucketAccess,
+    LustreNetwork,
+    TrainingStorage,
+)
 from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.gke import cluster_problems, gib_release, gpudirect_release
 from gpu_cluster.config.messages import ConfigError

@@ -1,30 +1,17 @@
 """Managed Lustre instances on a GKE cluster's host VPC, with the private services access and
-firewall rule they need (a TrainingStorage's Lustre side)."""
+firewall rule they need (a TrainingStorage's Lustre side; GKE only: it imports pulumi-gcp)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_gcp as gcp
 
 from gpu_cluster.facts.lustre import LUSTRE_PORT, PSA_PREFIX_LENGTH, PSA_SERVICE
-from gpu_cluster.plan.data_volumes import LustreInstance
 
-
-@dataclass(frozen=True)
-class LustreNetwork:
-    """The Managed Lustre side (GKE). project, zone: where the instances go. network: the VPC
-    the nodes' first NIC is on, as its ID (projects/<project>/global/networks/<name>). prefix:
-    the GCP names' prefix (<prefix>-lustre-psa, <prefix>-allow-lustre). create: the instances
-    to create."""
-
-    project: str
-    zone: str
-    network: pulumi.Input[str]
-    prefix: str
-    create: Sequence[LustreInstance]
+if TYPE_CHECKING:
+    from gpu_cluster.components.training_storage import LustreNetwork
 
 
 def lustre_instances(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from gpu_cluster.components.gcp_sdk import gcp_sdk
 from gpu_cluster.components.stack_config import secret_env_values, stack_kube_target
 from gpu_cluster.config.schema import Settings
 
@@ -20,6 +21,7 @@ def build_platform(settings: Settings) -> Platform:
         from gpu_cluster.components.openshift import OpenShiftPlatform
 
         return OpenShiftPlatform("gpu-cluster", settings, secret_env, *stack_kube_target())
+    gcp_sdk()  # refused with the install command, not a ModuleNotFoundError from deep inside
     from gpu_cluster.components.gke import GkePlatform
 
     return GkePlatform("gpu-cluster", settings, secret_env)

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 import pulumi
 
-from gpu_cluster.components.managed_lustre import LustreNetwork
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
 from gpu_cluster.components.node_health_gate import NodeHealthGate
 from gpu_cluster.components.node_health_runner import NodeHealthRunner
@@ -19,6 +18,7 @@ from gpu_cluster.components.stack_config import code_sync_secret
 from gpu_cluster.components.training_queue import TrainingQueue
 from gpu_cluster.components.training_storage import (
     BucketAccess,
+    LustreNetwork,
     TrainingStorage,
     TrainingStorageArgs,
 )

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
+from types import ModuleType
 
 import pulumi
 import pulumi.runtime
 import pulumi.runtime.config
-import pulumi_gcp
 import pulumi_kubernetes
 import yaml
 from pydantic.alias_generators import to_camel
 
+from gpu_cluster.components.gcp_sdk import gcp_sdk
 from gpu_cluster.config.dates import AsOf, live
 from gpu_cluster.config.loading import (
     CODE_SYNC_KEY,
@@ -60,10 +62,35 @@ def _setting_names(provider_args: type) -> frozenset[str]:
     return frozenset(to_camel(n) for n in names if n not in ("self", "__self__"))
 
 
-PROVIDER_SETTINGS = {
-    "kubernetes": _setting_names(pulumi_kubernetes.ProviderArgs),
-    "gcp": _setting_names(pulumi_gcp.ProviderArgs),
+# Each default provider's SDK: pulumi-gcp is optional (gcp_sdk.py), so it is imported only when
+# the gcp provider's settings are asked for.
+_PROVIDER_SDKS: dict[str, Callable[[], ModuleType]] = {
+    "kubernetes": lambda: pulumi_kubernetes,
+    "gcp": gcp_sdk,
 }
+
+
+@functools.cache
+def _provider_setting_names(provider: str) -> frozenset[str]:
+    return _setting_names(_PROVIDER_SDKS[provider]().ProviderArgs)
+
+
+class _ProviderSettings(Mapping[str, frozenset[str]]):
+    """Each default provider's setting names, read from its SDK when first asked for. Asking
+    for gcp's where pulumi-gcp is not installed raises GcpSdkMissingError (a ConfigError naming the
+    install command): settings_from asks for the stack's platform's provider first thing."""
+
+    def __getitem__(self, provider: str) -> frozenset[str]:
+        return _provider_setting_names(provider)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_PROVIDER_SDKS)
+
+    def __len__(self) -> int:
+        return len(_PROVIDER_SDKS)
+
+
+PROVIDER_SETTINGS = _ProviderSettings()
 
 
 def stack_file_problems(project_dir: Path, stack: str) -> list[str]:

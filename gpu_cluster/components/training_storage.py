@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pulumi
-import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.core.v1 import (
     CSIPersistentVolumeSourceArgs,
@@ -21,14 +21,18 @@ from pulumi_kubernetes.core.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
-from gpu_cluster.components.managed_lustre import LustreNetwork, lustre_instances
 from gpu_cluster.facts.lustre import mount_point_parts
 from gpu_cluster.plan.claims import (
     SKIP_AWAIT,
     claim_retention_annotations,
     retention_annotations,
 )
-from gpu_cluster.plan.data_volumes import DataClaim, NewClaim, StaticVolume
+from gpu_cluster.plan.data_volumes import DataClaim, LustreInstance, NewClaim, StaticVolume
+
+if TYPE_CHECKING:
+    # The GCP side needs pulumi-gcp, which an OpenShift install lacks (components/gcp_sdk.py):
+    # gcs_buckets and managed_lustre are imported only for a storage that has one.
+    import pulumi_gcp as gcp
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,20 @@ class BucketAccess:
     create: Sequence[str]
     grants: dict[str, str]
     principal: pulumi.Input[str]
+
+
+@dataclass(frozen=True)
+class LustreNetwork:
+    """The Managed Lustre side (GKE). project, zone: where the instances go. network: the VPC
+    the nodes' first NIC is on, as its ID (projects/<project>/global/networks/<name>). prefix:
+    the GCP names' prefix (<prefix>-lustre-psa, <prefix>-allow-lustre). create: the instances
+    to create."""
+
+    project: str
+    zone: str
+    network: pulumi.Input[str]
+    prefix: str
+    create: Sequence[LustreInstance]
 
 
 @dataclass(frozen=True)
@@ -75,8 +93,6 @@ class TrainingStorage(pulumi.ComponentResource):
     the volumes they bind to, which for a Lustre instance come once it is up, and the grants: a
     pod mounting a bucket it may not read fails its mount)."""
 
-    buckets: dict[str, gcp.storage.Bucket]
-    lustre: dict[str, gcp.lustre.Instance]
     claims: list[k8s.core.v1.PersistentVolumeClaim]
     ready: list[pulumi.Resource]
 
@@ -88,25 +104,18 @@ class TrainingStorage(pulumi.ComponentResource):
         keep = pulumi.ResourceOptions(
             parent=self, retain_on_delete=a.retain_on_delete, protect=a.protect
         )
-        self.buckets = {}
+        # Annotated here, not on the class: Pulumi evaluates a resource class's annotations when
+        # it registers (pulumi/_types.py, resource_types), and `gcp` is the type checker's only.
+        self.buckets: dict[str, gcp.storage.Bucket] = {}
         grants: list[pulumi.Resource] = []
         if a.buckets is not None:
-            self.buckets = {
-                bucket: _bucket(f"{name}-bucket-{bucket}", a.buckets, bucket, keep)
-                for bucket in a.buckets.create
-            }
-            grants = [
-                gcp.storage.BucketIAMMember(
-                    f"{name}-access-{bucket}",
-                    bucket=self.buckets[bucket].name if bucket in self.buckets else bucket,
-                    role=role,
-                    member=a.buckets.principal,
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-                for bucket, role in a.buckets.grants.items()
-            ]
-        self.lustre = {}
+            from gpu_cluster.components.gcs_buckets import training_buckets
+
+            self.buckets, grants = training_buckets(name, a.buckets, self, keep)
+        self.lustre: dict[str, gcp.lustre.Instance] = {}
         if a.lustre is not None and a.lustre.create:
+            from gpu_cluster.components.managed_lustre import lustre_instances
+
             self.lustre = lustre_instances(name, a.lustre, self, keep)
         in_namespace = pulumi.ResourceOptions.merge(
             keep, pulumi.ResourceOptions(depends_on=list(a.after) or None)
@@ -141,30 +150,6 @@ class TrainingStorage(pulumi.ComponentResource):
                 "bucketNames": [b.name for b in self.buckets.values()],
             }
         )
-
-
-def _bucket(
-    resource: str, access: BucketAccess, bucket: str, keep: pulumi.ResourceOptions
-) -> gcp.storage.Bucket:
-    """A bucket for training data as cluster-toolkit's A4 blueprint creates its training and
-    checkpoint buckets (modules/file-system/cloud-storage-bucket with
-    enable_hierarchical_namespace, 1047080): in the region, hierarchical namespace (folders that
-    rename atomically, for checkpoints), which needs uniform bucket-level access; never
-    destroyed with objects in it (force_destroy false). Public access prevented, beyond the
-    module (least privilege: nothing here is public)."""
-    return gcp.storage.Bucket(
-        resource,
-        gcp.storage.BucketArgs(
-            name=bucket,
-            project=access.project,
-            location=access.region,
-            uniform_bucket_level_access=True,
-            hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(enabled=True),
-            public_access_prevention="enforced",
-            force_destroy=False,
-        ),
-        opts=keep,
-    )
 
 
 def _static_volume(

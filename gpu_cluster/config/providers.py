@@ -23,8 +23,11 @@ def provider_key_problems(
     keys: Iterable[str], platform: object, known: Mapping[str, Collection[str]]
 ) -> list[str]:
     """Refusals for keys of a provider namespace (fully qualified) the platform does not read,
-    and for near misses of a setting in `known` (provider -> its setting names)."""
+    and for near misses of a setting in `known` (provider -> its setting names). The platform's
+    provider's names are looked up first, whatever the keys: where `known` reads them from an
+    SDK that is not installed, its refusal comes before any other (components/gcp_sdk.py)."""
     used = DEFAULT_PROVIDER.get(str(platform))
+    settings = known.get(used, ()) if used is not None else ()
     out: list[str] = []
     for key in sorted(keys):
         namespace, _, name = key.partition(":")
@@ -37,7 +40,6 @@ def provider_key_problems(
                 f"whose program reads only {used}: provider settings; remove it"
             )
             continue
-        settings = known.get(namespace, ())
         near = [s for s in settings if edit_distance(name.lower(), s.lower()) <= _TYPO_DISTANCE]
         if name not in settings and near:
             meant = min(near, key=lambda s: edit_distance(name, s))
