@@ -71,6 +71,19 @@ def test_the_wheel_installs_into_a_fresh_virtualenv_and_runs_the_example(
 ) -> None:
     python = str(installed_venv / "bin" / "python")
     example = shutil.copytree(EXAMPLE, tmp_path / "a3-mega-pool")
+    # Copied out of the repository, its requirements name the installed package, not a path
+    # into the checkout (pulumi up runs this install; --no-index: nothing may be downloaded).
+    run(
+        "-m",
+        "pip",
+        "install",
+        "--no-index",
+        "-q",
+        "-r",
+        "requirements.txt",
+        cwd=example,
+        python=python,
+    )
     probe = f"""
 import json, gpu_cluster
 from gpu_cluster.offline.project import read_project
