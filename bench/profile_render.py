@@ -58,7 +58,7 @@ print(json.dumps({
 """
 
 # Times render()'s steps by wrapping the functions it and the program look up at call time.
-# Inclusive times: `run_program` contains `read_settings`, `build_platform` and `register`.
+# Inclusive times: `run_program` contains `read_settings`, `build_platform` and the registrations.
 PHASES_CHILD = """
 import importlib, json, sys, time
 stack, overrides, sdk, platform_module = sys.argv[1], json.loads(sys.argv[2]), \\
@@ -101,8 +101,7 @@ def wrap(module, attr, label):
     setattr(module, attr, timed)
 
 r, o = gpu_cluster.offline.render, gpu_cluster.offline.engine
-for attr in ("engine_config", "settings_from", "run_program", "kubernetes_yaml",
-             "resources_json"):
+for attr in ("checked_config", "run_program", "kubernetes_yaml", "resources_json"):
     wrap(r, attr, attr)
 wrap(gpu_cluster.components.stack_config, "read_settings", "run_program > read_settings (again)")
 wrap(gpu_cluster.components.select, "build_platform", "run_program > build_platform")
@@ -292,7 +291,7 @@ def profile(stack: str, nodes: int, top: int) -> dict[str, Any]:
     selfish = sorted(rows, key=lambda r: -r[4])
 
     def fmt(r: list[Any]) -> str:
-        path = r[0].split("/work/main/")[-1].split("site-packages/")[-1]
+        path = r[0].split(f"{PROJECT_DIR}/")[-1].split("site-packages/")[-1]
         return f"{path}:{r[1]}({r[2]})"
 
     return {
