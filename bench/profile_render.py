@@ -1,6 +1,7 @@
 """Where an offline render's time goes: SDK imports, the program's own share, and exit.
 
     python bench/profile_render.py [--stacks gcp-a3,barcelona] [--nodes 2,512] [--repeat 5]
+                                   [--wait-idle 30]
 
 Four parts, each in fresh `python -c` subprocesses (same environment as render_bench.py):
 
@@ -14,8 +15,9 @@ Four parts, each in fresh `python -c` subprocesses (same environment as render_b
 4. Garbage-collection time, and whole-process time, of a render as is, with gc.disable()
    first and/or os._exit() last (what a short-lived CLI could do).
 
-Like render_bench.py, each run first waits (up to 30 s) for other load on the machine to
-settle. Nothing is asserted. Writes bench/results/profile.json next to the printed report.
+Like render_bench.py, each run first waits (up to 30 s, `--wait-idle`) for other load on the
+machine to settle. Nothing is asserted. Writes bench/results/profile.json next to the printed
+report.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ print(json.dumps({
 """
 
 # Times render()'s steps by wrapping the functions it and the program look up at call time.
-# Inclusive times: `run_program` contains `read_settings`, `build_platform` and `register`.
+# Inclusive times: `run_program` contains `read_settings`, `build_platform` and the registrations.
 PHASES_CHILD = """
 import importlib, json, sys, time
 stack, overrides, sdk, platform_module = sys.argv[1], json.loads(sys.argv[2]), \\
@@ -101,8 +103,7 @@ def wrap(module, attr, label):
     setattr(module, attr, timed)
 
 r, o = gpu_cluster.offline.render, gpu_cluster.offline.engine
-for attr in ("engine_config", "settings_from", "run_program", "kubernetes_yaml",
-             "resources_json"):
+for attr in ("checked_config", "run_program", "kubernetes_yaml", "resources_json"):
     wrap(r, attr, attr)
 wrap(gpu_cluster.components.stack_config, "read_settings", "run_program > read_settings (again)")
 wrap(gpu_cluster.components.select, "build_platform", "run_program > build_platform")
@@ -165,8 +166,8 @@ if "os._exit" in mode:
 EXIT_MODES = ("as is", "gc.disable()", "os._exit()", "gc.disable() + os._exit()")
 
 
-def _median_child(code: str, repeat: int, *args: str) -> dict[str, Any]:
-    runs = [run_child(code, *args, wait_idle=WAIT_IDLE_SECONDS) for _ in range(repeat)]
+def _median_child(code: str, repeat: int, wait_idle: float, *args: str) -> dict[str, Any]:
+    runs = [run_child(code, *args, wait_idle=wait_idle) for _ in range(repeat)]
     out = dict(runs[0])
     for key in ("seconds", "process_seconds"):
         if key in out:
@@ -176,7 +177,7 @@ def _median_child(code: str, repeat: int, *args: str) -> dict[str, Any]:
     return out
 
 
-def import_costs(repeat: int) -> list[dict[str, Any]]:
+def import_costs(repeat: int, wait_idle: float) -> list[dict[str, Any]]:
     gke, _ = sdk_modules("gke")
     openshift, _ = sdk_modules("openshift")
     pulumi_only = [m for m in gke if m.split(".")[0] == "pulumi"]
@@ -216,7 +217,7 @@ def import_costs(repeat: int) -> list[dict[str, Any]]:
     ]
     out = []
     for label, mods in variants:
-        result = _median_child(IMPORT_CHILD, repeat, json.dumps(mods))
+        result = _median_child(IMPORT_CHILD, repeat, wait_idle, json.dumps(mods))
         out.append({"variant": label, "modules": mods, **result})
         print(
             f"  {result['seconds']:6.2f} s  {result['peak_mib']:5.0f} MiB  "
@@ -226,14 +227,14 @@ def import_costs(repeat: int) -> list[dict[str, Any]]:
     return out
 
 
-def phases(stack: str, nodes: int, repeat: int) -> dict[str, Any]:
+def phases(stack: str, nodes: int, repeat: int, wait_idle: float) -> dict[str, Any]:
     platform = stack_platform(stack)
     sdk, _ = sdk_modules(platform)
     module = (
         "gpu_cluster.components.gke" if platform == "gke" else "gpu_cluster.components.openshift"
     )
     args = (stack, json.dumps(overrides_for(stack, nodes)), json.dumps(sdk), module)
-    runs = [run_child(PHASES_CHILD, *args, wait_idle=WAIT_IDLE_SECONDS) for _ in range(repeat)]
+    runs = [run_child(PHASES_CHILD, *args, wait_idle=wait_idle) for _ in range(repeat)]
 
     def med(get: Any) -> float:
         return float(statistics.median(get(r) for r in runs))
@@ -268,7 +269,7 @@ def _owner(path: str) -> str:
     return "stdlib (asyncio, json, typing, copy ...)"
 
 
-def profile(stack: str, nodes: int, top: int) -> dict[str, Any]:
+def profile(stack: str, nodes: int, top: int, wait_idle: float) -> dict[str, Any]:
     platform = stack_platform(stack)
     sdk, _ = sdk_modules(platform)
     module = (
@@ -280,7 +281,7 @@ def profile(stack: str, nodes: int, top: int) -> dict[str, Any]:
         json.dumps(overrides_for(stack, nodes)),
         json.dumps(sdk),
         module,
-        wait_idle=WAIT_IDLE_SECONDS,
+        wait_idle=wait_idle,
     )
     rows = result["rows"]
     total = sum(r[4] for r in rows)
@@ -292,7 +293,7 @@ def profile(stack: str, nodes: int, top: int) -> dict[str, Any]:
     selfish = sorted(rows, key=lambda r: -r[4])
 
     def fmt(r: list[Any]) -> str:
-        path = r[0].split("/work/main/")[-1].split("site-packages/")[-1]
+        path = r[0].split(f"{PROJECT_DIR}/")[-1].split("site-packages/")[-1]
         return f"{path}:{r[1]}({r[2]})"
 
     return {
@@ -311,12 +312,10 @@ def profile(stack: str, nodes: int, top: int) -> dict[str, Any]:
     }
 
 
-def exit_cost(stack: str, repeat: int) -> dict[str, dict[str, float]]:
+def exit_cost(stack: str, repeat: int, wait_idle: float) -> dict[str, dict[str, float]]:
     out = {}
     for mode in EXIT_MODES:
-        runs = [
-            run_child(EXIT_CHILD, stack, mode, wait_idle=WAIT_IDLE_SECONDS) for _ in range(repeat)
-        ]
+        runs = [run_child(EXIT_CHILD, stack, mode, wait_idle=wait_idle) for _ in range(repeat)]
         out[mode] = {
             key: statistics.median(r[key] for r in runs)
             for key in ("seconds", "process_seconds", "gc_seconds", "gc_full_seconds")
@@ -382,6 +381,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", default="2,512")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=WAIT_IDLE_SECONDS,
+        help="before each run, wait up to this many seconds for the machine to be quiet "
+        "(as render_bench.py; 0: do not wait)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "profile.json")
     args = parser.parse_args(argv)
     stacks = [s for s in args.stacks.split(",") if s]
@@ -390,13 +396,17 @@ def main(argv: list[str] | None = None) -> int:
     print("warm-up and import costs", file=sys.stderr)
     for stack in stacks:
         run_child(EXIT_CHILD, stack, "as is")
-    result: dict[str, Any] = {"imports": import_costs(args.repeat)}
+    result: dict[str, Any] = {"imports": import_costs(args.repeat, args.wait_idle)}
     print("render phases", file=sys.stderr)
-    result["phases"] = [phases(s, n, args.repeat) for s in stacks for n in node_counts]
+    result["phases"] = [
+        phases(s, n, args.repeat, args.wait_idle) for s in stacks for n in node_counts
+    ]
     print("cProfile", file=sys.stderr)
-    result["profiles"] = [profile(s, n, args.top) for s in stacks for n in node_counts]
+    result["profiles"] = [
+        profile(s, n, args.top, args.wait_idle) for s in stacks for n in node_counts
+    ]
     print("garbage collector and exit", file=sys.stderr)
-    result["exit"] = {s: exit_cost(s, args.repeat) for s in stacks}
+    result["exit"] = {s: exit_cost(s, args.repeat, args.wait_idle) for s in stacks}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(report(result))

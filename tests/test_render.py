@@ -258,11 +258,12 @@ def _yaml_text(documents: list[Any]) -> str:
     return yaml.dump_all(documents, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper))
 
 
-def _wrong_shapes() -> list[tuple[str, str, str, str]]:
-    """(case, file name, its text, what the message must say): barcelona's render with one
+def _wrong_shapes() -> list[tuple[str, str, Any, str]]:
+    """(case, file name, its content, what the message must say): barcelona's render with one
     thing wrong, once per place SHAPES fixes (in the first row or document that has it, for
-    every row alike) and kind of wrong."""
-    cases: dict[str, tuple[str, str, str, str]] = {}
+    every row alike) and kind of wrong. The content is written out by the case's test, not
+    here: at collection, every pytest process would write all of them."""
+    cases: dict[str, tuple[str, str, Any, str]] = {}
     for name in FILES:
         content = parse(name, (SNAPSHOTS / "barcelona" / name).read_text())
         for where, wrong, broken in _broken(content, SHAPES[name], ""):
@@ -272,8 +273,7 @@ def _wrong_shapes() -> list[tuple[str, str, str, str]]:
                 ", not "
             )
             if case not in cases:
-                text = json.dumps(broken) if name.endswith(".json") else _yaml_text(broken)
-                cases[case] = (case, name, text, f"{where or 'the file'} {wrong}")
+                cases[case] = (case, name, broken, f"{where or 'the file'} {wrong}")
     return list(cases.values())
 
 
@@ -294,12 +294,13 @@ def test_the_wrong_shapes_cover_every_part_of_every_file() -> None:
     assert len(cases) > 80
 
 
-@by_case("name, text, says", WRONG_SHAPES)
+@by_case("name, content, says", WRONG_SHAPES)
 def test_a_render_file_of_another_shape_is_refused(
-    tmp_path: Path, name: str, text: str, says: str
+    tmp_path: Path, name: str, content: Any, says: str
 ) -> None:
     for each in FILES:
         shutil.copy(SNAPSHOTS / "barcelona" / each, tmp_path / each)
+    text = json.dumps(content) if name.endswith(".json") else _yaml_text(content)
     (tmp_path / name).write_text(text)
     with pytest.raises(OutputError) as info:
         read_render(tmp_path)

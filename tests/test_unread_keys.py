@@ -203,7 +203,13 @@ def _dormant(variant: Variant, key: str) -> str | None:
 def _lone(variant: Variant, key: str) -> bool:
     """A key of a dormant rdma block the variant does not set: alone, it is a new, incomplete
     section, refused as such (test_bad_config); barcelona switched to tcp has the block."""
-    return _dormant(variant, key) == "rdma" and "gpu-cluster:rdma" not in edited_config(*variant)[0]
+    return _dormant(variant, key) == "rdma" and not _sets_rdma(variant)
+
+
+@functools.cache
+def _sets_rdma(variant: Variant) -> bool:
+    """Whether the variant's config has an rdma block (read once per variant, not per key)."""
+    return "gpu-cluster:rdma" in edited_config(*variant)[0]
 
 
 def _unread_by(variant: Variant, key: str) -> ReadWhen | None:

@@ -17,7 +17,12 @@ import yaml
 from gpu_cluster.offline.engine import ProgramRun
 from tests.conftest import ROOT, manifests, pod_spec, pod_template, run_stack
 
-DATA = yaml.safe_load((Path(__file__).parent / "vendor" / "gke_gpudirect.yaml").read_text())
+# Read at import (its objects parametrize the tests), so by libyaml where PyYAML has it: the same
+# data, a seventh of the pure-Python loader's time.
+DATA = yaml.load(
+    (Path(__file__).parent / "vendor" / "gke_gpudirect.yaml").read_text(),
+    Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+)
 OBJECTS: list[dict[str, Any]] = DATA["objects"]
 ABSENT = object()
 _SEGMENT = re.compile(r"^([^\[]+)(?:\[([^\]]+)\])?$")

@@ -15,6 +15,7 @@ import gc
 import logging
 import runpy
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +122,14 @@ def mock_id(name: str) -> str:
 
 
 class _Mocks(mocks.Mocks):
+    def __init__(self) -> None:
+        # Per thread (the SDK sends each registration from a worker thread), the inputs of the
+        # registration being made, as the SDK's mock monitor deserialized them: the recording
+        # takes them from here instead of deserializing the request a second time.
+        self.last_inputs = threading.local()
+
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.last_inputs.value = args.inputs
         if args.resource_id:
             # A read of an object the cluster has: offline there is no cluster, so what the
             # object holds is unknown, as a preview shows a value not known yet.
@@ -178,7 +186,8 @@ class _RecordingMonitor(mocks.MockMonitor):
     resource the URN the engine would."""
 
     def __init__(self, run: ProgramRun, digests: SecretDigests) -> None:
-        super().__init__(_Mocks())
+        self.recorded_mocks = _Mocks()
+        super().__init__(self.recorded_mocks)
         self.run = run
         self.digests = digests
         self.aliases_of: dict[str, tuple[str, ...]] = {}  # each registered URN's aliases
@@ -218,7 +227,7 @@ class _RecordingMonitor(mocks.MockMonitor):
         the object it reads."""
         response = super().ReadResource(request)  # type: ignore[no-untyped-call]
         options = {"read": request.id, **_options(request, owned=False)}
-        self._record(request, response.urn, True, request.properties, options)
+        self._record(request, response.urn, True, options)
         return response
 
     def _record(
@@ -226,11 +235,12 @@ class _RecordingMonitor(mocks.MockMonitor):
         request: Any,
         urn: str,
         custom: bool,
-        properties: Any,
         options: dict[str, Any],
         aliases: tuple[str, ...] = (),
     ) -> None:
-        inputs = _redact(_plain(rpc.deserialize_properties(properties)), self.digests)
+        """Record the registration or read the SDK's mock monitor has just handled on this
+        thread, with the inputs it deserialized."""
+        inputs = _redact(_plain(self.recorded_mocks.last_inputs.value), self.digests)
         self.run.resources.append(
             RecordedResource(
                 request.type, request.name, urn, request.parent, custom, inputs, options, aliases
@@ -255,7 +265,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                     "delete": timeouts.delete,
                 }
             custom = bool(request.custom)
-            self._record(request, response.urn, custom, request.object, options, aliases)
+            self._record(request, response.urn, custom, options, aliases)
         return response
 
 
@@ -348,6 +358,10 @@ def run_program(
     digests = SecretDigests()
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root stack for every run
     engine_log = logging.Logger("gpu-cluster.engine")  # this run's own, not the global tree
+    # Warnings only, as the recorder keeps: a logger outside the tree has no level to inherit,
+    # so it would otherwise build a record for each of the SDK's several debug messages per
+    # registration (pulumi/log.py debug -> mocks.MockEngine.Log), only for the handler to drop.
+    engine_log.setLevel(logging.WARNING)
     engine_log.addHandler(_WarningRecorder(run))
     pulumi.runtime.set_mocks(
         _Mocks(),
