@@ -50,6 +50,7 @@ SHIPPED_SCRIPTS = (
     "rdma-sysfs.sh",
     "gdr-path.sh",
     "launch-stop.sh",
+    "launch-status.sh",
 )
 
 
