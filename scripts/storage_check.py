@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import sys
 import time
@@ -31,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from types import FrameType
+from typing import BinaryIO, NoReturn
 
 # Sizes as the fabric check reads them (and as verify.storageCheckBytes is validated): the
 # script beside this one, shipped whenever this one is (verify.enabled).
@@ -67,17 +70,34 @@ def target(text: str, writable: bool = True) -> Target:
     return Target(Path(path), writable, floors[0], floors[1])
 
 
+def _stop(signum: int, frame: FrameType | None) -> NoReturn:
+    """SIGTERM (the pod deleted, the run stopped): end through measure's `finally`, which
+    removes this pod's files, instead of leaving up to --bytes of them in a shared volume."""
+    print("storage_check: stopped (SIGTERM); its files removed", file=sys.stderr, flush=True)
+    raise SystemExit(128 + signum)
+
+
+def _streams_ignore_sigterm() -> None:
+    # Each stream's thread blocks SIGTERM, so the kernel hands it to the main thread, whose
+    # wait it interrupts; Python runs handlers in the main thread only.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
 def _parallel(jobs: list[Callable[[], int]]) -> tuple[int, float]:
     """Bytes the jobs moved, and the seconds they took together."""
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=len(jobs), initializer=_streams_ignore_sigterm)
+    try:
         moved = sum(pool.map(lambda job: job(), jobs))
+    finally:
+        # Stopped, the files go at once; the streams still writing end with the process.
+        pool.shutdown(wait=False, cancel_futures=True)
     return moved, time.perf_counter() - start
 
 
-def _write(path: Path, nbytes: int) -> int:
+def _write(f: BinaryIO, nbytes: int) -> int:
     block = os.urandom(min(BLOCK, nbytes))
-    with open(path, "wb", buffering=0) as f:
+    with f:
         left = nbytes
         while left > 0:
             left -= f.write(block[: min(left, len(block))])
@@ -115,7 +135,10 @@ def measure(t: Target, nbytes: int, streams: int) -> Figures:
     files = [t.path / f"{prefix}-{i}" for i in range(streams)]
     share = nbytes // streams
     try:
-        written, write_took = _parallel([partial(_write, f, share) for f in files])
+        # Created here, before any stream starts: a stream that starts after a stop (SIGTERM)
+        # only writes to a file already removed, and creates none.
+        opened = [open(f, "wb", buffering=0) for f in files]  # noqa: SIM115 (closed by _write)
+        written, write_took = _parallel([partial(_write, o, share) for o in opened])
         read, read_took = _parallel([partial(_read, f, share) for f in files])
     finally:
         for f in files:
@@ -143,6 +166,7 @@ def verdict(t: Target, f: Figures) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _stop)
     split = argv.index("--") if "--" in argv else len(argv)
     args, command = argv[:split], argv[split + 1 :]
     parser = argparse.ArgumentParser(prog="storage_check.py", description=__doc__.split("\n")[0])
