@@ -52,12 +52,13 @@ import glob
 import json
 import os
 import re
+import shutil
 import socket
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -906,9 +907,22 @@ def run(args: argparse.Namespace) -> int:
     # Whole elements per rank, so that every size is n equal blocks (nccl-tests rounds down too).
     sizes = size_sweep(args.min_bytes, args.max_bytes, args.factor, ELEMENT_SIZE * de.world_size)
 
-    log_pattern: str | None = args.nccl_log
-    if args.backend == "nccl" and log_pattern is None:
+    log_dir: str | None = None
+    if args.backend == "nccl" and args.nccl_log is None:
         log_dir = tempfile.mkdtemp(prefix=f"allreduce_check-rank{de.rank}-")
+    try:
+        return _measure_and_judge(args, de, sizes, log_dir)
+    finally:
+        if log_dir is not None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _measure_and_judge(
+    args: argparse.Namespace, de: DistEnv, sizes: Sequence[int], log_dir: str | None
+) -> int:
+    """run() once its NCCL log directory (`log_dir`, None: not ours to make) is made."""
+    log_pattern: str | None = args.nccl_log
+    if log_dir is not None:
         changes = nccl_debug_env(os.environ, log_dir, de.rank)
         os.environ.update(changes)  # before NCCL is loaded: it reads these once
         log_pattern = os.environ["NCCL_DEBUG_FILE"]
@@ -943,7 +957,7 @@ def run(args: argparse.Namespace) -> int:
             rows = _sweep(dist, torch, device, sizes, args, de)
         except Exception as err:  # a collective failing mid-run is a fabric failure
             _log(de.rank, f"FAIL: all_gather raised {type(err).__name__}: {err}")
-            return EXIT_FAIL
+            _abandon(log_dir)
 
         path: str | None = None
         if log_pattern is not None:
@@ -982,6 +996,18 @@ def run(args: argparse.Namespace) -> int:
     finally:
         with contextlib.suppress(Exception):  # best effort on the way out
             dist.destroy_process_group()
+
+
+def _abandon(log_dir: str | None) -> NoReturn:
+    """End this rank at once (EXIT_FAIL), its log directory removed, without tearing its
+    process group down: that waits for the collectives in flight (NCCL's communicator destroy),
+    while the other ranks wait in them for this one until the group's timeout. Its exit closes
+    its connections, so their collectives fail now instead (NCCL reports a remote error)."""
+    if log_dir is not None:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_FAIL)
 
 
 def _report_from_json(data: Mapping[str, Any] | None) -> TransportReport | None:

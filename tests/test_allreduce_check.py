@@ -807,3 +807,65 @@ def test_gib_is_its_own_transport_and_a_fallback_fails() -> None:
         verdict = ac.evaluate(rows, expected_transport="gib", reports=[report(fallback)])
         assert not verdict.passed
         assert "expected gib" in verdict.line()
+
+
+# --- a rank whose collective raises -------------------------------------------------------
+
+
+def one_rank_fails(where: Path, rank: int, after_calls: int) -> dict[str, str]:
+    """Environment under which rank `rank`'s all_gather raises on its call `after_calls` + 1,
+    as a collective does when its own GPU or NIC fails (a sitecustomize module that every rank's
+    interpreter imports first); the other ranks are left waiting in that collective."""
+    where.mkdir()
+    (where / "sitecustomize.py").write_text(
+        "import os\n"
+        f"if os.environ.get('RANK') == '{rank}':\n"
+        "    import torch.distributed as dist\n"
+        "    calls = 0\n"
+        "    def wrap(real):\n"
+        "        def failing(*args, **kwargs):\n"
+        "            global calls\n"
+        "            calls += 1\n"
+        f"            if calls > {after_calls}:\n"
+        "                raise RuntimeError('injected: this rank lost its device')\n"
+        "            return real(*args, **kwargs)\n"
+        "        return failing\n"
+        "    for name in ('all_gather_single', 'all_gather_into_tensor'):\n"
+        "        if hasattr(dist, name):\n"
+        "            setattr(dist, name, wrap(getattr(dist, name)))\n"
+    )
+    return {"PYTHONPATH": str(where)}
+
+
+def test_a_rank_whose_collective_raises_ends_and_so_do_its_peers(tmp_path: Path) -> None:
+    """Rank 1 fails mid-sweep while rank 0 waits for its share: rank 1 exits at once, and rank
+    0's collective fails with it rather than waiting for the process group's timeout (30 min
+    for gloo: the run's own timeout ends the test first). With NCCL, whose communicator
+    teardown waits for the collectives in flight, the same needs GPUs on two nodes."""
+    env = one_rank_fails(tmp_path / "inject", rank=1, after_calls=3)
+    result = torchrun("--max-bytes", "64K", env=env)
+    assert "[allreduce_check rank 1] FAIL: all_gather raised RuntimeError: injected" in (
+        result.stderr
+    )
+    assert result.returncode != 0
+
+
+def test_a_rank_leaves_no_nccl_log_directory_behind(tmp_path: Path) -> None:
+    """The nccl backend logs each rank to a directory of its own, which the rank removes however
+    it ends: here at once, on a machine without CUDA (exit 2)."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("NCCL_")},
+        **{"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"},
+        **{"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())},
+        "TMPDIR": str(tmp_path),
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--backend", "nccl"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2 and "--backend nccl needs CUDA" in result.stderr
+    assert list(tmp_path.iterdir()) == []
