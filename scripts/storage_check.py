@@ -15,7 +15,7 @@ empty: none) fails the check when missed.
 Exit codes: 0 every threshold met (then COMMAND, if given, replaces this process: the storage
 gate before the fabric check and training); 1 a threshold missed or an I/O error; 2 usage; 78
 (EX_CONFIG) a path that is not a directory (the volume is not mounted where the stack says).
-Standard library only (and allreduce_check.py beside it): it runs in the training image as it
+Standard library only (and fabric_figures.py beside it): it runs in the training image as it
 is.
 """
 
@@ -36,8 +36,8 @@ from types import FrameType
 from typing import BinaryIO, NoReturn
 
 # Sizes as the fabric check reads them (and as verify.storageCheckBytes is validated): the
-# script beside this one, shipped whenever this one is (verify.enabled).
-from allreduce_check import parse_size
+# fabric check's module beside this one, shipped whenever this one is (verify.enabled).
+from fabric_figures import parse_size
 
 BLOCK = 64 * 2**20
 CHECK_PREFIX = ".gpu-cluster-storage-check"

@@ -14,7 +14,7 @@ import yaml
 
 from gpu_cluster.facts import health
 from gpu_cluster.plan.health_runner import CHECK_LABEL, PAIR
-from gpu_cluster.plan.verify import GKE_CHECK_MAX_BYTES
+from gpu_cluster.plan.verify import CHECK_MODULES, GKE_CHECK_MAX_BYTES
 from tests.conftest import GKE_RWX, ROOT, manifests
 from tests.runner_api import (
     JOBS_PATH,
@@ -423,7 +423,7 @@ def test_the_nccl_check_pods_are_the_training_pods_running_the_fabric_check(
     assert policy["spec"]["podSelector"]["matchLabels"] == labels
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": labels}}]}]
     scripts = named(manifests(run, "ConfigMap"), f"{name}-scripts")["data"]
-    for script in ("launch-torchrun.sh", "allreduce_check.py"):
+    for script in ("launch-torchrun.sh", "allreduce_check.py", *CHECK_MODULES):
         assert scripts[script] == (ROOT / "scripts" / script).read_text()
 
 
