@@ -4,7 +4,8 @@
 #
 # What both launchers share: error exits, the usage check, the NCCL settings (the GPUDirect
 # release's script, the file detect-rdma.sh writes), validation of the rendezvous environment,
-# and the optional preflight.
+# the optional preflight, and the launcher's PID record that launch-stop.sh and
+# launch-status.sh read (and their reading of it).
 set -euo pipefail
 : "${PROG:?set PROG before sourcing launch-common.sh}"
 
