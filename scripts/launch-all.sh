@@ -10,7 +10,13 @@
 # When one pod fails, the others would wait for it in NCCL until they time out, so the training
 # on every other pod is stopped at once (launch-stop.sh in each pod). On Ctrl-C (or SIGTERM) the
 # same happens and it exits 130: `CLI exec` does not pass signals on, so without this the
-# remote processes would keep running. Written for bash 3.2 too (macOS).
+# remote processes would keep running. A stream that ends without the launcher having ended (a
+# laptop asleep, a VPN or API server gone for a while: `CLI exec` exits 1, as it does for the
+# remote command's exit 1) is no failure: the pod is asked whether its launcher still runs
+# (launch-status.sh) and, while it does, asked again every LAUNCH_ALL_POLL_SECONDS (10); its
+# exit code is then unknown, and counts as 1 when no pod failed. Stopping a pod is given
+# LAUNCH_ALL_STOP_SECONDS (60: launch-stop.sh's 30 s grace, and the exec around it). Written for
+# bash 3.2 too (macOS), which has no timeout(1).
 set -euo pipefail
 
 usage() {
@@ -40,6 +46,17 @@ shift 3
   exit 2
 }
 readonly CONTAINER=training STOP=/opt/gpu-cluster/launch-stop.sh
+readonly STATUS=/opt/gpu-cluster/launch-status.sh NOT_RUNNING=3 # launch-status.sh's answers
+STOP_SECONDS=${LAUNCH_ALL_STOP_SECONDS:-60}
+POLL_SECONDS=${LAUNCH_ALL_POLL_SECONDS:-10}
+# How long a status query may take, and a pod may go unanswering before it counts as failed.
+readonly STATUS_SECONDS=30 REACH_SECONDS=300
+for knob in STOP_SECONDS POLL_SECONDS; do
+  [[ ${!knob} =~ ^[1-9][0-9]*$ ]] || {
+    echo "launch-all: LAUNCH_ALL_$knob='${!knob}' is not a positive number of seconds" >&2
+    exit 2
+  }
+done
 # Before anything starts: a missing CLI or an unreachable cluster is one message, not a failure
 # per pod (each of which would stop the training everywhere).
 if ! command -v "$cli" >/dev/null; then
@@ -57,21 +74,88 @@ fi
 state=$(mktemp -d)
 # One line per failed pod, "<pod> <exit code>", in the order they failed.
 failed=$state/failed
+# One line per pod whose training ended while its stream was lost.
+unknown=$state/unknown
 : >"$failed"
+: >"$unknown"
 
+# Usage: (on_pod I COMMAND...): COMMAND in pod I's training container, as this process (so
+# a signal to it reaches the CLI itself): call it in a subshell.
 on_pod() {
-  "$cli" "${target[@]}" exec -n "$namespace" "$sts-$1" -c "$CONTAINER" -- "${@:2}"
+  exec "$cli" "${target[@]}" exec -n "$namespace" "$sts-$1" -c "$CONTAINER" -- "${@:2}"
+}
+
+# Usage: on_pod_within SECONDS I COMMAND...: on_pod, stopped (SIGTERM to the CLI) once it has
+# run SECONDS; then returns 124, as timeout(1) does.
+on_pod_within() {
+  local seconds=$1 pid rc=0 began=$SECONDS
+  shift
+  on_pod "$@" &
+  pid=$!
+  (
+    for ((waited = 0; waited < seconds; waited++)); do
+      kill -0 "$pid" || exit 0
+      sleep 1
+    done
+    kill -TERM "$pid"
+  ) >/dev/null 2>&1 &
+  wait "$pid" || rc=$?
+  if ((rc != 0 && SECONDS - began >= seconds)); then
+    echo "launch-all: $sts-$1: '${*:2}' did not end within ${seconds}s; stopped waiting for it" >&2
+    return 124
+  fi
+  return "$rc"
 }
 
 stop_all() {
   local i pids=""
   for ((i = 0; i < nodes; i++)); do
-    on_pod "$i" "$STOP" >&2 &
+    on_pod_within "$STOP_SECONDS" "$i" "$STOP" >&2 &
     pids+=" $!"
   done
   for i in $pids; do
     wait "$i" || true
   done
+}
+
+# Usage: launcher_runs I: whether the launcher on pod I still runs (launch-status.sh). A pod
+# that does not answer is asked again every POLL_SECONDS; one that does not answer for
+# REACH_SECONDS, or is not there, counts as not running.
+launcher_runs() {
+  local said rc waited=0
+  while :; do
+    rc=0
+    said=$(on_pod_within "$STATUS_SECONDS" "$1" "$STATUS" 2>&1) || rc=$?
+    case $rc in
+      0) return 0 ;;
+      "$NOT_RUNNING") return 1 ;;
+    esac
+    [[ $said != *"(NotFound)"* ]] || return 1
+    if ((waited >= REACH_SECONDS)); then
+      echo "launch-all: $sts-$1 did not answer for ${REACH_SECONDS}s: ${said%%$'\n'*}" >&2
+      return 1
+    fi
+    sleep "$POLL_SECONDS"
+    waited=$((waited + POLL_SECONDS))
+  done
+}
+
+# Usage: launch_on I ARGS...: the launcher on pod I, its failure recorded in $failed; followed
+# in the pod when the stream ends but the launcher runs on (then recorded in $unknown).
+launch_on() {
+  local i=$1 rc=0 pod=$sts-$1
+  shift
+  (on_pod "$i" "$@") || rc=$?
+  ((rc != 0)) || return 0
+  if ! launcher_runs "$i"; then
+    echo "$pod $rc" >>"$failed"
+    return 0
+  fi
+  echo "launch-all: lost the stream to $pod (exit $rc), but its training runs on;" \
+    "following it there" >&2
+  while sleep "$POLL_SECONDS" && launcher_runs "$i"; do :; done
+  echo "launch-all: $pod's training has ended; its exit code is unknown (its stream was lost)" >&2
+  echo "$pod" >>"$unknown"
 }
 
 interrupted=0
@@ -83,11 +167,7 @@ pods=""
 for ((i = 0; i < nodes; i++)); do
   (
     trap - INT TERM
-    rc=0
-    on_pod "$i" "$@" || rc=$?
-    if ((rc != 0)); then
-      echo "$sts-$i $rc" >>"$failed"
-    fi
+    launch_on "$i" "$@"
   ) &
   pods+=" $!"
 done
@@ -124,6 +204,9 @@ if ((interrupted == 1)); then
 elif [[ -s $failed ]]; then
   read -r pod rc <"$failed"
   echo "launch-all: first failure: $pod, exit $rc" >&2
+elif [[ -s $unknown ]]; then
+  rc=1
+  echo "launch-all: no pod failed, but the exit code of $(tr '\n' ' ' <"$unknown")is unknown" >&2
 fi
 rm -rf "$state"
 exit "$rc"

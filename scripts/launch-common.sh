@@ -4,7 +4,8 @@
 #
 # What both launchers share: error exits, the usage check, the NCCL settings (the GPUDirect
 # release's script, the file detect-rdma.sh writes), validation of the rendezvous environment,
-# and the optional preflight.
+# the optional preflight, and the launcher's PID record that launch-stop.sh and
+# launch-status.sh read (and their reading of it).
 set -euo pipefail
 : "${PROG:?set PROG before sourcing launch-common.sh}"
 
@@ -109,12 +110,70 @@ proc_start_time() {
   echo "${fields[19]}"
 }
 
-# Write this shell's PID and start time where launch-stop.sh finds them; the caller then
-# `exec`s the trainer, which keeps both.
+# Usage: alive PID
+# Running: signalable and not a zombie (exited, waiting for its parent to reap it).
+alive() {
+  local stat=""
+  kill -0 "$1" 2>/dev/null || return 1
+  read -r stat <"${PROC_ROOT:-/proc}/$1/stat" 2>/dev/null || return 0
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+
+# Usage: pid=$(running_launcher)
+# The PID of the launcher (or the trainer it became) that LAUNCH_PID_FILE names, if it still
+# runs; else returns 1, printing why when it is not plain (a PID reused).
+running_launcher() {
+  local pid="" started=""
+  [[ -f ${LAUNCH_PID_FILE:-} ]] && read -r pid started <"$LAUNCH_PID_FILE" || true
+  if [[ ! $pid =~ ^[1-9][0-9]*$ ]] || ! alive "$pid"; then
+    return 1
+  fi
+  # The launcher finished long ago and the kernel gave its PID to another process: not ours.
+  if [[ -n $started && $(proc_start_time "$pid" || true) != "$started" ]]; then
+    echo "pid $pid is another process now"
+    return 1
+  fi
+  echo "$pid"
+}
+
+# Usage: descendants PID
+# Every process below PID (children first found by their parent in /proc/<pid>/stat).
+descendants() {
+  local stat rest ppid child
+  for stat in "${PROC_ROOT:-/proc}"/[0-9]*/stat; do
+    read -r rest <"$stat" 2>/dev/null || continue
+    child=${stat%/stat}
+    child=${child##*/}
+    rest=${rest##*) } # fields after the command name, which may hold spaces
+    read -r _ ppid _ <<<"$rest"
+    if [[ $ppid == "$1" ]]; then
+      echo "$child"
+      descendants "$child"
+    fi
+  done
+}
+
+# Write this shell's PID and start time where launch-stop.sh finds them, before anything else:
+# a stop while the launcher still checks its node (preflight) then reaches it, and it ends there
+# (exit 143) instead of going on into a rendezvous that waits for pods already stopped. The
+# caller later `exec`s the trainer, which keeps both; a launcher that ends before removes them.
 record_launch_pid() {
   LAUNCH_PID_FILE=${LAUNCH_PID_FILE:-/tmp/gpu-cluster-launch.pid}
   echo "$$ $(proc_start_time $$)" >"$LAUNCH_PID_FILE" ||
     die "cannot write $LAUNCH_PID_FILE (set LAUNCH_PID_FILE)"
+  trap 'rm -f "$LAUNCH_PID_FILE" || true' EXIT
+  trap 'stop_checks; echo "$PROG: stopped (SIGTERM) before training started" >&2; exit 143' TERM
+}
+
+# The check running now (run_preflight), and what it started, stopped with it.
+checks=""
+stop_checks() {
+  [[ -n $checks ]] || return 0
+  local -a below
+  # Found before the check ends: its children then leave its tree.
+  mapfile -t below < <(descendants "$checks")
+  kill -TERM "$checks" "${below[@]}" 2>/dev/null || true
 }
 
 # Usage: run_preflight TRAINER
@@ -127,8 +186,12 @@ run_preflight() {
     1)
       preflight=${PREFLIGHT_BIN:-$(dirname "$0")/preflight.sh}
       [[ -x $preflight ]] || die "preflight $preflight not found or not executable (set PREFLIGHT_BIN)"
-      # Its report goes to stderr: stdout belongs to the trainer.
-      PREFLIGHT_LAUNCHER=$1 "$preflight" >&2 || rc=$?
+      # Its report goes to stderr: stdout belongs to the trainer. In the background, so that a
+      # SIGTERM ends the `wait` at once and stops it (record_launch_pid).
+      PREFLIGHT_LAUNCHER=$1 "$preflight" >&2 &
+      checks=$!
+      wait "$checks" || rc=$?
+      checks=""
       if ((rc != 0)); then
         echo "$PROG: error: preflight failed (exit $rc); not starting $1" >&2
         exit "$rc"

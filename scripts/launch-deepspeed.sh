@@ -28,6 +28,7 @@ set -euo pipefail
 readonly PROG=launch-deepspeed
 # shellcheck source=launch-common.sh
 . "$(dirname "$0")/launch-common.sh"
+record_launch_pid
 
 usage_unless_script "$@"
 load_nccl_env
@@ -70,7 +71,6 @@ run_preflight deepspeed
 command -v "$DEEPSPEED_BIN" >/dev/null ||
   die "$DEEPSPEED_BIN not found: this image has no DeepSpeed. launcher.kind deepspeed needs DeepSpeed >= 0.14.5 (--no_ssh) in the image (e.g. pip install 'deepspeed>=0.14.5' in an image built from it); or set launcher.kind to torchrun"
 
-record_launch_pid
 exec "$DEEPSPEED_BIN" \
   --no_ssh \
   --node_rank="$NODE_RANK" \

@@ -25,6 +25,7 @@ set -euo pipefail
 readonly PROG=launch-torchrun
 # shellcheck source=launch-common.sh
 . "$(dirname "$0")/launch-common.sh"
+record_launch_pid
 
 usage_unless_script "$@"
 load_nccl_env
@@ -47,7 +48,6 @@ fi
 
 run_preflight torchrun
 
-record_launch_pid
 exec "$TORCHRUN_BIN" \
   --nnodes="$TORCHRUN_NNODES" \
   --nproc-per-node="$GPUS_PER_NODE" \

@@ -11,6 +11,9 @@
 # Environment:
 #   GPUS_PER_NODE    required  GPUs this pod must see. Counted with `nvidia-smi -L` when
 #                              nvidia-smi is on PATH, else as $DEV_ROOT/nvidia<N> device nodes
+#   NVIDIA_SMI_TIMEOUT_SECONDS optional  how long `nvidia-smi -L` may take; default 60 (it
+#                              answers in seconds; with persistence mode off the driver first
+#                              initialises every GPU)
 #   SHM_MIN_BYTES    optional  minimum size of SHM_PATH, bytes or with suffix Ki/Mi/Gi/Ti;
 #                              unset/empty = skip. Measured with `df -B1 --output=size` (tests
 #                              put a fake df on PATH)
@@ -58,6 +61,7 @@ SYSFS_ROOT=${SYSFS_ROOT:-/sys}
 DEV_ROOT=${DEV_ROOT:-/dev}
 PROC_ROOT=${PROC_ROOT:-/proc}
 SHM_PATH=${SHM_PATH:-/dev/shm}
+NVIDIA_SMI_TIMEOUT_SECONDS=${NVIDIA_SMI_TIMEOUT_SECONDS:-60}
 SHM_MIN_BYTES=${SHM_MIN_BYTES:-}
 RDMA_INTERFACES=${RDMA_INTERFACES:-}
 RDMA_HCAS=${RDMA_HCAS:-}
@@ -132,7 +136,12 @@ check_gpus() {
   local count=0 source out rc=0 line dev
   if command -v nvidia-smi >/dev/null; then
     source="nvidia-smi -L"
-    out=$(nvidia-smi -L 2>&1) || rc=$?
+    # A GPU fallen off the bus can leave nvidia-smi waiting on the driver for ever.
+    out=$(timeout --kill-after=5 "$NVIDIA_SMI_TIMEOUT_SECONDS" nvidia-smi -L 2>&1) || rc=$?
+    if ((rc == 124 || rc == 137)); then
+      fail "GPUs: 'nvidia-smi -L' did not answer within ${NVIDIA_SMI_TIMEOUT_SECONDS}s (stopped); a GPU may have fallen off the bus (Xid 79 in the node's dmesg) or the driver hangs: drain the node and check its GPUs"
+      return
+    fi
     if ((rc != 0)); then
       fail "GPUs: 'nvidia-smi -L' failed (exit $rc): ${out%%$'\n'*}; is the NVIDIA driver/container toolkit working on this node?"
       return

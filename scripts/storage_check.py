@@ -15,7 +15,7 @@ empty: none) fails the check when missed.
 Exit codes: 0 every threshold met (then COMMAND, if given, replaces this process: the storage
 gate before the fabric check and training); 1 a threshold missed or an I/O error; 2 usage; 78
 (EX_CONFIG) a path that is not a directory (the volume is not mounted where the stack says).
-Standard library only (and allreduce_check.py beside it): it runs in the training image as it
+Standard library only (and fabric_figures.py beside it): it runs in the training image as it
 is.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import sys
 import time
@@ -31,10 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from types import FrameType
+from typing import BinaryIO, NoReturn
 
 # Sizes as the fabric check reads them (and as verify.storageCheckBytes is validated): the
-# script beside this one, shipped whenever this one is (verify.enabled).
-from allreduce_check import parse_size
+# fabric check's module beside this one, shipped whenever this one is (verify.enabled).
+from fabric_figures import parse_size
 
 BLOCK = 64 * 2**20
 CHECK_PREFIX = ".gpu-cluster-storage-check"
@@ -67,17 +70,34 @@ def target(text: str, writable: bool = True) -> Target:
     return Target(Path(path), writable, floors[0], floors[1])
 
 
+def _stop(signum: int, frame: FrameType | None) -> NoReturn:
+    """SIGTERM (the pod deleted, the run stopped): end through measure's `finally`, which
+    removes this pod's files, instead of leaving up to --bytes of them in a shared volume."""
+    print("storage_check: stopped (SIGTERM); its files removed", file=sys.stderr, flush=True)
+    raise SystemExit(128 + signum)
+
+
+def _streams_ignore_sigterm() -> None:
+    # Each stream's thread blocks SIGTERM, so the kernel hands it to the main thread, whose
+    # wait it interrupts; Python runs handlers in the main thread only.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
 def _parallel(jobs: list[Callable[[], int]]) -> tuple[int, float]:
     """Bytes the jobs moved, and the seconds they took together."""
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=len(jobs), initializer=_streams_ignore_sigterm)
+    try:
         moved = sum(pool.map(lambda job: job(), jobs))
+    finally:
+        # Stopped, the files go at once; the streams still writing end with the process.
+        pool.shutdown(wait=False, cancel_futures=True)
     return moved, time.perf_counter() - start
 
 
-def _write(path: Path, nbytes: int) -> int:
+def _write(f: BinaryIO, nbytes: int) -> int:
     block = os.urandom(min(BLOCK, nbytes))
-    with open(path, "wb", buffering=0) as f:
+    with f:
         left = nbytes
         while left > 0:
             left -= f.write(block[: min(left, len(block))])
@@ -115,7 +135,10 @@ def measure(t: Target, nbytes: int, streams: int) -> Figures:
     files = [t.path / f"{prefix}-{i}" for i in range(streams)]
     share = nbytes // streams
     try:
-        written, write_took = _parallel([partial(_write, f, share) for f in files])
+        # Created here, before any stream starts: a stream that starts after a stop (SIGTERM)
+        # only writes to a file already removed, and creates none.
+        opened = [open(f, "wb", buffering=0) for f in files]  # noqa: SIM115 (closed by _write)
+        written, write_took = _parallel([partial(_write, o, share) for o in opened])
         read, read_took = _parallel([partial(_read, f, share) for f in files])
     finally:
         for f in files:
@@ -143,6 +166,7 @@ def verdict(t: Target, f: Figures) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _stop)
     split = argv.index("--") if "--" in argv else len(argv)
     args, command = argv[:split], argv[split + 1 :]
     parser = argparse.ArgumentParser(prog="storage_check.py", description=__doc__.split("\n")[0])

@@ -10,6 +10,8 @@ from typing import Any
 from tests.script_modules import load_script
 
 runner = load_script("node_health_runner")
+# Its decisions, the module it imports from beside it.
+check_jobs = load_script("health_check_jobs")
 NAMESPACE = "training"
 JOBS_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
 NOW = 1_800_000_000.0
@@ -104,9 +106,9 @@ def check_pod(
 
 def ran(check: str, seconds_ago: float, result: str | None = None) -> dict[str, str]:
     """A node's labels after `check` ran `seconds_ago` (with `result`, when given)."""
-    labels = {runner.TIME_LABEL.format(check): str(int(NOW - seconds_ago))}
+    labels = {check_jobs.TIME_LABEL.format(check): str(int(NOW - seconds_ago))}
     if result is not None:
-        labels[runner.RESULT_LABEL.format(check)] = result
+        labels[check_jobs.RESULT_LABEL.format(check)] = result
     return labels
 
 

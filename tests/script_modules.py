@@ -13,9 +13,12 @@ SCRIPTS = ROOT / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
-    """scripts/<name>.py as the module `name`."""
+    """scripts/<name>.py as the module `name`: the one a sibling imported, if one did (so that
+    both see the same classes)."""
     if str(SCRIPTS) not in sys.path:
         sys.path.append(str(SCRIPTS))
+    if name in sys.modules:
+        return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

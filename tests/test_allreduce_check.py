@@ -26,6 +26,10 @@ LOGS = Path(__file__).resolve().parent / "fixtures" / "nccl_logs"
 
 
 ac = load_script("allreduce_check")
+# The modules it imports from beside it, by concern.
+figures = load_script("fabric_figures")
+nccl_logs = load_script("nccl_logs")
+fabric_verdict = load_script("fabric_verdict")
 
 
 def log(name: str) -> str:
@@ -33,12 +37,12 @@ def log(name: str) -> str:
 
 
 def report(name: str) -> Any:
-    return ac.detect_transport(log(name))
+    return nccl_logs.detect_transport(log(name))
 
 
 def rows_with_busbw(*busbw: float, data_ok: bool = True) -> list[Any]:
     return [
-        ac.Row(
+        figures.Row(
             size_bytes=8 << i,
             count=2 << i,
             time_us=1.0,
@@ -70,13 +74,13 @@ def rows_with_busbw(*busbw: float, data_ok: bool = True) -> list[Any]:
     ],
 )
 def test_parse_size(text: str, expected: int) -> None:
-    assert ac.parse_size(text) == expected
+    assert figures.parse_size(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "G", "abc", "-1", "0", "0M", "1.5G", "1X", "1 G B", "1e9"])
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ValueError):
-        ac.parse_size(text)
+        figures.parse_size(text)
 
 
 def test_bad_size_is_a_usage_error_with_exit_2() -> None:
@@ -91,7 +95,7 @@ def test_bad_size_is_a_usage_error_with_exit_2() -> None:
 
 
 def test_sweep_defaults_match_nccl_tests() -> None:
-    sizes = ac.size_sweep(8, ac.parse_size("1G"), 2)
+    sizes = figures.size_sweep(8, figures.parse_size("1G"), 2)
     assert sizes[0] == 8
     assert sizes[-1] == 1 << 30
     assert len(sizes) == 28  # 2**3 .. 2**30
@@ -99,16 +103,16 @@ def test_sweep_defaults_match_nccl_tests() -> None:
 
 
 def test_sweep_other_factor_stops_at_or_below_max() -> None:
-    assert ac.size_sweep(1024, 1 << 20, 4) == [1024, 4096, 16384, 65536, 262144, 1048576]
-    assert ac.size_sweep(1000, 100_000, 10) == [1000, 10_000, 100_000]
-    assert ac.size_sweep(64, 100, 2) == [64]
-    assert ac.size_sweep(4096, 4096, 2) == [4096]
+    assert figures.size_sweep(1024, 1 << 20, 4) == [1024, 4096, 16384, 65536, 262144, 1048576]
+    assert figures.size_sweep(1000, 100_000, 10) == [1000, 10_000, 100_000]
+    assert figures.size_sweep(64, 100, 2) == [64]
+    assert figures.size_sweep(4096, 4096, 2) == [4096]
 
 
 def test_sweep_rounds_to_whole_float32_elements() -> None:
-    assert ac.size_sweep(1, 16, 2) == [4, 8, 16]  # 1 and 2 bytes round up to one element
-    assert ac.size_sweep(6, 50, 3) == [4, 16]  # 6 -> 4, 18 -> 16, 54 > 50 stops
-    assert all(size % 4 == 0 for size in ac.size_sweep(3, 10_000, 3))
+    assert figures.size_sweep(1, 16, 2) == [4, 8, 16]  # 1 and 2 bytes round up to one element
+    assert figures.size_sweep(6, 50, 3) == [4, 16]  # 6 -> 4, 18 -> 16, 54 > 50 stops
+    assert all(size % 4 == 0 for size in figures.size_sweep(3, 10_000, 3))
 
 
 @pytest.mark.parametrize(
@@ -117,17 +121,17 @@ def test_sweep_rounds_to_whole_float32_elements() -> None:
 )
 def test_sweep_rejects(lo: int, hi: int, factor: int) -> None:
     with pytest.raises(ValueError):
-        ac.size_sweep(lo, hi, factor)
+        figures.size_sweep(lo, hi, factor)
 
 
 # --- bandwidth arithmetic -------------------------------------------------------------------
 
 
 def test_algbw_is_bytes_over_time_in_1e9_bytes() -> None:
-    assert ac.alg_bandwidth_gbps(1_000_000_000, 1.0) == 1.0
-    assert ac.alg_bandwidth_gbps(1 << 30, 0.01) == pytest.approx(107.3741824)
+    assert figures.alg_bandwidth_gbps(1_000_000_000, 1.0) == 1.0
+    assert figures.alg_bandwidth_gbps(1 << 30, 0.01) == pytest.approx(107.3741824)
     with pytest.raises(ValueError):
-        ac.alg_bandwidth_gbps(8, 0.0)
+        figures.alg_bandwidth_gbps(8, 0.0)
 
 
 # all_gather's factor (n-1)/n: NVIDIA/nccl-tests a0b82b2 src/all_gather.cu AllGatherGetBw and
@@ -144,13 +148,13 @@ def test_algbw_is_bytes_over_time_in_1e9_bytes() -> None:
     ],
 )
 def test_busbw_is_algbw_times_n_minus_1_over_n(algbw: float, n: int, busbw: float) -> None:
-    assert ac.bus_bandwidth_gbps(algbw, n) == pytest.approx(busbw)
+    assert figures.bus_bandwidth_gbps(algbw, n) == pytest.approx(busbw)
 
 
 def test_make_row_ties_it_together() -> None:
     # 1 GiB gathered in 10 ms on 16 ranks: algbw 107.37 GB/s, busbw 100.66 GB/s; each rank
     # contributes 1/16 of the elements (nccl-tests' count column).
-    row = ac.make_row(1 << 30, 0.010, 16, True)
+    row = figures.make_row(1 << 30, 0.010, 16, True)
     assert row.count == (1 << 30) // 4 // 16
     assert row.time_us == pytest.approx(10_000.0)
     assert row.algbw_gbps == pytest.approx(107.3741824)
@@ -164,9 +168,9 @@ def test_a_pair_with_half_its_fabric_fails_the_scanner_s_floor() -> None:
     # 8 GiB buffer through them, so it takes S(n-1)/n / 100 GB/s; busbw is the 100 GB/s.
     n, size, half_fabric = 16, 8 << 30, 100e9
     seconds = size * (n - 1) / n / half_fabric
-    rows = [ac.make_row(size >> k, seconds / (1 << k), n, True) for k in (2, 1, 0)]
+    rows = [figures.make_row(size >> k, seconds / (1 << k), n, True) for k in (2, 1, 0)]
     assert rows[-1].busbw_gbps == pytest.approx(100.0)
-    verdict = ac.evaluate(rows, expected_busbw_gbps=150.0)
+    verdict = fabric_verdict.evaluate(rows, expected_busbw_gbps=150.0)
     assert not verdict.passed
     assert "avg busbw 100.00 GB/s over 2147483648..8589934592 B" in verdict.line()
     # (The all_reduce check read that pair at up to 187.5 GB/s: NCCL's tree sends each node's
@@ -177,7 +181,7 @@ def test_a_pair_with_half_its_fabric_fails_the_scanner_s_floor() -> None:
 
 
 def test_no_threshold_means_no_bandwidth_verdict() -> None:
-    verdict = ac.evaluate(rows_with_busbw(0.0, 0.0))
+    verdict = fabric_verdict.evaluate(rows_with_busbw(0.0, 0.0))
     assert verdict.passed
     assert verdict.exit_code == 0
     assert verdict.line().startswith("PASS")
@@ -186,11 +190,11 @@ def test_no_threshold_means_no_bandwidth_verdict() -> None:
 def test_threshold_is_judged_on_the_average_of_the_three_largest_sizes() -> None:
     # As the health check's "Avg bus bandwidth" over 2G, 4G, 8G: smaller sizes do not count.
     rows = rows_with_busbw(0.1, 1.0, 90.0, 90.0, 95.0)
-    verdict = ac.evaluate(rows, expected_busbw_gbps=91.0)
+    verdict = fabric_verdict.evaluate(rows, expected_busbw_gbps=91.0)
     assert verdict.passed
     assert "avg busbw 91.67 GB/s over 32..128 B >= 91 GB/s" in verdict.line()
     rows = rows_with_busbw(99.0, 99.0, 95.0, 95.0, 50.0)
-    verdict = ac.evaluate(rows, expected_busbw_gbps=90.0)
+    verdict = fabric_verdict.evaluate(rows, expected_busbw_gbps=90.0)
     assert not verdict.passed
     assert verdict.exit_code == 1
     assert "avg busbw 80.00 GB/s over 32..128 B" in verdict.line()
@@ -198,9 +202,9 @@ def test_threshold_is_judged_on_the_average_of_the_three_largest_sizes() -> None
     # --avg-sizes 1: the largest size alone; fewer sizes than asked: all of them.
     assert (
         "avg busbw 50.00 GB/s over 128..128 B"
-        in ac.evaluate(rows, expected_busbw_gbps=90.0, avg_sizes=1).line()
+        in fabric_verdict.evaluate(rows, expected_busbw_gbps=90.0, avg_sizes=1).line()
     )
-    assert "over 8..16 B" in ac.evaluate(rows[:2], expected_busbw_gbps=90.0).line()
+    assert "over 8..16 B" in fabric_verdict.evaluate(rows[:2], expected_busbw_gbps=90.0).line()
 
 
 @pytest.mark.parametrize(
@@ -214,7 +218,7 @@ def test_threshold_is_judged_on_the_average_of_the_three_largest_sizes() -> None
     ],
 )
 def test_threshold_boundary(measured: float, expected: float, passed: bool) -> None:
-    verdict = ac.evaluate(rows_with_busbw(measured), expected_busbw_gbps=expected)
+    verdict = fabric_verdict.evaluate(rows_with_busbw(measured), expected_busbw_gbps=expected)
     assert verdict.passed is passed
     assert verdict.line().startswith("PASS" if passed else "FAIL")
 
@@ -233,22 +237,22 @@ def fake_speeds(root: Path, **speeds: str) -> str:
 def test_line_rate_is_the_sum_of_the_link_speeds_in_gb_per_s(tmp_path: Path) -> None:
     # 4 x 200 Gb/s: 100 GB/s of 1e9 bytes.
     root = fake_speeds(tmp_path, **{f"net{i}": "200000" for i in range(1, 5)})
-    rate = ac.read_line_rate(["net1", "net2", "net3", "net4"], root)
+    rate = figures.read_line_rate(["net1", "net2", "net3", "net4"], root)
     assert rate.gbps == 100.0
     assert rate.problems == []
-    threshold, how = ac.line_rate_threshold(0.625, [rate, rate])
+    threshold, how = figures.line_rate_threshold(0.625, [rate, rate])
     assert threshold == 62.5
     assert "0.625 x 100 GB/s" in how and "net4 200000 Mb/s" in how
 
 
 def test_the_slowest_node_sets_the_threshold(tmp_path: Path) -> None:
-    full = ac.read_line_rate(
+    full = figures.read_line_rate(
         ["net1", "net2"], fake_speeds(tmp_path / "a", net1="400000", net2="400000")
     )
-    slow = ac.read_line_rate(
+    slow = figures.read_line_rate(
         ["net1", "net2"], fake_speeds(tmp_path / "b", net1="400000", net2="100000")
     )
-    threshold, how = ac.line_rate_threshold(0.5, [full, full, slow, slow])
+    threshold, how = figures.line_rate_threshold(0.5, [full, full, slow, slow])
     assert threshold == 31.25  # 0.5 x 62.5 GB/s
     assert "rank 2's node" in how
 
@@ -258,13 +262,13 @@ def test_a_node_without_a_link_speed_leaves_bandwidth_unjudged(
     tmp_path: Path, speed: str | None
 ) -> None:
     root = fake_speeds(tmp_path, net1="200000", **({"net2": speed} if speed else {}))
-    rate = ac.read_line_rate(["net1", "net2"], root)
+    rate = figures.read_line_rate(["net1", "net2"], root)
     assert rate.gbps is None
     assert "net2/speed" in rate.problems[0]
-    expected = ac.expectation(None, 0.625, [rate])
+    expected = figures.expectation(None, 0.625, [rate])
     assert expected.gbps is None
     assert "verify.expectedBusbwGbps" in expected.unjudged
-    verdict = ac.evaluate(
+    verdict = fabric_verdict.evaluate(
         rows_with_busbw(0.001), expected_busbw_gbps=expected.gbps, unjudged=expected.unjudged
     )
     assert verdict.passed  # a fact the check cannot know is no failure ...
@@ -272,18 +276,18 @@ def test_a_node_without_a_link_speed_leaves_bandwidth_unjudged(
 
 
 def test_a_given_threshold_is_used_as_given() -> None:
-    assert ac.expectation(42.0, None, []) == ac.Expectation(42.0)
+    assert figures.expectation(42.0, None, []) == figures.Expectation(42.0)
 
 
 def test_data_check_failure_fails_even_when_fast() -> None:
     rows = [*rows_with_busbw(500.0), *rows_with_busbw(500.0, 500.0, data_ok=False)[1:]]
-    verdict = ac.evaluate(rows, expected_busbw_gbps=1.0)
+    verdict = fabric_verdict.evaluate(rows, expected_busbw_gbps=1.0)
     assert not verdict.passed
     assert "data check failed at 16 B" in verdict.line()
 
 
 def test_reasons_accumulate() -> None:
-    verdict = ac.evaluate(
+    verdict = fabric_verdict.evaluate(
         rows_with_busbw(1.0, data_ok=False),
         expected_busbw_gbps=10.0,
         expected_transport="ib",
@@ -307,7 +311,7 @@ def test_roce_with_gdrdma() -> None:
     assert rep.gdr_connections == 4
     assert rep.gdr is True
     for expected in ("ib", "any"):
-        verdict = ac.evaluate(
+        verdict = fabric_verdict.evaluate(
             rows_with_busbw(96.0), expected_transport=expected, require_gdr=True, reports=[rep]
         )
         assert verdict.passed, verdict.line()
@@ -323,9 +327,11 @@ def test_roce_without_gdrdma() -> None:
     assert rep.gdr_summary is False  # "Connected all rings, use ring PXN 0 GDR 0"
     assert rep.gdr is False
     # RoCE is what was asked for ...
-    assert ac.evaluate(rows_with_busbw(1.0), expected_transport="ib", reports=[rep]).passed
+    assert fabric_verdict.evaluate(
+        rows_with_busbw(1.0), expected_transport="ib", reports=[rep]
+    ).passed
     # ... but not without GPUDirect RDMA.
-    verdict = ac.evaluate(
+    verdict = fabric_verdict.evaluate(
         rows_with_busbw(1.0), expected_transport="ib", require_gdr=True, reports=[rep]
     )
     assert not verdict.passed
@@ -347,28 +353,38 @@ def test_socket_fallback_fails_when_ib_expected() -> None:
     assert rep.network == "Socket"
     assert rep.ib_no_device is True
     assert rep.ib_devices == []
-    verdict = ac.evaluate(rows_with_busbw(1.0), expected_transport="ib", reports=[rep])
+    verdict = fabric_verdict.evaluate(rows_with_busbw(1.0), expected_transport="ib", reports=[rep])
     assert not verdict.passed
     line = verdict.line()
     assert line.startswith("FAIL: transport socket seen, expected ib")
     assert "NET/IB : No device found" in line
     # The same log is a PASS for a cluster that is meant to run over TCP.
-    assert ac.evaluate(rows_with_busbw(1.0), expected_transport="socket", reports=[rep]).passed
+    assert fabric_verdict.evaluate(
+        rows_with_busbw(1.0), expected_transport="socket", reports=[rep]
+    ).passed
 
 
 def test_tcpxo_fastrak() -> None:
     rep = report("tcpxo_fastrak.log")
     assert (rep.transport, rep.network, rep.source) == ("tcpxo", "FasTrak", "using-network")
-    assert ac.evaluate(rows_with_busbw(1.0), expected_transport="tcpxo", reports=[rep]).passed
+    assert fabric_verdict.evaluate(
+        rows_with_busbw(1.0), expected_transport="tcpxo", reports=[rep]
+    ).passed
     for other in ("ib", "tcpx", "socket"):
-        assert not ac.evaluate(rows_with_busbw(1.0), expected_transport=other, reports=[rep]).passed
+        assert not fabric_verdict.evaluate(
+            rows_with_busbw(1.0), expected_transport=other, reports=[rep]
+        ).passed
 
 
 def test_tcpx_gpudirecttcpx() -> None:
     rep = report("tcpx_gpudirecttcpx.log")
     assert (rep.transport, rep.network) == ("tcpx", "GPUDirectTCPX_v7")
-    assert ac.evaluate(rows_with_busbw(1.0), expected_transport="tcpx", reports=[rep]).passed
-    assert not ac.evaluate(rows_with_busbw(1.0), expected_transport="tcpxo", reports=[rep]).passed
+    assert fabric_verdict.evaluate(
+        rows_with_busbw(1.0), expected_transport="tcpx", reports=[rep]
+    ).passed
+    assert not fabric_verdict.evaluate(
+        rows_with_busbw(1.0), expected_transport="tcpxo", reports=[rep]
+    ).passed
 
 
 def test_plugin_init_lines_alone_are_a_fallback() -> None:
@@ -376,10 +392,10 @@ def test_plugin_init_lines_alone_are_a_fallback() -> None:
     tcpx_init = "\n".join(
         line for line in log("tcpx_gpudirecttcpx.log").splitlines() if "Using network" not in line
     )
-    rep = ac.detect_transport(tcpx_init)
+    rep = nccl_logs.detect_transport(tcpx_init)
     assert (rep.transport, rep.source) == ("tcpx", "init")
     fastrak_teardown = "node-0-0:870:938 [0] NCCL INFO NET/FasTrak: SCTP Closed"
-    assert ac.detect_transport(fastrak_teardown).transport == "tcpxo"
+    assert nccl_logs.detect_transport(fastrak_teardown).transport == "tcpxo"
 
 
 def test_using_network_wins_over_plugin_init_lines() -> None:
@@ -387,18 +403,20 @@ def test_using_network_wins_over_plugin_init_lines() -> None:
     text = log("tcpx_gpudirecttcpx.log").replace(
         "NCCL INFO Using network GPUDirectTCPX_v7", "NCCL INFO Using network Socket"
     )
-    rep = ac.detect_transport(text)
+    rep = nccl_logs.detect_transport(text)
     assert rep.transport == "socket"
-    assert not ac.evaluate(rows_with_busbw(1.0), expected_transport="tcpx", reports=[rep]).passed
+    assert not fabric_verdict.evaluate(
+        rows_with_busbw(1.0), expected_transport="tcpx", reports=[rep]
+    ).passed
 
 
 def test_one_node_without_gdr_fails_require_gdr() -> None:
     # NVIDIA/nccl issue #897: GDRDMA from one node's GPU, not from the other's (nvidia-peermem
     # not loaded there). Each line is one rank's log.
-    rank9 = ac.detect_transport("9[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA")
-    rank2 = ac.detect_transport("9[1a000] -> 2[6b000] [receive] via NET/IB/1")
+    rank9 = nccl_logs.detect_transport("9[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA")
+    rank2 = nccl_logs.detect_transport("9[1a000] -> 2[6b000] [receive] via NET/IB/1")
     assert (rank9.gdr, rank2.gdr) == (True, False)
-    verdict = ac.evaluate(
+    verdict = fabric_verdict.evaluate(
         rows_with_busbw(1.0), expected_transport="ib", require_gdr=True, reports=[rank9, rank2]
     )
     assert not verdict.passed
@@ -408,7 +426,7 @@ def test_one_node_without_gdr_fails_require_gdr() -> None:
 def test_require_gdr_needs_net_connections() -> None:
     # "Using network IB" but no "via NET" line: a single node run proves nothing about GDR.
     rep = report("ib_sharp_ibext.log")
-    verdict = ac.evaluate(
+    verdict = fabric_verdict.evaluate(
         rows_with_busbw(1.0), expected_transport="ib", require_gdr=True, reports=[rep]
     )
     assert not verdict.passed
@@ -417,19 +435,21 @@ def test_require_gdr_needs_net_connections() -> None:
 
 def test_missing_or_empty_logs_fail_a_transport_check() -> None:
     rows = rows_with_busbw(1.0)
-    assert not ac.evaluate(rows, expected_transport="ib", reports=[]).passed
-    assert not ac.evaluate(rows, expected_transport="ib", reports=[None, None]).passed
-    partial = ac.evaluate(rows, expected_transport="ib", reports=[report("roce_gdrdma.log"), None])
+    assert not fabric_verdict.evaluate(rows, expected_transport="ib", reports=[]).passed
+    assert not fabric_verdict.evaluate(rows, expected_transport="ib", reports=[None, None]).passed
+    partial = fabric_verdict.evaluate(
+        rows, expected_transport="ib", reports=[report("roce_gdrdma.log"), None]
+    )
     assert "no NCCL log from rank 1" in partial.line()
-    empty = ac.detect_transport("NCCL version 2.21.5+cuda12.4\n")
+    empty = nccl_logs.detect_transport("NCCL version 2.21.5+cuda12.4\n")
     assert empty.transport == "unknown"
-    assert not ac.evaluate(rows, expected_transport="ib", reports=[empty]).passed
+    assert not fabric_verdict.evaluate(rows, expected_transport="ib", reports=[empty]).passed
     # With "any" and no GDR requirement the logs are informational only.
-    assert ac.evaluate(rows, expected_transport="any", reports=[None]).passed
+    assert fabric_verdict.evaluate(rows, expected_transport="any", reports=[None]).passed
 
 
 def test_ranks_on_different_transports_fail() -> None:
-    verdict = ac.evaluate(
+    verdict = fabric_verdict.evaluate(
         rows_with_busbw(1.0),
         expected_transport="ib",
         reports=[report("roce_gdrdma.log"), report("socket_fallback.log")],
@@ -453,52 +473,56 @@ def test_ranks_on_different_transports_fail() -> None:
     ],
 )
 def test_classify_network(name: str, kind: str) -> None:
-    assert ac.classify_network(name) == kind
+    assert nccl_logs.classify_network(name) == kind
 
 
 def test_comment_lines_are_ignored() -> None:
-    assert ac.detect_transport("# NCCL INFO Using network IB\n").transport == "unknown"
+    assert nccl_logs.detect_transport("# NCCL INFO Using network IB\n").transport == "unknown"
 
 
 # --- NCCL debug file handling ---------------------------------------------------------------
 
 
 def test_expand_nccl_debug_file_like_nccl() -> None:
-    expand = ac.expand_nccl_debug_file
+    expand = nccl_logs.expand_nccl_debug_file
     assert expand("/tmp/nccl.%h.%p.log", "node-1", 4242) == "/tmp/nccl.node-1.4242.log"
     assert expand("/tmp/100%%-%x-%", "h", 1) == "/tmp/100%-%x-%"
-    assert ac.nccl_hostname("gpu-0.cluster.local") == "gpu-0"
-    assert ac.nccl_hostname("a%b/c") == "a-b-c"
+    assert nccl_logs.nccl_hostname("gpu-0.cluster.local") == "gpu-0"
+    assert nccl_logs.nccl_hostname("a%b/c") == "a-b-c"
 
 
 def test_find_nccl_log(tmp_path: Path) -> None:
     (tmp_path / "nccl-rank3.gpu-0.777.log").write_text("x")
     pattern = str(tmp_path / "nccl-rank3.%h.%p.log")
-    assert ac.find_nccl_log(pattern, 777, "gpu-0") == str(tmp_path / "nccl-rank3.gpu-0.777.log")
+    assert nccl_logs.find_nccl_log(pattern, 777, "gpu-0") == str(
+        tmp_path / "nccl-rank3.gpu-0.777.log"
+    )
     # NCCL_HOSTID or a renamed host: %h matched loosely, the pid exactly.
-    assert ac.find_nccl_log(pattern, 777, "other") == str(tmp_path / "nccl-rank3.gpu-0.777.log")
-    assert ac.find_nccl_log(pattern, 778, "gpu-0") is None
+    assert nccl_logs.find_nccl_log(pattern, 777, "other") == str(
+        tmp_path / "nccl-rank3.gpu-0.777.log"
+    )
+    assert nccl_logs.find_nccl_log(pattern, 778, "gpu-0") is None
 
 
 def test_nccl_debug_env() -> None:
-    changes = ac.nccl_debug_env({}, "/logs", 5)
+    changes = nccl_logs.nccl_debug_env({}, "/logs", 5)
     assert changes == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": "/logs/nccl-rank5.%h.%p.log"}
     # WARN (what the TCPXO env profile sets) is raised to INFO; INFO and TRACE are kept.
-    assert ac.nccl_debug_env({"NCCL_DEBUG": "WARN"}, "/l", 0)["NCCL_DEBUG"] == "INFO"
-    assert "NCCL_DEBUG" not in ac.nccl_debug_env({"NCCL_DEBUG": "info"}, "/l", 0)
-    assert "NCCL_DEBUG" not in ac.nccl_debug_env({"NCCL_DEBUG": "TRACE"}, "/l", 0)
+    assert nccl_logs.nccl_debug_env({"NCCL_DEBUG": "WARN"}, "/l", 0)["NCCL_DEBUG"] == "INFO"
+    assert "NCCL_DEBUG" not in nccl_logs.nccl_debug_env({"NCCL_DEBUG": "info"}, "/l", 0)
+    assert "NCCL_DEBUG" not in nccl_logs.nccl_debug_env({"NCCL_DEBUG": "TRACE"}, "/l", 0)
     # A user's own NCCL_DEBUG_FILE is kept (and read back).
-    assert "NCCL_DEBUG_FILE" not in ac.nccl_debug_env({"NCCL_DEBUG_FILE": "/x.%p"}, "/l", 0)
+    assert "NCCL_DEBUG_FILE" not in nccl_logs.nccl_debug_env({"NCCL_DEBUG_FILE": "/x.%p"}, "/l", 0)
     # ... unless it is a stream that cannot be read back (and would mix into --json stdout).
-    stdout_file = ac.nccl_debug_env({"NCCL_DEBUG_FILE": "/dev/stdout"}, "/l", 2)
+    stdout_file = nccl_logs.nccl_debug_env({"NCCL_DEBUG_FILE": "/dev/stdout"}, "/l", 2)
     assert stdout_file["NCCL_DEBUG_FILE"] == "/l/nccl-rank2.%h.%p.log"
     # The transport lines are in the INIT subsystem.
     sub = "NCCL_DEBUG_SUBSYS"
-    assert ac.nccl_debug_env({sub: "NET"}, "/l", 0)[sub] == "NET,INIT"
-    assert sub not in ac.nccl_debug_env({sub: "INIT,NET"}, "/l", 0)
-    assert sub not in ac.nccl_debug_env({sub: "ALL"}, "/l", 0)
-    assert sub not in ac.nccl_debug_env({sub: "^COLL"}, "/l", 0)
-    assert ac.nccl_debug_env({sub: "^COLL,INIT"}, "/l", 0)[sub] == "^COLL"
+    assert nccl_logs.nccl_debug_env({sub: "NET"}, "/l", 0)[sub] == "NET,INIT"
+    assert sub not in nccl_logs.nccl_debug_env({sub: "INIT,NET"}, "/l", 0)
+    assert sub not in nccl_logs.nccl_debug_env({sub: "ALL"}, "/l", 0)
+    assert sub not in nccl_logs.nccl_debug_env({sub: "^COLL"}, "/l", 0)
+    assert nccl_logs.nccl_debug_env({sub: "^COLL,INIT"}, "/l", 0)[sub] == "^COLL"
 
 
 def test_dist_env_requires_torchrun() -> None:
@@ -646,7 +670,7 @@ def check_document(doc: dict[str, Any], world_size: int, max_bytes: int) -> None
     assert doc["dtype"] == "float32"
     sizes = [row["size_bytes"] for row in doc["rows"]]
     # Each size a whole float32 block per rank, at most max_bytes.
-    assert sizes == ac.size_sweep(8, max_bytes, 2, 4 * world_size)
+    assert sizes == figures.size_sweep(8, max_bytes, 2, 4 * world_size)
     assert sizes[-1] == max_bytes - max_bytes % (4 * world_size)
     factor = (world_size - 1) / world_size  # all_gather's, nccl-tests AllGatherGetBw
     for row in doc["rows"]:
@@ -699,7 +723,7 @@ def test_e2e_table() -> None:
     assert lines[0].startswith("# allreduce_check: all_gather backend=gloo world_size=2")
     assert "busbw(GB/s)" in lines[1]
     table = [line.split() for line in lines[2:] if not line.startswith(("#", "PASS", "FAIL"))]
-    assert [int(cols[0]) for cols in table] == ac.size_sweep(8, 1 << 20, 2)
+    assert [int(cols[0]) for cols in table] == figures.size_sweep(8, 1 << 20, 2)
     for size, count, time_us, algbw, busbw, data in table:
         assert int(count) * 4 * 2 == int(size)
         assert float(time_us) > 0
@@ -797,13 +821,79 @@ def test_gib_is_its_own_transport_and_a_fallback_fails() -> None:
         "host-0:1:1 [0] NCCL INFO Using network gIB\n"
         "host-0:1:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/gIB/0/GDRDMA\n"
     )
-    rep = ac.detect_transport(gib_log)
+    rep = nccl_logs.detect_transport(gib_log)
     assert (rep.transport, rep.network, rep.gdr) == ("gib", "gIB", True)
     rows = rows_with_busbw(120.0)
-    assert ac.evaluate(rows, expected_transport="gib", require_gdr=True, reports=[rep]).passed
-    assert not ac.evaluate(rows, expected_transport="ib", reports=[rep]).passed
+    assert fabric_verdict.evaluate(
+        rows, expected_transport="gib", require_gdr=True, reports=[rep]
+    ).passed
+    assert not fabric_verdict.evaluate(rows, expected_transport="ib", reports=[rep]).passed
     # NCCL's own IB transport or sockets on an A3 Ultra / A4 cluster: gIB did not load.
     for fallback in ("roce_gdrdma.log", "socket_fallback.log"):
-        verdict = ac.evaluate(rows, expected_transport="gib", reports=[report(fallback)])
+        verdict = fabric_verdict.evaluate(
+            rows, expected_transport="gib", reports=[report(fallback)]
+        )
         assert not verdict.passed
         assert "expected gib" in verdict.line()
+
+
+# --- a rank whose collective raises -------------------------------------------------------
+
+
+def one_rank_fails(where: Path, rank: int, after_calls: int) -> dict[str, str]:
+    """Environment under which rank `rank`'s all_gather raises on its call `after_calls` + 1,
+    as a collective does when its own GPU or NIC fails (a sitecustomize module that every rank's
+    interpreter imports first); the other ranks are left waiting in that collective."""
+    where.mkdir()
+    (where / "sitecustomize.py").write_text(
+        "import os\n"
+        f"if os.environ.get('RANK') == '{rank}':\n"
+        "    import torch.distributed as dist\n"
+        "    calls = 0\n"
+        "    def wrap(real):\n"
+        "        def failing(*args, **kwargs):\n"
+        "            global calls\n"
+        "            calls += 1\n"
+        f"            if calls > {after_calls}:\n"
+        "                raise RuntimeError('injected: this rank lost its device')\n"
+        "            return real(*args, **kwargs)\n"
+        "        return failing\n"
+        "    for name in ('all_gather_single', 'all_gather_into_tensor'):\n"
+        "        if hasattr(dist, name):\n"
+        "            setattr(dist, name, wrap(getattr(dist, name)))\n"
+    )
+    return {"PYTHONPATH": str(where)}
+
+
+def test_a_rank_whose_collective_raises_ends_and_so_do_its_peers(tmp_path: Path) -> None:
+    """Rank 1 fails mid-sweep while rank 0 waits for its share: rank 1 exits at once, and rank
+    0's collective fails with it rather than waiting for the process group's timeout (30 min
+    for gloo: the run's own timeout ends the test first). With NCCL, whose communicator
+    teardown waits for the collectives in flight, the same needs GPUs on two nodes."""
+    env = one_rank_fails(tmp_path / "inject", rank=1, after_calls=3)
+    result = torchrun("--max-bytes", "64K", env=env)
+    assert "[allreduce_check rank 1] FAIL: all_gather raised RuntimeError: injected" in (
+        result.stderr
+    )
+    assert result.returncode != 0
+
+
+def test_a_rank_leaves_no_nccl_log_directory_behind(tmp_path: Path) -> None:
+    """The nccl backend logs each rank to a directory of its own, which the rank removes however
+    it ends: here at once, on a machine without CUDA (exit 2)."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("NCCL_")},
+        **{"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"},
+        **{"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())},
+        "TMPDIR": str(tmp_path),
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--backend", "nccl"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2 and "--backend nccl needs CUDA" in result.stderr
+    assert list(tmp_path.iterdir()) == []

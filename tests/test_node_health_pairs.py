@@ -14,12 +14,13 @@ import yaml
 
 from gpu_cluster.facts import health
 from gpu_cluster.plan.health_runner import CHECK_LABEL, PAIR
-from gpu_cluster.plan.verify import GKE_CHECK_MAX_BYTES
+from gpu_cluster.plan.verify import CHECK_MODULES, GKE_CHECK_MAX_BYTES
 from tests.conftest import GKE_RWX, ROOT, manifests
 from tests.runner_api import (
     JOBS_PATH,
     NOW,
     RecordedApi,
+    check_jobs,
     check_pod,
     finished,
     gpu_node,
@@ -120,7 +121,7 @@ def test_a_check_starts_only_on_nodes_its_pod_may_be_placed_on(
 def test_a_pair_s_pods_are_indexed_and_meet_at_the_first_one() -> None:
     job = runner.check_job(TEMPLATE, ["gpu-1", "gpu-2"], NCCL, SETTINGS, reference="gpu-2")
     name = job["metadata"]["name"]
-    assert name == runner.job_name(NCCL.template, ["gpu-1", "gpu-2"])
+    assert name == check_jobs.job_name(NCCL.template, ["gpu-1", "gpu-2"])
     assert job["metadata"]["annotations"] == {
         runner.NODES_ANNOTATION: "gpu-1,gpu-2",
         runner.REFERENCE_ANNOTATION: "gpu-2",
@@ -130,7 +131,7 @@ def test_a_pair_s_pods_are_indexed_and_meet_at_the_first_one() -> None:
     # Neither pod's failure ends the other's (both statuses are the result); the Job ends once
     # the pods' deadline and the time to start them have passed.
     assert spec["backoffLimitPerIndex"] == 0 and "backoffLimit" not in spec
-    assert spec["activeDeadlineSeconds"] == 1800 + runner.PAIR_START_SECONDS
+    assert spec["activeDeadlineSeconds"] == 1800 + check_jobs.PAIR_START_SECONDS
     pod = spec["template"]["spec"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
@@ -159,7 +160,8 @@ def pair_job(nodes: list[str], result: str | None, reference: str | None = None)
 
 
 def nccl_results(api: RecordedApi) -> dict[str, str]:
-    return {n: labels[runner.RESULT_LABEL.format("nccl")] for n, labels in api.patched().items()}
+    result = check_jobs.RESULT_LABEL.format("nccl")
+    return {n: labels[result] for n, labels in api.patched().items()}
 
 
 def test_a_cold_pool_is_checked_two_by_two(capsys: pytest.CaptureFixture[str]) -> None:
@@ -335,10 +337,10 @@ def test_the_nccl_check_is_the_scanner_s() -> None:
         (ROOT / "tests" / "vendor" / "cluster_health_scanner.yaml").read_text()
     )
     facts = scanner["checks"]["nccl"]
-    assert runner.RESULT_LABEL.format("nccl") == facts["result_label"]["key"]
-    assert runner.TIME_LABEL.format("nccl") == facts["time_label"]["key"]
-    assert {"key": runner.TAINT_KEY.format("nccl"), **runner.TAINT} == facts["taint"]
-    assert health.PAIR_CHECK == "nccl" and {"nccl"} == runner.PAIRED
+    assert check_jobs.RESULT_LABEL.format("nccl") == facts["result_label"]["key"]
+    assert check_jobs.TIME_LABEL.format("nccl") == facts["time_label"]["key"]
+    assert {"key": runner.TAINT_KEY.format("nccl"), **check_jobs.TAINT} == facts["taint"]
+    assert health.PAIR_CHECK == "nccl" and {"nccl"} == check_jobs.PAIRED
     check = scanner["nccl_check"]
     assert int(check["nhosts"]) == PAIR
     assert check["end_message_size"] == GKE_CHECK_MAX_BYTES
@@ -423,7 +425,7 @@ def test_the_nccl_check_pods_are_the_training_pods_running_the_fabric_check(
     assert policy["spec"]["podSelector"]["matchLabels"] == labels
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": labels}}]}]
     scripts = named(manifests(run, "ConfigMap"), f"{name}-scripts")["data"]
-    for script in ("launch-torchrun.sh", "allreduce_check.py"):
+    for script in ("launch-torchrun.sh", "allreduce_check.py", *CHECK_MODULES):
         assert scripts[script] == (ROOT / "scripts" / script).read_text()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,16 @@ from gpu_cluster.plan.health_runner import CHECK_LABEL, GPU_CHECK_SCRIPT, HEALTH
 from gpu_cluster.plan.shipped import KUBE_API_SCRIPT
 from tests import runner_api
 from tests.conftest import GKE_RWX, ROOT, manifests, run_stack
-from tests.runner_api import JOBS_PATH, NOW, RecordedApi, check_pod, finished, gpu_node, runner
+from tests.runner_api import (
+    JOBS_PATH,
+    NOW,
+    RecordedApi,
+    check_jobs,
+    check_pod,
+    finished,
+    gpu_node,
+    runner,
+)
 from tests.script_modules import SCRIPTS
 from tools.realtier.stacks import render
 
@@ -63,11 +73,11 @@ def test_a_node_is_checked_when_its_last_result_is_missing_or_older_than_the_rec
 
 def test_each_node_has_one_check_job_of_a_name_no_longer_than_a_label_value() -> None:
     long_template = "a" * 60 + "-gpu-check"
-    names = {runner.job_name(long_template, [f"node-{i}"]) for i in range(50)}
+    names = {check_jobs.job_name(long_template, [f"node-{i}"]) for i in range(50)}
     assert len(names) == 50
     # Its pods' DNS names, <job>-<index>, are DNS labels too.
     assert all(len(f"{n}-0") <= 63 and not n.startswith("-") for n in names)
-    assert runner.job_name("t", ["gpu-1"]) == runner.job_name("t", ["gpu-1"])
+    assert check_jobs.job_name("t", ["gpu-1"]) == check_jobs.job_name("t", ["gpu-1"])
 
 
 NODE_NAME = "gpu-7.example.com"
@@ -187,12 +197,12 @@ def test_a_result_is_written_as_cluster_health_scanner_writes_it() -> None:
 
 def test_the_runner_s_labels_and_taint_are_the_scanner_s_and_the_facts() -> None:
     facts = SCANNER["checks"]["gpu"]
-    assert runner.RESULT_LABEL.format("gpu") == health.RESULT_LABEL.format("gpu")
-    assert runner.TIME_LABEL.format("gpu") == health.TIME_LABEL.format("gpu")
+    assert check_jobs.RESULT_LABEL.format("gpu") == health.RESULT_LABEL.format("gpu")
+    assert check_jobs.TIME_LABEL.format("gpu") == health.TIME_LABEL.format("gpu")
     assert runner.TAINT_KEY.format("gpu") == health.TAINT_KEY.format("gpu") == facts["taint"]["key"]
-    assert runner.TAINT == {"value": health.TAINT_VALUE, "effect": health.TAINT_EFFECT}
+    assert check_jobs.TAINT == {"value": health.TAINT_VALUE, "effect": health.TAINT_EFFECT}
     assert health.RUNNER_CHECKS == ("gpu", "nccl")
-    assert {health.PAIR_CHECK} == runner.PAIRED
+    assert {health.PAIR_CHECK} == check_jobs.PAIRED
     check = SCANNER["gpu_check"]
     # The image is the GPU Operator's DCGM release instead (tests/test_vendor_openshift.py).
     assert not health.DCGM_IMAGE.endswith(":" + check["dcgm_image_tag"])
@@ -402,7 +412,7 @@ def by_name(run: Any, kind: str, suffix: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("stack", "overrides"), [GKE, OPENSHIFT], ids=["gke", "openshift"])
 def test_the_runner_checks_the_flavor_s_nodes_with_the_training_pod_s_gpus(
-    stack: str, overrides: tuple[str, ...]
+    stack: str, overrides: tuple[str, ...], tmp_path: Path
 ) -> None:
     rendered = render(stack, overrides)
     run, s = rendered.run, rendered.settings
@@ -419,9 +429,22 @@ def test_the_runner_checks_the_flavor_s_nodes_with_the_training_pod_s_gpus(
     # The scripts as they are in the repository, from the ConfigMaps they are mounted from.
     maps = {m["metadata"]["name"]: m["data"] for m in manifests(run, "ConfigMap")}
     (volume,) = pod["volumes"]
-    assert maps[volume["configMap"]["name"]] == {
-        n: (SCRIPTS / n).read_text() for n in (HEALTH_RUNNER_SCRIPT, KUBE_API_SCRIPT)
+    shipped = maps[volume["configMap"]["name"]]
+    assert shipped == {
+        n: (SCRIPTS / n).read_text()
+        for n in (HEALTH_RUNNER_SCRIPT, "health_check_jobs.py", KUBE_API_SCRIPT)
     }
+    # ... which are all it needs: from them alone it starts, and asks for its settings.
+    for name, text in shipped.items():
+        (tmp_path / name).write_text(text)
+    alone = subprocess.run(
+        [sys.executable, "-E", str(tmp_path / HEALTH_RUNNER_SCRIPT)],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert alone.returncode == 78 and "bad or missing setting" in alone.stderr, alone.stderr
     check_pod = template["template"]["spec"]
     check_volume = next(v for v in check_pod["volumes"] if "configMap" in v)
     assert maps[check_volume["configMap"]["name"]] == {
@@ -551,8 +574,8 @@ def test_a_pass_records_finished_checks_clears_orphans_and_starts_the_due_ones(
     assert patch[:2] == ("PATCH", "/api/v1/nodes/done")
     assert patch[2]["metadata"]["labels"]["aiinfra/gpu-healthcheck-result"] == "pass"
     assert [(m, p) for m, p, _ in rest] == [
-        ("DELETE", f"{JOBS_PATH}/{runner.job_name(GPU.template, ['done'])}"),
-        ("DELETE", f"{JOBS_PATH}/{runner.job_name(GPU.template, ['gone'])}"),
+        ("DELETE", f"{JOBS_PATH}/{check_jobs.job_name(GPU.template, ['done'])}"),
+        ("DELETE", f"{JOBS_PATH}/{check_jobs.job_name(GPU.template, ['gone'])}"),
         ("POST", JOBS_PATH),
         ("POST", JOBS_PATH),
     ]
@@ -578,7 +601,7 @@ def test_a_failed_check_is_the_node_s_result_only_if_it_ran_there(
     pod = check_pod(job, "gpu-1", pod_exit, "dcgmi diag --run 2 (exit 226): | Memory | Fail |")
     api = RecordedApi([gpu_node("gpu-1", {})], [job], {GPU.template: TEMPLATE}, [pod])
     runner.reconcile(api, SETTINGS, NOW, set())
-    assert {v[runner.RESULT_LABEL.format("gpu")] for v in api.patched().values()} == written
+    assert {v[check_jobs.RESULT_LABEL.format("gpu")] for v in api.patched().values()} == written
     said = capsys.readouterr().out
     if written:
         assert "gpu-1: gpu: fail (dcgmi diag --run 2 (exit 226): | Memory | Fail |)" in said

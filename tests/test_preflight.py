@@ -195,7 +195,7 @@ def healthy_node(root: Path, ifaces: tuple[str, ...] = IFACES) -> Node:
     n.env_file.parent.mkdir(parents=True)
     n.env_file.write_text("export NCCL_IB_HCA==mlx5_6:1\nexport NCCL_IB_GID_INDEX=3\n")
     n.bin.mkdir()
-    for tool in ("bash", "df", "dirname"):
+    for tool in ("bash", "df", "dirname", "rm", "sleep", "timeout"):
         (n.bin / tool).symlink_to(real_tool(tool))
     n.fake_df(64 * GIB)
     return n
@@ -315,6 +315,16 @@ def test_nvidia_smi_failure_is_reported(node: Node) -> None:
         "nvidia-smi", 'echo "Failed to initialize NVML: Driver/library version mismatch"\nexit 18\n'
     )
     fails(preflight(node.env()), "nvidia-smi", "exit 18", "Driver/library version mismatch")
+
+
+def test_nvidia_smi_that_never_answers_is_stopped_and_reported(node: Node) -> None:
+    # As when a GPU falls off the bus: the driver never answers, nor does anything after it.
+    node.fake("nvidia-smi", "sleep 600\n")
+    env = {**node.env(), "NVIDIA_SMI_TIMEOUT_SECONDS": "1"}
+    result = subprocess.run(
+        [BASH, str(PREFLIGHT)], env=env, capture_output=True, text=True, timeout=120
+    )
+    fails(result, "'nvidia-smi -L' did not answer within 1s", "fallen off the bus")
 
 
 # --- /dev/shm -------------------------------------------------------------------------------

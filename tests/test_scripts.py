@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -51,6 +50,7 @@ OURS = (
     ADMITTED,
     SCRIPTS / "launch-all.sh",
     SCRIPTS / "launch-stop.sh",
+    SCRIPTS / "launch-status.sh",
 )
 
 ALL_HCAS = "=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
@@ -132,11 +132,12 @@ def detect(
 
 
 def path_without_ip(where: Path) -> Path:
-    """A PATH directory with the tools the scripts use (bash, dirname, mkdir, mv, grep), no ip."""
+    """A PATH directory with the tools the scripts use (bash, dirname, mkdir, mv, grep, rm), no
+    ip."""
     tools = where / "bin-without-ip"
     if not tools.is_dir():
         tools.mkdir()
-        for tool in ("bash", "dirname", "mkdir", "mv", "grep"):
+        for tool in ("bash", "dirname", "mkdir", "mv", "grep", "rm"):
             found = shutil.which(tool)
             assert found, f"{tool} not found"
             (tools / tool).symlink_to(found)
@@ -712,204 +713,6 @@ def test_deepspeed_usage_without_script(ds_env: dict[str, str]) -> None:
     assert result.returncode == USAGE_ERROR and "usage:" in result.stderr and result.stdout == ""
 
 
-# --- launch-all.sh (launchCommand) and launch-stop.sh ---------------------------------------
-
-LAUNCH_ALL = SCRIPTS / "launch-all.sh"
-LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
-
-
-@pytest.fixture
-def fake_oc(tmp_path: Path) -> Path:
-    """`oc TARGET... exec -n NS POD -c training -- CMD...` on pretend pods (TARGET must be the
-    flags in the file `target`, `--context ctx` unless a test writes others; any other target
-    is refused, as a missing context is; `get pod` answers the pod's name): each launch is
-    logged and
-    touches started-<pod>, then exits with the code in rc-<pod> (0 if absent); "hang" waits
-    until launch-stop.sh is exec'd on that pod, then exits 143 as a SIGTERMed torchrun would."""
-    oc = tmp_path / "oc"
-    oc.write_text(
-        "#!/usr/bin/env bash\n"
-        f"state={tmp_path}\n"
-        'target=""; while [[ $1 == --* ]]; do target+="$1 $2 "; context=$2; shift 2; done\n'
-        'expected=$(cat "$state/target" 2>/dev/null || echo "--context ctx ")\n'
-        '[[ $target == "$expected" ]] ||\n'
-        '  { echo "error: context \\"$context\\" does not exist" >&2; exit 98; }\n'
-        'if [[ $1 == get ]]; then echo "get $*" >>"$state/log"; echo "pod/$4"; exit 0; fi\n'
-        "[[ $1 == exec && $2 == -n && $5 == -c && $6 == training && $7 == -- ]] || exit 99\n"
-        "pod=$4; shift 7\n"
-        "if [[ $1 == /opt/gpu-cluster/launch-stop.sh ]]; then\n"
-        '  echo "stop $pod" >>"$state/log"; touch "$state/stop-$pod"; exit 0\n'
-        "fi\n"
-        'echo "start $pod $*" >>"$state/log"; touch "$state/started-$pod"\n'
-        'rc=$(cat "$state/rc-$pod" 2>/dev/null || echo 0)\n'
-        "if [[ $rc == hang ]]; then\n"
-        "  until [[ -e $state/stop-$pod ]]; do sleep 0.05; done; exit 143\n"
-        "fi\n"
-        'exit "$rc"\n'
-    )
-    oc.chmod(0o755)
-    return oc
-
-
-def _as_from_a_terminal() -> None:
-    """SIGINT and SIGQUIT as a terminal's foreground job has them: a test run started as a
-    background job ignores both, and bash cannot trap a signal ignored on entry."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
-
-
-def launch_all(
-    oc: Path, nodes: int = 3, target: tuple[str, ...] = ("--context", "ctx")
-) -> subprocess.Popen[str]:
-    argv = [str(oc), *target, "ns", "train", str(nodes)]
-    argv += ["/opt/gpu-cluster/launch-torchrun.sh", "t.py"]
-    return subprocess.Popen(
-        ["bash", str(LAUNCH_ALL), *argv],
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_as_from_a_terminal,
-    )
-
-
-def log_lines(oc: Path) -> list[str]:
-    """The pods' launches and stops (the look-up before them aside)."""
-    log = oc.parent / "log"
-    lines = log.read_text().splitlines() if log.exists() else []
-    return sorted(line for line in lines if not line.startswith("get "))
-
-
-def test_launch_all_starts_every_pod_and_succeeds(fake_oc: Path) -> None:
-    proc = launch_all(fake_oc)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert log_lines(fake_oc) == [
-        f"start train-{i} /opt/gpu-cluster/launch-torchrun.sh t.py" for i in range(3)
-    ]
-
-
-@pytest.mark.parametrize(
-    "target",
-    [
-        ("--kubeconfig", "/home/u/.kube/barcelona"),
-        ("--kubeconfig", "/home/u/.kube/barcelona", "--context", "ctx", "--cluster", "c1"),
-    ],
-)
-def test_launch_all_names_the_stacks_kubeconfig_on_every_call(
-    fake_oc: Path, target: tuple[str, ...]
-) -> None:
-    (fake_oc.parent / "target").write_text(" ".join(target) + " \n")
-    proc = launch_all(fake_oc, nodes=2, target=target)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert len(log_lines(fake_oc)) == 2
-
-
-def test_launch_all_returns_the_failing_pods_code_and_stops_the_others(fake_oc: Path) -> None:
-    (fake_oc.parent / "rc-train-0").write_text("hang\n")
-    (fake_oc.parent / "rc-train-2").write_text("hang\n")
-    (fake_oc.parent / "rc-train-1").write_text("3\n")
-    proc = launch_all(fake_oc)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 3, err
-    assert "train-1 failed (exit 3); stopping the training on every pod" in err
-    assert "first failure: train-1, exit 3" in err
-    assert {f"stop train-{i}" for i in range(3)} <= set(log_lines(fake_oc))
-
-
-def test_launch_all_on_ctrl_c_stops_the_remote_training(fake_oc: Path) -> None:
-    for i in range(2):
-        (fake_oc.parent / f"rc-train-{i}").write_text("hang\n")
-    proc = launch_all(fake_oc, nodes=2)
-    started = [fake_oc.parent / f"started-train-{i}" for i in range(2)]
-    for _ in range(1200):  # readiness, not timing: wait until both pods have started
-        if all(p.exists() for p in started):
-            break
-        subprocess.run(["sleep", "0.05"], check=True)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "interrupted; stopping the training on every pod" in err
-    assert {"stop train-0", "stop train-1"} <= set(log_lines(fake_oc))
-
-
-def test_launch_all_without_its_cli_or_cluster_says_so_once_and_starts_nothing(
-    fake_oc: Path,
-) -> None:
-    """No pod is reported failed, and no training stopped, for what is wrong on this side."""
-    bare = {"PATH": "/usr/bin:/bin"}
-    argv = ("oc-not-installed", "--context", "ctx", "ns", "train", "2", "/x", "t")
-    missing = run(LAUNCH_ALL, bare, *argv)
-    assert missing.returncode == 127
-    assert missing.stderr == (
-        "launch-all: oc-not-installed is not installed or not on PATH; nothing was started\n"
-    )
-    unknown = run(LAUNCH_ALL, {}, str(fake_oc), "--context", "gone", "ns", "train", "2", "/x", "t")
-    assert unknown.returncode == 98
-    assert unknown.stderr == (
-        "launch-all: cannot reach pod train-0 in namespace ns (--context gone): error: context "
-        '"gone" does not exist; nothing was started. Check that context; on GKE run the command '
-        "`pulumi stack output getCredentialsCommand` prints\n"
-    )
-    assert log_lines(fake_oc) == []
-
-
-def test_launch_all_usage(fake_oc: Path) -> None:
-    result = run(LAUNCH_ALL, {}, str(fake_oc), "--context", "ctx", "ns", "train", "0", "/x", "t")
-    assert result.returncode == 2 and "NODES='0'" in result.stderr
-    assert run(LAUNCH_ALL, {}, "oc").returncode == 2
-    # No context or kubeconfig file, an empty one, or a cluster alone: refused, never the
-    # current context.
-    for target in ([], ["--context", ""], ["--kubeconfig", ""], ["--cluster", "c1"]):
-        result = run(LAUNCH_ALL, {}, str(fake_oc), *target, "ns", "train", "1", "/x", "t")
-        assert result.returncode == 2 and "usage" in result.stderr
-    assert log_lines(fake_oc) == []
-
-
-def test_launch_stop_terms_the_recorded_launcher(tmp_path: Path) -> None:
-    # A stand-in trainer that, like torchrun, exits on SIGTERM; the launcher recorded its PID.
-    trainer = subprocess.Popen(
-        ["bash", "-c", "trap 'exit 143' TERM; echo ready; while :; do sleep 0.05; done"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert trainer.stdout is not None and trainer.stdout.readline() == "ready\n"
-    pid_file = tmp_path / "launch.pid"
-    pid_file.write_text(f"{trainer.pid} {_start_time(trainer.pid)}\n")
-    result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(pid_file)})
-    assert result.returncode == 0, result.stderr
-    assert f"stopping training (pid {trainer.pid})" in result.stdout
-    assert trainer.wait(timeout=60) == 143
-
-
-def _start_time(pid: int) -> str:
-    """Field 22 of /proc/<pid>/stat (proc(5)), as the launchers record it."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
-
-
-def test_launch_stop_leaves_a_process_that_reuses_the_recorded_pid(tmp_path: Path) -> None:
-    # The file names a live process, but one that started at another time than the launcher
-    # that wrote it: the kernel reused the PID, and that process is not ours to stop.
-    bystander = subprocess.Popen(["sleep", "60"])
-    try:
-        started = int(_start_time(bystander.pid))
-        pid_file = tmp_path / "launch.pid"
-        pid_file.write_text(f"{bystander.pid} {started + 1}\n")
-        result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(pid_file)})
-        assert result.returncode == 0, result.stderr
-        assert f"pid {bystander.pid} is another process now" in result.stdout
-        assert bystander.poll() is None
-    finally:
-        bystander.kill()
-        bystander.wait()
-
-
-def test_launch_stop_with_nothing_running(tmp_path: Path) -> None:
-    result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(tmp_path / "absent.pid")})
-    assert result.returncode == 0 and "no training running" in result.stdout
-
-
 def test_launchers_record_the_trainers_pid(tmp_path: Path, torch_env: dict[str, str]) -> None:
     pid_file = tmp_path / "launch.pid"
     fake = tmp_path / "pid-trainer"
@@ -922,6 +725,37 @@ def test_launchers_record_the_trainers_pid(tmp_path: Path, torch_env: dict[str, 
     pid, started = pid_file.read_text().split()
     assert f"trainer pid {pid}" in result.stdout
     assert started.isdigit()
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "deepspeed"])
+def test_a_stop_during_preflight_ends_the_launch_there(
+    tmp_path: Path, torch_env: dict[str, str], ds_env: dict[str, str], launcher: str
+) -> None:
+    """launch-stop.sh while the launcher still runs its preflight (here one stuck in a command,
+    as `nvidia-smi` is when a GPU falls off the bus): the launcher is found, ends with the
+    check and its command, and never starts the trainer."""
+    stuck = tmp_path / "stuck-preflight"
+    stuck.write_text(f"#!/bin/sh\necho $$ >{tmp_path}/checking\nsleep 600\necho passed\n")
+    stuck.chmod(0o755)
+    script, env = (TORCHRUN, torch_env) if launcher == "torchrun" else (DEEPSPEED, ds_env)
+    env = {**env, "PREFLIGHT": "1", "PREFLIGHT_BIN": str(stuck)}
+    full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
+    proc = subprocess.Popen(
+        ["bash", str(script), "train.py"], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    checking = tmp_path / "checking"
+    for _ in range(1200):  # readiness, not timing: wait until the preflight runs
+        if checking.exists() and checking.read_text().strip():
+            break
+        subprocess.run(["sleep", "0.05"], check=True)
+    stop = run(SCRIPTS / "launch-stop.sh", {"LAUNCH_PID_FILE": env["LAUNCH_PID_FILE"]})
+    assert f"stopping training (pid {proc.pid})" in stop.stdout, stop.stdout
+    # Its output closes only once the check's `sleep` is gone too.
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert b"stopped (SIGTERM) before training started" in err
+    assert out == b""  # neither "passed" nor the trainer's output
+    assert not Path(env["LAUNCH_PID_FILE"]).exists()
 
 
 # --- fabric-gate.sh: a JobSet run's check before training -------------------------------------

@@ -3,8 +3,10 @@ and training (gpu_cluster/plan/verify.py storage_gate puts it in front of both).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +48,31 @@ def test_a_writable_path_is_saved_to_and_restored_from_then_left_as_it_was(
     assert mb == 8  # 4 streams of 2 MiB: 8,388,608 bytes
     assert re.fullmatch(r"\d+\.\d\d GB/s \(\d+\.\d\d s/GB\)", save)
     assert re.fullmatch(r"\d+\.\d\d GB/s \(\d+\.\d\d s/GB\)", restore)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+
+
+def test_a_check_stopped_mid_write_removes_its_files(tmp_path: Path) -> None:
+    """SIGTERM while the streams write (the pod deleted): the check's files go with it. The
+    process is held (SIGSTOP) from the moment its files appear until it has the signal, so it
+    cannot end first."""
+    (tmp_path / "kept").write_text("user data")
+    proc = subprocess.Popen(
+        [sys.executable, SCRIPT, "--bytes", "1G", "--streams", "2", tmp_path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not list(tmp_path.glob(".gpu-cluster-storage-check-*")):  # readiness
+            assert proc.poll() is None, proc.communicate()
+        os.kill(proc.pid, signal.SIGSTOP)
+        os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGCONT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "storage_check: stopped (SIGTERM); its files removed" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
 
 

@@ -27,7 +27,7 @@ from tests.conftest import (
     stack_context,
 )
 from tests.edits import A4_STATEFULSET
-from tests.test_allreduce_check import ac
+from tests.test_allreduce_check import ac, figures
 
 
 def verify_argv(stack: str, *overrides: str) -> list[str]:
@@ -91,6 +91,22 @@ def test_each_stack_checks_its_own_transport_and_bandwidth(
     assert script == (ROOT / "scripts" / "allreduce_check.py").read_text()
 
 
+def test_the_checks_run_from_what_the_config_map_ships(tmp_path: Path) -> None:
+    """The fabric and storage checks import their modules from beside them: in a folder with
+    only the ConfigMap's files, as in the pod, both start (and answer --help)."""
+    data = one(run_stack("gcp-a4"), "ConfigMap")["data"]
+    for name, text in data.items():
+        (tmp_path / name).write_text(text)
+    for script in ("allreduce_check.py", "storage_check.py"):
+        shown = subprocess.run(
+            [sys.executable, "-E", str(tmp_path / script), "--help"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert shown.returncode == 0 and shown.stdout.startswith("usage:"), shown.stderr
+
+
 SCANNER = yaml.safe_load((ROOT / "tests" / "vendor" / "cluster_health_scanner.yaml").read_text())
 
 
@@ -108,7 +124,7 @@ def test_the_gke_floors_hold_the_quantity_the_scanner_measures_to_the_scanner_s_
     assert window[0] == ac.parse_size(check["start_message_size"])
     assert window[-1] == ac.parse_size(check["end_message_size"])
     assert check["busbw_factor"] == "(n-1)/n"
-    assert ac.bus_bandwidth_gbps(16.0, 16) == 15.0
+    assert figures.bus_bandwidth_gbps(16.0, 16) == 15.0
 
 
 def test_the_command_runs_on_every_pod_with_a_fixed_world() -> None:

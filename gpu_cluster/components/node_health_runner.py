@@ -50,6 +50,7 @@ from gpu_cluster.facts.kubernetes import GPU_RESOURCE
 from gpu_cluster.plan.health_runner import (
     CHECK_LABEL,
     GPU_CHECK_SCRIPT,
+    HEALTH_RUNNER_MODULES,
     HEALTH_RUNNER_SCRIPT,
     GpuCheckPlan,
     HealthRunnerPlan,
@@ -104,6 +105,7 @@ class NodeHealthRunner(pulumi.ComponentResource):
             labels=own,
             container="runner",
             script=HEALTH_RUNNER_SCRIPT,
+            modules=HEALTH_RUNNER_MODULES,
             env=plan.env(),
             image=plan.image,
             run_as_user=plan.run_as_user,

@@ -46,7 +46,8 @@ class ScriptController:
     ServiceAccount's name) in `namespace` with `env`, in `image`, as `run_as_user` (None: the
     platform assigns one).
     `rules`: its rights in the namespace; `cluster_rules`: cluster-wide ones. `annotations`:
-    the Deployment's (the security scan's exceptions)."""
+    the Deployment's (the security scan's exceptions). `modules`: what the script imports from
+    beside it besides kube_api.py, shipped with it."""
 
     name: str
     namespace: str
@@ -59,6 +60,7 @@ class ScriptController:
     rules: Sequence[PolicyRuleArgs]
     cluster_rules: Sequence[PolicyRuleArgs]
     annotations: dict[str, str]
+    modules: tuple[str, ...] = ()
 
 
 def run_script(
@@ -100,7 +102,8 @@ def run_script(
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster_role, account]),
         ),
     ]
-    scripts = {name: (SCRIPTS_PATH / name).read_text() for name in (c.script, KUBE_API_SCRIPT)}
+    shipped = (c.script, *c.modules, KUBE_API_SCRIPT)
+    scripts = {name: (SCRIPTS_PATH / name).read_text() for name in shipped}
     digest = hashlib.sha256("".join(scripts[k] for k in sorted(scripts)).encode()).hexdigest()
     config_map = k8s.core.v1.ConfigMap(
         f"{prefix}-script",

@@ -38,7 +38,7 @@ from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, 
 from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
-from gpu_cluster.plan.verify import CHECK_SCRIPT, FABRIC_GATE, STORAGE_CHECK, gated
+from gpu_cluster.plan.verify import CHECK_MODULES, CHECK_SCRIPT, FABRIC_GATE, STORAGE_CHECK, gated
 
 # Scripts that run inside the pods (scripts/).
 SHIPPED_SCRIPTS = (
@@ -50,6 +50,7 @@ SHIPPED_SCRIPTS = (
     "rdma-sysfs.sh",
     "gdr-path.sh",
     "launch-stop.sh",
+    "launch-status.sh",
 )
 
 
@@ -63,7 +64,7 @@ def labels(s: Settings) -> dict[str, str]:
 
 def scripts_data(s: Settings) -> dict[str, str]:
     """ConfigMap content: the in-pod scripts plus the files rendered from config."""
-    check = [CHECK_SCRIPT] if s.verify.enabled else []
+    check = [CHECK_SCRIPT, *CHECK_MODULES] if s.verify.enabled else []
     storage = [STORAGE_CHECK] if s.verify.enabled and s.storage.volumes else []
     queued = s.workload.kind == "jobset"
     gates = [ADMISSION_GATE, *([FABRIC_GATE] if s.verify.enabled else [])] if queued else []

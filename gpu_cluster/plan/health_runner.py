@@ -25,6 +25,8 @@ from gpu_cluster.plan.podspec import NodeRequirement
 from gpu_cluster.plan.verify import fabric_check
 
 HEALTH_RUNNER_SCRIPT = "node_health_runner.py"
+# Its decisions, which it imports from beside it.
+HEALTH_RUNNER_MODULES = ("health_check_jobs.py",)
 GPU_CHECK_SCRIPT = "gpu-check.sh"
 # Beyond a check's own time, a check pod's deadline (counted from when the kubelet took it, so
 # the image's pull included) allows this much.

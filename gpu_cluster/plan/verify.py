@@ -11,6 +11,8 @@ from gpu_cluster.plan.launch import Kube, on_every_pod
 from gpu_cluster.plan.netmodes import SCRIPTS_DIR
 
 CHECK_SCRIPT = "allreduce_check.py"
+# The modules it (and STORAGE_CHECK) imports from beside it, shipped with it.
+CHECK_MODULES = ("fabric_figures.py", "nccl_logs.py", "fabric_verdict.py")
 # What a JobSet run's pods start with: the check, then the launcher if it passed.
 FABRIC_GATE = "fabric-gate.sh"
 # Measures each storage.volumes path, then starts what follows it if every threshold was met.

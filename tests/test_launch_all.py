@@ -1,0 +1,290 @@
+"""launch-all.sh (launchCommand, on the user's machine), launch-stop.sh and launch-status.sh
+(in the pods), run for real (bash) against a stand-in `oc` that answers as kubectl does."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_scripts import SCRIPTS, run
+
+LAUNCH_ALL = SCRIPTS / "launch-all.sh"
+LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
+LAUNCH_STATUS = SCRIPTS / "launch-status.sh"
+
+
+@pytest.fixture
+def fake_oc(tmp_path: Path) -> Path:
+    """`oc TARGET... exec -n NS POD -c training -- CMD...` on pretend pods, answering as kubectl
+    does (TARGET must be the flags in the file `target`, `--context ctx` unless a test writes
+    others; any other target is refused, as a missing context is; `get pod` answers the pod's
+    name). Each launch is logged and touches started-<pod>, then ends as rc-<pod> says:
+    - a number (0 if absent): the launcher's exit code, which kubectl exits with;
+    - "hang": waits until launch-stop.sh is exec'd on that pod, then exits 143 as a SIGTERMed
+      torchrun would; "peer": until it is exec'd on any pod (NCCL fails when a peer stops);
+    - "drop": the stream is lost (kubectl's exit 1) while the launcher runs on in the pod for
+      the next two launch-status.sh queries.
+    launch-stop.sh is logged and ends the pod's launcher; with hangs-stop-<pod> it never
+    answers. launch-status.sh is logged and answers 0 (running) or 3."""
+    oc = tmp_path / "oc"
+    oc.write_text(
+        "#!/usr/bin/env bash\n"
+        f"state={tmp_path}\n"
+        'target=""; while [[ $1 == --* ]]; do target+="$1 $2 "; context=$2; shift 2; done\n'
+        'expected=$(cat "$state/target" 2>/dev/null || echo "--context ctx ")\n'
+        '[[ $target == "$expected" ]] ||\n'
+        '  { echo "error: context \\"$context\\" does not exist" >&2; exit 98; }\n'
+        'if [[ $1 == get ]]; then echo "get $*" >>"$state/log"; echo "pod/$4"; exit 0; fi\n'
+        "[[ $1 == exec && $2 == -n && $5 == -c && $6 == training && $7 == -- ]] || exit 99\n"
+        "pod=$4; shift 7\n"
+        "remote_exit() {\n"
+        '  (($1 == 0)) || echo "command terminated with exit code $1" >&2; exit "$1"\n'
+        "}\n"
+        "if [[ $1 == /opt/gpu-cluster/launch-stop.sh ]]; then\n"
+        '  echo "stop $pod" >>"$state/log"\n'
+        "  [[ ! -e $state/hangs-stop-$pod ]] || exec sleep 600\n"
+        '  touch "$state/stop-$pod"; rm -f "$state/running-$pod"; exit 0\n'
+        "fi\n"
+        "if [[ $1 == /opt/gpu-cluster/launch-status.sh ]]; then\n"
+        '  echo "status $pod" >>"$state/log"\n'
+        "  [[ -e $state/running-$pod ]] || remote_exit 3\n"
+        '  left=$(($(cat "$state/running-$pod") - 1))\n'
+        '  if ((left > 0)); then echo "$left" >"$state/running-$pod"\n'
+        '  else rm "$state/running-$pod"; fi\n'
+        "  exit 0\n"
+        "fi\n"
+        'echo "start $pod $*" >>"$state/log"; touch "$state/started-$pod"\n'
+        'rc=$(cat "$state/rc-$pod" 2>/dev/null || echo 0)\n'
+        "case $rc in\n"
+        "  hang) until [[ -e $state/stop-$pod ]]; do sleep 0.05; done; remote_exit 143 ;;\n"
+        '  peer) until compgen -G "$state/stop-*" >/dev/null; do sleep 0.05; done\n'
+        "    remote_exit 134 ;;\n"
+        '  drop) echo 2 >"$state/running-$pod"\n'
+        '    echo "error: lost connection to pod" >&2; exit 1 ;;\n'
+        "esac\n"
+        'remote_exit "$rc"\n'
+    )
+    oc.chmod(0o755)
+    return oc
+
+
+def _as_from_a_terminal() -> None:
+    """SIGINT and SIGQUIT as a terminal's foreground job has them: a test run started as a
+    background job ignores both, and bash cannot trap a signal ignored on entry."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
+def launch_all(
+    oc: Path,
+    nodes: int = 3,
+    target: tuple[str, ...] = ("--context", "ctx"),
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
+    argv = [str(oc), *target, "ns", "train", str(nodes)]
+    argv += ["/opt/gpu-cluster/launch-torchrun.sh", "t.py"]
+    return subprocess.Popen(
+        ["bash", str(LAUNCH_ALL), *argv],
+        # Asked again each second, not 10: the test waits less, nothing else changes.
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LAUNCH_ALL_POLL_SECONDS": "1",
+            **(env or {}),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_as_from_a_terminal,
+    )
+
+
+def log_lines(oc: Path) -> list[str]:
+    """The pods' launches and stops (the look-up before them and status queries aside)."""
+    return sorted(line for line in all_calls(oc) if not line.startswith(("get ", "status ")))
+
+
+def all_calls(oc: Path) -> list[str]:
+    log = oc.parent / "log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_launch_all_starts_every_pod_and_succeeds(fake_oc: Path) -> None:
+    proc = launch_all(fake_oc)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert log_lines(fake_oc) == [
+        f"start train-{i} /opt/gpu-cluster/launch-torchrun.sh t.py" for i in range(3)
+    ]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ("--kubeconfig", "/home/u/.kube/barcelona"),
+        ("--kubeconfig", "/home/u/.kube/barcelona", "--context", "ctx", "--cluster", "c1"),
+    ],
+)
+def test_launch_all_names_the_stacks_kubeconfig_on_every_call(
+    fake_oc: Path, target: tuple[str, ...]
+) -> None:
+    (fake_oc.parent / "target").write_text(" ".join(target) + " \n")
+    proc = launch_all(fake_oc, nodes=2, target=target)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert len(log_lines(fake_oc)) == 2
+
+
+def test_launch_all_returns_the_failing_pods_code_and_stops_the_others(fake_oc: Path) -> None:
+    (fake_oc.parent / "rc-train-0").write_text("hang\n")
+    (fake_oc.parent / "rc-train-2").write_text("hang\n")
+    (fake_oc.parent / "rc-train-1").write_text("3\n")
+    proc = launch_all(fake_oc)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert "train-1 failed (exit 3); stopping the training on every pod" in err
+    assert "first failure: train-1, exit 3" in err
+    assert {f"stop train-{i}" for i in range(3)} <= set(log_lines(fake_oc))
+
+
+def test_a_lost_stream_is_followed_in_the_pod_and_stops_no_training(fake_oc: Path) -> None:
+    """kubectl exits 1 for a dropped stream as for a launcher's own exit 1: the pod says its
+    launcher runs on, so nothing is stopped, and launch-all waits until it has ended there."""
+    (fake_oc.parent / "rc-train-1").write_text("drop\n")
+    proc = launch_all(fake_oc)
+    _, err = proc.communicate(timeout=60)
+    assert "lost the stream to train-1 (exit 1), but its training runs on" in err
+    assert not any(line.startswith("stop ") for line in log_lines(fake_oc)), err
+    # Asked until its launcher had ended (two answers "running", then "not running").
+    assert all_calls(fake_oc).count("status train-1") == 3
+    assert "train-1's training has ended; its exit code is unknown" in err
+    assert proc.returncode == 1
+    assert "no pod failed, but the exit code of train-1 is unknown" in err
+
+
+def test_a_stop_that_never_answers_holds_up_no_other(fake_oc: Path) -> None:
+    """The stop on train-0 hangs (its exec stream never ends); the others are stopped all the
+    same, and train-0's training ends as its peers stop (NCCL fails)."""
+    (fake_oc.parent / "rc-train-0").write_text("peer\n")
+    (fake_oc.parent / "hangs-stop-train-0").touch()
+    (fake_oc.parent / "rc-train-1").write_text("hang\n")
+    (fake_oc.parent / "rc-train-2").write_text("3\n")
+    proc = launch_all(fake_oc, env={"LAUNCH_ALL_STOP_SECONDS": "2"})
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert "train-0: '/opt/gpu-cluster/launch-stop.sh' did not end within 2s" in err
+    assert {"stop train-1", "stop train-2"} <= set(log_lines(fake_oc))
+
+
+def test_launch_all_on_ctrl_c_stops_the_remote_training(fake_oc: Path) -> None:
+    for i in range(2):
+        (fake_oc.parent / f"rc-train-{i}").write_text("hang\n")
+    proc = launch_all(fake_oc, nodes=2)
+    started = [fake_oc.parent / f"started-train-{i}" for i in range(2)]
+    for _ in range(1200):  # readiness, not timing: wait until both pods have started
+        if all(p.exists() for p in started):
+            break
+        subprocess.run(["sleep", "0.05"], check=True)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted; stopping the training on every pod" in err
+    assert {"stop train-0", "stop train-1"} <= set(log_lines(fake_oc))
+
+
+def test_launch_all_without_its_cli_or_cluster_says_so_once_and_starts_nothing(
+    fake_oc: Path,
+) -> None:
+    """No pod is reported failed, and no training stopped, for what is wrong on this side."""
+    bare = {"PATH": "/usr/bin:/bin"}
+    argv = ("oc-not-installed", "--context", "ctx", "ns", "train", "2", "/x", "t")
+    missing = run(LAUNCH_ALL, bare, *argv)
+    assert missing.returncode == 127
+    assert missing.stderr == (
+        "launch-all: oc-not-installed is not installed or not on PATH; nothing was started\n"
+    )
+    unknown = run(LAUNCH_ALL, {}, str(fake_oc), "--context", "gone", "ns", "train", "2", "/x", "t")
+    assert unknown.returncode == 98
+    assert unknown.stderr == (
+        "launch-all: cannot reach pod train-0 in namespace ns (--context gone): error: context "
+        '"gone" does not exist; nothing was started. Check that context; on GKE run the command '
+        "`pulumi stack output getCredentialsCommand` prints\n"
+    )
+    assert log_lines(fake_oc) == []
+
+
+def test_launch_all_usage(fake_oc: Path) -> None:
+    result = run(LAUNCH_ALL, {}, str(fake_oc), "--context", "ctx", "ns", "train", "0", "/x", "t")
+    assert result.returncode == 2 and "NODES='0'" in result.stderr
+    assert run(LAUNCH_ALL, {}, "oc").returncode == 2
+    # No context or kubeconfig file, an empty one, or a cluster alone: refused, never the
+    # current context.
+    for target in ([], ["--context", ""], ["--kubeconfig", ""], ["--cluster", "c1"]):
+        result = run(LAUNCH_ALL, {}, str(fake_oc), *target, "ns", "train", "1", "/x", "t")
+        assert result.returncode == 2 and "usage" in result.stderr
+    assert log_lines(fake_oc) == []
+
+
+def test_launch_stop_terms_the_recorded_launcher(tmp_path: Path) -> None:
+    # A stand-in trainer that, like torchrun, exits on SIGTERM; the launcher recorded its PID.
+    trainer = subprocess.Popen(
+        ["bash", "-c", "trap 'exit 143' TERM; echo ready; while :; do sleep 0.05; done"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert trainer.stdout is not None and trainer.stdout.readline() == "ready\n"
+    pid_file = tmp_path / "launch.pid"
+    pid_file.write_text(f"{trainer.pid} {_start_time(trainer.pid)}\n")
+    result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(pid_file)})
+    assert result.returncode == 0, result.stderr
+    assert f"stopping training (pid {trainer.pid})" in result.stdout
+    assert trainer.wait(timeout=60) == 143
+
+
+def _start_time(pid: int) -> str:
+    """Field 22 of /proc/<pid>/stat (proc(5)), as the launchers record it."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+
+
+def test_launch_stop_leaves_a_process_that_reuses_the_recorded_pid(tmp_path: Path) -> None:
+    # The file names a live process, but one that started at another time than the launcher
+    # that wrote it: the kernel reused the PID, and that process is not ours to stop.
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        started = int(_start_time(bystander.pid))
+        pid_file = tmp_path / "launch.pid"
+        pid_file.write_text(f"{bystander.pid} {started + 1}\n")
+        result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(pid_file)})
+        assert result.returncode == 0, result.stderr
+        assert f"pid {bystander.pid} is another process now" in result.stdout
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_launch_stop_with_nothing_running(tmp_path: Path) -> None:
+    result = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(tmp_path / "absent.pid")})
+    assert result.returncode == 0 and "no training running" in result.stdout
+
+
+def test_launch_status_says_whether_the_recorded_launcher_runs(tmp_path: Path) -> None:
+    pid_file = tmp_path / "launch.pid"
+    env = {"LAUNCH_PID_FILE": str(pid_file)}
+    trainer = subprocess.Popen(["sleep", "60"])
+    try:
+        pid_file.write_text(f"{trainer.pid} {_start_time(trainer.pid)}\n")
+        running = run(LAUNCH_STATUS, env)
+        assert (running.returncode, running.stdout) == (
+            0,
+            f"launch-status: running (pid {trainer.pid})\n",
+        )
+    finally:
+        trainer.kill()
+        trainer.wait()
+    ended = run(LAUNCH_STATUS, env)
+    assert (ended.returncode, ended.stdout) == (3, "launch-status: not running\n")
+    assert run(LAUNCH_STATUS, {"LAUNCH_PID_FILE": str(tmp_path / "absent")}).returncode == 3
