@@ -59,8 +59,9 @@ fi
 
 # A diagnostic runs in the host engine, not in dcgmi: on SIGTERM (the pod's deadline, a
 # deletion) dcgmi is told to stop it there (dcgmi/Diag.cpp stops the diag on a signal).
-child=""
-trap 'if [ -n "$child" ]; then kill -TERM "$child"; wait "$child"; fi
+# The diagnostic is this shell's only job: asked by `jobs -p`, a signal that lands between its
+# start and the line after (where `$!` would be saved) still reaches it.
+trap 'jobs -p | xargs -r kill -TERM; wait
   finish "$NOT_RUN" "stopped (SIGTERM) before DCGM had judged the GPUs"' TERM INT
 
 # Ready once it answers; which GPUs it found is the diagnostics' to judge.
@@ -81,10 +82,8 @@ fi
 
 timeout --signal=TERM "${DIAG_TIMEOUT_SECONDS:-1800}" \
   dcgmi diag "${dcgmi_host[@]}" --run "$level" -j > "$dir/diag.json" 2> "$dir/diag.err" &
-child=$!
-wait "$child"
+wait $!
 status=$?
-child=""
 cat "$dir/diag.json" "$dir/diag.err"
 # Every number after one of the two keys, wherever jsoncpp breaks its lines.
 values_of() {

@@ -261,10 +261,11 @@ def stand_ins(
     (tmp_path / "diag-output").write_text(diag_output)
     (bin_dir / "dcgmi").write_text(
         "#!/bin/bash\n"
+        # As dcgmi does on a signal: stop the diagnostic in the host engine, then end. Set
+        # before the call is logged: a test that signals once it sees the call must not race it.
+        'trap \'echo "dcgmi stopped" >> "$CHECK_DIR/calls"; exit 130\' TERM\n'
         'echo "dcgmi $*" >> "$CHECK_DIR/calls"\n'
         f'if [ "$1" = discovery ]; then {discovery}; fi\n'
-        # As dcgmi does on a signal: stop the diagnostic in the host engine, then end.
-        'trap \'echo "dcgmi stopped" >> "$CHECK_DIR/calls"; exit 130\' TERM\n'
         f"for _ in $(seq {diag_sleep}); do sleep 1; done\n"
         f'cat "{tmp_path / "diag-output"}"\n'
         f"exit {diag_status}\n"
