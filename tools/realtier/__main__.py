@@ -11,6 +11,7 @@ import sys
 import threading
 
 from tools.realtier.build import build, log_to_stderr
+from tools.realtier.images import build_images
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
 
     tools = build(log_to_stderr)
     if args.command == "build":
+        # The real nodes' images (their sandbox and the tests'), built with host tools.
+        build_images(log_to_stderr)
         for directory in tools.bin_dirs:
             print(directory)
         return 0

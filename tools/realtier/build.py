@@ -72,6 +72,10 @@ HELM_VERSION = "v3.20.2"
 PROVIDER_VERSION = "v4.25.0"
 PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
+# github.com/containernetworking/plugins v1.10.0: the newest CNI plugins release the proxy serves.
+CNI_PLUGINS_VERSION = "v1.10.0"
+# github.com/coredns/coredns v1.15.0: the newest CoreDNS release the module proxy serves.
+COREDNS_VERSION = "v1.15.0"
 
 
 def _kubernetes_version_flags() -> tuple[str, ...]:
@@ -149,6 +153,8 @@ FAMILIES: tuple[Family, ...] = (
             "k8s.io/kubernetes/cmd/kube-scheduler",
             # The exported commands run for real against the control plane.
             "k8s.io/kubernetes/cmd/kubectl",
+            # The real nodes' node agent (realnodes.py).
+            "k8s.io/kubernetes/cmd/kubelet",
         ),
         ldflags=_kubernetes_version_flags(),
     ),
@@ -196,6 +202,22 @@ FAMILIES: tuple[Family, ...] = (
             "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
         ),
     ),
+    # The real nodes' pod network: the plugins the bridge network runs, each stamped as upstream's
+    # release stamps it (pkg/utils/buildversion).
+    Family(
+        "cni",
+        CNI_PLUGINS_VERSION,
+        tuple(
+            f"github.com/containernetworking/plugins/plugins/{p}"
+            for p in ("main/bridge", "main/loopback", "ipam/host-local", "meta/portmap")
+        ),
+        ldflags=(
+            "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion="
+            + CNI_PLUGINS_VERSION,
+        ),
+    ),
+    # The real nodes' cluster DNS, with the tier's main (go/coredns/cmd/coredns/main.go says why).
+    Family("coredns", COREDNS_VERSION, ("gpu-cluster/realtier/coredns/cmd/coredns",)),
     # etcd's main package is the server module's root: go names the binary `server`.
     Family("etcd", ETCD_VERSION, ("go.etcd.io/etcd/server/v3",), renames=(("server", "etcd"),)),
 )
