@@ -396,15 +396,16 @@ def data_dir() -> Path:
     return cache_root() / f"data-{_digest(f'{f.module}@{f.version}/{f.path}' for f in files)}"
 
 
-def locate(go_version: str | None = None) -> Tools | None:
-    """The built tools, or None when any is missing or no Go is on PATH to say which build is
-    this one's (never builds: tests must not)."""
+def locate(go_version: str | None = None, families: Iterable[str] | None = None) -> Tools | None:
+    """The built tools (of `families` only, when named), or None when any is missing or no Go is
+    on PATH to say which build is this one's (never builds: tests must not)."""
     if go_version is None and shutil.which("go") is None:
         return None
     version = go_version or _go_version()
-    if not (all(_built(f, version) for f in FAMILIES) and _data_present(data_dir())):
+    wanted = FAMILIES if families is None else [f for f in FAMILIES if f.name in set(families)]
+    if not (all(_built(f, version) for f in wanted) and _data_present(data_dir())):
         return None
-    return Tools(tuple(family_dir(f, version) / "bin" for f in FAMILIES), data_dir())
+    return Tools(tuple(family_dir(f, version) / "bin" for f in wanted), data_dir())
 
 
 def _built(family: Family, go_version: str) -> bool:

@@ -22,6 +22,7 @@ import json
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -97,7 +98,8 @@ class RealNodes:
     specs: Sequence[NodeSpec]
     images: Sequence[ImageArchive]
     sandbox_image: ImageArchive
-    workdir: Path
+    # Short (containerd's socket path must fit a socket address, 108 bytes).
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rn-")))
     log: Callable[[str], None] = lambda _message: None
     _nodes: list[_Node] = field(default_factory=list)
 
