@@ -34,6 +34,8 @@ UPSTREAM_MODULE = {
     "kueue": "sigs.k8s.io/kueue",
     "helm": "helm.sh/helm/v3",
     "provider": PROVIDER_MODULE,
+    "cni": "github.com/containernetworking/plugins",
+    "coredns": "github.com/coredns/coredns",
 }
 # Families whose module has no tag of the release: the pseudo-version of the release's commit.
 MODULE_VERSION = {"provider": PROVIDER_MODULE_VERSION}

@@ -7,6 +7,7 @@ builds. Without them these tests skip, except in CI (CI=true), where a missing t
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,10 @@ from tools.realtier.build import Tools, locate
 from tools.realtier.charts import chart_crds
 from tools.realtier.controllers import start_controllers
 from tools.realtier.controlplane import ControlPlane
+from tools.realtier.images import NodeImages, locate_images
 from tools.realtier.kube import Kube, install_crd_objects, install_crds
+from tools.realtier.nodenet import NodeNetwork
+from tools.realtier.realnodes import NodeSpec, RealNodes
 
 
 @dataclass(frozen=True)
@@ -36,13 +40,87 @@ class Cluster:
 def tools() -> Tools:
     found = locate()
     if found is None:
-        message = (
+        _missing(
             "real-tier tools not built (or no Go on PATH): run `python -m tools.realtier build`"
         )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    assert found is not None
     return found
+
+
+def _missing(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+# What the real nodes' tests run: a control plane (etcd, Kubernetes, kwok) and the nodes' tools.
+REAL_NODE_FAMILIES = ("kubernetes", "etcd", "kwok", "cni", "coredns")
+
+
+@pytest.fixture(scope="session")
+def node_tools() -> Tools:
+    """The tools the real nodes' tests run (not the engine's or the queue controllers')."""
+    found = locate(families=REAL_NODE_FAMILIES)
+    if found is None:
+        _missing(
+            "real-node tools not built (or no Go on PATH): run `python -m tools.realtier build`"
+        )
+    assert found is not None
+    return found
+
+
+@pytest.fixture(scope="session")
+def node_images(node_tools: Tools) -> NodeImages:
+    """The real nodes' images, and what running them needs on the host (root, containerd)."""
+    missing = [c for c in ("containerd", "runc", "ctr", "nsenter") if shutil.which(c) is None]
+    if missing or os.geteuid() != 0:
+        _missing(f"real nodes need root and {', '.join(missing) or 'containerd'} (.ci/run)")
+    found = locate_images()
+    if found is None:
+        _missing("real-node images not built: run `python -m tools.realtier build`")
+    assert found is not None
+    return found
+
+
+@dataclass(frozen=True)
+class RealCluster(Cluster):
+    nodes: RealNodes
+    images: NodeImages
+
+
+# Two nodes, each advertising GPUs as a GPU node's device plugin would (the resource NVIDIA's
+# device plugin registers): pods that ask for them schedule as on a cluster.
+REAL_NODES = tuple(
+    NodeSpec(f"real-node-{i}", extended_resources={"nvidia.com/gpu": "8"}) for i in range(2)
+)
+
+
+@pytest.fixture
+def real_cluster(
+    node_tools: Tools, node_images: NodeImages, tmp_path: Path
+) -> Iterator[RealCluster]:
+    """A control plane on the nodes' LAN with two real nodes (containerd, kubelet, CNI bridge,
+    each in its own network namespace) and cluster DNS; all removed afterwards."""
+    network = NodeNetwork.claim(len(REAL_NODES))
+    try:
+        network.up()
+        plane = ControlPlane(
+            node_tools, workdir=tmp_path / "control-plane", address=network.gateway
+        )
+        with plane:
+            kube = Kube(plane.kubeconfig)
+            nodes = RealNodes(
+                node_tools,
+                plane,
+                network,
+                REAL_NODES,
+                images=(node_images.test,),
+                sandbox_image=node_images.pause,
+            )
+            with nodes:
+                yield RealCluster(plane, kube, node_tools, nodes, node_images)
+    finally:
+        network.down()
 
 
 @pytest.fixture

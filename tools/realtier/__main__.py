@@ -11,6 +11,7 @@ import sys
 import threading
 
 from tools.realtier.build import build, log_to_stderr
+from tools.realtier.images import build_images
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,10 +23,19 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument(
         "--controllers", action="store_true", help="also run Kueue and JobSet with their webhooks"
     )
+    up.add_argument(
+        "--real-nodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also start N real nodes (kubelet, containerd, CNI, cluster DNS; needs root)",
+    )
     args = parser.parse_args(argv)
 
     tools = build(log_to_stderr)
     if args.command == "build":
+        # The real nodes' images (their sandbox and the tests'), built with host tools.
+        build_images(log_to_stderr)
         for directory in tools.bin_dirs:
             print(directory)
         return 0
@@ -33,9 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     from tools.realtier.controllers import start_controllers
     from tools.realtier.controlplane import ControlPlane
     from tools.realtier.kube import Kube, install_crds
+    from tools.realtier.nodenet import NodeNetwork
+    from tools.realtier.realnodes import NodeSpec, RealNodes
     from tools.realtier.stacks import fake_nodes
 
-    plane = ControlPlane(tools, log_to_stderr)
+    images = build_images(log_to_stderr) if args.real_nodes else None
+    network = NodeNetwork.claim(args.real_nodes) if images else None
+    if network:
+        network.up()
+    plane = ControlPlane(tools, log_to_stderr, address=network.gateway if network else "127.0.0.1")
+    nodes: RealNodes | None = None
     plane.start()
     try:
         kube = Kube(plane.kubeconfig)
@@ -45,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.stack:
             for node in fake_nodes(args.stack):
                 kube.create(node.manifest())
+        if network and images:
+            specs = [NodeSpec(f"real-node-{i}") for i in range(args.real_nodes)]
+            nodes = RealNodes(tools, plane, network, specs, (images.test,), images.pause)
+            nodes.log = log_to_stderr
+            nodes.start()
+            log_to_stderr(f"the real nodes hold the test image {images.test.name}")
         log_to_stderr(f"ready: export KUBECONFIG={plane.kubeconfig}  (Ctrl-C stops and removes it)")
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -52,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         while not stop.wait(1):  # a timed wait, so the handlers get to run
             pass
     finally:
+        if nodes:
+            nodes.stop()
         plane.stop()
+        if network:
+            network.down()
     return 0
 
 

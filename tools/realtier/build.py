@@ -72,6 +72,10 @@ HELM_VERSION = "v3.20.2"
 PROVIDER_VERSION = "v4.25.0"
 PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
+# github.com/containernetworking/plugins v1.10.0: the newest CNI plugins release the proxy serves.
+CNI_PLUGINS_VERSION = "v1.10.0"
+# github.com/coredns/coredns v1.15.0: the newest CoreDNS release the module proxy serves.
+COREDNS_VERSION = "v1.15.0"
 
 
 def _kubernetes_version_flags() -> tuple[str, ...]:
@@ -149,6 +153,8 @@ FAMILIES: tuple[Family, ...] = (
             "k8s.io/kubernetes/cmd/kube-scheduler",
             # The exported commands run for real against the control plane.
             "k8s.io/kubernetes/cmd/kubectl",
+            # The real nodes' node agent (realnodes.py).
+            "k8s.io/kubernetes/cmd/kubelet",
         ),
         ldflags=_kubernetes_version_flags(),
     ),
@@ -196,6 +202,22 @@ FAMILIES: tuple[Family, ...] = (
             "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
         ),
     ),
+    # The real nodes' pod network: the plugins the bridge network runs, each stamped as upstream's
+    # release stamps it (pkg/utils/buildversion).
+    Family(
+        "cni",
+        CNI_PLUGINS_VERSION,
+        tuple(
+            f"github.com/containernetworking/plugins/plugins/{p}"
+            for p in ("main/bridge", "main/loopback", "ipam/host-local", "meta/portmap")
+        ),
+        ldflags=(
+            "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion="
+            + CNI_PLUGINS_VERSION,
+        ),
+    ),
+    # The real nodes' cluster DNS, with the tier's main (go/coredns/cmd/coredns/main.go says why).
+    Family("coredns", COREDNS_VERSION, ("gpu-cluster/realtier/coredns/cmd/coredns",)),
     # etcd's main package is the server module's root: go names the binary `server`.
     Family("etcd", ETCD_VERSION, ("go.etcd.io/etcd/server/v3",), renames=(("server", "etcd"),)),
 )
@@ -374,15 +396,16 @@ def data_dir() -> Path:
     return cache_root() / f"data-{_digest(f'{f.module}@{f.version}/{f.path}' for f in files)}"
 
 
-def locate(go_version: str | None = None) -> Tools | None:
-    """The built tools, or None when any is missing or no Go is on PATH to say which build is
-    this one's (never builds: tests must not)."""
+def locate(go_version: str | None = None, families: Iterable[str] | None = None) -> Tools | None:
+    """The built tools (of `families` only, when named), or None when any is missing or no Go is
+    on PATH to say which build is this one's (never builds: tests must not)."""
     if go_version is None and shutil.which("go") is None:
         return None
     version = go_version or _go_version()
-    if not (all(_built(f, version) for f in FAMILIES) and _data_present(data_dir())):
+    wanted = FAMILIES if families is None else [f for f in FAMILIES if f.name in set(families)]
+    if not (all(_built(f, version) for f in wanted) and _data_present(data_dir())):
         return None
-    return Tools(tuple(family_dir(f, version) / "bin" for f in FAMILIES), data_dir())
+    return Tools(tuple(family_dir(f, version) / "bin" for f in wanted), data_dir())
 
 
 def _built(family: Family, go_version: str) -> bool:

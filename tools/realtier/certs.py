@@ -107,9 +107,10 @@ class CertificateAuthority:
         organizations: tuple[str, ...] = (),
         server: bool = False,
         dns_names: tuple[str, ...] = (),
+        ip_addresses: tuple[str, ...] = (),
     ) -> Pair:
-        """A leaf pair: a client (CN = user, O = groups) or a server for localhost/127.0.0.1
-        and `dns_names`."""
+        """A leaf pair: a client (CN = user, O = groups) or a server for localhost/127.0.0.1,
+        `dns_names` and `ip_addresses`."""
         key = ec.generate_private_key(ec.SECP256R1())
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
@@ -135,7 +136,10 @@ class CertificateAuthority:
                     [
                         x509.DNSName("localhost"),
                         *(x509.DNSName(n) for n in dns_names),
-                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                        *(
+                            x509.IPAddress(ipaddress.ip_address(a))
+                            for a in ("127.0.0.1", *ip_addresses)
+                        ),
                     ]
                 ),
                 critical=False,

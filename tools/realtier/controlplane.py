@@ -74,7 +74,12 @@ class ControlPlane:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="realtier-")))
     # kwok's stages when not all of `tools.kwok_stages` (without pod-complete, Job pods run on).
     kwok_stages: tuple[Path, ...] | None = None
+    # Where the API server listens: loopback, or an address real nodes in their own network
+    # namespaces reach (tools/realtier/realnodes.py); the other components stay on loopback.
+    address: str = "127.0.0.1"
     _processes: list[_Process] = field(default_factory=list)
+    # The per-run CA (set by `start()`): real nodes get their kubelets' pairs from it.
+    ca: CertificateAuthority = field(init=False)
 
     @property
     def kubeconfig(self) -> Path:
@@ -105,7 +110,8 @@ class ControlPlane:
         pki = self.workdir / "pki"
         pki.mkdir(parents=True)
         ca = CertificateAuthority(pki)
-        serving = ca.issue("apiserver", "localhost", server=True)
+        self.ca = ca
+        serving = ca.issue("apiserver", "localhost", server=True, ip_addresses=(self.address,))
         # kwok's server stands in for the kubelets' API (logs), on the port the nodes publish.
         kubelet_serving = ca.issue("kwok", "localhost", server=True)
         admin = ca.issue("admin", "realtier-admin", organizations=("system:masters",))
@@ -128,14 +134,14 @@ class ControlPlane:
         self.wait_http("etcd", f"http://127.0.0.1:{etcd_port}/health")
 
         api_port = free_port()
-        server = f"https://127.0.0.1:{api_port}"
+        server = f"https://{self.address}:{api_port}"
         self.spawn(
             "kube-apiserver",
             [
                 str(self.tools.binary("kube-apiserver")),
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
                 f"--secure-port={api_port}",
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
@@ -143,6 +149,9 @@ class ControlPlane:
                 f"--kubelet-certificate-authority={ca.cert_path}",
                 f"--kubelet-client-certificate={admin.cert}",
                 f"--kubelet-client-key={admin.key}",
+                # A real node's hostname resolves nowhere: its InternalIP first, as kubeadm sets
+                # it (cmd/kubeadm/app/phases/controlplane/manifests.go).
+                "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
                 "--authorization-mode=RBAC",
                 "--service-cluster-ip-range=10.96.0.0/16",
                 f"--service-account-issuer={server}",

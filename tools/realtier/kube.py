@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import yaml
 from kubernetes import config as kube_config  # type: ignore[import-untyped]
+from kubernetes.client import CoreV1Api  # type: ignore[import-untyped]
 from kubernetes.dynamic import DynamicClient  # type: ignore[import-untyped]
 from kubernetes.dynamic.exceptions import (  # type: ignore[import-untyped]
     ApiException,
@@ -123,6 +124,11 @@ class Kube:
             .to_dict()
         )
         return patched
+
+    def pod_log(self, name: str, namespace: str) -> str:
+        """What the pod's container printed, as `kubectl logs` reads it: the API server asks the
+        pod's kubelet (a kwok node's stand-in serves a file instead)."""
+        return str(CoreV1Api(self._api).read_namespaced_pod_log(name, namespace))
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         with contextlib.suppress(NotFoundError):

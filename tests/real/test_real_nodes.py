@@ -1,0 +1,212 @@
+"""Pods that really run, on real nodes (tools/realtier/realnodes.py): a kubelet and containerd
+per node, each node in its own network namespace, the CNI bridge, CoreDNS as cluster DNS.
+
+What a kwok node cannot show: a container's command runs and its output comes back through the
+API server from the kubelet; two pods of a StatefulSet on two nodes find each other by the
+`<pod>.<service>` names torchrun rendezvouses on and exchange bytes across the node boundary;
+the stack's security context is enforced by the runtime and the kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import pytest
+
+from tests.real.conftest import REAL_NODES, RealCluster
+from tools.realtier.kube import Kube, describe, wait_for
+from tools.realtier.stacks import render
+
+pytestmark = pytest.mark.real
+
+NAMESPACE = "real-nodes"
+# A TCP port the peers serve on (any unprivileged port).
+PEER_PORT = 7000
+
+
+def _namespace(kube: Kube) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+
+
+def _pod_phase(kube: Kube, name: str, phases: tuple[str, ...]) -> dict[str, Any] | None:
+    if not kube.exists("v1", "Pod", name, NAMESPACE):  # a controller's pod, not yet created
+        return None
+    pod = kube.get("v1", "Pod", name, NAMESPACE)
+    return pod if pod.get("status", {}).get("phase") in phases else None
+
+
+def _finished(cluster: RealCluster, name: str) -> dict[str, Any]:
+    return wait_for(
+        f"pod {name} to finish",
+        functools.partial(_pod_phase, cluster.kube, name, ("Succeeded", "Failed")),
+        explain=lambda: describe(cluster.kube, NAMESPACE) + cluster.nodes.log_tail(0, "kubelet"),
+    )
+
+
+def _pod(name: str, command: list[str], image: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": image, "command": command}],
+            **spec,
+        },
+    }
+
+
+def test_a_pod_runs_its_command_on_a_real_node(real_cluster: RealCluster) -> None:
+    """Scheduled by the GPUs the node advertises (an extended resource), run by containerd, its
+    output read back as `kubectl logs` reads it (API server -> kubelet -> container log)."""
+    kube = real_cluster.kube
+    _namespace(kube)
+    pod = _pod(
+        "hello",
+        [
+            "python3",
+            "-c",
+            "import platform, socket; print('ran on', socket.gethostname(), "
+            "'python', platform.python_version())",
+        ],
+        real_cluster.images.test.name,
+    )
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    kube.create(pod)
+    finished = _finished(real_cluster, "hello")
+
+    assert finished["status"]["phase"] == "Succeeded", finished["status"]
+    assert finished["spec"]["nodeName"] in {n.name for n in REAL_NODES}
+    log = kube.pod_log("hello", NAMESPACE)
+    assert re.fullmatch(r"ran on hello python 3\.\d+\.\d+\n", log), log
+
+
+# Each peer serves on PEER_PORT, then resolves the other's `<pod>.<service>` name, sends it a
+# greeting and prints the answer; it stops at SIGTERM and gives up after two minutes.
+PEER_SCRIPT = f"""
+import os, signal, socket, sys, threading, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+me = socket.gethostname()
+base, ordinal = me.rsplit("-", 1)
+peer = f"{{base}}-{{1 - int(ordinal)}}.{{os.environ['SERVICE']}}"
+server = socket.create_server(("0.0.0.0", {PEER_PORT}))
+def serve():
+    while True:
+        conn, _ = server.accept()
+        with conn:
+            conn.settimeout(10)
+            conn.sendall(conn.recv(1024) + f" answered by {{me}}".encode())
+threading.Thread(target=serve, daemon=True).start()
+deadline = time.monotonic() + 120
+while True:
+    try:
+        address = socket.gethostbyname(peer)
+        with socket.create_connection((address, {PEER_PORT}), timeout=5) as conn:
+            conn.settimeout(10)
+            conn.sendall(f"hello from {{me}}".encode())
+            print(f"{{peer}} at {{address}}: {{conn.recv(1024).decode()}}", flush=True)
+        break
+    except OSError as error:
+        if time.monotonic() > deadline:
+            sys.exit(f"gave up on {{peer}}: {{error}}")
+        time.sleep(1)
+signal.pause()
+"""
+
+
+def test_statefulset_peers_on_two_nodes_reach_each_other_by_name(
+    real_cluster: RealCluster,
+) -> None:
+    """As the stack's training pods: a StatefulSet behind a headless Service, one pod per GPU
+    node (each asks for all of a node's GPUs); each resolves `<peer>.<service>` through cluster
+    DNS and the bytes cross from one node's network namespace into the other's."""
+    kube = real_cluster.kube
+    _namespace(kube)
+    labels = {"app": "peers"}
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "peers", "namespace": NAMESPACE},
+            "spec": {"clusterIP": "None", "selector": labels, "ports": [{"port": PEER_PORT}]},
+        }
+    )
+    gpus = REAL_NODES[0].extended_resources["nvidia.com/gpu"]
+    container = {
+        "name": "peer",
+        "image": real_cluster.images.test.name,
+        "command": ["python3", "-c", PEER_SCRIPT],
+        "env": [{"name": "SERVICE", "value": "peers"}],
+        "resources": {"limits": {"nvidia.com/gpu": gpus}},
+    }
+    kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "rank", "namespace": NAMESPACE},
+            "spec": {
+                "serviceName": "peers",
+                "replicas": 2,
+                "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+            },
+        }
+    )
+
+    def greeted() -> dict[str, str] | None:
+        logs = {}
+        for name in ("rank-0", "rank-1"):
+            if _pod_phase(kube, name, ("Running",)) is None:
+                return None
+            logs[name] = kube.pod_log(name, NAMESPACE)
+        return logs if all(logs.values()) else None
+
+    logs = wait_for(
+        "both peers to greet each other",
+        greeted,
+        explain=lambda: describe(kube, NAMESPACE) + real_cluster.nodes.log_tail(0, "kubelet"),
+    )
+    pods = {name: kube.get("v1", "Pod", name, NAMESPACE) for name in logs}
+    assert pods["rank-0"]["spec"]["nodeName"] != pods["rank-1"]["spec"]["nodeName"]
+    for me, peer in (("rank-0", "rank-1"), ("rank-1", "rank-0")):
+        peer_ip = pods[peer]["status"]["podIP"]
+        assert logs[me] == f"{peer}.peers at {peer_ip}: hello from {me} answered by {peer}\n"
+
+
+def test_the_stacks_security_context_is_enforced(real_cluster: RealCluster) -> None:
+    """nerc-production's training pod and container security context, with the UID OpenShift's
+    restricted-v2 SCC assigns (MustRunAsRange: the first of the namespace's
+    openshift.io/sa.scc.uid-range, 1000650000/10000 on a fresh project): the container starts,
+    runs as that user with no capabilities, no new privileges and the runtime's seccomp filter."""
+    (statefulset,) = render("nerc-production").of_kind("StatefulSet")
+    template = statefulset["spec"]["template"]["spec"]
+    training = next(c for c in template["containers"] if c["name"] == "training")
+    uid = 1000650000
+    kube = real_cluster.kube
+    _namespace(kube)
+    pod = _pod(
+        "confined",
+        ["sh", "-c", "id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status"],
+        real_cluster.images.test.name,
+        securityContext={**template["securityContext"], "runAsUser": uid},
+    )
+    pod["spec"]["containers"][0]["securityContext"] = training["securityContext"]
+    kube.create(pod)
+    finished = _finished(real_cluster, "confined")
+
+    assert finished["status"]["phase"] == "Succeeded", finished["status"]
+    lines = kube.pod_log("confined", NAMESPACE).split()
+    # /proc/self/status (proc(5)): effective capabilities as a mask, 1 when no_new_privs is set,
+    # 2 for a seccomp filter.
+    assert lines == [
+        str(uid),
+        "CapEff:",
+        "0000000000000000",
+        "NoNewPrivs:",
+        "1",
+        "Seccomp:",
+        "2",
+    ], lines
