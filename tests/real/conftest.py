@@ -6,7 +6,6 @@ builds. Without them these tests skip, except in CI (CI=true), where a missing t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
+from tests.prerequisites import unavailable
 from tools.realtier.build import Tools, locate
 from tools.realtier.charts import chart_crds
 from tools.realtier.controllers import start_controllers
@@ -39,9 +39,7 @@ def tools() -> Tools:
         message = (
             "real-tier tools not built (or no Go on PATH): run `python -m tools.realtier build`"
         )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(message)
     return found
 
 
