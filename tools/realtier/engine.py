@@ -14,9 +14,10 @@ pack through the language host, or, where there is none, through the `pulumi-ana
 python` plugin on PATH (pulumi/pulumi v3.259.0 pkg/resource/plugin/analyzer_plugin.go
 NewPolicyAnalyzer), which it runs in the pack's directory with the engine's address and `.`. The
 language host is not built here (above), so the engine gets that plugin: the launcher pulumi
-shipped as sdk/python/dist/pulumi-analyzer-policy-python (`python -u -m pulumi.policy ENGINE
-DIR`), with this interpreter (which has the pack's requirements) in place of the pack's own
-virtualenv. The engine then sends the pack each registration and enforces its verdicts.
+shipped as sdk/python/dist/pulumi-analyzer-policy-python (507db165; `python3 -u -m
+pulumi.policy "$1" "$2"`, gone from v3.259.0's sdk, where the language host starts packs), with
+this interpreter (which has the pack's requirements) in place of the pack's own virtualenv. The
+engine then sends the pack each registration and enforces its verdicts.
 """
 
 from __future__ import annotations
