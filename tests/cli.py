@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.as_of import AS_OF
+from tests.prerequisites import unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the program needs to run: its code, the pod scripts it ships and the project file.
@@ -102,7 +103,7 @@ def as_a_user() -> tuple[str, ...]:
         return ()
     prefix = _unshare("--user")
     if prefix is None:
-        pytest.skip("running as root, and unshare --user is not allowed: modes do not bind root")
+        unavailable("running as root, and unshare --user is not allowed: modes do not bind root")
     return prefix
 
 
@@ -111,7 +112,7 @@ def as_root_of_a_mount_namespace() -> tuple[str, ...]:
     its root; the mounts go with it); skips the test where the machine does not allow one."""
     prefix = _unshare("--user", "--map-root-user", "--mount")
     if prefix is None:
-        pytest.skip("unshare --user --map-root-user --mount is not allowed here")
+        unavailable("unshare --user --map-root-user --mount is not allowed here")
     return prefix
 
 

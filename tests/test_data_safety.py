@@ -4,6 +4,9 @@ place, edits that would strand or delete data stop at preview unless the stack o
 
 What the engine would do is read from two real renders with gpu_cluster.offline.replacements (the
 providers' replacement rules); `protect` on the previous render is what makes the engine refuse.
+Here the claims and the namespace are registered with the options the switches ask for; what
+`pulumi destroy --exclude-protected` then leaves is shown through the real engine
+(tests/real/test_destroy_keeps_data.py).
 """
 
 from __future__ import annotations
@@ -319,41 +322,3 @@ def training_namespaces(run: ProgramRun) -> list[RecordedResource]:
     """The namespaces the claims live in: not those of the Kueue and JobSet controllers a GKE
     JobSet stack installs (they hold no claims; tests/test_queue_controllers.py)."""
     return [n for n in run.of_type(NAMESPACE) if "-queue-controllers-" not in n.name]
-
-
-def kept_by_destroy_excluding_protected(run: ProgramRun) -> set[str]:
-    """URNs `pulumi destroy --exclude-protected` leaves alone: the protected resources and all
-    they depend on, transitively: parent, dependsOn, provider (pulumi/pulumi v3.259.0
-    pkg/cmd/pulumi/operations/destroy.go getProtectedExcludes, resource/graph
-    TransitiveDependenciesOf; step_generator.go getExcludeDependencies)."""
-    by_urn = {r.urn: r for r in run.resources}
-    # The mock engine gives each resource the ID "<name>-id"; options name providers by ID.
-    providers = {
-        f"{r.name}-id": r.urn for r in run.resources if r.type.startswith("pulumi:providers:")
-    }
-    kept: set[str] = set()
-    todo = [r.urn for r in run.resources if r.options["protect"]]
-    while todo:
-        urn = todo.pop()
-        if urn in kept or urn not in by_urn:
-            continue
-        kept.add(urn)
-        r = by_urn[urn]
-        todo += [r.parent, *r.options["dependsOn"], providers.get(r.options["provider"], "")]
-    return kept
-
-
-@pytest.mark.parametrize("stack", STACKS)
-def test_destroy_excluding_protected_keeps_the_claims_and_their_namespace(stack: str) -> None:
-    """docs/contract.md: `pulumi destroy --exclude-protected` keeps the claims and the namespace the
-    program created, whichever switch is off alone; both off, it deletes them."""
-    for switches in switch_settings():
-        run = run_stack(stack, "namespaceMode=create", *switches)
-        kept = kept_by_destroy_excluding_protected(run)
-        gone = [
-            r.type
-            for r in run.of_type(PVC) + training_namespaces(run)
-            if r.urn not in kept and not r.options["retainOnDelete"]
-        ]
-        both_off = all(settings_of(switches)[k] == "false" for k in (RETAIN, PROTECT))
-        assert (set(gone) == {PVC, NAMESPACE}) if both_off else gone == [], switches

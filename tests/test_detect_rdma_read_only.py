@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_sysfs import HCAS, fake_ip, sriov_node
+from tests.prerequisites import unavailable
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # detect-rdma.sh and the file it sources.
@@ -63,7 +64,7 @@ def unshare() -> str:
     found = shutil.which("unshare")
     probe = [found, "--user", "--map-root-user", "--mount", "true"] if found else []
     if not found or subprocess.run(probe, capture_output=True, check=False).returncode != 0:
-        pytest.skip("needs unshare with user namespaces (util-linux) for a read-only /tmp")
+        unavailable("needs unshare with user namespaces (util-linux) for a read-only /tmp")
     return found
 
 

@@ -21,8 +21,8 @@ from gpu_cluster.config.loading import (
 )
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.facts.gpudirect import RELEASES, gke_minor, releases_for
-from gpu_cluster.offline.engine import ProgramRun
+from gpu_cluster.facts.gpudirect import gke_minor, releases_for
+from gpu_cluster.offline.engine import ProgramRun, run_program
 from gpu_cluster.offline.replacements import Step, plan
 from gpu_cluster.offline.stack_files import engine_config
 from gpu_cluster.plan.gke_identity import node_account_id
@@ -696,17 +696,28 @@ def test_tcpxo_pod_names_the_profile_its_directory_and_the_stacks_debug_level() 
         # CEA gpudirect-tcpxo/nccl-test-latest.yaml (992db81).
         "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
     }
-    assert env_of(container(run_stack("gcp-a3", "nccl.debug=INFO")))["NCCL_DEBUG"] == "INFO"
-    assert all("NCCL_DEBUG" not in dict(r.nccl_env) for r in RELEASES.values())
+    # Whatever the release, the pod sets NCCL_DEBUG once, to the stack's level.
+    for stack in ("a3-high", "gcp-a3", "gcp-a4"):
+        env = container(run_stack(stack, "nccl.debug=INFO"))["env"]
+        assert [e["value"] for e in env if e["name"] == "NCCL_DEBUG"] == ["INFO"], stack
 
 
 def test_tcpx_release_follows_the_gke_minor() -> None:
     # The 1.34 boundary: CEA commits 21ed661 and e3ae253 (RxDM v2.0.15 "used in GKE 1.34").
     assert releases_for("tcpx", 33) == ["tcpx-v3.1.9"]
     assert releases_for("tcpx", 34) == releases_for("tcpx", 35) == ["tcpx-v3.1.12"]
-    old, new = RELEASES["tcpx-v3.1.9"], RELEASES["tcpx-v3.1.12"]
-    assert (old.installer_image, old.rxdm_image) == (TCPX_V3_1_9_INSTALLER, TCPX_V3_1_9_RXDM)
-    assert (new.installer_image, new.rxdm_image) == (TCPX_V3_1_12_INSTALLER, TCPX_V3_1_12_RXDM)
+    # a3-high on GKE 1.33 while it was supported, and as shipped (1.35).
+    old = run_program(*engine_config("a3-high", ON_1_33), "a3-high", as_of=BEFORE_1_34)
+    new = run_stack("a3-high")
+    for run, installer, rxdm in (
+        (old, TCPX_V3_1_9_INSTALLER, TCPX_V3_1_9_RXDM),
+        (new, TCPX_V3_1_12_INSTALLER, TCPX_V3_1_12_RXDM),
+    ):
+        assert container(run, "tcpx-daemon")["image"] == rxdm
+        daemons = {d["metadata"]["name"]: d for d in manifests(run, "DaemonSet")}
+        init = daemons["nccl-tcpx-installer"]["spec"]["template"]["spec"]["initContainers"]
+        assert installer in [c["image"] for c in init]
+    old_env, new_env = env_of(container(old)), env_of(container(new))
     # GKE >= 1.34 (COS 125 devmem TCP) drops the old daemon's tuning and the fixed channels:
     # CEA gpudirect-tcpx/nccl-config.yaml sets them at 09a75de, not at 0e5609b (21ed661's message).
     dropped = {
@@ -715,15 +726,9 @@ def test_tcpx_release_follows_the_gke_minor() -> None:
         "NCCL_MAX_NCHANNELS",
         "NCCL_MIN_NCHANNELS",
     }
-    assert dropped <= dict(old.nccl_env).keys() and not dropped & dict(new.nccl_env).keys()
+    assert dropped <= old_env.keys() and not dropped & new_env.keys()
     # CEA gpudirect-tcpx/README.md (98c85a6): NCCL_ALGO=Ring on "Feb 15, 2024", Ring,Tree since.
-    assert (dict(old.nccl_env)["NCCL_ALGO"], dict(new.nccl_env)["NCCL_ALGO"]) == (
-        "Ring",
-        "Ring,Tree",
-    )
-    run = run_stack("a3-high")
-    assert container(run, "tcpx-daemon")["image"] == TCPX_V3_1_12_RXDM
-    assert env_of(container(run))["NCCL_ALGO"] == "Ring,Tree"
+    assert (old_env["NCCL_ALGO"], new_env["NCCL_ALGO"]) == ("Ring", "Ring,Tree")
 
 
 def settings_of(stack: str, *overrides: str) -> Settings:
@@ -745,6 +750,8 @@ def gke_errors(stack: str, as_of: date, *overrides: str) -> str:
 
 ON_1_34 = ("gcp.minMasterVersion=1.34", "kubernetesVersion=1.34")
 ON_1_33 = ("gcp.minMasterVersion=1.33", "kubernetesVersion=1.33")
+# A day GKE 1.33 was in standard support, before the shipped 1.35.
+BEFORE_1_34 = AsOf(date(2026, 7, 1), pinned=True)
 
 
 def test_a_minor_past_end_of_standard_support_is_refused_as_of_the_date() -> None:
@@ -783,7 +790,7 @@ def test_schema_refuses_a_tcpx_release_google_does_not_publish_for_the_gke_minor
     assert "'tcpx-v3.1.9' is published for GKE 1.28-1.33" in errors
     assert "use 'tcpx-v3.1.12'" in errors
     # Before 1.34 the old set is the default (and the new one refused).
-    before = date(2026, 7, 1)
+    before = BEFORE_1_34.day
     assert gke_errors("a3-high", before, *ON_1_33) == ""
     before_1_34 = gpudirect_release(settings_of("a3-high", *ON_1_33))
     assert (before_1_34.installer_image, before_1_34.rxdm_image) == (

@@ -47,6 +47,7 @@ from tests.cli import (
     refused_stack_file,
     tree,
 )
+from tests.prerequisites import unavailable
 from tests.stack_scalars import SCALARS, SET_VALUES, Expected, Refused, Same, stack_file
 
 GOOD = "config:\n  gpu-cluster:platform: openshift\n"
@@ -280,7 +281,7 @@ def shm() -> Iterator[Callable[[], Path]]:
 
     def make() -> Path:
         if not os.access("/dev/shm", os.W_OK):
-            pytest.skip("this machine has no writable /dev/shm")
+            unavailable("this machine has no writable /dev/shm")
         made.append(Path(tempfile.mkdtemp(prefix="gpu-cluster-test.", dir="/dev/shm")))
         return made[-1]
 
@@ -380,7 +381,7 @@ def test_a_mount_point_takes_the_render(tmp_path: Path) -> None:
         check=False,
     )
     if result.returncode == 77:
-        pytest.skip(f"no tmpfs mount in a user namespace here: {result.stderr}")
+        unavailable(f"no tmpfs mount in a user namespace here: {result.stderr}")
     assert result.returncode == 0, result.stderr
     seen = {p.name: p.read_text() for p in (tmp_path / "seen").iterdir()}
     assert seen == {**_barcelona(), "notes.txt": "mine\n"}

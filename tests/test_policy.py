@@ -9,7 +9,9 @@ Each resource reaches the policies as the engine sends it: an `AnalyzeRequest` w
 as a protobuf Struct (so numbers arrive as floats) and the options `marshalResourceOptions` fills,
 which pulumi-policy's own analyzer servicer deserializes and runs the pack on, in process here and
 over gRPC in the last tests. Those options carry no retainOnDelete; the PersistentVolumeClaim rule
-reads the retention mark the program puts on each claim instead.
+reads the retention mark the program puts on each claim instead. tests/real/test_policy_pack.py
+runs the pack under the real engine (`pulumi preview --policy-pack policy`), which builds the
+requests itself.
 """
 
 from __future__ import annotations

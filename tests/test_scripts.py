@@ -35,6 +35,7 @@ from tests.fake_sysfs import (
     sriov_node,
     sriov_table,
 )
+from tests.prerequisites import unavailable
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 DETECT = SCRIPTS / "detect-rdma.sh"
@@ -384,7 +385,7 @@ def test_proc_net_gives_this_hosts_addresses_as_iproute2_does() -> None:
     # The real kernel's tables, not fakes: every interface but lo (whose route lives only in the
     # local table, and which is never an RDMA interface).
     if shutil.which("ip") is None:
-        pytest.skip("iproute2 is not installed here")
+        unavailable("iproute2 is not installed here")
     compare = (
         'SYSFS_ROOT=/sys; . "$1"; for dev in /sys/class/net/*; do dev=${dev##*/}; '
         '[[ $dev == lo ]] && continue; echo "$dev ip=$(iface_ipv4s "$dev") '

@@ -37,7 +37,7 @@ from gpu_cluster.offline.render import FILES, read_render, render
 from gpu_cluster.offline.secret_digest import MARKER as SECRET_MARKER
 from gpu_cluster.offline.stack_files import engine_config
 from tests.cli import ROOT, cli, one_error, program_copy
-from tests.conftest import container, run_stack
+from tests.conftest import container, env_of, run_stack
 
 TOKEN = "hf_DoNotLeakThis123"
 WANDB = "wandb-DoNotLeakThat456"
@@ -228,7 +228,12 @@ def test_credentials_in_a_plain_repository_url_are_refused(
 
 
 def test_an_ssh_user_is_no_credential() -> None:
-    render("barcelona", ("codeSync.repo=git@github.com:team/train.git",))
+    """`git@` names the SSH user, not a secret: the plain URL is taken and reaches git-sync as
+    written, with no Secret made for it."""
+    url = "git@github.com:team/train.git"
+    run = run_stack("barcelona", f"codeSync.repo={url}")
+    assert env_of(container(run, "git-sync"))["GITSYNC_REPO"] == url
+    assert [m for m in run.manifests() if m["metadata"]["name"] == "ml-dev-env-code-sync"] == []
 
 
 def test_a_secret_repository_reaches_git_sync_only_through_a_secret() -> None:

@@ -446,7 +446,24 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize("raw", [raw for _, raw in ACCEPTED], ids=[case for case, _ in ACCEPTED])
 def test_nothing_kubernetes_accepts_is_refused(raw: dict[str, Any]) -> None:
-    load_settings(raw)
+    """Taken, and every value kept as written (a plain number given as a quantity as its
+    string, the form Kubernetes writes quantities in)."""
+    held = load_settings(raw).model_dump(by_alias=True, mode="json")
+    for path, value in written(raw):
+        kept: Any = held
+        for part in path:
+            kept = kept[part]
+        as_quantity = isinstance(value, int) and kept == str(value)
+        assert kept == value or as_quantity, (path, value, kept)
+
+
+def written(raw: Any, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], Any]]:
+    """(path, value) of every scalar in a raw config."""
+    if isinstance(raw, dict):
+        return [leaf for key, value in raw.items() for leaf in written(value, (*path, key))]
+    if isinstance(raw, list):
+        return [leaf for i, value in enumerate(raw) for leaf in written(value, (*path, i))]
+    return [(path, raw)]
 
 
 @pytest.mark.parametrize(

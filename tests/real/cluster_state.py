@@ -97,9 +97,37 @@ def daemonset_settled(kube: Kube, ds: Object) -> Object | None:
     return live if settled else None
 
 
+def bring_up(
+    cluster: Cluster, stack_render: StackRender, overrides: tuple[str, ...], tmp_path: Path
+) -> tuple[Object, list[Object]]:
+    """The stack (rendered with `overrides`) on the cluster, its hosts and volumes provisioned,
+    settled. An OpenShift stack goes through `pulumi up` of the real engine, which returns once
+    the provider has awaited its StatefulSet and DaemonSets. A GKE stack cannot (its Google
+    Cloud half needs the Google provider and a cloud: docs/real-tier.md), so its Kubernetes
+    objects are created by the client (come_up). Returns them live: the StatefulSet, the
+    DaemonSets."""
+    if stack_render.settings.platform == "gke":
+        provision(cluster.kube, stack_render)
+        return come_up(cluster.kube, stack_render)
+    engine_for(cluster, stack_render, tmp_path / "engine").up(*overrides)
+    return live_workload(cluster.kube, stack_render)
+
+
+def live_workload(kube: Kube, stack_render: StackRender) -> tuple[Object, list[Object]]:
+    """The stack's StatefulSet and DaemonSets as the API server has them now."""
+    (sts,) = stack_render.of_kind("StatefulSet")
+    return read_live(kube, sts), [read_live(kube, d) for d in stack_render.of_kind("DaemonSet")]
+
+
+def read_live(kube: Kube, obj: Object) -> Object:
+    meta = obj["metadata"]
+    return kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+
 def come_up(kube: Kube, render: StackRender) -> tuple[Object, list[Object]]:
-    """Create what the stack uses but does not create, then its objects (one create call each,
-    in the render's order), and wait until its StatefulSet and every DaemonSet are settled as
+    """Create what a GKE stack uses but does not create, then its objects (one create call
+    each, in the render's order, as pulumi-kubernetes 4.29+ creates them; the engine does not
+    run a GKE stack here), and wait until its StatefulSet and every DaemonSet are settled as
     pulumi-kubernetes awaits them. Returns them live: the StatefulSet, the DaemonSets."""
     kube.create_all(referenced_objects(render))
     kube.create_all(render.objects())

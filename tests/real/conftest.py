@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
+from tests.prerequisites import unavailable
 from tools.realtier.build import Tools, locate
 from tools.realtier.charts import chart_crds
 from tools.realtier.controllers import start_controllers
@@ -40,17 +41,10 @@ class Cluster:
 def tools() -> Tools:
     found = locate()
     if found is None:
-        _missing(
+        unavailable(
             "real-tier tools not built (or no Go on PATH): run `python -m tools.realtier build`"
         )
-    assert found is not None
     return found
-
-
-def _missing(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 # What the real nodes' tests run: a control plane (etcd, Kubernetes, kwok) and the nodes' tools.
@@ -62,10 +56,9 @@ def node_tools() -> Tools:
     """The tools the real nodes' tests run (not the engine's or the queue controllers')."""
     found = locate(families=REAL_NODE_FAMILIES)
     if found is None:
-        _missing(
+        unavailable(
             "real-node tools not built (or no Go on PATH): run `python -m tools.realtier build`"
         )
-    assert found is not None
     return found
 
 
@@ -74,11 +67,10 @@ def node_images(node_tools: Tools) -> NodeImages:
     """The real nodes' images, and what running them needs on the host (root, containerd)."""
     missing = [c for c in ("containerd", "runc", "ctr", "nsenter") if shutil.which(c) is None]
     if missing or os.geteuid() != 0:
-        _missing(f"real nodes need root and {', '.join(missing) or 'containerd'} (.ci/run)")
+        unavailable(f"real nodes need root and {', '.join(missing) or 'containerd'} (.ci/run)")
     found = locate_images()
     if found is None:
-        _missing("real-node images not built: run `python -m tools.realtier build`")
-    assert found is not None
+        unavailable("real-node images not built: run `python -m tools.realtier build`")
     return found
 
 

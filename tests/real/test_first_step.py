@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import stack_context
-from tests.real.cluster_state import come_up, paste, provision
+from tests.real.cluster_state import bring_up, paste
 from tests.real.conftest import Cluster
 from tests.real.test_timeline_rights import namespace_viewer
 from tools.realtier.stacks import render
@@ -29,9 +29,9 @@ def cri_line(at: datetime, text: str) -> str:
 def test_the_first_step_is_when_pod_0_first_printed_the_stack_s_step_line(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    stack = render("barcelona", (f"launcher.firstStepPattern={STEP}",))
-    provision(cluster.kube, stack)
-    come_up(cluster.kube, stack)
+    overrides = (f"launcher.firstStepPattern={STEP}",)
+    stack = render("barcelona", overrides)
+    bring_up(cluster, stack, overrides, tmp_path)
     viewer = {"token": namespace_viewer(cluster, stack.settings.namespace)}
     command = stack.run.outputs["timelineCommand"]
     context = stack_context("barcelona")

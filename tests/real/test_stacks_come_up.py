@@ -1,10 +1,11 @@
-"""Every shipped stack's Kubernetes objects, created on the real API server as
-pulumi-kubernetes creates them (one create call each, in the render's order), come up: the real
-scheduler puts one training pod on each of the stack's fake GPU nodes, the node agents run on
-every GPU node and nowhere else, every claim is bound and the workload becomes Ready. So do two
-with more data volumes: gcp-a4 with a Managed Lustre instance besides its buckets, and
-nerc-production with a shared checkpoint claim. gcp-a4 comes up in its StatefulSet form; its
-queued JobSets come up in tests/real/test_jobset_stack.py.
+"""Every shipped stack comes up on the real API server (an OpenShift stack through `pulumi up`
+of the real engine; a GKE stack's Kubernetes objects created as pulumi-kubernetes creates them,
+one create call each in the render's order, since the engine cannot run its Google Cloud half
+here): the real scheduler puts one training pod on each of the stack's fake GPU nodes, the node
+agents run on every GPU node and nowhere else, every claim is bound and the workload becomes
+Ready. So do two with more data volumes: gcp-a4 with a Managed Lustre instance besides its
+buckets, and nerc-production with a shared checkpoint claim. gcp-a4 comes up in its StatefulSet
+form; its queued JobSets come up in tests/real/test_jobset_stack.py.
 
 For GKE stacks this is the Kubernetes half (the cluster and node pools are GCP's); the fake
 nodes are the rendered pools' nodes as GKE labels and taints them.
@@ -19,11 +20,10 @@ import pytest
 from tests.conftest import STACKS, stack_context
 from tests.edits import A4_STATEFULSET
 from tests.real.cluster_state import (
+    bring_up,
     claim_phase,
-    come_up,
     paste,
     pods_of,
-    provision,
     start_on_record,
 )
 from tests.real.conftest import Cluster
@@ -67,8 +67,7 @@ def test_the_stack_comes_up_one_training_pod_per_gpu_node(
     cluster: Cluster, stack: str, overrides: tuple[str, ...], tmp_path: Path
 ) -> None:
     kube, stack_render = cluster.kube, render(stack, overrides)
-    provision(kube, stack_render)
-    live, daemon_sets = come_up(kube, stack_render)
+    live, daemon_sets = bring_up(cluster, stack_render, overrides, tmp_path)
     pods = pods_of(kube, live)
     assert len(pods) == live["spec"]["replicas"] == stack_render.settings.nodes
     placed = [p["spec"]["nodeName"] for p in pods]

@@ -9,11 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import stack_context
-from tests.real.cluster_state import (
-    come_up,
-    paste,
-    provision,
-)
+from tests.real.cluster_state import bring_up, paste
 from tests.real.conftest import Cluster
 from tools.realtier.stacks import render
 
@@ -44,9 +40,8 @@ def namespace_viewer(cluster: Cluster, namespace: str) -> str:
 def test_a_namespace_user_sees_the_start_without_the_nodes(
     cluster: Cluster, stack: str, tmp_path: Path
 ) -> None:
-    kube, stack_render = cluster.kube, render(stack)
-    provision(kube, stack_render)
-    come_up(kube, stack_render)
+    stack_render = render(stack)
+    bring_up(cluster, stack_render, (), tmp_path)
 
     token = namespace_viewer(cluster, stack_render.settings.namespace)
     printed = paste(

@@ -8,6 +8,16 @@ connects to it (`--client`, pulumi/pulumi sdk/python/lib/pulumi/automation/_stac
 operation is a process of its own (inline_program.py), as a language host would start the
 program anew for each; it runs a project's `__main__.py` unchanged, this checkout's or an older
 one's (`program_dir`).
+
+A preview may run a policy pack (`pulumi preview --policy-pack DIR`). The CLI starts a Python
+pack through the language host, or, where there is none, through the `pulumi-analyzer-policy-
+python` plugin on PATH (pulumi/pulumi v3.259.0 pkg/resource/plugin/analyzer_plugin.go
+NewPolicyAnalyzer), which it runs in the pack's directory with the engine's address and `.`. The
+language host is not built here (above), so the engine gets that plugin: the launcher pulumi
+shipped as sdk/python/dist/pulumi-analyzer-policy-python (507db165; `python3 -u -m
+pulumi.policy "$1" "$2"`, gone from v3.259.0's sdk, where the language host starts packs), with
+this interpreter (which has the pack's requirements) in place of the pack's own virtualenv. The
+engine then sends the pack each registration and enforces its verdicts.
 """
 
 from __future__ import annotations
@@ -50,10 +60,21 @@ class Step:
 
 
 @dataclass(frozen=True)
+class PolicyViolation:
+    """A policy pack's verdict on a resource, as the engine reported it (its PolicyEvent)."""
+
+    policy: str
+    urn: str
+    enforcement: str  # mandatory, advisory, ...
+    message: str
+
+
+@dataclass(frozen=True)
 class Outcome:
     steps: list[Step]
     outputs: dict[str, Any]  # the stack's outputs (after `up`)
     error: str | None  # why the operation failed, None when it succeeded
+    violations: list[PolicyViolation]  # what the policy packs reported (preview)
 
     def ops(self, *ops: str) -> list[Step]:
         return [s for s in self.steps if s.op in ops]
@@ -102,9 +123,10 @@ class Engine:
         self.pulumi_root = tools.binary("pulumi").parent.parent  # PulumiCommand(root=): bin/pulumi
         provider_dir = tools.binary("pulumi-resource-kubernetes").parent
         self.cli = PulumiCli(tools, self.project_dir, workdir / "state")
+        analyzer_dir = _policy_analyzer(workdir / "analyzers")
         self.env = {
             **self.cli.env,
-            "PATH": f"{provider_dir}{os.pathsep}{os.environ['PATH']}",
+            "PATH": os.pathsep.join((str(provider_dir), str(analyzer_dir), os.environ["PATH"])),
             "KUBECONFIG": str(kubeconfig),
         }
 
@@ -121,6 +143,7 @@ class Engine:
         overrides: tuple[str, ...],
         check: bool = True,
         secrets: dict[str, str] | None = None,
+        policy_packs: tuple[Path, ...] = (),
     ) -> Outcome:
         result_file = self.project_dir / f"{op}.json"
         request = {
@@ -131,6 +154,7 @@ class Engine:
             "pulumi_root": str(self.pulumi_root),
             "overrides": list(overrides),
             "secrets": secrets or {},
+            "policy_packs": [str(p) for p in policy_packs],
             "result": str(result_file),
         }
         result = subprocess.run(
@@ -148,6 +172,7 @@ class Engine:
             steps=[Step(**{**s, "diffs": tuple(s["diffs"])}) for s in found["steps"]],
             outputs=found["outputs"],
             error=found["error"],
+            violations=[PolicyViolation(**v) for v in found["violations"]],
         )
         if check and outcome.error is not None:
             raise EngineError(f"pulumi {op} of {self.stack} failed:\n{outcome.error[-6000:]}")
@@ -161,13 +186,16 @@ class Engine:
         each of `secrets`, then `pulumi up`; check=False returns a failed one."""
         return self._run("up", overrides, check, secrets)
 
-    def preview(self, *overrides: str, check: bool = True) -> Outcome:
+    def preview(
+        self, *overrides: str, check: bool = True, policy_packs: tuple[Path, ...] = ()
+    ) -> Outcome:
         """`pulumi preview` of the stack with the overrides, which are then undone (the stack
-        file is as before); with check=False a refused preview (a protected resource the edit
-        would replace or delete) returns its steps and error instead of raising."""
+        file is as before), with `--policy-pack` for each of `policy_packs`; with check=False a
+        refused preview (a protected resource the edit would replace or delete, a mandatory
+        policy violated) returns its steps and error instead of raising."""
         deployed = self.stack_file.read_bytes()
         try:
-            return self._run("preview", overrides, check)
+            return self._run("preview", overrides, check, policy_packs=policy_packs)
         finally:
             self.stack_file.write_bytes(deployed)
 
@@ -184,3 +212,14 @@ class Engine:
     @property
     def stack_file(self) -> Path:
         return self.project_dir / f"Pulumi.{self.stack}.yaml"
+
+
+def _policy_analyzer(bin_dir: Path) -> Path:
+    """Write the `pulumi-analyzer-policy-python` plugin into `bin_dir` (module docstring): run
+    with the engine's address and the pack's directory, then the pack's runtime options (its
+    `-virtualenv=`, which this interpreter stands in for); returns `bin_dir`."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    plugin = bin_dir / "pulumi-analyzer-policy-python"
+    plugin.write_text(f'#!/bin/sh\nexec "{sys.executable}" -u -m pulumi.policy "$1" "$2"\n')
+    plugin.chmod(0o755)
+    return bin_dir

@@ -41,8 +41,20 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
     for key, value in request["secrets"].items():
         stack.set_config(_qualified(key), auto.ConfigValue(value, secret=True), path=True)
     steps: list[dict[str, Any]] = []
+    violations: list[dict[str, str]] = []
 
     def on_event(event: auto.EngineEvent) -> None:
+        if event.policy_event is not None:
+            policy = event.policy_event
+            violations.append(
+                {
+                    "policy": policy.policy_name,
+                    "urn": policy.resource_urn or "",
+                    "enforcement": policy.enforcement_level,
+                    "message": policy.message,
+                }
+            )
+            return
         # The engine numbers its events in the order they happen (`sequence`); a step starts
         # with its ResourcePreEvent and ends with its ResOutputsEvent or ResOpFailedEvent.
         if event.resource_pre_event is not None:
@@ -77,14 +89,14 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
             result = stack.up(on_event=on_event)
             outputs = {k: v.value for k, v in result.outputs.items()}
         elif op == "preview":
-            stack.preview(on_event=on_event)
+            stack.preview(on_event=on_event, policy_packs=request["policy_packs"] or None)
         elif op in ("destroy", "destroy-exclude-protected"):
             stack.destroy(on_event=on_event, exclude_protected=op != "destroy")
         else:
             raise ValueError(f"unknown operation {op!r}")
     except auto.errors.CommandError as failed:
         error = str(failed)
-    return {"steps": steps, "outputs": outputs, "error": error}
+    return {"steps": steps, "outputs": outputs, "error": error, "violations": violations}
 
 
 if __name__ == "__main__":
