@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from gpu_cluster.config import schema, storage
+from gpu_cluster.config.netmodes import mode_names
 from gpu_cluster.config.reads import read_rule
 from gpu_cluster.facts.machines import MACHINES
 
@@ -80,7 +81,8 @@ VALUE_TYPES: dict[str, str] = {
     "MachineType": " \\| ".join(f"`{name}`" for name in MACHINES)
     + ": a GPU machine type with a record in gpu_cluster/facts/machines.py",
     "Platform": "`openshift` \\| `gke`",
-    "NetworkMode": "`tcp` \\| `rdma` \\| `tcpxo` \\| `tcpx`",
+    "NetworkMode": " \\| ".join(f"`{name}`" for name in mode_names())
+    + ": a network mode with a plug-in in gpu_cluster/config/netmodes/",
     "VolumeUse": "`data` \\| `checkpoints`",
     "BucketName": "a Cloud Storage bucket name: 3-63 lower-case letters, digits, `-`, `_`, "
     "starting and ending with a letter or digit, without `google` or a leading `goog`",
@@ -270,7 +272,7 @@ def used_value_types() -> set[str]:
 
     names = {n for n in dir(values) if typing.get_origin(getattr(values, n)) is typing.Annotated}
     names |= {"MemlockStrategy", "ExistingObject", "StorageClassMode", "Provisioning"}
-    names |= {"Platform", "NetworkMode", "VolumeUse"}
+    names |= {"Platform", "VolumeUse"}
     used: set[str] = set()
     for text in _source_annotations().values():
         used |= {n for n in names if re.search(rf"\b{n}\b", text)}

@@ -29,6 +29,7 @@ from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.components.workload.pod_args import node_affinity
+from gpu_cluster.config.netmodes.gke_rdma import MODE as GIB
 from gpu_cluster.facts.gpudirect import (
     DEVICE_INJECTOR_APP,
     GIB_HOST_DIR,
@@ -41,8 +42,8 @@ from gpu_cluster.facts.gpudirect import (
     GpuDirectRelease,
     installer_app,
 )
-from gpu_cluster.facts.machines import MACHINES, machines_for
-from gpu_cluster.plan.netmodes import gke_network_objects, gpu_network_name
+from gpu_cluster.facts.machines import MACHINES
+from gpu_cluster.plan.netmodes.gke_networks import gke_network_objects, gpu_network_name
 from gpu_cluster.plan.podspec import IDLE_RESOURCES, NodeRequirement
 from gpu_cluster.plan.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
@@ -219,14 +220,14 @@ class GpuDirectNodes(pulumi.ComponentResource):
                     NodeRequirement(
                         ACCELERATOR_LABEL,
                         "In",
-                        tuple(MACHINES[m].accelerator for m in machines_for("rdma")),
+                        tuple(MACHINES[m].accelerator for m in GIB.machines()),
                     ),
                 )
             )
         )
         return self._node_agent(
-            f"{name}-{installer_app('rdma')}",
-            installer_app("rdma"),
+            f"{name}-{GIB.node_agent_apps[0]}",
+            GIB.node_agent_apps[0],
             on_rdma_nodes,
             init_containers=[_gib_installer_container(release)],
             containers=[_pause()],

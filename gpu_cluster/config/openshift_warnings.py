@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpu_cluster.config.netmodes import mode_of
+
 if TYPE_CHECKING:  # the loader calls these: the types only, at run time nothing
     from gpu_cluster.config.schema import Settings
 
@@ -16,8 +18,8 @@ DEFAULT_WORKER_POOL = "worker"
 def rdma_warnings(s: Settings) -> list[str]:
     """What an OpenShift `rdma` stack should know before `pulumi up` (docs/operations.md,
     "OpenShift: RDMA addresses" and "OpenShift: RDMA memory locking")."""
-    rdma = s.rdma
-    if s.platform != "openshift" or s.network_mode != "rdma" or rdma is None:
+    rdma = mode_of(s).rdma(s)
+    if rdma is None:
         return []
     out = []
     if rdma.network_attachments != "reference":

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PrivateAttr, model_validator
 
 from gpu_cluster.config.base import Section
+from gpu_cluster.config.netmodes import find_mode
 from gpu_cluster.config.reads import VERIFY_ENABLED, ReadWhen
 from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.config.values import (
@@ -34,6 +35,7 @@ from gpu_cluster.config.values import (
     LogPattern,
     MachineType,
     Namespace,
+    NetworkMode,
     NodeName,
     PrivateCidr,
     Quantity,
@@ -58,12 +60,27 @@ from gpu_cluster.facts.ngc import DEFAULT_TRAINING_IMAGE
 PROJECT = "gpu-cluster"
 
 Platform = Literal["openshift", "gke"]
-NetworkMode = Literal["tcp", "rdma", "tcpxo", "tcpx"]
 
 
 def _gcp(s: Settings) -> GcpSettings:
     assert s.gcp is not None  # a GcpSettings field is read only inside gcp
     return s.gcp
+
+
+def _mode_reads(s: Settings, section: str) -> bool:
+    """Whether the stack's network mode reads its own section `section` (`tcp`, `rdma`)."""
+    mode = find_mode(s.platform, s.network_mode)
+    return mode is not None and mode.section == section
+
+
+def _reads_release(s: Settings) -> bool:
+    mode = find_mode(s.platform, s.network_mode)
+    return mode is not None and mode.reads_release
+
+
+def _transport(s: Settings) -> str | None:
+    mode = find_mode(s.platform, s.network_mode)
+    return mode.transport if mode is not None else None
 
 
 # Keys read only in some configurations (reads.py); the predicates get the whole config.
@@ -563,7 +580,7 @@ class VerifySettings(Section):
     require_gdr: Annotated[
         bool,
         ReadWhen(
-            lambda s: s.verify.enabled and s.network_mode != "tcp",
+            lambda s: s.verify.enabled and _transport(s) != "socket",
             "verify.enabled is true and networkMode is not 'tcp' (GPUDirect RDMA never shows on "
             "NCCL's socket transport)",
         ),
@@ -754,7 +771,7 @@ class GcpSettings(Section):
     gpudirect_release: Annotated[
         str | None,
         ReadWhen(
-            lambda s: s.network_mode in ("tcpxo", "tcpx", "rdma"),
+            _reads_release,
             "networkMode is 'tcpxo', 'tcpx' or 'rdma' (plain 'tcp' runs no GPUDirect release)",
         ),
     ] = None
@@ -913,13 +930,13 @@ class Settings(Section):
     """The fabric check (docs/operations.md, "Verify the fabric")."""
     tcp: Annotated[
         TcpSettings,
-        ReadWhen(lambda s: s.network_mode == "tcp", "networkMode is 'tcp'", mode="tcp"),
+        ReadWhen(lambda s: _mode_reads(s, "tcp"), "networkMode is 'tcp'", mode="tcp"),
     ] = TcpSettings()
     """NCCL over plain Ethernet (`networkMode: tcp`)."""
     rdma: Annotated[
         RdmaSettings | None,
         ReadWhen(
-            lambda s: s.platform == "openshift" and s.network_mode == "rdma",
+            lambda s: _mode_reads(s, "rdma"),
             "platform is 'openshift' and networkMode is 'rdma' (on GKE the RDMA NICs come with "
             "gcp.machineType)",
             mode="rdma",
@@ -977,7 +994,8 @@ class Settings(Section):
     def preflight(self) -> bool:
         if self.verify.preflight is not None:
             return self.verify.preflight
-        return self.network_mode == "rdma" and self.rdma is not None
+        mode = find_mode(self.platform, self.network_mode)
+        return mode is not None and mode.preflight_by_default
 
     @property
     def elastic_range(self) -> tuple[int, int]:

@@ -42,13 +42,6 @@ def installer_app(mode: str) -> str:
     return f"nccl-{mode}-installer"
 
 
-def node_agent_apps(mode: str) -> tuple[str, ...]:
-    """The node agents a GKE stack in network mode `mode` runs on its GPU nodes."""
-    if mode in ("tcpxo", "tcpx"):
-        return (installer_app(mode), DEVICE_INJECTOR_APP)
-    return (installer_app(mode),) if mode == "rdma" else ()
-
-
 # Unix socket directory shared by the TCPX RxDM sidecar and the training container.
 TCPX_SOCKET_DIR = "/run/tcpx"
 # File RxDM writes once its buffer manager is ready, when HEALTH_CHECK_LOG_FILE names it; the
@@ -299,7 +292,6 @@ RELEASES: dict[str, GpuDirectRelease] = {
     "tcpx-v3.1.9": _TCPX_V3_1_9,
     "tcpx-v3.1.12": _TCPX_V3_1_12,
 }
-GPUDIRECT_MODES = ("tcpxo", "tcpx")
 
 
 def releases_for(mode: str, gke_minor: int) -> list[str]:

@@ -11,14 +11,14 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import job_set_hostname
-from gpu_cluster.facts.gpudirect import NODE_AGENT_NAMESPACE, node_agent_apps
+from gpu_cluster.facts.gpudirect import NODE_AGENT_NAMESPACE
 from gpu_cluster.facts.kubernetes import parse_quantity
 from gpu_cluster.plan.health_gate import health_gate_check
 from gpu_cluster.plan.nccl import NCCL_ENV_FILE
-from gpu_cluster.plan.netmodes import SCRIPTS_DIR
-from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT
+from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT, SCRIPTS_DIR
 
 # Kubernetes' default cluster DNS domain (kubelet --cluster-domain).
 CLUSTER_DOMAIN = "cluster.local"
@@ -152,7 +152,7 @@ def node_agents(s: Settings) -> tuple[tuple[str, str], ...]:
     """The pods that prepare a GPU node for the training pods, as (namespace, label selector):
     GKE's GPUDirect node agents (facts/gpudirect.py), the image pre-pull (openshift.prePull)."""
     if s.platform == "gke":
-        apps = node_agent_apps(s.network_mode)
+        apps = mode_of(s).node_agent_apps
         return ((NODE_AGENT_NAMESPACE, f"k8s-app in ({','.join(apps)})"),) if apps else ()
     if s.openshift.pre_pull:
         instance = f"app.kubernetes.io/instance={s.name}"

@@ -14,8 +14,7 @@ from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE, parse_quantity
 from gpu_cluster.facts.kueue import GKE_QUEUED_PROVISIONING_CLASS, MAX_RUN_DURATION_ANNOTATION
 from gpu_cluster.plan.health_gate import HealthGatePlan, health_gate_plan
-from gpu_cluster.plan.netmodes import SCRIPTS_DIR
-from gpu_cluster.plan.podspec import Container
+from gpu_cluster.plan.podspec import SCRIPTS_DIR, Container
 
 # What a JobSet run's pods start with: the rest of their command only once Kueue admitted the
 # run (scripts/admitted.sh).
