@@ -38,7 +38,8 @@ from gpu_cluster.components.workload import TrainingWorkload
 from gpu_cluster.config.gke import cluster_problems
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.netmodes import mode_of
-from gpu_cluster.config.schema import GcpSettings, Settings
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.sections.gcp import GcpSettings
 from gpu_cluster.facts.gcp_network import AddressPlan
 from gpu_cluster.facts.kueue import GKE_QUEUED_TAINT
 from gpu_cluster.plan.data_volumes import (

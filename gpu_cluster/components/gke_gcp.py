@@ -10,7 +10,8 @@ from gpu_cluster.components.gke_cluster import GkeCluster, GkeClusterArgs
 from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from gpu_cluster.components.node_identity import NodeIdentity
 from gpu_cluster.config.netmodes import mode_of
-from gpu_cluster.config.schema import GcpSettings, Settings
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.sections.gcp import GcpSettings
 from gpu_cluster.facts.gcp_network import AddressPlan, plan_addresses
 from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.plan.data_volumes import uses_gcs_fuse, uses_lustre

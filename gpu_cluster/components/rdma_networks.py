@@ -9,7 +9,7 @@ import pulumi
 
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.components.namespace import adopted, taken_over
-from gpu_cluster.config.schema import NicSettings, RdmaSettings
+from gpu_cluster.config.sections.network import NicSettings, RdmaSettings
 from gpu_cluster.plan.netmodes.openshift_rdma import network_attachment
 
 

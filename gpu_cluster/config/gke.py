@@ -23,7 +23,8 @@ from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.facts.ngc import DEFAULT_TRAINING_IMAGE, sets_net_plugin_spcx
 
 if TYPE_CHECKING:  # the loader and rules.py call these rules: the types only
-    from gpu_cluster.config.schema import GcpSettings, Settings
+    from gpu_cluster.config.schema import Settings
+    from gpu_cluster.config.sections.gcp import GcpSettings
 
 
 def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:

@@ -5,6 +5,7 @@ imports Settings, so the schema never imports it (tests/test_layers.py refuses t
 
 from __future__ import annotations
 
+from gpu_cluster.config.derived import elastic_range
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.netmodes import find_mode, mode_of, names_on
 from gpu_cluster.config.quantities import sweep_bytes
@@ -97,7 +98,7 @@ def cross_field_problems(s: Settings) -> list[str]:
     out.extend(_verify_problems(s))
     if s.workload.kind == "jobset":
         out.extend(workload_problems(s))
-    lo, hi = s.elastic_range
+    lo, hi = elastic_range(s)
     if not lo <= s.nodes <= hi:
         out.append(
             f"gpu-cluster:launcher.minNodes/maxNodes = {lo}:{hi} must satisfy "

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from gpu_cluster.config.derived import queue_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import cluster_scoped_name, topology_levels
 from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS
@@ -72,7 +73,7 @@ def queue_plan(
         cluster_queue=scoped,
         flavor=scoped,
         topology=scoped if levels else None,
-        local_queue=s.queue_name,
+        local_queue=queue_name(s),
         levels=levels,
         node_labels=node_labels,
         quota={name: _quantity(value * s.nodes) for name, value in per_pod.items()},

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 from gpu_cluster.facts.gpudirect import GibRelease, GpuDirectRelease
 
 if TYPE_CHECKING:  # the schema reads the registry: the types only
-    from gpu_cluster.config.schema import GcpSettings, RdmaSettings, Settings
+    from gpu_cluster.config.schema import Settings
+    from gpu_cluster.config.sections.gcp import GcpSettings
+    from gpu_cluster.config.sections.network import RdmaSettings
 
 
 class ModePlugin:

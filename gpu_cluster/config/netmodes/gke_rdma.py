@@ -18,7 +18,8 @@ from gpu_cluster.facts.gpudirect import (
 from gpu_cluster.facts.machines import MACHINES
 
 if TYPE_CHECKING:
-    from gpu_cluster.config.schema import GcpSettings, Settings
+    from gpu_cluster.config.schema import Settings
+    from gpu_cluster.config.sections.gcp import GcpSettings
 
 
 class GkeRdma(GkeGpuDirectMode):

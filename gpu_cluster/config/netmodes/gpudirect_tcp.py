@@ -18,7 +18,8 @@ from gpu_cluster.facts.gpudirect import (
 )
 
 if TYPE_CHECKING:
-    from gpu_cluster.config.schema import GcpSettings, Settings
+    from gpu_cluster.config.schema import Settings
+    from gpu_cluster.config.sections.gcp import GcpSettings
 
 
 class GpuDirectTcpMode(GkeGpuDirectMode):

@@ -10,7 +10,8 @@ from gpu_cluster.config.netmodes.base import ModePlugin
 from gpu_cluster.facts.fabric import NIC_LINE_RATE_GBPS
 
 if TYPE_CHECKING:
-    from gpu_cluster.config.schema import RdmaSettings, Settings
+    from gpu_cluster.config.schema import Settings
+    from gpu_cluster.config.sections.network import RdmaSettings
 
 
 class OpenShiftRdma(ModePlugin):

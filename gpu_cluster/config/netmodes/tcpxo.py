@@ -10,7 +10,8 @@ from gpu_cluster.facts.fabric import TCPXO_FABRIC_GBPS
 from gpu_cluster.facts.gpudirect import TCPXO_MIN_GKE, gke_version_key
 
 if TYPE_CHECKING:
-    from gpu_cluster.config.schema import GcpSettings, Settings
+    from gpu_cluster.config.schema import Settings
+    from gpu_cluster.config.sections.gcp import GcpSettings
 
 
 class Tcpxo(GpuDirectTcpMode):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpu_cluster.config.schema import NicSettings, RdmaSettings, Settings
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.sections.network import NicSettings, RdmaSettings
 from gpu_cluster.plan.nccl import NCCL_ENV_FILE, nccl_env
 from gpu_cluster.plan.podspec import (
     SCRIPTS_DIR,
