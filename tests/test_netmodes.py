@@ -14,6 +14,7 @@ from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.netmodes import NETWORK_MODES, find_mode
 from gpu_cluster.config.netmodes.base import ModePlugin
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.offline.engine import ProgramRun, run_program
 from tests.edits import edited_config
 
@@ -40,6 +41,13 @@ def test_every_plugin_has_a_unique_key_and_platform_name_pair() -> None:
     assert len(pairs) == len(set(pairs))
     assert all(key == m.key for key, m in NETWORK_MODES.items())
     assert {m.transport for m in NETWORK_MODES.values()} <= CHECK_TRANSPORTS
+
+
+@pytest.mark.parametrize("machine", list(MACHINES))
+def test_every_machine_names_a_gke_mode_that_runs_on_it(machine: str) -> None:
+    mode = find_mode("gke", MACHINES[machine].network_mode)
+    assert mode is not None
+    assert machine in mode.machines()
 
 
 def test_rdma_is_two_modes_found_by_platform() -> None:

@@ -54,6 +54,10 @@ ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 TCPXO_PREINSTALL = SCRIPTS_PATH / "tcpxo-preinstall.sh"
 
 
+# What TCPXO's installer manifest runs before its entry point (CEA nccl-tcpxo-installer.yaml).
+_CHMOD_ENTRY = "chmod 755 /scripts/container_entry.sh\n"
+
+
 @dataclass(frozen=True)
 class GpuNicNetwork:
     """One GPU NIC's VPC and subnet by GCP name; `subnet`, when given, is created first.
@@ -137,7 +141,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
         # scheduled onto a node with no memory left.
         agent_requests = ResourceRequirementsArgs(requests={"cpu": "150m", "memory": "128Mi"})
         installer_init: list[ContainerArgs] = []
-        if release.mode == "tcpxo":
+        if release.installer_prepares_host:
             # Binds the aperture PCI devices (1ae0:0084) for the TCPXO LLCM path and loads
             # import-helper, in the host's namespaces (CEA nccl-tcpxo-installer.yaml).
             installer_init.append(
@@ -164,7 +168,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
                 # executable; nccl-tcpx-installer.yaml does not).
                 args=[
                     "set -ex\n"
-                    + ("chmod 755 /scripts/container_entry.sh\n" if release.mode == "tcpxo" else "")
+                    + (_CHMOD_ENTRY if release.installer_prepares_host else "")
                     + "/scripts/container_entry.sh install --install-nccl\n"
                     "mkdir -p /usr/local/nvidia/lib64\n"
                     f"cp -r /var/lib/{release.mode}/lib64/. /usr/local/nvidia/lib64\n"

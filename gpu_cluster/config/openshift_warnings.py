@@ -23,10 +23,10 @@ def rdma_warnings(s: Settings) -> list[str]:
         return []
     out = []
     if rdma.network_attachments != "reference":
-        # The NADs the stack renders use whereabouts IPAM (plan/netmodes.py). OpenShift runs
-        # whereabouts' reconciler only when the Network CR lists a whereabouts network
-        # (openshift/cluster-network-operator pkg/network/multus_ipam.go detectAuxiliaryIPAM at
-        # 0f229ae; openshift/openshift-docs modules/
+        # The NADs the stack renders use whereabouts IPAM (plan/netmodes/openshift_rdma.py).
+        # OpenShift runs whereabouts' reconciler only when the Network CR lists a whereabouts
+        # network (openshift/cluster-network-operator pkg/network/multus_ipam.go
+        # detectAuxiliaryIPAM at 0f229ae; openshift/openshift-docs modules/
         # nw-multus-creating-whereabouts-reconciler-daemon-set.adoc at 0ad95cf).
         out.append(
             f"gpu-cluster:rdma.networkAttachments = {rdma.network_attachments!r}: the NADs' "

@@ -181,7 +181,7 @@ def _pod_interface(value: str) -> str:
 
 # What the program sets in the training container's environment: the rank and rendezvous
 # (plan/launch.py rendezvous_env, the pod template's NODE_RANK), the network modes' settings
-# (plan/netmodes.py and the GPUDirect releases: RDMA_*, MEMLOCK_*, LD_LIBRARY_PATH) and every
+# (plan/netmodes/ and the GPUDirect releases: RDMA_*, MEMLOCK_*, LD_LIBRARY_PATH) and every
 # NCCL_* variable (NCCL is configured by `nccl`, `tcp`, `rdma` and the release; TCPXO's
 # profile, sourced at launch, also sets CUDA_VISIBLE_DEVICES, over any value). Of two env
 # entries of one name the kubelet keeps the last, the secret's: a secretEnv of one of these names
