@@ -21,8 +21,8 @@ from gpu_cluster.components.shared_args import labels, workload_args
 from gpu_cluster.components.training_access import TrainingAccess, TrainingAccessArgs
 from gpu_cluster.components.training_storage import TrainingStorage, TrainingStorageArgs
 from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadArgs
-from gpu_cluster.config.gke import gpudirect_release
 from gpu_cluster.config.loading import validate_settings
+from gpu_cluster.config.netmodes.gpudirect_tcp import gpudirect_release
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 

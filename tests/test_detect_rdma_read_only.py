@@ -1,5 +1,6 @@
 """detect-rdma.sh where it runs: an init container with a read-only root filesystem and no
-writable TMPDIR (gpu_cluster/plan/netmodes.py; read-only by default in plan/podspec.py).
+writable TMPDIR (gpu_cluster/plan/netmodes/openshift_rdma.py; read-only by default in
+plan/podspec.py).
 
 Bash before 5.1 writes every here-string (`<<<`) and here-document to a temporary file, which
 fails there ("cannot create temp file for here-document: Read-only file system"); 5.1 and later

@@ -12,7 +12,6 @@ import pytest
 from gpu_cluster.components.gke import GkePlatform
 from gpu_cluster.components.stack_config import PROVIDER_SETTINGS
 from gpu_cluster.config.dates import AsOf
-from gpu_cluster.config.gke import gpudirect_release
 from gpu_cluster.config.loading import (
     decode_config,
     load_settings,
@@ -20,6 +19,7 @@ from gpu_cluster.config.loading import (
     validate_settings,
 )
 from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.netmodes.gpudirect_tcp import gpudirect_release
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.gpudirect import gke_minor, releases_for
 from gpu_cluster.offline.engine import ProgramRun, run_program

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gpu_cluster.config.derived import world_size
 from gpu_cluster.config.loading import decode_config, load_settings
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.facts.kubernetes import parse_quantity
@@ -58,7 +59,7 @@ def test_minimal_openshift_stack_gets_documented_defaults() -> None:
     s = load_settings({"platform": "openshift"})
     assert (s.nodes, s.gpus_per_node, s.network_mode) == (2, 8, "tcp")
     assert s.storage.retain_on_delete is True
-    assert s.world_size == 16
+    assert world_size(s) == 16
 
 
 def test_engine_strings_are_coerced_like_pulumi_config_values() -> None:

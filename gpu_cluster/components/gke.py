@@ -35,11 +35,12 @@ from gpu_cluster.components.training_storage import (
     TrainingStorage,
 )
 from gpu_cluster.components.workload import TrainingWorkload
-from gpu_cluster.config.gke import cluster_problems, gib_release, gpudirect_release
+from gpu_cluster.config.gke import cluster_problems
 from gpu_cluster.config.messages import ConfigError
-from gpu_cluster.config.schema import GcpSettings, Settings
+from gpu_cluster.config.netmodes import mode_of
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.sections.gcp import GcpSettings
 from gpu_cluster.facts.gcp_network import AddressPlan
-from gpu_cluster.facts.gpudirect import GibRelease, GpuDirectRelease
 from gpu_cluster.facts.kueue import GKE_QUEUED_TAINT
 from gpu_cluster.plan.data_volumes import (
     bucket_grants,
@@ -49,7 +50,8 @@ from gpu_cluster.plan.data_volumes import (
 )
 from gpu_cluster.plan.gke_identity import pod_principal
 from gpu_cluster.plan.gke_storage import storage_class_to_create
-from gpu_cluster.plan.netmodes import GVNIC_NETWORK, pod_networking, rdma_network_name
+from gpu_cluster.plan.netmodes import pod_networking
+from gpu_cluster.plan.netmodes.gke_rdma import GVNIC_NETWORK, rdma_network_name
 from gpu_cluster.plan.outputs import GKE_CLI, gke_context, stack_outputs
 from gpu_cluster.plan.podspec import NodeRequirement, PodPlacement
 
@@ -112,11 +114,7 @@ def _gpudirect(
 ) -> GpuDirectNodes:
     """The NICs' Network objects and the mode's node agents (gIB for RDMA NICs, the GPUDirect
     release for GPU NICs, none without either), which wait for the GPU pool."""
-    release: GpuDirectRelease | GibRelease | None = None
-    if plan.rdma_nics:
-        release = gib_release(s)
-    elif plan.gpu_nics:
-        release = gpudirect_release(s)
+    release = mode_of(s).release(s)
     nics = _gpu_nic_networks(s, plan, vpcs)
     return GpuDirectNodes(
         name, GpuDirectNodesArgs(nics, release, agents_after=(gpu_pool.node_pool,)), opts

@@ -34,7 +34,7 @@ from pulumi_gcp.container import (
     NodePoolUpgradeSettingsArgs,
 )
 
-from gpu_cluster.config.schema import SystemPoolSettings
+from gpu_cluster.config.sections.gcp import SystemPoolSettings
 from gpu_cluster.plan.gke_identity import workload_pool
 
 # Nodes pull the plugin and sidecar images from Artifact Registry and reach Google APIs.

@@ -9,8 +9,9 @@ from gpu_cluster.components.gcp_vpc import GpuVpcs, GpuVpcsArgs
 from gpu_cluster.components.gke_cluster import GkeCluster, GkeClusterArgs
 from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from gpu_cluster.components.node_identity import NodeIdentity
-from gpu_cluster.config.gke import gpu_nic_count, rdma_nic_count
-from gpu_cluster.config.schema import GcpSettings, Settings
+from gpu_cluster.config.netmodes import mode_of
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.sections.gcp import GcpSettings
 from gpu_cluster.facts.gcp_network import AddressPlan, plan_addresses
 from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.plan.data_volumes import uses_gcs_fuse, uses_lustre
@@ -25,7 +26,8 @@ def gpu_networks(
     name: str, s: Settings, g: GcpSettings, opts: pulumi.ResourceOptions
 ) -> tuple[AddressPlan, GpuVpcs]:
     """The address plan and the VPCs: the host's, one per GPU NIC, the RDMA network's."""
-    plan = plan_addresses(g.base_cidr, gpu_nic_count(s), rdma_nic_count(s))
+    mode = mode_of(s)
+    plan = plan_addresses(g.base_cidr, mode.gpu_nic_count(s), mode.rdma_nic_count(s))
     vpcs = GpuVpcs(
         name,
         GpuVpcsArgs(

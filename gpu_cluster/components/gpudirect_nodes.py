@@ -29,6 +29,7 @@ from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.components.workload.pod_args import node_affinity
+from gpu_cluster.config.netmodes.gke_rdma import MODE as GIB
 from gpu_cluster.facts.gpudirect import (
     DEVICE_INJECTOR_APP,
     GIB_HOST_DIR,
@@ -41,8 +42,8 @@ from gpu_cluster.facts.gpudirect import (
     GpuDirectRelease,
     installer_app,
 )
-from gpu_cluster.facts.machines import MACHINES, machines_for
-from gpu_cluster.plan.netmodes import gke_network_objects, gpu_network_name
+from gpu_cluster.facts.machines import MACHINES
+from gpu_cluster.plan.netmodes.gke_networks import gke_network_objects, gpu_network_name
 from gpu_cluster.plan.podspec import IDLE_RESOURCES, NodeRequirement
 from gpu_cluster.plan.scan_exceptions import NODE_AGENT_EXCEPTIONS, skip_annotations
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
@@ -51,6 +52,10 @@ from gpu_cluster.plan.shipped import SCRIPTS_PATH
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 # Node-side TCPXO setup script, run in the host's namespaces by the installer DaemonSet.
 TCPXO_PREINSTALL = SCRIPTS_PATH / "tcpxo-preinstall.sh"
+
+
+# What TCPXO's installer manifest runs before its entry point (CEA nccl-tcpxo-installer.yaml).
+_CHMOD_ENTRY = "chmod 755 /scripts/container_entry.sh\n"
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
         # scheduled onto a node with no memory left.
         agent_requests = ResourceRequirementsArgs(requests={"cpu": "150m", "memory": "128Mi"})
         installer_init: list[ContainerArgs] = []
-        if release.mode == "tcpxo":
+        if release.installer_prepares_host:
             # Binds the aperture PCI devices (1ae0:0084) for the TCPXO LLCM path and loads
             # import-helper, in the host's namespaces (CEA nccl-tcpxo-installer.yaml).
             installer_init.append(
@@ -163,7 +168,7 @@ class GpuDirectNodes(pulumi.ComponentResource):
                 # executable; nccl-tcpx-installer.yaml does not).
                 args=[
                     "set -ex\n"
-                    + ("chmod 755 /scripts/container_entry.sh\n" if release.mode == "tcpxo" else "")
+                    + (_CHMOD_ENTRY if release.installer_prepares_host else "")
                     + "/scripts/container_entry.sh install --install-nccl\n"
                     "mkdir -p /usr/local/nvidia/lib64\n"
                     f"cp -r /var/lib/{release.mode}/lib64/. /usr/local/nvidia/lib64\n"
@@ -219,14 +224,14 @@ class GpuDirectNodes(pulumi.ComponentResource):
                     NodeRequirement(
                         ACCELERATOR_LABEL,
                         "In",
-                        tuple(MACHINES[m].accelerator for m in machines_for("rdma")),
+                        tuple(MACHINES[m].accelerator for m in GIB.machines()),
                     ),
                 )
             )
         )
         return self._node_agent(
-            f"{name}-{installer_app('rdma')}",
-            installer_app("rdma"),
+            f"{name}-{GIB.node_agent_apps[0]}",
+            GIB.node_agent_apps[0],
             on_rdma_nodes,
             init_containers=[_gib_installer_container(release)],
             containers=[_pause()],

@@ -55,7 +55,7 @@ from gpu_cluster.plan.health_runner import (
     GpuCheckPlan,
     HealthRunnerPlan,
 )
-from gpu_cluster.plan.netmodes import SCRIPTS_DIR
+from gpu_cluster.plan.podspec import SCRIPTS_DIR
 from gpu_cluster.plan.scan_exceptions import (
     gpu_check_exceptions,
     script_controller_exceptions,

@@ -27,6 +27,7 @@ from gpu_cluster.components.training_access import (
     TrainingAccessArgs,
 )
 from gpu_cluster.components.workload import TrainingWorkload
+from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.netmodes import pod_networking
 from gpu_cluster.plan.outputs import (
@@ -61,7 +62,7 @@ def openshift_placement(s: Settings) -> PodPlacement:
 def memlock_machine_config(s: Settings) -> MemlockMachineConfig | None:
     """The memlock MachineConfig this stack manages (rdma.memlock machineconfig, unless
     rdma.machineConfig says another owner keeps it), owned by this Pulumi project/stack."""
-    rdma = s.rdma if s.network_mode == "rdma" else None
+    rdma = mode_of(s).rdma(s)
     if rdma is None or rdma.memlock != "machineconfig" or rdma.machine_config == "reference":
         return None
     owner = f"{pulumi.get_project()}/{pulumi.get_stack()}"
@@ -98,7 +99,7 @@ def _rdma_networks(
 ) -> tuple[pulumi.Resource, ...]:
     """The NetworkAttachmentDefinitions this stack creates or adopts; () when it references
     the cluster's or uses no RDMA."""
-    rdma = s.rdma if s.network_mode == "rdma" else None
+    rdma = mode_of(s).rdma(s)
     if rdma is None or rdma.network_attachments == "reference":
         return ()
     adopt = rdma.network_attachments == "adopt"

@@ -9,15 +9,15 @@ import pulumi
 
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.components.namespace import adopted, taken_over
-from gpu_cluster.config.schema import NicSettings, RdmaSettings
-from gpu_cluster.plan.netmodes import network_attachment
+from gpu_cluster.config.sections.network import NicSettings, RdmaSettings
+from gpu_cluster.plan.netmodes.openshift_rdma import network_attachment
 
 
 @dataclass(frozen=True)
 class RdmaNetworksArgs:
     """namespace: where the attachments live. rdma: the NICs and how to attach them
-    (gpu_cluster.plan.netmodes.network_attachment). adopt: import attachments that exist
-    instead of creating them. after: what they wait for (the namespace)."""
+    (gpu_cluster.plan.netmodes.openshift_rdma.network_attachment). adopt: import attachments
+    that exist instead of creating them. after: what they wait for (the namespace)."""
 
     namespace: str
     rdma: RdmaSettings

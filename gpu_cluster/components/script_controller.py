@@ -28,7 +28,7 @@ from pulumi_kubernetes.networking.v1 import NetworkPolicySpecArgs
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
 from gpu_cluster.components.workload.pod_args import security_context
-from gpu_cluster.plan.netmodes import SCRIPTS_DIR
+from gpu_cluster.plan.podspec import SCRIPTS_DIR
 from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
 from gpu_cluster.plan.shipped import KUBE_API_SCRIPT, SCRIPTS_PATH
 

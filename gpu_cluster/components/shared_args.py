@@ -24,6 +24,7 @@ from gpu_cluster.components.training_storage import (
 )
 from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadArgs
 from gpu_cluster.components.workload.args import JobSetRun
+from gpu_cluster.config.derived import queue_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import needs_namespace_opt_in, required_level
 from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
@@ -105,7 +106,7 @@ def job_set_run(s: Settings) -> JobSetRun | None:
     return JobSetRun(
         command=admission_gated(gated(s, launch.run_command(s))),
         max_restarts=s.workload.max_restarts,
-        queue_name=s.queue_name,
+        queue_name=queue_name(s),
         required_level=required_level(s),
         annotations=run_annotations(s),
     )

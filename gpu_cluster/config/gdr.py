@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 
 # NCCL_NET_GDR_LEVEL's one value that turns GPUDirect RDMA off (NVIDIA/nccl 5067397
@@ -15,9 +16,10 @@ def gdr_warnings(s: Settings) -> list[str]:
     whatever the level, and only verify.requireGdr makes preflight and the fabric check fail
     then. Unset, NCCL picks the level from the topology (env.rst: "If this isn't specified, NCCL
     will attempt to optimally select a value")."""
-    if s.platform != "openshift" or s.network_mode != "rdma" or s.rdma is None:
+    rdma = mode_of(s).rdma(s)
+    if rdma is None:
         return []
-    level = s.rdma.gdr_level
+    level = rdma.gdr_level
     if level is None or level == GDR_OFF or (s.verify.enabled and s.verify.require_gdr):
         return []
     why = "verify.enabled is false" if not s.verify.enabled else "verify.requireGdr is false"

@@ -10,37 +10,27 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from gpu_cluster.config.catalog_rules import gcp_catalog_problems
+from gpu_cluster.config.netmodes import mode_of
+from gpu_cluster.config.netmodes.gke_modes import older_than
 from gpu_cluster.facts.gcp import (
     ARTIFACT_REGISTRY_IMAGE,
     AUTHORIZED_NETWORKS_MAX,
     FLEX_START_MIN_GKE,
 )
 from gpu_cluster.facts.gcp_network import plan_addresses
-from gpu_cluster.facts.gpudirect import (
-    GIB_RELEASES,
-    GKE_END_OF_STANDARD_SUPPORT,
-    GPUDIRECT_MODES,
-    RDMA_NIC_COUNT,
-    RELEASES,
-    TCPXO_MIN_GKE,
-    GibRelease,
-    GpuDirectRelease,
-    gib_releases_for,
-    gke_minor,
-    gke_version_key,
-    release_for,
-    releases_for,
-)
-from gpu_cluster.facts.machines import MACHINES, machines_for
+from gpu_cluster.facts.gpudirect import GKE_END_OF_STANDARD_SUPPORT, gke_minor
+from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.facts.ngc import DEFAULT_TRAINING_IMAGE, sets_net_plugin_spcx
 
 if TYPE_CHECKING:  # the loader and rules.py call these rules: the types only
-    from gpu_cluster.config.schema import GcpSettings, Settings
+    from gpu_cluster.config.schema import Settings
+    from gpu_cluster.config.sections.gcp import GcpSettings
 
 
 def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
     out: list[str] = []
-    needed = machines_for(s.network_mode)
+    mode = mode_of(s)
+    needed = mode.machines()
     if needed and gcp.machine_type not in needed:
         out.append(
             f"gpu-cluster:networkMode = {s.network_mode!r} needs gcp.machineType "
@@ -80,10 +70,10 @@ def gke_problems(s: Settings, gcp: GcpSettings) -> list[str]:
         )
     version_problems = _gke_version_problems(s, gcp)
     out.extend(version_problems)
-    if s.network_mode in GPUDIRECT_MODES and version_problems:
+    if mode.nics_from_release and version_problems:
         return out  # the GPU NIC count comes from the release, which is in question
     try:
-        plan_addresses(gcp.base_cidr, gpu_nic_count(s), rdma_nic_count(s))
+        plan_addresses(gcp.base_cidr, mode.gpu_nic_count(s), mode.rdma_nic_count(s))
     except ValueError as exc:
         out.append(f"gpu-cluster:gcp.baseCidr = {gcp.base_cidr!r}: {exc}")
     return out
@@ -166,29 +156,9 @@ def _gke_version_problems(s: Settings, gcp: GcpSettings) -> list[str]:
             "channel (GKE allows the NO_MINOR_OR_NODE_UPGRADES exclusion only on a channel); "
             "use 'REGULAR' or set holdMinorUpgrades to false"
         )
-    if s.network_mode in GPUDIRECT_MODES:
-        out.extend(_gpudirect_release_problems(s.network_mode, gcp, minor))
-    if s.network_mode == "rdma":
-        out.extend(_gib_release_problems(gcp, minor))
-    rdma_min_gke = MACHINES[gcp.machine_type].rdma_min_gke
-    if s.network_mode == "rdma" and rdma_min_gke is not None and _older_than(version, rdma_min_gke):
-        out.append(
-            f"{key} is older than GPUDirect RDMA's minimum on {gcp.machine_type}: use "
-            f"{rdma_min_gke} or newer"
-        )
-    if gcp.provisioning == "flex-start" and _older_than(version, FLEX_START_MIN_GKE):
+    out.extend(mode_of(s).gke_version_problems(s, gcp, minor))
+    if gcp.provisioning == "flex-start" and older_than(version, FLEX_START_MIN_GKE):
         out.append(f"{key} is older than flex-start's minimum: use {FLEX_START_MIN_GKE} or newer")
-    floor = TCPXO_MIN_GKE.get(max(minor, min(TCPXO_MIN_GKE)))
-    if (
-        s.network_mode == "tcpxo"
-        and floor
-        and "-gke." in version
-        and gke_version_key(version) < gke_version_key(floor)
-    ):
-        out.append(
-            f"{key} is older than TCPXO's minimum for 1.{minor} on a3-megagpu-8g: "
-            f"use {floor} or newer"
-        )
     return out
 
 
@@ -245,7 +215,7 @@ def net_plugin_warnings(s: Settings) -> list[str]:
     """A warning when a GKE stack whose NCCL needs Google's plugin (tcpxo, tcpx, rdma) runs an NGC
     PyTorch release that selects HPC-X's plugin instead (sets_net_plugin_spcx). Not a refusal:
     an image built from it may unset NCCL_NET_PLUGIN again."""
-    if s.gcp is None or s.network_mode == "tcp" or not sets_net_plugin_spcx(s.image):
+    if s.gcp is None or not mode_of(s).needs_google_plugin or not sets_net_plugin_spcx(s.image):
         return []
     return [
         f"gpu-cluster:image = {s.image!r} sets NCCL_NET_PLUGIN=spcx (NGC PyTorch 26.06 and "
@@ -308,90 +278,3 @@ def placeholder_warnings(s: Settings) -> list[str]:
     """Warnings for each placeholder. Not refusals: the shipped files render with them, and an
     open endpoint is a choice."""
     return [p.warning for p in placeholders(s)]
-
-
-def _gpudirect_release_problems(mode: str, gcp: GcpSettings, minor: int) -> list[str]:
-    allowed = [k for k, r in RELEASES.items() if r.mode == mode]
-    name = gcp.gpudirect_release
-    if name is not None:
-        release = RELEASES.get(name)
-        if release is None or release.mode != mode:
-            return [
-                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is not a known {mode} release; "
-                f"allowed: {', '.join(map(repr, allowed))}"
-            ]
-        if not release.serves_gke_minor(minor):
-            fits = " or ".join(map(repr, releases_for(mode, minor))) or "another GKE minor"
-            return [
-                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is published for GKE "
-                f"{release.gke_minors_text()}, not for gcp.minMasterVersion "
-                f"{gcp.min_master_version!r}; use {fits}"
-            ]
-    elif not releases_for(mode, minor):
-        return [
-            f"gpu-cluster:gcp.minMasterVersion = {gcp.min_master_version!r}: no {mode} release "
-            f"is published for GKE 1.{minor}; releases: "
-            + ", ".join(f"{n} (GKE {RELEASES[n].gke_minors_text()})" for n in allowed)
-        ]
-    return []
-
-
-def _older_than(version: str, floor: str) -> bool:
-    """Whether a minMasterVersion is older than an exact GKE version; "1.N" stands for the
-    newest patch of 1.N, so only a minor below the floor's is older."""
-    exact = version if "-gke." in version else f"{version}.999-gke.999999999"
-    return gke_version_key(exact) < gke_version_key(floor)
-
-
-def _gib_release_problems(gcp: GcpSettings, minor: int) -> list[str]:
-    name = gcp.gpudirect_release
-    if name is not None:
-        release = GIB_RELEASES.get(name)
-        if release is None:
-            return [
-                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is not a known gIB (rdma) release; "
-                f"allowed: {', '.join(map(repr, GIB_RELEASES))}"
-            ]
-        if not release.serves_gke_minor(minor):
-            return [
-                f"gpu-cluster:gcp.gpudirectRelease = {name!r} is published for GKE "
-                f"{release.gke_minors_text()}, not for gcp.minMasterVersion "
-                f"{gcp.min_master_version!r}"
-            ]
-    elif not gib_releases_for(minor):
-        return [
-            f"gpu-cluster:gcp.minMasterVersion = {gcp.min_master_version!r}: no gIB release is "
-            f"published for GKE 1.{minor}; releases: "
-            + ", ".join(f"{n} (GKE {r.gke_minors_text()})" for n, r in GIB_RELEASES.items())
-        ]
-    return []
-
-
-def gpudirect_release(s: Settings) -> GpuDirectRelease:
-    """The GPUDirect release a tcpxo/tcpx stack runs (validated by the schema)."""
-    assert s.gcp is not None and s.network_mode in GPUDIRECT_MODES
-    return release_for(s.network_mode, s.gcp.gpudirect_release, gke_minor(s.gcp.min_master_version))
-
-
-def gib_release(s: Settings) -> GibRelease:
-    """The gIB release an rdma stack on GKE runs (validated by the schema)."""
-    assert s.gcp is not None and s.network_mode == "rdma"
-    name = s.gcp.gpudirect_release
-    return GIB_RELEASES[name or gib_releases_for(gke_minor(s.gcp.min_master_version))[-1]]
-
-
-def gpu_nic_count(s: Settings) -> int:
-    """GPU NICs with a VPC each: the GPUDirect release's count, the second gVNIC of an RDMA
-    machine, none for plain tcp."""
-    if s.gcp is None:
-        return 0
-    if s.network_mode == "rdma":
-        return 1
-    if s.network_mode not in GPUDIRECT_MODES:
-        return 0
-    return gpudirect_release(s).nic_count
-
-
-def rdma_nic_count(s: Settings) -> int:
-    """RDMA NICs, each with a subnet of the one RoCE VPC (GKE rdma only)."""
-    return RDMA_NIC_COUNT if s.gcp is not None and s.network_mode == "rdma" else 0

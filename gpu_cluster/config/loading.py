@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Collection, Iterable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 from pydantic_core import InitErrorDetails
@@ -32,6 +32,12 @@ from gpu_cluster.config.schema import PROJECT, Settings
 from gpu_cluster.config.workload import kind_warnings, opt_in_warnings, runner_warnings
 
 SECRET_ENV_KEY = "secretEnv"
+# Top-level keys a later version replaced, each with the refusal that names its successor.
+RENAMED_KEYS = {
+    "createNamespace": "gpu-cluster:createNamespace was replaced by namespaceMode: use "
+    "namespaceMode: create (was true) or reference (was false), or adopt to import an existing "
+    "namespace"
+}
 CODE_SYNC_KEY = "codeSync"
 # Namespaces a stack may hold besides the project's: the providers the program uses, and the
 # engine's own (`pulumi:tags`, `pulumi:disable-default-providers`).
@@ -269,16 +275,25 @@ def _secret_top_keys(secret_keys: Collection[str]) -> frozenset[str]:
 
 def validate_settings(values: Mapping[str, Any]) -> Settings:
     """Settings from config values (the stack file's keys without `gpu-cluster:`), held to the
-    schema, each key alone, and then to the rules across keys (rules.py). Raises pydantic's
+    schema, each key alone (a replaced key refused first), and then to the rules across keys
+    (rules.py). Raises pydantic's
     ValidationError naming the keys; the rules' problems are one error without a location, one
     line each, as a model validator's would be."""
+    renamed = [refusal for key, refusal in RENAMED_KEYS.items() if key in values]
+    if renamed:
+        _refuse(values, renamed)
     settings = Settings.model_validate(values)
     problems = cross_field_problems(settings)
     if problems:
-        error = ValueError("\n".join(problems))
-        details = InitErrorDetails(type="value_error", loc=(), input=values, ctx={"error": error})
-        raise ValidationError.from_exception_data(Settings.__name__, [details])
+        _refuse(values, problems)
     return settings
+
+
+def _refuse(values: Mapping[str, Any], problems: list[str]) -> NoReturn:
+    """Problems of the whole config: one error without a location, one line each."""
+    error = ValueError("\n".join(problems))
+    details = InitErrorDetails(type="value_error", loc=(), input=values, ctx={"error": error})
+    raise ValidationError.from_exception_data(Settings.__name__, [details])
 
 
 def load_settings(raw: Mapping[str, Any], secret_keys: Collection[str] = ()) -> Settings:

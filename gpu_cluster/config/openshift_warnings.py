@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpu_cluster.config.netmodes import mode_of
+
 if TYPE_CHECKING:  # the loader calls these: the types only, at run time nothing
     from gpu_cluster.config.schema import Settings
 
@@ -16,15 +18,15 @@ DEFAULT_WORKER_POOL = "worker"
 def rdma_warnings(s: Settings) -> list[str]:
     """What an OpenShift `rdma` stack should know before `pulumi up` (docs/operations.md,
     "OpenShift: RDMA addresses" and "OpenShift: RDMA memory locking")."""
-    rdma = s.rdma
-    if s.platform != "openshift" or s.network_mode != "rdma" or rdma is None:
+    rdma = mode_of(s).rdma(s)
+    if rdma is None:
         return []
     out = []
     if rdma.network_attachments != "reference":
-        # The NADs the stack renders use whereabouts IPAM (plan/netmodes.py). OpenShift runs
-        # whereabouts' reconciler only when the Network CR lists a whereabouts network
-        # (openshift/cluster-network-operator pkg/network/multus_ipam.go detectAuxiliaryIPAM at
-        # 0f229ae; openshift/openshift-docs modules/
+        # The NADs the stack renders use whereabouts IPAM (plan/netmodes/openshift_rdma.py).
+        # OpenShift runs whereabouts' reconciler only when the Network CR lists a whereabouts
+        # network (openshift/cluster-network-operator pkg/network/multus_ipam.go
+        # detectAuxiliaryIPAM at 0f229ae; openshift/openshift-docs modules/
         # nw-multus-creating-whereabouts-reconciler-daemon-set.adoc at 0ad95cf).
         out.append(
             f"gpu-cluster:rdma.networkAttachments = {rdma.network_attachments!r}: the NADs' "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from gpu_cluster.facts.kubernetes import POD_PRIMARY_INTERFACE
 
 if TYPE_CHECKING:  # the loader calls these rules (through rules.py): the types only
-    from gpu_cluster.config.schema import RdmaSettings
+    from gpu_cluster.config.sections.network import RdmaSettings
 
 
 def rdma_problems(rdma: RdmaSettings, nodes: int) -> list[str]:

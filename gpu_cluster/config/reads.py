@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 if TYPE_CHECKING:  # the schema imports this module
-    from gpu_cluster.config.schema import NetworkMode, Settings
+    from gpu_cluster.config.schema import Settings
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class ReadWhen:
 
     applies: Callable[[Settings], bool]
     when: str
-    mode: NetworkMode | None = None
+    mode: str | None = None
 
     def refusal(self, key: str) -> str:
         return f"gpu-cluster:{key} is only used when {self.when}; remove it"

@@ -5,7 +5,9 @@ imports Settings, so the schema never imports it (tests/test_layers.py refuses t
 
 from __future__ import annotations
 
+from gpu_cluster.config.derived import elastic_range
 from gpu_cluster.config.gke import gke_problems
+from gpu_cluster.config.netmodes import find_mode, mode_of, names_on
 from gpu_cluster.config.quantities import sweep_bytes
 from gpu_cluster.config.rdma_rules import rdma_problems
 from gpu_cluster.config.reads import unread_keys
@@ -23,7 +25,7 @@ from gpu_cluster.config.workload import (
     required_level,
     topology_levels,
 )
-from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS, GPU_LINK_MAX_GBPS, NIC_LINE_RATE_GBPS
+from gpu_cluster.facts.fabric import GPU_LINK_MAX_GBPS
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
 from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
 from gpu_cluster.facts.health import RUNNER_CHECKS
@@ -38,12 +40,6 @@ from gpu_cluster.facts.kubernetes import (
 )
 from gpu_cluster.facts.kueue import HOSTNAME_LEVEL
 
-# Which network modes each platform offers.
-MODES_BY_PLATFORM: dict[str, tuple[str, ...]] = {
-    "openshift": ("tcp", "rdma"),
-    "gke": ("tcpxo", "tcpx", "rdma", "tcp"),
-}
-
 # Smallest all_gather of the fabric check's sweep (scripts/allreduce_check.py --min-bytes).
 CHECK_MIN_BYTES = 8
 # Largest: PyTorch sizes tensors and NCCL counts elements in 64 bits.
@@ -52,14 +48,14 @@ CHECK_MAX_BYTES = 2**63 - 1
 
 def cross_field_problems(s: Settings) -> list[str]:
     out: list[str] = []
-    allowed_modes = MODES_BY_PLATFORM[s.platform]
-    if s.network_mode not in allowed_modes:
+    mode = find_mode(s.platform, s.network_mode)
+    if mode is None:
         out.append(
             f"gpu-cluster:networkMode = {s.network_mode!r} is not available on platform "
-            f"{s.platform!r}; allowed: {', '.join(map(repr, allowed_modes))}"
+            f"{s.platform!r}; allowed: {', '.join(map(repr, names_on(s.platform)))}"
         )
-    if s.network_mode == "rdma" and s.rdma is None and s.platform == "openshift":
-        out.append("gpu-cluster:rdma is required when networkMode is 'rdma' (the NIC list)")
+    else:
+        out.extend(mode.problems(s))
     if s.platform == "gke" and s.gcp is None:
         out.append("gpu-cluster:gcp is required when platform is 'gke' (project, region, zone)")
     # Then every key the stack does not read; the rules below look only at what it reads.
@@ -83,7 +79,7 @@ def cross_field_problems(s: Settings) -> list[str]:
             f"1.{MIN_KUBERNETES_MINOR} or newer (NODE_RANK comes from the pod-index label)"
         )
     sidecars = [
-        *([f"networkMode {s.network_mode!r}"] if s.network_mode in ("tcpxo", "tcpx") else []),
+        *([f"networkMode {s.network_mode!r}"] if mode_of(s).native_sidecars else []),
         *(["codeSync (git-sync)"] if s.code_sync is not None else []),
     ]
     if sidecars and minor < NATIVE_SIDECAR_MINOR:
@@ -102,7 +98,7 @@ def cross_field_problems(s: Settings) -> list[str]:
     out.extend(_verify_problems(s))
     if s.workload.kind == "jobset":
         out.extend(workload_problems(s))
-    lo, hi = s.elastic_range
+    lo, hi = elastic_range(s)
     if not lo <= s.nodes <= hi:
         out.append(
             f"gpu-cluster:launcher.minNodes/maxNodes = {lo}:{hi} must satisfy "
@@ -237,9 +233,7 @@ def _verify_problems(s: Settings) -> list[str]:
     """Fabric-check settings that could never PASS."""
     out: list[str] = []
     v = s.verify
-    ceiling, carrier = GKE_FABRIC_GBPS.get(s.network_mode), "the fabric's NICs"
-    if s.network_mode == "rdma" and s.rdma is not None:
-        ceiling = NIC_LINE_RATE_GBPS * len(s.rdma.nics)
+    ceiling, carrier = mode_of(s).fabric_gbps(s), "the fabric's NICs"
     if ceiling is None:
         ceiling, carrier = GPU_LINK_MAX_GBPS, "the fastest GPU link (NVLink 5)"
     expected = v.expected_busbw_gbps

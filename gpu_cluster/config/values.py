@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
 
+from gpu_cluster.config.netmodes import mode_names
 from gpu_cluster.config.quantities import (
     check_cpu,
     check_quantity,
@@ -180,7 +181,7 @@ def _pod_interface(value: str) -> str:
 
 # What the program sets in the training container's environment: the rank and rendezvous
 # (plan/launch.py rendezvous_env, the pod template's NODE_RANK), the network modes' settings
-# (plan/netmodes.py and the GPUDirect releases: RDMA_*, MEMLOCK_*, LD_LIBRARY_PATH) and every
+# (plan/netmodes/ and the GPUDirect releases: RDMA_*, MEMLOCK_*, LD_LIBRARY_PATH) and every
 # NCCL_* variable (NCCL is configured by `nccl`, `tcp`, `rdma` and the release; TCPXO's
 # profile, sourced at launch, also sets CUDA_VISIBLE_DEVICES, over any value). Of two env
 # entries of one name the kubelet keeps the last, the secret's: a secretEnv of one of these names
@@ -295,14 +296,22 @@ def _mount_path(value: str) -> str:
     return value
 
 
-def _machine_type(value: Any) -> Any:
-    """One of MACHINES, read when validating (a machine registered later counts), refused with
-    the words and order pydantic gives a Literal."""
-    if isinstance(value, str) and value in MACHINES:
+def _one_of(value: Any, allowed: list[str]) -> Any:
+    """`value` if one of `allowed` (read when validating, so a record registered later counts),
+    refused with the words and order pydantic gives a Literal."""
+    if isinstance(value, str) and value in allowed:
         return value
-    names = [repr(name) for name in MACHINES]
+    names = [repr(name) for name in allowed]
     expected = " or ".join(filter(None, (", ".join(names[:-1]), names[-1])))
     raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+
+
+def _machine_type(value: Any) -> Any:
+    return _one_of(value, list(MACHINES))
+
+
+def _network_mode(value: Any) -> Any:
+    return _one_of(value, mode_names())
 
 
 def _release_at_least(minimum: tuple[int, int, int], why: str) -> Callable[[str], str]:
@@ -348,6 +357,7 @@ EnvName = Annotated[str, AfterValidator(_secret_env_name)]  # a secretEnv variab
 BucketName = Annotated[str, AfterValidator(_bucket_name)]
 MountPath = Annotated[str, AfterValidator(_mount_path)]
 MachineType = Annotated[str, BeforeValidator(_machine_type)]  # a GPU machine (facts/machines.py)
+NetworkMode = Annotated[str, BeforeValidator(_network_mode)]  # a plug-in's (config/netmodes/)
 # Kueue's and JobSet's chart versions (workload.controllers).
 _KUEUE_OLDEST = "the first to serve kueue.x-k8s.io/v1beta2, which the stack writes"
 _JOBSET_OLDEST = "the oldest release the program is tested with"

@@ -42,13 +42,6 @@ def installer_app(mode: str) -> str:
     return f"nccl-{mode}-installer"
 
 
-def node_agent_apps(mode: str) -> tuple[str, ...]:
-    """The node agents a GKE stack in network mode `mode` runs on its GPU nodes."""
-    if mode in ("tcpxo", "tcpx"):
-        return (installer_app(mode), DEVICE_INJECTOR_APP)
-    return (installer_app(mode),) if mode == "rdma" else ()
-
-
 # Unix socket directory shared by the TCPX RxDM sidecar and the training container.
 TCPX_SOCKET_DIR = "/run/tcpx"
 # File RxDM writes once its buffer manager is ready, when HEALTH_CHECK_LOG_FILE names it; the
@@ -133,6 +126,10 @@ class GpuDirectRelease(_PublishedForGkeMinors):
     rxdm_devices: tuple[str, ...]
     # Whether RxDM reports readiness through HEALTH_CHECK_LOG_FILE (TCPXO only, per Google).
     rxdm_health_check: bool
+    # Whether the installer first binds the LLCM aperture PCI devices and loads import-helper on
+    # the host, and makes its entry point executable (CEA gpudirect-tcpxo/
+    # nccl-tcpxo-installer.yaml does both; gpudirect-tcpx/nccl-tcpx-installer.yaml neither).
+    installer_prepares_host: bool
     nic_count: int
     # GKE minor versions Google publishes this release's settings for: (first, last or None).
     gke_minors: tuple[int, int | None]
@@ -187,6 +184,7 @@ def _tcpxo_release(plugin: str, rxdm: str) -> GpuDirectRelease:
         rxdm_capabilities=("NET_ADMIN", "NET_BIND_SERVICE"),
         rxdm_devices=(*_GPU_DEVICES, "/dev/dmabuf_import_helper"),
         rxdm_health_check=True,
+        installer_prepares_host=True,
         nic_count=8,
         # The README names no GKE versions since Feb 2025 (recommended ones are "not a hard
         # requirement"); GKE minors from 1.28 carry TCPXO (cluster-toolkit modules/compute/
@@ -262,6 +260,7 @@ def _tcpx_release(
         rxdm_capabilities=("NET_ADMIN",),
         rxdm_devices=_GPU_DEVICES,
         rxdm_health_check=False,  # Google publishes no health file for the TCPX daemon
+        installer_prepares_host=False,
         nic_count=4,
         gke_minors=gke_minors,
         nccl_env=(*_TCPX_COMMON_ENV, *env),
@@ -299,7 +298,6 @@ RELEASES: dict[str, GpuDirectRelease] = {
     "tcpx-v3.1.9": _TCPX_V3_1_9,
     "tcpx-v3.1.12": _TCPX_V3_1_12,
 }
-GPUDIRECT_MODES = ("tcpxo", "tcpx")
 
 
 def releases_for(mode: str, gke_minor: int) -> list[str]:

@@ -19,8 +19,6 @@ from gpu_cluster.facts.gpudirect import GIB_POD_DIR
 
 # How the GPU pool gets its capacity (GcpSettings.provisioning).
 Provisioning = Literal["on-demand", "spot", "reservation", "flex-start"]
-# The GPUDirect network mode GKE runs on a machine (a stack's networkMode; `tcp` runs anywhere).
-GpuDirectMode = Literal["tcpxo", "tcpx", "rdma"]
 
 # Capacity each machine type is offered with. A3 Ultra and A4 come only through reservations
 # (whole, a block or sub-block, or a calendar-mode future reservation), flex-start or Spot, never
@@ -69,7 +67,9 @@ class GpuMachine:
     # The GPUDirect mode GKE runs on it (cloud.google.com/kubernetes-engine/docs/how-to/
     # gpu-bandwidth-gpudirect-tcpx: TCPXO on A3 Mega, TCPX on A3 High; docs.cloud.google.com/
     # ai-hypercomputer/docs/create/gke-ai-hypercompute: GPUDirect RDMA on A3 Ultra and A4).
-    network_mode: GpuDirectMode
+    # The networkMode value of a GKE plug-in (gpu_cluster/config/netmodes/, which runs it on the
+    # machines naming it; tests/test_netmodes.py holds every record to one).
+    network_mode: str
     # MTU of every VPC the cluster creates for it (facts/gcp_network.py gives each value's source).
     vpc_mtu: int
     # Capacity Google sells it with, in the order a refusal lists them (_SOLD_ON_DEMAND above).

@@ -6,7 +6,7 @@ git-sync v4 reads its flags from GITSYNC_* variables (kubernetes/git-sync README
 
 from __future__ import annotations
 
-from gpu_cluster.config.schema import CodeSyncSettings
+from gpu_cluster.config.sections.compute import CodeSyncSettings
 from gpu_cluster.plan.podspec import Container, EmptyDir, Mount
 
 CODE_VOLUME = "code"

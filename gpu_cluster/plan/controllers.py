@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_cluster.config.derived import queue_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import installs_controllers
 from gpu_cluster.facts.kueue import (
@@ -71,7 +72,7 @@ def existing_controllers(s: Settings) -> ExistingControllers | None:
     if s.workload.kind != "jobset" or installs_controllers(s):
         return None
     if s.workload.queue.mode == "reference":
-        return ExistingControllers(crds=(), local_queue=(s.namespace, s.queue_name))
+        return ExistingControllers(crds=(), local_queue=(s.namespace, queue_name(s)))
     served = (
         ServedApi(KUEUE_CRD, KUEUE_API.split("/")[1]),
         ServedApi(JOBSET_CRD, JOBSET_API.split("/")[1]),

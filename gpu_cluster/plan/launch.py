@@ -11,14 +11,15 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_cluster.config.derived import elastic_range, runs_preflight, world_size
+from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import job_set_hostname
-from gpu_cluster.facts.gpudirect import NODE_AGENT_NAMESPACE, node_agent_apps
+from gpu_cluster.facts.gpudirect import NODE_AGENT_NAMESPACE
 from gpu_cluster.facts.kubernetes import parse_quantity
 from gpu_cluster.plan.health_gate import health_gate_check
 from gpu_cluster.plan.nccl import NCCL_ENV_FILE
-from gpu_cluster.plan.netmodes import SCRIPTS_DIR
-from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT
+from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT, SCRIPTS_DIR
 
 # Kubernetes' default cluster DNS domain (kubelet --cluster-domain).
 CLUSTER_DOMAIN = "cluster.local"
@@ -56,11 +57,11 @@ def master_addr(s: Settings) -> str:
 
 def rendezvous_env(s: Settings) -> dict[str, str]:
     """Env every training container gets (NODE_RANK comes from the pod-index label)."""
-    lo, hi = s.elastic_range
+    lo, hi = elastic_range(s)
     return {
         "NNODES": str(s.nodes),
         "GPUS_PER_NODE": str(s.gpus_per_node),
-        "WORLD_SIZE": str(s.world_size),
+        "WORLD_SIZE": str(world_size(s)),
         "MASTER_ADDR": master_addr(s),
         "MASTER_PORT": str(s.launcher.master_port),
         "TORCHRUN_NNODES": str(s.nodes) if lo == hi else f"{lo}:{hi}",
@@ -70,7 +71,7 @@ def rendezvous_env(s: Settings) -> dict[str, str]:
         "DEEPSPEED_HOSTFILE": f"{SCRIPTS_DIR}/{HOSTFILE}",
         "DEEPSPEED_CONFIG": f"{SCRIPTS_DIR}/{DEEPSPEED_CONFIG}",
         # The launchers run preflight.sh first when asked; it checks /dev/shm against this.
-        "PREFLIGHT": "1" if s.preflight else "0",
+        "PREFLIGHT": "1" if runs_preflight(s) else "0",
         "SHM_MIN_BYTES": str(quantity_bytes(s.pod.shm_size)),
     }
 
@@ -92,7 +93,7 @@ def deepspeed_config(s: Settings) -> dict[str, Any]:
     if ds.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     return {
-        "train_batch_size": ds.micro_batch_size * ds.gradient_accumulation_steps * s.world_size,
+        "train_batch_size": ds.micro_batch_size * ds.gradient_accumulation_steps * world_size(s),
         "train_micro_batch_size_per_gpu": ds.micro_batch_size,
         "gradient_accumulation_steps": ds.gradient_accumulation_steps,
         "bf16": {"enabled": ds.precision == "bf16"},
@@ -152,7 +153,7 @@ def node_agents(s: Settings) -> tuple[tuple[str, str], ...]:
     """The pods that prepare a GPU node for the training pods, as (namespace, label selector):
     GKE's GPUDirect node agents (facts/gpudirect.py), the image pre-pull (openshift.prePull)."""
     if s.platform == "gke":
-        apps = node_agent_apps(s.network_mode)
+        apps = mode_of(s).node_agent_apps
         return ((NODE_AGENT_NAMESPACE, f"k8s-app in ({','.join(apps)})"),) if apps else ()
     if s.openshift.pre_pull:
         instance = f"app.kubernetes.io/instance={s.name}"

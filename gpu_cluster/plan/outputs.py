@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Mapping
 
+from gpu_cluster.config.derived import world_size
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan import launch, runs
 from gpu_cluster.plan.launch import Kube
@@ -85,7 +86,7 @@ def stack_outputs(s: Settings, cli: str, target: tuple[str, ...]) -> dict[str, o
         "namespace": s.namespace,
         "podDnsNames": launch.pod_dns_names(s),
         "masterAddr": launch.master_addr(s),
-        "worldSize": s.world_size,
+        "worldSize": world_size(s),
     }
     commands: dict[str, Callable[[Settings, Kube], str]]
     if s.workload.kind == "jobset":

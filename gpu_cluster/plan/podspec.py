@@ -15,6 +15,9 @@ from typing import Literal
 IDLE_COMMAND = ("/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait")
 # The `app.kubernetes.io/component` label of the image pre-pull pods (openshift.prePull).
 PRE_PULL_COMPONENT = "image-pre-pull"
+# The stack's scripts ConfigMap, mounted read-only in its pods (launchers, checks, preflight).
+SCRIPTS_VOLUME = "gpu-cluster-scripts"
+SCRIPTS_DIR = "/opt/gpu-cluster"
 # An idle container's requests, its limits the same (a namespace quota may demand limits).
 IDLE_RESOURCES = {"cpu": "10m", "memory": "16Mi"}
 

@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from gpu_cluster.config.derived import queue_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import cluster_scoped_name, topology_levels
 from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE, parse_quantity
 from gpu_cluster.facts.kueue import GKE_QUEUED_PROVISIONING_CLASS, MAX_RUN_DURATION_ANNOTATION
 from gpu_cluster.plan.health_gate import HealthGatePlan, health_gate_plan
-from gpu_cluster.plan.netmodes import SCRIPTS_DIR
-from gpu_cluster.plan.podspec import Container
+from gpu_cluster.plan.podspec import SCRIPTS_DIR, Container
 
 # What a JobSet run's pods start with: the rest of their command only once Kueue admitted the
 # run (scripts/admitted.sh).
@@ -73,7 +73,7 @@ def queue_plan(
         cluster_queue=scoped,
         flavor=scoped,
         topology=scoped if levels else None,
-        local_queue=s.queue_name,
+        local_queue=queue_name(s),
         levels=levels,
         node_labels=node_labels,
         quota={name: _quantity(value * s.nodes) for name, value in per_pod.items()},

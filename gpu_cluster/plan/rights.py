@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import installs_controllers
 from gpu_cluster.plan.security import memlock_machine_config_name, training_scc_name
@@ -62,7 +63,7 @@ def cluster_rights(s: Settings) -> tuple[Right, ...]:
                 "default) and namespaceMode: reference",
             )
         )
-    rdma = s.rdma if s.network_mode == "rdma" else None
+    rdma = mode_of(s).rdma(s)
     if rdma is not None and rdma.memlock == "root-ipc-lock":
         scc = training_scc_name(s.namespace, s.name)
         use = Check("use", f"{SCCS}/{scc}", s.namespace)

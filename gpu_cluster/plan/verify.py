@@ -4,11 +4,12 @@ before training (pure)."""
 
 from __future__ import annotations
 
+from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
-from gpu_cluster.facts.fabric import GKE_FABRIC_GBPS
+from gpu_cluster.facts.fabric import RDMA_FABRIC_GBPS
 from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.plan.launch import Kube, on_every_pod
-from gpu_cluster.plan.netmodes import SCRIPTS_DIR
+from gpu_cluster.plan.podspec import SCRIPTS_DIR
 
 CHECK_SCRIPT = "allreduce_check.py"
 # The modules it (and STORAGE_CHECK) imports from beside it, shipped with it.
@@ -33,31 +34,24 @@ GKE_CHECK_MAX_BYTES = "8G"  # the scanner's END_MESSAGE_SIZE (binary units, as n
 # know (it assumed 200G ones). The check reads each node's RDMA interfaces' link speeds and holds
 # the average to this fraction of the slowest node's sum: the fraction the scanner holds RoCE
 # machines to, A3 Ultra / A4's 250 GB/s of their 8 x 400 Gb/s (facts/fabric.py).
-RDMA_LINE_RATE_FRACTION = MACHINES["a4-highgpu-8g"].busbw_floor_gbps / GKE_FABRIC_GBPS["rdma"]
+RDMA_LINE_RATE_FRACTION = MACHINES["a4-highgpu-8g"].busbw_floor_gbps / RDMA_FABRIC_GBPS
 # tcp: no vendor floor for NCCL over sockets, nor a link speed to read (the pod network). A sanity
 # floor: NVIDIA/nccl#450 measured all_reduce busbw of 4-6 GB/s over 100 Gb/s TCP (4 nodes), and
 # all_gather moves as much per link with no tree to shortcut it; 2.5 stays under the low end.
 TCP_BUSBW = 2.5
 # Everywhere else the sweep ends at 1 GiB, as it always has.
 DEFAULT_MAX_BYTES = "1G"
-# Modes whose floor is the GKE machine's (the schema ties each to its machine type).
-GKE_GPUDIRECT_MODES = ("tcpx", "tcpxo", "rdma")
-
-# The transport each mode promises, as the check script names it.
-TRANSPORT = {"rdma": "ib", "tcp": "socket", "tcpxo": "tcpxo", "tcpx": "tcpx"}
-# On GKE rdma runs through gIB: NCCL's own IB transport there would be a silent fallback.
-GKE_RDMA_TRANSPORT = "gib"
 
 
 def expected_transport(s: Settings) -> str:
-    if s.network_mode == "rdma" and s.platform == "gke":
-        return GKE_RDMA_TRANSPORT
-    return TRANSPORT[s.network_mode]
+    """The transport the stack's mode promises, as the check script names it."""
+    return mode_of(s).transport
 
 
 def _gke_machine(s: Settings) -> str | None:
-    """The GKE machine whose GPUDirect fabric the check measures, or None (not GKE, or tcp)."""
-    if s.gcp is None or s.network_mode not in GKE_GPUDIRECT_MODES:
+    """The GKE machine whose GPUDirect fabric the check measures, or None (not GKE, or a mode
+    that runs on any machine: the rules tie the others to theirs)."""
+    if s.gcp is None or not mode_of(s).machines():
         return None
     return s.gcp.machine_type
 
@@ -69,13 +63,13 @@ def threshold_args(s: Settings) -> list[str]:
     machine = _gke_machine(s)
     if given is None and machine is not None:
         given = MACHINES[machine].busbw_floor_gbps
-    if given is None and s.network_mode == "rdma":
-        assert s.rdma is not None
+    interfaces = mode_of(s).line_rate_interfaces(s)
+    if given is None and interfaces:
         return [
             "--line-rate-fraction",
             f"{RDMA_LINE_RATE_FRACTION:g}",
             "--line-rate-interfaces",
-            ",".join(nic.interface for nic in s.rdma.nics),
+            ",".join(interfaces),
         ]
     return ["--expected-busbw-gbps", f"{TCP_BUSBW if given is None else given:g}"]
 

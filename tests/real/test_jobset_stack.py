@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from gpu_cluster.config.derived import queue_name
 from gpu_cluster.config.workload import REPLICATED_JOB
 from gpu_cluster.facts.kubernetes import parse_quantity
 from gpu_cluster.facts.kueue import (
@@ -166,7 +167,7 @@ def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
     # The run (not suspended), its Workload (admitted in the stack's queue), its pods (running).
     assert status[1][:3] == [name, "0", "false"], status  # NAME, RESTARTS, SUSPENDED
     workload_row = next(r for r in status if r[0] == workload["metadata"]["name"])
-    assert workload_row[1:4] == [s.queue_name, queue["metadata"]["name"], "True"]
+    assert workload_row[1:4] == [queue_name(s), queue["metadata"]["name"], "True"]
     pod_rows = [r for r in status if r[0].startswith(f"{name}-node-0-")]
     assert sorted((r[2], r[6]) for r in pod_rows) == [("Running", "gpu-1"), ("Running", "gpu-2")]
 

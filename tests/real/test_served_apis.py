@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_cluster.config.derived import queue_name
 from gpu_cluster.facts.kueue import KUEUE_API, KUEUE_CRD
 from tests.real.cluster_state import provision, stack_engine
 from tests.real.conftest import Cluster
@@ -77,13 +78,13 @@ def test_preview_stops_where_the_queue_a_stack_references_does_not_exist(
 
     absent = engine.preview(*edit, check=False)
     assert absent.error is not None
-    assert f"'{s.namespace}/{s.queue_name}' does not exist" in absent.error, absent.error[-3000:]
+    assert f"'{s.namespace}/{queue_name(s)}' does not exist" in absent.error, absent.error[-3000:]
 
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": s.namespace}})
     local_queue = {
         "apiVersion": KUEUE_API,
         "kind": "LocalQueue",
-        "metadata": {"name": s.queue_name, "namespace": s.namespace},
+        "metadata": {"name": queue_name(s), "namespace": s.namespace},
         "spec": {"clusterQueue": "team"},
     }
     kube.create(local_queue)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.machines import MACHINES
 from gpu_cluster.offline.engine import ProgramRun
@@ -131,6 +132,7 @@ def openshift_nodes(settings: Settings) -> list[FakeNode]:
     with the GPUs and the SR-IOV/RDMA resources the stack says its NICs come from."""
     names = list(settings.openshift.node_names) or [f"gpu-node-{i}" for i in range(settings.nodes)]
     allocatable = {**OPENSHIFT_GPU_HOST, "nvidia.com/gpu": str(settings.gpus_per_node)}
-    if settings.rdma is not None and settings.network_mode == "rdma":
-        allocatable |= {nic.resource: str(VFS_PER_RESOURCE) for nic in settings.rdma.nics}
+    rdma = mode_of(settings).rdma(settings)
+    if rdma is not None:
+        allocatable |= {nic.resource: str(VFS_PER_RESOURCE) for nic in rdma.nics}
     return [FakeNode(name, {GPU_PRESENT_LABEL: "true"}, [], allocatable) for name in names]

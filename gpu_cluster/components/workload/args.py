@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from gpu_cluster.config.schema import PodSettings
+from gpu_cluster.config.sections.compute import PodSettings
 from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.plan.podspec import Container, Mount, PodNetworking, PodPlacement, Volume
 

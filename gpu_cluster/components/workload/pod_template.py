@@ -37,8 +37,9 @@ from gpu_cluster.components.workload.pod_args import (
 )
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import Claim, volume_sizes
-from gpu_cluster.plan.netmodes import SCRIPTS_DIR, SCRIPTS_VOLUME
 from gpu_cluster.plan.podspec import (
+    SCRIPTS_DIR,
+    SCRIPTS_VOLUME,
     ClaimVolume,
     ConfigMapVolume,
     EmptyDir,

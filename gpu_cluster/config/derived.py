@@ -1,0 +1,31 @@
+"""What a stack's settings resolve to beyond their own keys: sizes, names and defaults that
+depend on several keys (the schema only declares the keys)."""
+
+from __future__ import annotations
+
+from gpu_cluster.config.netmodes import find_mode
+from gpu_cluster.config.schema import Settings
+
+
+def world_size(s: Settings) -> int:
+    """Training ranks: one per GPU of every pod."""
+    return s.nodes * s.gpus_per_node
+
+
+def queue_name(s: Settings) -> str:
+    """The LocalQueue a JobSet waits in."""
+    return s.workload.queue.name or s.name
+
+
+def runs_preflight(s: Settings) -> bool:
+    """Whether the launchers run preflight.sh: verify.preflight, else the network mode's
+    default."""
+    if s.verify.preflight is not None:
+        return s.verify.preflight
+    mode = find_mode(s.platform, s.network_mode)
+    return mode is not None and mode.preflight_by_default
+
+
+def elastic_range(s: Settings) -> tuple[int, int]:
+    """torchrun's --nnodes range: launcher.minNodes..maxNodes, each `nodes` when unset."""
+    return s.launcher.min_nodes or s.nodes, s.launcher.max_nodes or s.nodes
