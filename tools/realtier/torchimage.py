@@ -41,22 +41,25 @@ def _normalized(name: str) -> str:
 
 
 def _requirements_closure(roots: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
-    """The installed distributions these need, transitively (markers evaluated here, no extras)."""
+    """The installed distributions these need, transitively, with the extras each requirement
+    names (torch's `cuda-toolkit[cudart,...]` brings the CUDA runtime); markers evaluated here."""
     # Imported here: `python -m tools.realtier build` runs before CI installs anything.
     from packaging.requirements import Requirement
 
     found: dict[str, importlib.metadata.Distribution] = {}
-    pending = list(roots)
+    visited: set[tuple[str, str]] = set()
+    pending = [(name, "") for name in roots]
     while pending:
-        name = _normalized(pending.pop())
-        if name in found:
+        name, extra = pending.pop()
+        key = (_normalized(name), extra)
+        if key in visited:
             continue
-        distribution = importlib.metadata.distribution(name)
-        found[name] = distribution
+        visited.add(key)
+        distribution = found.setdefault(key[0], importlib.metadata.distribution(name))
         for line in distribution.requires or []:
             requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                pending.append(requirement.name)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
+                pending += [(requirement.name, e) for e in ("", *requirement.extras)]
     return [found[name] for name in sorted(found)]
 
 
