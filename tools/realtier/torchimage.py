@@ -40,7 +40,7 @@ def _normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requirements_closure(roots: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
+def requirements_closure(roots: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
     """The installed distributions these need, transitively, with the extras each requirement
     names (torch's `cuda-toolkit[cudart,...]` brings the CUDA runtime); markers evaluated here."""
     # Imported here: `python -m tools.realtier build` runs before CI installs anything.
@@ -64,7 +64,7 @@ def _requirements_closure(roots: tuple[str, ...]) -> list[importlib.metadata.Dis
 
 
 def _training(test: ImageArchive) -> tuple[ImageArchive, list[importlib.metadata.Distribution]]:
-    distributions = _requirements_closure(TRAINING_DISTRIBUTIONS)
+    distributions = requirements_closure(TRAINING_DISTRIBUTIONS)
     versions = [f"{_normalized(d.metadata['Name'])}=={d.version}" for d in distributions]
     key = _digest([test.path.name, *versions])
     torch_version = importlib.metadata.version("torch").replace("+", "-")
@@ -98,7 +98,7 @@ def build_training_image(test: ImageArchive, log: Log) -> ImageArchive | None:
         base = Path(scratch) / "base.tar"
         _extract_layer(test.path, base)
         packages = Path(scratch) / "packages.tar"
-        _write_packages_layer(distributions, packages)
+        write_packages_layer(distributions, packages)
         config = {"Env": [f"PATH={_PATH}"], "Cmd": ["/bin/bash"]}
         write_oci_layout(image.name, config, [base, packages], image.path)
     size = image.path.stat().st_size / 2**20
@@ -138,7 +138,7 @@ def _installed_files(distribution: importlib.metadata.Distribution) -> Iterator[
         yield Path(str(distribution.locate_file(record))), record.as_posix()
 
 
-def _write_packages_layer(
+def write_packages_layer(
     distributions: list[importlib.metadata.Distribution], target: Path
 ) -> None:
     with tarfile.open(target, mode="w", format=tarfile.PAX_FORMAT) as tar:
