@@ -5,12 +5,17 @@ digest and size, and the layer holds the rootfs (containerd's import is the real
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.metadata
 import io
 import json
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 from tools.realtier.images import write_oci_archive
+from tools.realtier.torchimage import requirements_closure, write_packages_layer
 
 
 def _blob(archive: tarfile.TarFile, descriptor: dict[str, object]) -> bytes:
@@ -52,3 +57,39 @@ def test_an_archive_is_a_valid_oci_layout_of_its_rootfs(tmp_path: Path) -> None:
         assert hello.mode & 0o777 == 0o755
         content = files.extractfile(hello)
         assert content is not None and content.read() == b"#!/bin/sh\necho hello\n"
+
+
+def test_the_packages_layer_holds_each_required_distribution_and_its_scripts(
+    tmp_path: Path,
+) -> None:
+    """pytest and what it requires, as the training image's second layer holds torch's: every
+    file its RECORD lists under Debian's local site directory, its console script on PATH."""
+    distributions = requirements_closure(("pytest",))
+    names = {d.metadata["Name"].lower() for d in distributions}
+    assert {"pytest", "pluggy", "iniconfig", "packaging"} <= names, names
+    target = tmp_path / "packages.tar"
+    write_packages_layer(distributions, target)
+
+    site = "usr/local/lib/python3.11/dist-packages"
+    with tarfile.open(target) as layer:
+        members = {m.name: m for m in layer.getmembers()}
+        script = layer.extractfile(members["usr/local/bin/pytest"])
+        assert script is not None
+        text = script.read().decode()
+        pluggy = layer.extractfile(members[f"{site}/pluggy/__init__.py"])
+        assert pluggy is not None
+        installed = Path(importlib.import_module("pluggy").__file__ or "")
+        assert pluggy.read() == installed.read_bytes()
+    assert members["usr/local/bin/pytest"].mode & 0o777 == 0o755
+    assert text.startswith("#!/usr/bin/python3\n"), text
+    # The script does what the installed `pytest` does (run here by this Python, which has it).
+    (tmp_path / "pytest-script").write_text(text)
+    ran = subprocess.run(
+        [sys.executable, str(tmp_path / "pytest-script"), "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ran.stdout + ran.stderr == f"pytest {importlib.metadata.version('pytest')}\n"
+    assert members[site].isdir()
+    assert not any(name.startswith(("..", "/")) for name in members)

@@ -6,9 +6,10 @@ builds. Without them these tests skip, except in CI (CI=true), where a missing t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from tools.realtier.build import Tools, locate
 from tools.realtier.charts import chart_crds
 from tools.realtier.controllers import start_controllers
 from tools.realtier.controlplane import ControlPlane
-from tools.realtier.images import NodeImages, locate_images
+from tools.realtier.images import ImageArchive, NodeImages, locate_images
 from tools.realtier.kube import Kube, install_crd_objects, install_crds
 from tools.realtier.nodenet import NodeNetwork
 from tools.realtier.realnodes import NodeSpec, RealNodes
@@ -87,13 +88,18 @@ REAL_NODES = tuple(
 )
 
 
-@pytest.fixture
-def real_cluster(
-    node_tools: Tools, node_images: NodeImages, tmp_path: Path
+@contextlib.contextmanager
+def real_nodes_cluster(
+    node_tools: Tools,
+    node_images: NodeImages,
+    tmp_path: Path,
+    specs: Sequence[NodeSpec] = REAL_NODES,
+    images: Sequence[ImageArchive] | None = None,
 ) -> Iterator[RealCluster]:
-    """A control plane on the nodes' LAN with two real nodes (containerd, kubelet, CNI bridge,
-    each in its own network namespace) and cluster DNS; all removed afterwards."""
-    network = NodeNetwork.claim(len(REAL_NODES))
+    """A control plane on the nodes' LAN with real nodes (containerd, kubelet, CNI bridge, each
+    in its own network namespace) holding `images` (the test image by default) and cluster DNS;
+    all removed afterwards."""
+    network = NodeNetwork.claim(len(specs))
     try:
         network.up()
         plane = ControlPlane(
@@ -105,14 +111,23 @@ def real_cluster(
                 node_tools,
                 plane,
                 network,
-                REAL_NODES,
-                images=(node_images.test,),
+                specs,
+                images=images or (node_images.test,),
                 sandbox_image=node_images.pause,
             )
             with nodes:
                 yield RealCluster(plane, kube, node_tools, nodes, node_images)
     finally:
         network.down()
+
+
+@pytest.fixture
+def real_cluster(
+    node_tools: Tools, node_images: NodeImages, tmp_path: Path
+) -> Iterator[RealCluster]:
+    """Two real nodes with the test image."""
+    with real_nodes_cluster(node_tools, node_images, tmp_path) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import threading
 
 from tools.realtier.build import build, log_to_stderr
 from tools.realtier.images import build_images
+from tools.realtier.torchimage import build_training_image
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
 
     tools = build(log_to_stderr)
     if args.command == "build":
-        # The real nodes' images (their sandbox and the tests'), built with host tools.
-        build_images(log_to_stderr)
+        # The real nodes' images (their sandbox, the tests', the training's), built with host tools.
+        images = build_images(log_to_stderr)
+        if images:
+            build_training_image(images.test, log_to_stderr)
         for directory in tools.bin_dirs:
             print(directory)
         return 0

@@ -21,7 +21,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,20 +65,30 @@ def _file_sha256(path: Path) -> str:
 
 
 def write_oci_archive(rootfs: Path, name: str, config: Mapping[str, object], target: Path) -> None:
-    """One image of one uncompressed layer (the rootfs, owners, modes and devices kept) as an OCI
-    image layout tarball (image-spec image-layout.md, manifest.md, config.md), named by the
-    `io.containerd.image.name` annotation containerd's importer reads (containerd
-    images/archive/importer.go) and the OCI ref-name tag."""
+    """One image of one uncompressed layer (the rootfs, owners, modes and devices kept)."""
     layer = target.with_name(f".{target.name}.layer")
     with tarfile.open(layer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(rootfs.iterdir()):
             tar.add(path, arcname=path.name)
-    layer_digest = _file_sha256(layer)
+    try:
+        write_oci_layout(name, config, [layer], target)
+    finally:
+        layer.unlink()
+
+
+def write_oci_layout(
+    name: str, config: Mapping[str, object], layers: Sequence[Path], target: Path
+) -> None:
+    """An image of these uncompressed layer tarballs, bottom first, as an OCI image layout
+    tarball (image-spec image-layout.md, manifest.md, config.md), named by the
+    `io.containerd.image.name` annotation containerd's importer reads (containerd
+    images/archive/importer.go) and the OCI ref-name tag."""
+    layer_digests = [_file_sha256(layer) for layer in layers]
     image_config = {
         "architecture": "amd64",
         "os": "linux",
         "config": config,
-        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+        "rootfs": {"type": "layers", "diff_ids": layer_digests},
     }
     config_blob = json.dumps(image_config, sort_keys=True).encode()
     manifest = {
@@ -92,9 +102,10 @@ def write_oci_archive(rootfs: Path, name: str, config: Mapping[str, object], tar
         "layers": [
             {
                 "mediaType": "application/vnd.oci.image.layer.v1.tar",
-                "digest": layer_digest,
+                "digest": digest,
                 "size": layer.stat().st_size,
             }
+            for layer, digest in zip(layers, layer_digests, strict=True)
         ],
     }
     manifest_blob = json.dumps(manifest, sort_keys=True).encode()
@@ -124,8 +135,8 @@ def write_oci_archive(rootfs: Path, name: str, config: Mapping[str, object], tar
             info = tarfile.TarInfo(member)
             info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
-        tar.add(layer, arcname=f"blobs/sha256/{layer_digest[7:]}")
-    layer.unlink()
+        for layer, digest in zip(layers, layer_digests, strict=True):
+            tar.add(layer, arcname=f"blobs/sha256/{digest[7:]}")
     staging.rename(target)
 
 
