@@ -25,7 +25,6 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +40,6 @@ from tools.realtier.nodenet import NodeNetwork
 from tools.realtier.noderuntime import (
     cni_config,
     containerd_config,
-    import_image,
     kill_cgroup,
     kill_shims,
     make_cgroup,
@@ -49,6 +47,7 @@ from tools.realtier.noderuntime import (
     remove_container_log_links,
     terminate,
 )
+from tools.realtier.nodeseed import plant, seed_root
 
 CLUSTER_DOMAIN = "cluster.local"
 # The kubelet's default ports (KubeletConfiguration port, healthzPort): each node has its own
@@ -142,14 +141,13 @@ class RealNodes:
             }
         )
         self._start_coredns()
+        seed = seed_root((self.sandbox_image, *self.images))
         for index, spec in enumerate(self.specs):
             node = _Node(spec, index, self.workdir / f"node-{index}")
             self._nodes.append(node)
             node.directory.mkdir(parents=True)
             make_cgroup(node.cgroup_root)
-            self._start_containerd(node)
-        with ThreadPoolExecutor() as pool:  # each import is mostly unpacking: the nodes at once
-            list(pool.map(self._import_images, self._nodes))
+            self._start_containerd(node, seed)
         for node in self._nodes:
             self._start_kubelet(node)
         for node in self._nodes:
@@ -199,7 +197,8 @@ class RealNodes:
 
     # --- containerd --------------------------------------------------------------------------
 
-    def _start_containerd(self, node: _Node) -> None:
+    def _start_containerd(self, node: _Node, seed: Path) -> None:
+        """containerd on the node's own root, which starts as `seed` (the images imported)."""
         cni = node.directory / "cni"
         cni.mkdir()
         (cni / "10-realnodes.conflist").write_text(
@@ -207,6 +206,7 @@ class RealNodes:
         )
         base = node.directory / "containerd"
         base.mkdir()
+        plant(seed, base / "root")
         config = base / "config.toml"
         config.write_text(
             containerd_config(
@@ -216,10 +216,6 @@ class RealNodes:
         )
         node.containerd = self._spawn(node, "containerd", ["containerd", "--config", str(config)])
         wait_for(f"{node.spec.name}'s containerd socket", node.socket.exists, deadline_s=60)
-
-    def _import_images(self, node: _Node) -> None:
-        for image in (self.sandbox_image, *self.images):
-            import_image(node.socket, image.path)
 
     # --- kubelet -----------------------------------------------------------------------------
 
