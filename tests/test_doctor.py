@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from gpu_cluster.offline.cli import main
 from gpu_cluster.offline.doctor import TESTED_PULUMI_CLI
+from tests.conftest import ROOT
 from tools.realtier.build import PULUMI_VERSION
 
 # (exit status, stdout, stderr) for each command line a stand-in expects; any other fails
@@ -67,10 +69,12 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Answers 
 
 
 def doctor(tmp_path: Path, tools: dict[str, Answers | str], *args: str) -> int:
-    """`gpu-cluster doctor ARGS` with exactly `tools` on PATH."""
+    """`gpu-cluster doctor ARGS` with exactly `tools` on PATH, and as python3 the interpreter
+    running the tests (which has the package's dependencies, not the package)."""
     bin_dir = tmp_path / "bin"
     shutil.rmtree(bin_dir, ignore_errors=True)
     bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
     for name, answers in tools.items():
         script = answers if isinstance(answers, str) else stand_in(answers)
         (bin_dir / name).write_text(script)
@@ -98,10 +102,40 @@ def test_a_ready_openshift_stack_passes_every_check(
         "PASS Pulumi CLI: v3.259.0 (3.x from 3.174.0 on; 3.259.0 is tested)",
         "PASS state login: logged in as alice",
         f"PASS oc: {tmp_path / 'bin' / 'oc'}",
+        PYTHON_PASS,
         "PASS kube context barcelona: in the kubeconfig",
         "PASS kube API: answers (Kubernetes v1.31.4)",
     ]
     assert code == 0
+
+
+PYTHON_PASS = (
+    "PASS python3 for the exported commands: imports gpu_cluster.launch_all and "
+    "gpu_cluster.timeline"
+)
+
+
+def test_python3_that_cannot_import_the_package_fails_with_the_virtualenv_to_activate(
+    tmp_path: Path, tools: dict[str, Answers | str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A project of one's own: its directory holds no package, and the python3 on PATH does
+    not have it installed (the package lives in an inactive virtualenv)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "Pulumi.barcelona.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, project / name)
+    tools.update(pulumi=PULUMI_READY, oc=OC_READY)
+    code, lines = run(
+        capsys, tmp_path, tools, "--stack", "barcelona", "--project-dir", str(project)
+    )
+    assert lines[3] == (
+        "FAIL python3 for the exported commands: `python3 -c 'import gpu_cluster.launch_all, "
+        "gpu_cluster.timeline'`: ModuleNotFoundError: No module named 'gpu_cluster'; fix: "
+        "activate the project's virtualenv (source venv/bin/activate, or the one Pulumi.yaml's "
+        "runtime.options.virtualenv names) or install the package for this python3 "
+        "(pip install gpu-cluster)"
+    )
+    assert code == 1
 
 
 INSTALL_PULUMI = "fix: curl -fsSL https://get.pulumi.com | sh -s -- --version 3.259.0"
@@ -226,11 +260,11 @@ def test_a_stack_without_a_context_fails_with_the_key_to_set(
     code, lines = run(
         capsys, tmp_path, tools, "--stack", "barcelona", "--set", "kubernetes:context="
     )
-    assert lines[3].startswith("FAIL kube context: the stack sets no kubernetes:context")
-    assert lines[3].endswith(
+    assert lines[4].startswith("FAIL kube context: the stack sets no kubernetes:context")
+    assert lines[4].endswith(
         "; fix: pulumi config set kubernetes:context CONTEXT --stack barcelona"
     )
-    assert lines[4] == "SKIP kube API: needs the kube context (above)"
+    assert lines[5] == "SKIP kube API: needs the kube context (above)"
     assert code == 1
 
 
@@ -322,6 +356,7 @@ def test_a_ready_gke_stack_passes_every_check(
     )
     code, lines = run(capsys, tmp_path, tools, *GCP_A3_READY)
     assert lines[5:] == [
+        PYTHON_PASS,
         f"PASS kube context {GKE_CONTEXT}: in the kubeconfig",
         "PASS kube API: answers (Kubernetes v1.35.1-gke.1000)",
         "PASS GCP API compute.googleapis.com: enabled in team-b-training",

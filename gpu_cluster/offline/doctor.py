@@ -20,6 +20,7 @@ from gpu_cluster.facts.gcp import GKE_STACK_APIS, IMAGE_STREAMING_API
 from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
 from gpu_cluster.offline.external import NoAnswerError, run_tool
 from gpu_cluster.offline.stack_files import CheckedStack
+from gpu_cluster.plan.launch import LAUNCH_ALL_MODULE, TIMELINE_MODULE
 from gpu_cluster.plan.outputs import (
     CONTEXT_KEY,
     GKE_CLI,
@@ -136,6 +137,30 @@ def tool_checks(stack: Stack) -> Iterator[Finding]:
             yield Finding("FAIL", tool, "not on PATH", INSTALL[tool])
         else:
             yield Finding("PASS", tool, path)
+
+
+def python_check(stack: Stack) -> Finding:
+    """The `python3` that launchCommand and timelineCommand run finds the package's modules from
+    the project directory, where `pulumi stack output` runs: it does in this repository (the
+    package is there) and where the project's virtualenv is active or the package installed for
+    that python3; in a project of one's own with the package only in an inactive virtualenv it
+    does not (`No module named 'gpu_cluster'`)."""
+    what = "python3 for the exported commands"
+    imports = f"import {LAUNCH_ALL_MODULE}, {TIMELINE_MODULE}"
+    try:
+        answer = run_tool(("python3", "-c", imports), LOCAL_TIMEOUT_S, stack.project_dir)
+    except NoAnswerError as exc:
+        return Finding("FAIL", what, str(exc), "install Python 3 (python3 on PATH)")
+    if answer.status != 0:
+        fix = (
+            "activate the project's virtualenv (source venv/bin/activate, or the one Pulumi.yaml's "
+            "runtime.options.virtualenv names) or install the package for this python3 "
+            "(pip install gpu-cluster)"
+        )
+        # A traceback's last line says what went wrong.
+        said = (answer.err.strip().splitlines() or [f"exit {answer.status}"])[-1]
+        return Finding("FAIL", what, f"`python3 -c '{imports}'`: {said}", fix)
+    return Finding("PASS", what, f"imports {LAUNCH_ALL_MODULE} and {TIMELINE_MODULE}")
 
 
 def kube_checks(stack: Stack) -> Iterator[Finding]:
@@ -308,6 +333,7 @@ def doctor(stack: Stack) -> list[Finding]:
     return [
         *pulumi_checks(stack),
         *tool_checks(stack),
+        python_check(stack),
         *kube_checks(stack),
         *gcp_checks(stack),
         *placeholder_checks(stack),
