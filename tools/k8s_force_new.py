@@ -24,15 +24,14 @@ tests/test_k8s_force_new.py holds K8S_IDENTITY and K8S_REPLACE_ON to the file.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.force_new_file import ROOT, go_reader, run_main
+
 TARGET = ROOT / "tests" / "vendor" / "k8s_force_new.json"
 
 # The provider module tools/realtier/build.py builds (PROVIDER_MODULE_VERSION): pulumi-kubernetes
@@ -118,35 +117,16 @@ def rules(lines: list[dict[str, Any]]) -> dict[str, Any]:
 
 def extract(source: Path) -> dict[str, Any]:
     package = source / "pkg" / "provider"
-    with tempfile.TemporaryDirectory() as tmp:
-        tool = Path(tmp) / "k8sforcenew"
-        subprocess.run(
-            ["go", "build", "-o", str(tool), str(ROOT / "tools" / "k8sforcenew" / "main.go")],
-            check=True,
-        )
+    with go_reader("k8sforcenew") as tool:
         out = subprocess.run(
             [str(tool), str(package)], check=True, capture_output=True, text=True
         ).stdout
     return rules([json.loads(line) for line in out.splitlines()])
 
 
-def render(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=1, sort_keys=True) + "\n"
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("source", type=Path, help="the pulumi-kubernetes provider module")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file differs")
-    args = parser.parse_args()
-    text = render(extract(args.source))
-    if args.check:
-        if TARGET.read_text() != text:
-            print(f"{TARGET.relative_to(ROOT)} differs from the provider source", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text)
-    return 0
+    description = (__doc__ or "").splitlines()[0]
+    return run_main(description, "the pulumi-kubernetes provider module", TARGET, extract)
 
 
 if __name__ == "__main__":

@@ -16,18 +16,17 @@ tests/test_gcp_force_new.py holds gpu_cluster/offline/replacements.py GCP_REPLAC
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pulumi_gcp
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.force_new_file import ROOT, go_reader, run_main
+
 TARGET = ROOT / "tests" / "vendor" / "gcp_force_new.json"
 
 # pulumi/pulumi-gcp at 14da5bc83e (2026-08-21, "Upgrade terraform-provider-google-beta to
@@ -111,12 +110,7 @@ def extract(source: Path) -> dict[str, Any]:
     """The file's content: the source, and per Pulumi type its ForceNew fields -> file:line."""
     dirs = [str(source / "google-beta" / p) for p in PACKAGES]
     resources: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        tool = Path(tmp) / "forcenew"
-        subprocess.run(
-            ["go", "build", "-o", str(tool), str(ROOT / "tools" / "forcenew" / "main.go")],
-            check=True,
-        )
+    with go_reader("forcenew") as tool:
         for type_, tf_name in sorted(RESOURCES.items()):
             out = subprocess.run(
                 [str(tool), *dirs, "--", tf_name], check=True, capture_output=True, text=True
@@ -136,23 +130,9 @@ def extract(source: Path) -> dict[str, Any]:
     return {"source": SOURCE, "resources": resources}
 
 
-def render(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=1, sort_keys=True) + "\n"
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("source", type=Path, help="terraform-provider-google-beta checkout")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file differs")
-    args = parser.parse_args()
-    text = render(extract(args.source))
-    if args.check:
-        if TARGET.read_text() != text:
-            print(f"{TARGET.relative_to(ROOT)} differs from the provider source", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text)
-    return 0
+    description = (__doc__ or "").splitlines()[0]
+    return run_main(description, "terraform-provider-google-beta checkout", TARGET, extract)
 
 
 if __name__ == "__main__":
