@@ -4,7 +4,9 @@ per node, each node in its own network namespace, the CNI bridge, CoreDNS as clu
 What a kwok node cannot show: a container's command runs and its output comes back through the
 API server from the kubelet; two pods of a StatefulSet on two nodes find each other by the
 `<pod>.<service>` names torchrun rendezvouses on and exchange bytes across the node boundary;
-the stack's security context is enforced by the runtime and the kernel.
+the stack's security context is enforced by the runtime and the kernel; a pod reaches the API
+server through the `kubernetes` Service (kube-proxy's rules on each node) with its service
+account's token, as in-cluster clients do.
 """
 
 from __future__ import annotations
@@ -210,3 +212,48 @@ def test_the_stacks_security_context_is_enforced(real_cluster: RealCluster) -> N
         "Seccomp:",
         "2",
     ], lines
+
+
+# As in-cluster clients (client-go rest.InClusterConfig, the stack's scripts/kube_api.py) reach
+# the API server: the Service's address from the kubelet's environment, then by its DNS name; the
+# service account's token and the cluster's CA from the projected volume. A SelfSubjectReview
+# (allowed to every authenticated user) says whom the token authenticated.
+IN_CLUSTER_SCRIPT = """
+import json, os, ssl, urllib.request
+account = "/var/run/secrets/kubernetes.io/serviceaccount"
+token = open(f"{account}/token").read()
+context = ssl.create_default_context(cafile=f"{account}/ca.crt")
+review = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+port = os.environ["KUBERNETES_SERVICE_PORT"]
+for host in (os.environ["KUBERNETES_SERVICE_HOST"], "kubernetes.default.svc"):
+    request = urllib.request.Request(
+        f"https://{host}:{port}/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        review.encode(),
+        {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        print(host, json.load(response)["status"]["userInfo"]["username"], flush=True)
+"""
+
+
+def test_a_pod_reaches_the_api_server_through_the_kubernetes_service(
+    real_cluster: RealCluster,
+) -> None:
+    """The `kubernetes` Service's cluster IP and DNS name lead to the API server, whose
+    certificate is valid for both, and the pod's service-account token authenticates it."""
+    kube = real_cluster.kube
+    _namespace(kube)
+    wait_for(
+        "the namespace's default service account",
+        lambda: kube.exists("v1", "ServiceAccount", "default", NAMESPACE),
+    )
+    kube.create(
+        _pod("in-cluster", ["python3", "-c", IN_CLUSTER_SCRIPT], real_cluster.images.test.name)
+    )
+    finished = _finished(real_cluster, "in-cluster")
+
+    log = kube.pod_log("in-cluster", NAMESPACE)
+    assert finished["status"]["phase"] == "Succeeded", log
+    service = kube.get("v1", "Service", "kubernetes", "default")["spec"]["clusterIP"]
+    user = f"system:serviceaccount:{NAMESPACE}:default"
+    assert log.splitlines() == [f"{service} {user}", f"kubernetes.default.svc {user}"], log

@@ -1,11 +1,16 @@
-"""nerc-production (tcp, StatefulSet) trains on two real nodes: its rendered objects, with the
-image set to the training image built here (tools/realtier/torchimage.py), are created on the
-API server as pulumi-kubernetes creates them (one create call each, in the render's order; not
-through the Pulumi engine: tests/real/test_engine.py covers that path); its pods run on the real
-nodes; the stack's `launchCommand`, exactly as exported (kubectl answering as `oc`), starts
-torchrun on every pod; the ranks rendezvous across the nodes by the pods' DNS names and a small
-DDP model on gloo steps on every rank, its weights kept equal by the allreduce; Ctrl-C on the
-launch command (launch-all.sh's stop path) stops the training on every pod."""
+"""nerc-production (tcp, StatefulSet) on two real nodes: its rendered objects, with the image set
+to the training image built here (tools/realtier/torchimage.py), are created on the API server as
+pulumi-kubernetes creates them (one create call each, in the render's order; not through the
+Pulumi engine: tests/real/test_engine.py covers that path) and its pods run on the real nodes,
+once for the module.
+
+- The stack's `verifyCommand` (kubectl answering as `oc`) runs the fabric check
+  (allreduce_check.py through launch-torchrun.sh) on both pods, on gloo: the ranks meet across
+  the nodes, all_gather over the pod network and rank 0 prints the table and the verdict.
+- The stack's `launchCommand`, exactly as exported, starts torchrun on every pod; the ranks
+  rendezvous across the nodes by the pods' DNS names and a small DDP model on gloo steps on
+  every rank, its weights kept equal by the allreduce; Ctrl-C on the launch command
+  (launch-all.sh's stop path) stops the training on every pod."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +52,15 @@ OVERRIDES = (
     "pod.cpuLimit=2",
     "pod.memoryLimit=4Gi",
     "pod.shmSize=256Mi",
+    # The fabric check's sweep kept small (two ranks on two shared cores) and a floor any
+    # working pod network clears: what is shown is the check's path and verdict, not a speed.
+    "verify.maxBytes=4M",
+    "verify.iters=5",
+    "verify.expectedBusbwGbps=0.001",
 )
+# The fabric check's arguments that only NCCL (GPUs) can honour, and what gloo on CPUs takes
+# instead: the transport check reads NCCL's logs (allreduce_check.py validate).
+NCCL_ONLY = ((" --backend nccl ", " --backend gloo "), (" --expected-transport socket", ""))
 
 TRAIN = """\
 import datetime, signal, sys, time
@@ -77,7 +91,7 @@ while True:
 STEP_LINE = re.compile(r"^rank (\d+)/(\d+) step (\d+) weights (\S+)$", re.MULTILINE)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def training_stack(node_images: NodeImages) -> StackRender:
     image = locate_training_image(node_images.test)
     if image is None:
@@ -85,9 +99,12 @@ def training_stack(node_images: NodeImages) -> StackRender:
     return render("nerc-production", (f"image={image.name}", *OVERRIDES))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def training_cluster(
-    node_tools: Tools, node_images: NodeImages, training_stack: StackRender, tmp_path: Path
+    node_tools: Tools,
+    node_images: NodeImages,
+    training_stack: StackRender,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RealCluster]:
     """Two real nodes labelled and tainted as the stack's GPU nodes, holding the training image."""
     image = locate_training_image(node_images.test)
@@ -101,8 +118,39 @@ def training_cluster(
         )
         for i, node in enumerate(training_stack.nodes())
     ]
+    tmp_path = tmp_path_factory.mktemp("training-cluster")
     with real_nodes_cluster(node_tools, node_images, tmp_path, specs, (image,)) as cluster:
         yield cluster
+
+
+@dataclass(frozen=True)
+class TrainingPods:
+    """The stack's pods, running on the real nodes, and a user's shell to reach them."""
+
+    pods: list[dict[str, Any]]
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def training_pods(
+    training_cluster: RealCluster,
+    training_stack: StackRender,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> TrainingPods:
+    kube, stack = training_cluster.kube, training_stack
+    tmp_path = tmp_path_factory.mktemp("training-pods")
+    kube.create_all(referenced_objects(stack))
+    kube.create_all(_claim_volumes(stack, tmp_path / "volumes"))
+    kube.create_all(_as_restricted_v2(stack))
+    (statefulset,) = stack.of_kind("StatefulSet")
+    live = wait_for(
+        "the StatefulSet ready on the real nodes",
+        lambda: statefulset_settled(kube, statefulset),
+        explain=lambda: describe(kube, stack.settings.namespace),
+    )
+    pods = pods_of(kube, live)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["real-node-0", "real-node-1"]
+    return TrainingPods(pods, _user_env(training_cluster, tmp_path))
 
 
 def _claim_volumes(stack: StackRender, root: Path) -> list[dict[str, Any]]:
@@ -162,24 +210,45 @@ def _steps(output: Path) -> dict[int, dict[int, str]]:
     return seen
 
 
-def test_nerc_production_trains_across_two_real_nodes_and_stops(
-    training_cluster: RealCluster, training_stack: StackRender, tmp_path: Path
+def test_the_fabric_check_gives_its_verdict_across_two_real_nodes(
+    training_pods: TrainingPods, training_stack: StackRender
 ) -> None:
-    kube, stack = training_cluster.kube, training_stack
-    kube.create_all(referenced_objects(stack))
-    kube.create_all(_claim_volumes(stack, tmp_path / "volumes"))
-    kube.create_all(_as_restricted_v2(stack))
-    (statefulset,) = stack.of_kind("StatefulSet")
-    live = wait_for(
-        "the StatefulSet ready on the real nodes",
-        lambda: statefulset_settled(kube, statefulset),
-        explain=lambda: describe(kube, stack.settings.namespace),
+    """verifyCommand as exported but for the NCCL-only arguments (no GPU here): launch-all.sh
+    runs it on both pods; rank 0 reports the sweep and PASS; every pod exits 0."""
+    command = training_stack.run.outputs["verifyCommand"]
+    for nccl, gloo in NCCL_ONLY:
+        assert nccl in command, command
+        command = command.replace(nccl, gloo)
+    check = subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env=training_pods.env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
-    pods = pods_of(kube, live)
-    assert sorted(p["spec"]["nodeName"] for p in pods) == ["real-node-0", "real-node-1"]
+    printed = check.stdout + check.stderr
+    assert check.returncode == 0, printed
+    header = "# allreduce_check: all_gather backend=gloo world_size=2 dtype=float32 iters=5"
+    assert header in check.stdout, printed
+    assert "# transport: not checked (no NCCL log)" in check.stdout, printed
+    # The sweep's rows up to verify.maxBytes (4 MiB), each size's data check passed, and the
+    # verdict.
+    rows = re.findall(r"^ +(\d+) .* (ok|BAD)$", check.stdout, re.MULTILINE)
+    assert rows and rows[-1][0] == str(4 << 20), printed
+    assert {data for _size, data in rows} == {"ok"}, printed
+    assert re.search(r"^PASS(: .*)?$", check.stdout, re.MULTILINE), printed
 
+
+def test_nerc_production_trains_across_two_real_nodes_and_stops(
+    training_pods: TrainingPods,
+    training_cluster: RealCluster,
+    training_stack: StackRender,
+    tmp_path: Path,
+) -> None:
+    stack, pods, env = training_stack, training_pods.pods, training_pods.env
     output = tmp_path / "launch.out"
-    env = _user_env(training_cluster, tmp_path)
     with output.open("wb") as out:
         launch = subprocess.Popen(
             ["bash", "-c", stack.run.outputs["launchCommand"]],

@@ -153,8 +153,9 @@ FAMILIES: tuple[Family, ...] = (
             "k8s.io/kubernetes/cmd/kube-scheduler",
             # The exported commands run for real against the control plane.
             "k8s.io/kubernetes/cmd/kubectl",
-            # The real nodes' node agent (realnodes.py).
+            # The real nodes' node agent and Service proxy (realnodes.py).
             "k8s.io/kubernetes/cmd/kubelet",
+            "k8s.io/kubernetes/cmd/kube-proxy",
         ),
         ldflags=_kubernetes_version_flags(),
     ),

@@ -31,6 +31,19 @@ from tools.realtier.certs import CertificateAuthority, Pair, service_account_key
 
 # Starting five processes on two busy cores can take a while; a stuck one fails after this.
 START_DEADLINE_S = 180.0
+# The Services' cluster IP range, and the first address in it, which the API server gives the
+# `kubernetes` Service (pkg/controlplane/services.go ServiceIPRange: the range's first IP).
+SERVICE_CIDR = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+CLUSTER_DOMAIN = "cluster.local"
+# The names pods reach the API server by, in its serving certificate as kubeadm puts them
+# (cmd/kubeadm/app/phases/certs/certlist.go, GetAPIServerAltNames).
+KUBERNETES_SERVICE_NAMES = (
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    f"kubernetes.default.svc.{CLUSTER_DOMAIN}",
+)
 STOP_GRACE_S = 20.0
 # kwok manages the nodes that carry this annotation (kwok --manage-nodes-with-annotation-selector).
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -111,7 +124,13 @@ class ControlPlane:
         pki.mkdir(parents=True)
         ca = CertificateAuthority(pki)
         self.ca = ca
-        serving = ca.issue("apiserver", "localhost", server=True, ip_addresses=(self.address,))
+        serving = ca.issue(
+            "apiserver",
+            "localhost",
+            server=True,
+            dns_names=KUBERNETES_SERVICE_NAMES,
+            ip_addresses=(self.address, KUBERNETES_SERVICE_IP),
+        )
         # kwok's server stands in for the kubelets' API (logs), on the port the nodes publish.
         kubelet_serving = ca.issue("kwok", "localhost", server=True)
         admin = ca.issue("admin", "realtier-admin", organizations=("system:masters",))
@@ -153,7 +172,7 @@ class ControlPlane:
                 # it (cmd/kubeadm/app/phases/controlplane/manifests.go).
                 "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
                 "--authorization-mode=RBAC",
-                "--service-cluster-ip-range=10.96.0.0/16",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 f"--service-account-issuer={server}",
                 f"--service-account-key-file={service_accounts.cert}",
                 f"--service-account-signing-key-file={service_accounts.key}",
@@ -330,6 +349,19 @@ class ControlPlane:
         }
         self.kubeconfig.write_text(yaml.safe_dump(config), encoding="utf-8")
         self.kubeconfig.chmod(0o600)
+
+    def kubeconfig_for(self, path: Path, client: Pair) -> Path:
+        """The admin's kubeconfig with `client` as the user (a node's kubelet, its kube-proxy)."""
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [
+            {
+                "name": "client",
+                "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
+            }
+        ]
+        config["contexts"][0]["context"]["user"] = "client"
+        path.write_text(yaml.safe_dump(config))
+        return path
 
     def stop(self) -> None:
         """Stop every process (newest first: kwok before the API server before etcd)."""

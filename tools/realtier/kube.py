@@ -87,6 +87,24 @@ class Kube:
             return False
         return True
 
+    def delete_and_follow(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> list[Object]:
+        """Delete the object with its grace period, as `kubectl delete` does, and return each
+        state it went through until it was gone (a watch from the version before the delete:
+        none is missed, the kubelet's last status of a pod included)."""
+        resource = self._resource(api_version, kind)
+        version = resource.get(name=name, namespace=namespace).metadata.resourceVersion
+        resource.delete(name=name, namespace=namespace)
+        states: list[Object] = []
+        for event in resource.watch(
+            namespace=namespace, name=name, resource_version=version, timeout=int(SETTLE_DEADLINE_S)
+        ):
+            states.append(event["raw_object"])
+            if event["type"] == "DELETED":
+                return states
+        raise TimeoutError(f"{kind} {name} still there {SETTLE_DEADLINE_S:.0f} s after its delete")
+
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, **selectors: str
     ) -> list[Object]:

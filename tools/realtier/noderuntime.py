@@ -86,6 +86,29 @@ def cni_config(subnet: str, ipam_dir: Path) -> dict[str, object]:
     }
 
 
+def kube_proxy_config(node_name: str, cluster_cidr: str, kubeconfig: Path) -> dict[str, object]:
+    """kube-proxy's KubeProxyConfiguration (k8s.io/kube-proxy config/v1alpha1 types.go) for one
+    node, in iptables mode, inside the node's network namespace. It leaves the host's shared
+    settings alone: no conntrack table size or timeouts (cmd/kube-proxy/app/server_linux.go
+    setupConntrack sets them only when above zero; the table size is not per namespace), no
+    oom_score_adj below the tier's (root here lacks CAP_SYS_RESOURCE)."""
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "hostnameOverride": node_name,
+        "mode": "iptables",
+        # Traffic from outside the pods' range to a Service is masqueraded (the node's own).
+        "clusterCIDR": cluster_cidr,
+        "oomScoreAdj": 0,
+        "conntrack": {
+            "maxPerCore": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+    }
+
+
 def import_image(socket: Path, archive: Path) -> None:
     """Into the namespace the CRI plugin serves, unpacked for its snapshotter, as kind loads an
     image into a node (kind pkg/cluster/nodeutils/util.go LoadImageArchive)."""

@@ -1,5 +1,6 @@
-"""Real nodes beside kwok's: per node a containerd (runc, the CNI bridge) and a kubelet built
-from the tier's Kubernetes release, in the node's own network namespace (nodenet.py), registered
+"""Real nodes beside kwok's: per node a containerd (runc, the CNI bridge), a kubelet and a
+kube-proxy built from the tier's Kubernetes release, in the node's own network namespace
+(nodenet.py), registered
 with a ControlPlane that listens on the nodes' LAN; CoreDNS with the kubernetes plugin answers
 the cluster's names on the LAN's host address. Pods on them really run.
 
@@ -24,6 +25,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from tools.realtier.build import Tools
-from tools.realtier.controlplane import ControlPlane
+from tools.realtier.controlplane import CLUSTER_DOMAIN, ControlPlane
 from tools.realtier.controlplane import _die_with_parent as die_with_parent
 from tools.realtier.images import ImageArchive
 from tools.realtier.kube import Kube, wait_for
@@ -42,6 +44,7 @@ from tools.realtier.noderuntime import (
     containerd_config,
     kill_cgroup,
     kill_shims,
+    kube_proxy_config,
     make_cgroup,
     remove_cgroup,
     remove_container_log_links,
@@ -49,11 +52,13 @@ from tools.realtier.noderuntime import (
 )
 from tools.realtier.nodeseed import plant, seed_root
 
-CLUSTER_DOMAIN = "cluster.local"
 # The kubelet's default ports (KubeletConfiguration port, healthzPort): each node has its own
 # network namespace, so every node uses them.
 _KUBELET_PORT = 10250
 _KUBELET_HEALTHZ_PORT = 10248
+# kube-proxy's default healthzBindAddress port (pkg/proxy/apis/config/v1alpha1 defaults.go): it
+# answers 200 once the proxier has synced its rules.
+_KUBE_PROXY_HEALTHZ_PORT = 10256
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class _Node:
     directory: Path
     containerd: subprocess.Popen[bytes] | None = None
     kubelet: subprocess.Popen[bytes] | None = None
+    kube_proxy: subprocess.Popen[bytes] | None = None
 
     @property
     def socket(self) -> Path:
@@ -166,6 +172,16 @@ class RealNodes:
                     f"node {node.spec.name} to offer {node.spec.extended_resources}",
                     functools.partial(_allocatable, kube, node.spec),
                 )
+            self._start_kube_proxy(node)
+        for node in self._nodes:
+            healthz = (
+                f"http://{self.network.node_ip(node.index)}:{_KUBE_PROXY_HEALTHZ_PORT}/healthz"
+            )
+            wait_for(
+                f"{node.spec.name}'s kube-proxy synced",
+                functools.partial(_answers, healthz),
+                explain=functools.partial(self.log_tail, node.index, "kube-proxy"),
+            )
         self.log(f"{len(self._nodes)} real nodes up in {time.monotonic() - started:.0f} s")
 
     # --- cluster DNS -------------------------------------------------------------------------
@@ -239,16 +255,7 @@ class RealNodes:
             dns_names=(node.spec.name,),
             ip_addresses=(ip,),
         )
-        kubeconfig = kubelet_dir / "kubeconfig"
-        plane_config = yaml.safe_load(self.plane.kubeconfig.read_text())
-        plane_config["users"] = [
-            {
-                "name": "node",
-                "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
-            }
-        ]
-        plane_config["contexts"][0]["context"]["user"] = "node"
-        kubeconfig.write_text(yaml.safe_dump(plane_config))
+        kubeconfig = self.plane.kubeconfig_for(kubelet_dir / "kubeconfig", client)
         resolv = kubelet_dir / "resolv.conf"
         resolv.write_text(f"nameserver {self.network.gateway}\n")
         config = {
@@ -306,6 +313,24 @@ class RealNodes:
             ],
         )
 
+    # --- kube-proxy --------------------------------------------------------------------------
+
+    def _start_kube_proxy(self, node: _Node) -> None:
+        """Services' cluster IPs routed in the node's namespace (iptables rules kube-proxy keeps
+        there, removed with it), so pods reach `kubernetes.default` as in-cluster clients do."""
+        directory = node.directory / "kube-proxy"
+        directory.mkdir()
+        # The user the bootstrap policy binds to system:node-proxier (plugin/pkg/auth/
+        # authorizer/rbac/bootstrappolicy/policy.go ClusterRoleBindings), as kubeadm's is bound.
+        client = self.plane.ca.issue(f"{node.spec.name}-proxy", "system:kube-proxy")
+        kubeconfig = self.plane.kubeconfig_for(directory / "kubeconfig", client)
+        config = directory / "config.yaml"
+        config.write_text(
+            yaml.safe_dump(kube_proxy_config(node.spec.name, self.network.cluster_cidr, kubeconfig))
+        )
+        binary = str(self.tools.binary("kube-proxy"))
+        node.kube_proxy = self._spawn(node, "kube-proxy", [binary, f"--config={config}"])
+
     # --- processes and cleanup ---------------------------------------------------------------
 
     def _spawn(self, node: _Node, name: str, command: list[str]) -> subprocess.Popen[bytes]:
@@ -331,6 +356,7 @@ class RealNodes:
     def stop(self) -> None:
         # The kubelets first: none starts a container again once its pods are killed.
         terminate([n.kubelet for n in self._nodes if n.kubelet])
+        terminate([n.kube_proxy for n in self._nodes if n.kube_proxy])
         for node in reversed(self._nodes):
             kill_cgroup(node.cgroup_root)
             terminate([node.containerd] if node.containerd else [])
@@ -353,6 +379,12 @@ def _ready(kube: Kube, name: str) -> bool:
 def _allocatable(kube: Kube, spec: NodeSpec) -> bool:
     allocatable = kube.get("v1", "Node", spec.name).get("status", {}).get("allocatable", {})
     return all(allocatable.get(k) == v for k, v in spec.extended_resources.items())
+
+
+def _answers(url: str) -> bool:
+    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as response:
+        return bool(response.status == 200)
+    return False
 
 
 def _free_port() -> int:
