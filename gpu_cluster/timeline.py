@@ -9,11 +9,12 @@ regular expression for a line the training prints at its first step.
 
 The phases, each the moment the last of the run's pods (or nodes) got there: submitted (the
 controller object created), health gate (the gate found the run's nodes healthy), admitted
-(Kueue's Workload, JobSet runs), nodes ready (the nodes the
-pods run on), agents ready (the agents' pods on those nodes Ready), scheduled, image pulled (the
-kubelet's Pulled event, when it still exists), initialized (init steps done: NIC detection,
-GPUDirect setup), started (the training container running), ready, and first step (pod 0's
-training container first printed a line --first-step matches, by the kubelet's timestamps).
+(Kueue's Workload, JobSet runs), nodes ready (the nodes the pods run on), agents ready (the
+agents' pods on those nodes Ready), scheduled, sandbox ready (the pod's sandbox, network and
+volumes made), image pulled (the kubelet's Pulled event, when it still exists), initialized
+(init steps done: NIC detection, GPUDirect setup), started (the training container running),
+ready, and first step (pod 0's training container first printed a line --first-step matches, by
+the kubelet's timestamps).
 Standard library only, for python3 as launch_all is."""
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 # The StatefulSet's pods, by the labels the program gives them (components/shared_args.py labels).
 STATEFUL_SET_PODS = "app.kubernetes.io/instance={name},app.kubernetes.io/component=training"
 TRAINING_CONTAINER = "training"
+# Set by the kubelet once a pod's sandbox, network and volumes are made, before any image pull
+# (kubernetes core/v1 PodReadyToStartContainers, KEP-3085; on by default since 1.29).
+SANDBOX_READY_CONDITION = "PodReadyToStartContainers"
 # The phases of a start, in the order it takes them ("admitted": JobSet runs only; "health
 # gate": runs behind the node health gate; "agents ready": stacks with node agents).
 PHASES = (
@@ -56,6 +60,7 @@ PHASES = (
     "nodes ready",
     "agents ready",
     "scheduled",
+    "sandbox ready",
     "image pulled",
     "initialized",
     "started",
@@ -160,6 +165,7 @@ def phases(run: Run) -> list[Phase]:
         "nodes ready": _last([_condition(n, "Ready") for n in nodes]) if pods else None,
         "agents ready": _agents_ready(run),
         "scheduled": _last([_condition(p, "PodScheduled") for p in pods]),
+        "sandbox ready": _last([_condition(p, SANDBOX_READY_CONDITION) for p in pods]),
         "image pulled": _last([_pulled(p, run.events) for p in pods]),
         "initialized": _last([_condition(p, "Initialized") for p in pods]),
         "started": _last([_started(p) for p in pods]),

@@ -34,6 +34,8 @@ def pod(name: str, scheduled: int, initialized: int | None, started: int | None)
         "status": {
             "conditions": [
                 condition("PodScheduled", scheduled),
+                # The kubelet made the sandbox 4 s after the pod was scheduled.
+                condition("PodReadyToStartContainers", scheduled + 4),
                 condition("Initialized", initialized),
                 condition("Ready", started + 5 if started is not None else None),
             ],
@@ -109,6 +111,7 @@ def test_each_phase_is_when_the_last_pod_got_there() -> None:
         "nodes ready": 30,
         "agents ready": 32,  # the last agent on the last node
         "scheduled": 33,
+        "sandbox ready": 37,
         "image pulled": 55,  # the training container's pull, not the sidecar's
         "initialized": 70,
         "started": 72,

@@ -196,12 +196,14 @@ def paste(
 
 def start_on_record(printed: str) -> list[str]:
     """The phases timelineCommand printed for a start kwok ran, checked: each in PHASES' order,
-    each with a time but the image pull (kwok pulls none, so the kubelet records no event), the
-    times in the order a start takes them. Returns the phase names."""
+    each with a time but the sandbox and the image pull (kwok makes no sandbox and pulls no
+    image, and sets no condition or event for them), the times in the order a start takes them.
+    Returns the phase names."""
     lines = printed.splitlines()
     at = {line[:14].strip(): line[14:36].strip() for line in lines[1:-1]}
     assert list(at) == [p for p in PHASES if p in at], printed
-    assert at.pop("image pulled") == "-" and "-" not in at.values(), printed
+    assert at.pop("sandbox ready") == at.pop("image pulled") == "-", printed
+    assert "-" not in at.values(), printed
     steps = ("submitted", "health gate", "admitted", "scheduled", "initialized", "ready")
     order = [at[p] for p in steps if p in at]
     assert order == sorted(order), printed

@@ -14,12 +14,10 @@ once for the module.
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,99 +25,50 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, stack_context
-from tests.real.cluster_state import pods_of, referenced_objects, statefulset_settled
-from tests.real.conftest import RealCluster, real_nodes_cluster
+from tests.conftest import ROOT
+from tests.real.cluster_state import pods_of, statefulset_settled
+from tests.real.conftest import RealCluster
+from tests.real.training import (
+    STEP_LINE,
+    steps,
+    submit,
+    training_cluster,
+    training_render,
+    user_env,
+)
 from tools.realtier.build import Tools
-from tools.realtier.engine import stack_kubeconfig
 from tools.realtier.images import NodeImages
 from tools.realtier.kube import describe, wait_for
-from tools.realtier.realnodes import NodeSpec
-from tools.realtier.stacks import StackRender, render
-from tools.realtier.torchimage import locate_training_image
+from tools.realtier.stacks import StackRender
 
 pytestmark = pytest.mark.real
 
 STEPS = 5
-# The UID OpenShift's restricted-v2 SCC assigns on a fresh project (the first of the namespace's
-# openshift.io/sa.scc.uid-range, 1000650000/10000): admission sets it, the stack does not.
-RESTRICTED_UID = 1000650000
-# Small enough for two nodes on one small host; the GPUs are only advertised (no GPU here).
-OVERRIDES = (
-    "gpusPerNode=1",
-    "pod.cpuRequest=100m",
-    "pod.memoryRequest=256Mi",
-    "pod.cpuLimit=2",
-    "pod.memoryLimit=4Gi",
-    "pod.shmSize=256Mi",
-    # The fabric check's sweep kept small (two ranks on two shared cores) and a floor any
-    # working pod network clears: what is shown is the check's path and verdict, not a speed.
-    "verify.maxBytes=4M",
-    "verify.iters=5",
-    "verify.expectedBusbwGbps=0.001",
-)
+# The fabric check's sweep kept small (two ranks on two shared cores) and a floor any working
+# pod network clears: what is shown is the check's path and verdict, not a speed.
+VERIFY = ("verify.maxBytes=4M", "verify.iters=5", "verify.expectedBusbwGbps=0.001")
 # The fabric check's arguments that only NCCL (GPUs) can honour, and what gloo on CPUs takes
 # instead: the transport check reads NCCL's logs (allreduce_check.py validate).
 NCCL_ONLY = ((" --backend nccl ", " --backend gloo "), (" --expected-transport socket", ""))
 
-TRAIN = """\
-import datetime, signal, sys, time
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
-
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
-rank, world = dist.get_rank(), dist.get_world_size()
-torch.manual_seed(0)
-model = DistributedDataParallel(torch.nn.Linear(8, 1))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-torch.manual_seed(1 + rank)  # each rank its own data: equal weights need the allreduce
-inputs = torch.randn(64, 8)
-targets = inputs.sum(dim=1, keepdim=True)
-step = 0
-while True:
-    step += 1
-    optimizer.zero_grad()
-    loss = torch.nn.functional.mse_loss(model(inputs), targets)
-    loss.backward()
-    optimizer.step()
-    weights = ",".join(f"{w:.6f}" for w in model.module.weight.detach().flatten().tolist())
-    print(f"rank {rank}/{world} step {step} weights {weights}", flush=True)
-    time.sleep(0.5)
-"""
-STEP_LINE = re.compile(r"^rank (\d+)/(\d+) step (\d+) weights (\S+)$", re.MULTILINE)
-
 
 @pytest.fixture(scope="module")
 def training_stack(node_images: NodeImages) -> StackRender:
-    image = locate_training_image(node_images.test)
-    if image is None:
+    stack = training_render(node_images, VERIFY)
+    if stack is None:
         pytest.skip("training image not built: run `python -m tools.realtier build`")
-    return render("nerc-production", (f"image={image.name}", *OVERRIDES))
+    return stack
 
 
 @pytest.fixture(scope="module")
-def training_cluster(
+def two_nodes(
     node_tools: Tools,
     node_images: NodeImages,
     training_stack: StackRender,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RealCluster]:
-    """Two real nodes labelled and tainted as the stack's GPU nodes, holding the training image."""
-    image = locate_training_image(node_images.test)
-    assert image is not None
-    specs = [
-        NodeSpec(
-            f"real-node-{i}",
-            labels=node.labels,
-            taints=tuple(node.taints),
-            extended_resources={"nvidia.com/gpu": "8"},
-        )
-        for i, node in enumerate(training_stack.nodes())
-    ]
     tmp_path = tmp_path_factory.mktemp("training-cluster")
-    with real_nodes_cluster(node_tools, node_images, tmp_path, specs, (image,)) as cluster:
+    with training_cluster(node_tools, node_images, training_stack, tmp_path) as cluster:
         yield cluster
 
 
@@ -133,15 +82,13 @@ class TrainingPods:
 
 @pytest.fixture(scope="module")
 def training_pods(
-    training_cluster: RealCluster,
+    two_nodes: RealCluster,
     training_stack: StackRender,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> TrainingPods:
-    kube, stack = training_cluster.kube, training_stack
+    kube, stack = two_nodes.kube, training_stack
     tmp_path = tmp_path_factory.mktemp("training-pods")
-    kube.create_all(referenced_objects(stack))
-    kube.create_all(_claim_volumes(stack, tmp_path / "volumes"))
-    kube.create_all(_as_restricted_v2(stack))
+    submit(two_nodes, stack, tmp_path / "volumes")
     (statefulset,) = stack.of_kind("StatefulSet")
     live = wait_for(
         "the StatefulSet ready on the real nodes",
@@ -150,64 +97,7 @@ def training_pods(
     )
     pods = pods_of(kube, live)
     assert sorted(p["spec"]["nodeName"] for p in pods) == ["real-node-0", "real-node-1"]
-    return TrainingPods(pods, _user_env(training_cluster, tmp_path))
-
-
-def _claim_volumes(stack: StackRender, root: Path) -> list[dict[str, Any]]:
-    """A writable host directory per claim (both nodes share this host's file system, as the
-    stack's RWX NFS claims are shared), bound to it; train.py in the workspace."""
-    volumes = []
-    for claim in stack.of_kind("PersistentVolumeClaim"):
-        meta, spec = claim["metadata"], claim["spec"]
-        directory = root / meta["name"]
-        directory.mkdir(parents=True)
-        directory.chmod(0o777)
-        volumes.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": f"pv-{meta['name']}"},
-                "spec": {
-                    "accessModes": spec["accessModes"],
-                    "capacity": {"storage": spec["resources"]["requests"]["storage"]},
-                    "storageClassName": spec.get("storageClassName", ""),
-                    "claimRef": {"namespace": meta["namespace"], "name": meta["name"]},
-                    "hostPath": {"path": str(directory)},
-                },
-            }
-        )
-    (root / "ml-dev-env-workspace" / "train.py").write_text(TRAIN)
-    return volumes
-
-
-def _as_restricted_v2(stack: StackRender) -> list[dict[str, Any]]:
-    """The stack's objects, its pods given the UID restricted-v2 admission would give them."""
-    objects = copy.deepcopy(stack.objects())
-    for statefulset in (o for o in objects if o["kind"] == "StatefulSet"):
-        statefulset["spec"]["template"]["spec"]["securityContext"]["runAsUser"] = RESTRICTED_UID
-    return objects
-
-
-def _user_env(cluster: RealCluster, tmp_path: Path) -> dict[str, str]:
-    """A user's shell: kubectl on PATH as `kubectl` and `oc`, a kubeconfig whose context is the
-    stack's."""
-    kubeconfig = stack_kubeconfig(
-        cluster.kubeconfig, stack_context("nerc-production"), tmp_path / "user-kubeconfig"
-    )
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name in ("kubectl", "oc"):
-        (bin_dir / name).symlink_to(cluster.tools.binary("kubectl"))
-    path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"
-    return {"PATH": path, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)}
-
-
-def _steps(output: Path) -> dict[int, dict[int, str]]:
-    """rank -> step -> the weights it printed."""
-    seen: dict[int, dict[int, str]] = {}
-    for rank, _world, step, weights in STEP_LINE.findall(output.read_text(errors="replace")):
-        seen.setdefault(int(rank), {})[int(step)] = weights
-    return seen
+    return TrainingPods(pods, user_env(two_nodes, tmp_path))
 
 
 def test_the_fabric_check_gives_its_verdict_across_two_real_nodes(
@@ -243,7 +133,7 @@ def test_the_fabric_check_gives_its_verdict_across_two_real_nodes(
 
 def test_nerc_production_trains_across_two_real_nodes_and_stops(
     training_pods: TrainingPods,
-    training_cluster: RealCluster,
+    two_nodes: RealCluster,
     training_stack: StackRender,
     tmp_path: Path,
 ) -> None:
@@ -262,7 +152,7 @@ def test_nerc_production_trains_across_two_real_nodes_and_stops(
 
         def stepped() -> dict[int, dict[int, str]] | None:
             assert launch.poll() is None, output.read_text(errors="replace")
-            seen = _steps(output)
+            seen = steps(output.read_text(errors="replace"))
             return seen if len(seen) == 2 and all(STEPS in s for s in seen.values()) else None
 
         seen = wait_for(f"step {STEPS} on both ranks", stepped)
@@ -276,7 +166,7 @@ def test_nerc_production_trains_across_two_real_nodes_and_stops(
     finally:
         if launch.poll() is None:
             os.killpg(launch.pid, signal.SIGKILL)
-    kubectl = [str(training_cluster.tools.binary("kubectl"))]
+    kubectl = [str(two_nodes.tools.binary("kubectl"))]
     for pod in pods:
         exec_in = [*kubectl, "exec", "-n", pod["metadata"]["namespace"], pod["metadata"]["name"]]
         status = subprocess.run(

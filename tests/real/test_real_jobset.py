@@ -1,0 +1,151 @@
+"""nerc-production as a JobSet behind Kueue on two real nodes (issue #39): its rendered objects,
+with the image set to the training image built here, are created on the API server as
+pulumi-kubernetes creates them (one create call each, in the render's order); the real Kueue and
+JobSet managers run beside the control plane (tools/realtier/controllers.py). Kueue admits the
+run, JobSet starts it, and the training starts by itself: the launcher runs torchrun on every
+pod, the ranks rendezvous across the nodes by the pods' DNS names and a small DDP model on gloo
+steps on every rank. The stack's `timelineCommand`, as exported (kubectl answering as `oc`),
+prints the start's phases up to the first step, in the order a start takes them. Killing one
+rank's training process makes the JobSet restart the run (its status counts the restart), and
+the new pods step again on every rank."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpu_cluster.facts.kueue import JOBSET_API
+from tests.conftest import stack_context
+from tests.real.cluster_state import paste
+from tests.real.conftest import RealCluster
+from tests.real.queue_state import pods_of_an_admitted_run
+from tests.real.training import (
+    JOBSET,
+    STACK,
+    TRAIN_SCRIPT,
+    stepped_on_every_rank,
+    submit,
+    training_cluster,
+    training_render,
+)
+from tools.realtier.build import Tools
+from tools.realtier.images import NodeImages
+from tools.realtier.kube import Object, wait_for
+from tools.realtier.stacks import StackRender
+
+pytestmark = pytest.mark.real
+
+STEPS = 5
+# The index the Job controller gives an Indexed Job's pod (kubernetes batch/v1
+# JobCompletionIndexAnnotation): NODE_RANK, so the pod of index 1 runs rank 1.
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# The phases timelineCommand shows for a JobSet on nodes without agents or a health gate.
+SHOWN = (
+    "submitted",
+    "admitted",
+    "nodes ready",
+    "scheduled",
+    "sandbox ready",
+    "image pulled",
+    "initialized",
+    "started",
+    "ready",
+    "first step",
+)
+# Pairs (earlier, later) a start takes in this order: each waits for the one before. The sandbox
+# is made before the pull, but a kubelet before 1.36 (this one: 1.35) reports it only at the pod's
+# next status update, often after the containers started (kubernetes/kubernetes#134660 reports it
+# at once), so only its lower bound is certain.
+CAUSAL = (
+    ("submitted", "admitted"),
+    ("admitted", "scheduled"),
+    ("scheduled", "sandbox ready"),
+    ("scheduled", "image pulled"),
+    ("scheduled", "initialized"),
+    ("image pulled", "started"),
+    ("initialized", "started"),
+    ("started", "first step"),
+)
+
+
+@pytest.fixture
+def jobset_stack(node_images: NodeImages) -> StackRender:
+    stack = training_render(node_images, JOBSET)
+    if stack is None:
+        pytest.skip("training image not built: run `python -m tools.realtier build`")
+    return stack
+
+
+@pytest.fixture
+def queued_nodes(
+    tools: Tools, node_images: NodeImages, jobset_stack: StackRender, tmp_path: Path
+) -> Iterator[RealCluster]:
+    with training_cluster(tools, node_images, jobset_stack, tmp_path, queued=True) as cluster:
+        yield cluster
+
+
+def test_a_queued_jobset_trains_by_itself_shows_its_start_and_restarts_a_killed_rank(
+    queued_nodes: RealCluster, jobset_stack: StackRender, tmp_path: Path
+) -> None:
+    cluster, stack = queued_nodes, jobset_stack
+    submit(cluster, stack, tmp_path / "volumes")
+    pods = pods_of_an_admitted_run(cluster, stack)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["real-node-0", "real-node-1"]
+    seen = stepped_on_every_rank(cluster.kube, stack, STEPS)
+    assert seen[0][STEPS] == seen[1][STEPS], seen
+
+    printed = paste(cluster, tmp_path, stack_context(STACK), stack.run.outputs["timelineCommand"])
+    rows = printed.splitlines()[1:-1]
+    at = {row[:14].strip(): row[14:36].strip() for row in rows}
+    assert list(at) == list(SHOWN), printed
+    assert "-" not in at.values(), printed
+    for earlier, later in CAUSAL:
+        assert at[earlier] <= at[later], (earlier, later, printed)
+
+    # One rank's training process dies (SIGKILL, as the kernel's OOM killer ends it): torchrun
+    # on that pod fails, the Job fails, and the JobSet restarts the whole run.
+    (rank_one,) = [p for p in pods if p["metadata"]["annotations"][COMPLETION_INDEX] == "1"]
+    kill_training(cluster, rank_one)
+    wait_for("the JobSet restarted", lambda: restarts(cluster, stack) >= 1)
+    again = pods_of_an_admitted_run(cluster, stack)
+    assert {p["metadata"]["uid"] for p in again}.isdisjoint(p["metadata"]["uid"] for p in pods)
+    seen = stepped_on_every_rank(cluster.kube, stack, STEPS)
+    assert seen[0][STEPS] == seen[1][STEPS], seen
+    assert restarts(cluster, stack) == 1
+
+
+def kill_training(cluster: RealCluster, pod: Object) -> None:
+    """SIGKILL the training program's process in `pod` (torchrun's worker, not torchrun)."""
+    meta = pod["metadata"]
+    exec_in = [
+        str(cluster.tools.binary("kubectl")),
+        f"--kubeconfig={cluster.kubeconfig}",
+        "exec",
+        "-n",
+        meta["namespace"],
+        meta["name"],
+        "-c",
+        "training",
+        "--",
+    ]
+    listed = subprocess.run(
+        [*exec_in, "ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True
+    ).stdout
+    # PID 1 is torchrun itself (the launcher execs it), whose command line names the script too.
+    workers = [
+        pid
+        for pid, _, args in (line.strip().partition(" ") for line in listed.splitlines())
+        if pid != "1" and TRAIN_SCRIPT in args and "torchrun" not in args
+    ]
+    assert workers, listed
+    subprocess.run([*exec_in, "kill", "-KILL", *workers], check=True)
+
+
+def restarts(cluster: RealCluster, stack: StackRender) -> int:
+    """How often the JobSet restarted the run (its status.restarts)."""
+    s = stack.settings
+    live = cluster.kube.get(JOBSET_API, "JobSet", s.name, s.namespace)
+    return int((live.get("status") or {}).get("restarts") or 0)

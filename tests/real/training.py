@@ -1,0 +1,219 @@
+"""What the real-node training tests and bench/time_to_first_step.py share: nerc-production sized
+for two real nodes with the training image (tools/realtier/torchimage.py), the small DDP program
+they train, a host directory per claim, and the nodes themselves."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+
+from tests.conftest import stack_context
+from tests.real.cluster_state import referenced_objects
+from tests.real.conftest import RealCluster, real_nodes_cluster
+from tests.real.queue_state import run_pods
+from tools.realtier.build import Tools
+from tools.realtier.controllers import start_controllers
+from tools.realtier.engine import stack_kubeconfig
+from tools.realtier.images import NodeImages
+from tools.realtier.kube import Kube, describe, install_crds, wait_for
+from tools.realtier.realnodes import NodeSpec
+from tools.realtier.stacks import StackRender, render
+from tools.realtier.torchimage import locate_training_image
+
+STACK = "nerc-production"
+# The UID OpenShift's restricted-v2 SCC assigns on a fresh project (the first of the namespace's
+# openshift.io/sa.scc.uid-range, 1000650000/10000): admission sets it, the stack does not.
+RESTRICTED_UID = 1000650000
+# Small enough for two nodes on one small host; the GPUs are only advertised (no GPU here).
+OVERRIDES = (
+    "gpusPerNode=1",
+    "pod.cpuRequest=100m",
+    "pod.memoryRequest=256Mi",
+    "pod.cpuLimit=2",
+    "pod.memoryLimit=4Gi",
+    "pod.shmSize=256Mi",
+)
+# Where the stack's JobSet runs it (workload.command) and launchCommand's default script.
+TRAIN_SCRIPT = "/workspace/train.py"
+
+TRAIN = """\
+import datetime, signal, sys, time
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+model = DistributedDataParallel(torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+torch.manual_seed(1 + rank)  # each rank its own data: equal weights need the allreduce
+inputs = torch.randn(64, 8)
+targets = inputs.sum(dim=1, keepdim=True)
+step = 0
+while True:
+    step += 1
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    weights = ",".join(f"{w:.6f}" for w in model.module.weight.detach().flatten().tolist())
+    print(f"rank {rank}/{world} step {step} weights {weights}", flush=True)
+    time.sleep(0.5)
+"""
+STEP_LINE = re.compile(r"^rank (\d+)/(\d+) step (\d+) weights (\S+)$", re.MULTILINE)
+# TRAIN's first step on rank 0, as launcher.firstStepPattern (a line of pod 0's log).
+FIRST_STEP_PATTERN = r"^rank 0/\d+ step 1 "
+# The stack as a JobSet queued by Kueue that starts TRAIN by itself.
+JOBSET = (
+    "workload.kind=jobset",
+    f"workload.command[0]={TRAIN_SCRIPT}",
+    # Room for a restart (JobSet failurePolicy.maxRestarts).
+    "workload.maxRestarts=2",
+    f"launcher.firstStepPattern={FIRST_STEP_PATTERN}",
+    # The fabric gate's check runs on NCCL, which needs GPUs (none here); gloo is what runs.
+    "verify.enabled=false",
+)
+
+
+def training_render(images: NodeImages, overrides: tuple[str, ...] = ()) -> StackRender | None:
+    """nerc-production on the training image, sized for the real nodes; None when the image is
+    not built."""
+    image = locate_training_image(images.test)
+    if image is None:
+        return None
+    return render(STACK, (f"image={image.name}", *OVERRIDES, *overrides))
+
+
+@contextlib.contextmanager
+def training_cluster(
+    tools: Tools, images: NodeImages, stack: StackRender, tmp_path: Path, *, queued: bool = False
+) -> Iterator[RealCluster]:
+    """Two real nodes labelled and tainted as the stack's GPU nodes, holding the training image;
+    `queued`: with the upstream CRDs and the Kueue and JobSet managers (controllers.py)."""
+    image = locate_training_image(images.test)
+    assert image is not None
+    specs = [
+        NodeSpec(
+            f"real-node-{i}",
+            labels=node.labels,
+            taints=tuple(node.taints),
+            extended_resources={"nvidia.com/gpu": "8"},
+        )
+        for i, node in enumerate(stack.nodes())
+    ]
+    with real_nodes_cluster(tools, images, tmp_path, specs, (image,)) as cluster:
+        if queued:
+            install_crds(cluster.kube, tools.crds)
+            start_controllers(cluster.plane, cluster.kube, tools)
+        yield cluster
+
+
+def claim_volumes(stack: StackRender, root: Path) -> list[dict[str, Any]]:
+    """A writable host directory per claim (both nodes share this host's file system, as the
+    stack's RWX NFS claims are shared), bound to it; TRAIN at TRAIN_SCRIPT in the workspace."""
+    volumes = []
+    for claim in stack.of_kind("PersistentVolumeClaim"):
+        meta, spec = claim["metadata"], claim["spec"]
+        directory = root / meta["name"]
+        directory.mkdir(parents=True)
+        directory.chmod(0o777)
+        volumes.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"pv-{meta['name']}"},
+                "spec": {
+                    "accessModes": spec["accessModes"],
+                    "capacity": {"storage": spec["resources"]["requests"]["storage"]},
+                    "storageClassName": spec.get("storageClassName", ""),
+                    "claimRef": {"namespace": meta["namespace"], "name": meta["name"]},
+                    "hostPath": {"path": str(directory)},
+                },
+            }
+        )
+    (root / "ml-dev-env-workspace" / Path(TRAIN_SCRIPT).name).write_text(TRAIN)
+    return volumes
+
+
+def as_restricted_v2(stack: StackRender) -> list[dict[str, Any]]:
+    """The stack's objects, the training pods (a StatefulSet's or a JobSet's) given the UID
+    restricted-v2 admission would give them."""
+    objects = copy.deepcopy(stack.objects())
+    for obj in objects:
+        if obj["kind"] == "StatefulSet":
+            templates = [obj["spec"]["template"]]
+        elif obj["kind"] == "JobSet":
+            templates = [r["template"]["spec"]["template"] for r in obj["spec"]["replicatedJobs"]]
+        else:
+            continue
+        for template in templates:
+            template["spec"]["securityContext"]["runAsUser"] = RESTRICTED_UID
+    return objects
+
+
+def user_env(cluster: RealCluster, tmp_path: Path) -> dict[str, str]:
+    """A user's shell: kubectl on PATH as `kubectl` and `oc`, a kubeconfig whose context is the
+    stack's."""
+    kubeconfig = stack_kubeconfig(
+        cluster.kubeconfig, stack_context(STACK), tmp_path / "user-kubeconfig"
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("kubectl", "oc"):
+        (bin_dir / name).symlink_to(cluster.tools.binary("kubectl"))
+    path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    return {"PATH": path, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)}
+
+
+def steps(printed: str) -> dict[int, dict[int, str]]:
+    """rank -> step -> the weights it printed."""
+    seen: dict[int, dict[int, str]] = {}
+    for rank, _world, step, weights in STEP_LINE.findall(printed):
+        seen.setdefault(int(rank), {})[int(step)] = weights
+    return seen
+
+
+def submit(cluster: RealCluster, stack: StackRender, volumes: Path) -> None:
+    """What the stack references (its namespace), a volume per claim with TRAIN in the
+    workspace, then the stack's objects as restricted-v2 admits them, one create call each in
+    the render's order, as pulumi-kubernetes creates them."""
+    cluster.kube.create_all(referenced_objects(stack))
+    cluster.kube.create_all(claim_volumes(stack, volumes))
+    cluster.kube.create_all(as_restricted_v2(stack))
+
+
+def jobset_steps(kube: Kube, stack: StackRender) -> dict[int, dict[int, str]]:
+    """rank -> step -> weights, from the logs of the JobSet's current pods (a pod whose
+    container has not started yet prints nothing)."""
+    s = stack.settings
+    printed = []
+    for pod in run_pods(kube, s.namespace, s.name):
+        with contextlib.suppress(ApiException):
+            printed.append(kube.pod_log(pod["metadata"]["name"], s.namespace))
+    return steps("\n".join(printed))
+
+
+def stepped_on_every_rank(kube: Kube, stack: StackRender, step: int) -> dict[int, dict[int, str]]:
+    """Wait until every rank of the JobSet's current pods printed `step`; rank -> step ->
+    weights."""
+
+    def stepped() -> dict[int, dict[int, str]] | None:
+        seen = jobset_steps(kube, stack)
+        ranks = stack.settings.nodes * stack.settings.gpus_per_node
+        return seen if len(seen) == ranks and all(step in s for s in seen.values()) else None
+
+    return wait_for(
+        f"step {step} on every rank",
+        stepped,
+        explain=lambda: describe(kube, stack.settings.namespace),
+    )
