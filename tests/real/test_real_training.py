@@ -1,8 +1,7 @@
-"""nerc-production (tcp, StatefulSet) on two real nodes: its rendered objects, with the image set
-to the training image built here (tools/realtier/torchimage.py), are created on the API server as
-pulumi-kubernetes creates them (one create call each, in the render's order; not through the
-Pulumi engine: tests/real/test_engine.py covers that path) and its pods run on the real nodes,
-once for the module.
+"""nerc-production (tcp, StatefulSet) on two real nodes, once for the module: `pulumi up` of the
+real engine, the image set to the training image built here (tools/realtier/torchimage.py),
+returns once the provider has awaited the StatefulSet, whose pods run on the real nodes as
+restricted-v2 admits them (the UID it gives, set in admission: training.restricted_v2_admission).
 
 - The stack's `verifyCommand` (kubectl answering as `oc`) runs the fabric check
   (allreduce_check.py through launch-torchrun.sh) on both pods, on gloo: the ranks meet across
@@ -26,19 +25,23 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.real.cluster_state import pods_of, statefulset_settled
+from tests.real.cluster_state import pods_of, read_live, referenced_objects, stack_engine
 from tests.real.conftest import RealCluster
 from tests.real.training import (
+    RESTRICTED_UID,
+    STACK,
     STEP_LINE,
+    claim_volumes,
+    restricted_v2_admission,
     steps,
-    submit,
     training_cluster,
+    training_overrides,
     training_render,
     user_env,
 )
 from tools.realtier.build import Tools
 from tools.realtier.images import NodeImages
-from tools.realtier.kube import describe, wait_for
+from tools.realtier.kube import wait_for
 from tools.realtier.stacks import StackRender
 
 pytestmark = pytest.mark.real
@@ -62,13 +65,14 @@ def training_stack(node_images: NodeImages) -> StackRender:
 
 @pytest.fixture(scope="module")
 def two_nodes(
-    node_tools: Tools,
+    tools: Tools,
     node_images: NodeImages,
     training_stack: StackRender,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RealCluster]:
+    """The nodes, with every tool of the tier (the engine's too)."""
     tmp_path = tmp_path_factory.mktemp("training-cluster")
-    with training_cluster(node_tools, node_images, training_stack, tmp_path) as cluster:
+    with training_cluster(tools, node_images, training_stack, tmp_path) as cluster:
         yield cluster
 
 
@@ -84,19 +88,23 @@ class TrainingPods:
 def training_pods(
     two_nodes: RealCluster,
     training_stack: StackRender,
+    node_images: NodeImages,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> TrainingPods:
+    """What the platform provides (the namespace, a volume per claim with the training program,
+    restricted-v2's UID in admission), then `pulumi up` with the stack's config."""
     kube, stack = two_nodes.kube, training_stack
     tmp_path = tmp_path_factory.mktemp("training-pods")
-    submit(two_nodes, stack, tmp_path / "volumes")
+    kube.create_all(referenced_objects(stack))
+    kube.create_all(restricted_v2_admission(stack.settings.namespace))
+    kube.create_all(claim_volumes(stack, tmp_path / "volumes"))
+    engine = stack_engine(two_nodes, STACK, tmp_path / "engine")
+    engine.up(*training_overrides(node_images, VERIFY))
     (statefulset,) = stack.of_kind("StatefulSet")
-    live = wait_for(
-        "the StatefulSet ready on the real nodes",
-        lambda: statefulset_settled(kube, statefulset),
-        explain=lambda: describe(kube, stack.settings.namespace),
-    )
-    pods = pods_of(kube, live)
+    pods = pods_of(kube, read_live(kube, statefulset))
     assert sorted(p["spec"]["nodeName"] for p in pods) == ["real-node-0", "real-node-1"]
+    assert {p["spec"]["securityContext"].get("runAsUser") for p in pods} == {RESTRICTED_UID}
+    assert all(p["status"]["phase"] == "Running" for p in pods), pods
     return TrainingPods(pods, user_env(two_nodes, tmp_path))
 
 

@@ -85,13 +85,19 @@ JOBSET = (
 )
 
 
-def training_render(images: NodeImages, overrides: tuple[str, ...] = ()) -> StackRender | None:
-    """nerc-production on the training image, sized for the real nodes; None when the image is
-    not built."""
+def training_overrides(images: NodeImages, overrides: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The config that puts nerc-production on the training image, sized for the real nodes;
+    () when the image is not built."""
     image = locate_training_image(images.test)
     if image is None:
-        return None
-    return render(STACK, (f"image={image.name}", *OVERRIDES, *overrides))
+        return ()
+    return (f"image={image.name}", *OVERRIDES, *overrides)
+
+
+def training_render(images: NodeImages, overrides: tuple[str, ...] = ()) -> StackRender | None:
+    """nerc-production with training_overrides; None when the image is not built."""
+    config = training_overrides(images, overrides)
+    return render(STACK, config) if config else None
 
 
 @contextlib.contextmanager
@@ -143,6 +149,56 @@ def claim_volumes(stack: StackRender, root: Path) -> list[dict[str, Any]]:
         )
     (root / "ml-dev-env-workspace" / Path(TRAIN_SCRIPT).name).write_text(TRAIN)
     return volumes
+
+
+def restricted_v2_admission(namespace: str) -> list[dict[str, Any]]:
+    """A MutatingAdmissionPolicy and its binding that give every pod created in `namespace` the
+    UID restricted-v2 admission gives it on OpenShift (the stack sets none; runAsNonRoot alone
+    would refuse the image's root user), so the stack's objects go to the API server unchanged,
+    as `pulumi up` sends them."""
+    name = "restricted-v2-uid"
+    security_context = f"Object.spec.securityContext{{runAsUser: {RESTRICTED_UID}}}"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1beta1",
+            "kind": "MutatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ]
+                },
+                "failurePolicy": "Fail",
+                "reinvocationPolicy": "Never",
+                "mutations": [
+                    {
+                        "patchType": "ApplyConfiguration",
+                        "applyConfiguration": {
+                            "expression": f"Object{{spec: Object.spec{{securityContext: "
+                            f"{security_context}}}}}"
+                        },
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1beta1",
+            "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        },
+    ]
 
 
 def as_restricted_v2(stack: StackRender) -> list[dict[str, Any]]:

@@ -179,6 +179,11 @@ class ControlPlane:
                 # Privileged pods are allowed as on GKE (Google's TCPXO installer runs privileged);
                 # the program's own pods are checked against least privilege elsewhere.
                 "--allow-privileged=true",
+                # MutatingAdmissionPolicy (beta since 1.34, off by default: k8s.io/apiserver
+                # pkg/features/kube_features.go): the real nodes' tests give pods the UID that
+                # OpenShift's restricted-v2 SCC admission gives them, in admission as there.
+                "--feature-gates=MutatingAdmissionPolicy=true",
+                "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
                 # kwokctl's settings for a small machine: no fairness queues, no in-flight caps.
                 "--enable-priority-and-fairness=false",
                 "--max-requests-inflight=0",
