@@ -1,0 +1,35 @@
+"""The GKE cluster's monitoring as the stack config sets it (the defaults are held to
+cluster-toolkit's blueprints in tests/vendor/gke_gpudirect.yaml)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import run_stack
+
+CLUSTER = "gcp:container/cluster:Cluster"
+
+
+def monitoring(*overrides: str) -> dict[str, Any]:
+    (cluster,) = run_stack("gcp-a4", *overrides).of_type(CLUSTER)
+    config: dict[str, Any] = cluster.inputs["monitoringConfig"]
+    return config
+
+
+def test_without_dcgm_the_cluster_keeps_the_other_components_and_managed_prometheus() -> None:
+    config = monitoring("monitoring.dcgm=false")
+    assert "DCGM" not in config["enableComponents"]
+    assert "JOBSET" in config["enableComponents"]
+    assert config["managedPrometheus"]["enabled"] is True
+
+
+def test_dcgm_listed_and_turned_on_is_enabled_once() -> None:
+    config = monitoring(
+        "monitoring.gkeComponents[0]=SYSTEM_COMPONENTS", "monitoring.gkeComponents[1]=DCGM"
+    )
+    assert config["enableComponents"] == ["SYSTEM_COMPONENTS", "DCGM"]
+
+
+def test_a_stack_can_collect_only_the_system_components() -> None:
+    config = monitoring("monitoring.gkeComponents[0]=SYSTEM_COMPONENTS", "monitoring.dcgm=false")
+    assert config["enableComponents"] == ["SYSTEM_COMPONENTS"]
