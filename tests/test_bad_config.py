@@ -793,6 +793,17 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("workload.controllers.install=true",),
         ("gpu-cluster:workload.controllers is only used when workload.kind is 'jobset'",),
     ),
+    # GKE's monitoring components: the API's names only, and only on GKE
+    (
+        "gcp-a4",
+        ("monitoring.gkeComponents[0]=GPU",),
+        ("gpu-cluster:monitoring.gkeComponents[0] = 'GPU'", "'SYSTEM_COMPONENTS'", "'DCGM'"),
+    ),
+    (
+        "barcelona",
+        ("monitoring.dcgm=false",),
+        ("gpu-cluster:monitoring.dcgm is only used when platform is 'gke'",),
+    ),
 ]
 
 

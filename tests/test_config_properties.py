@@ -131,6 +131,8 @@ KEYS: dict[str, list[Any]] = {
     "verify.requireGdr": [True, False],
     "verify.preflight": [True, False],
     "verify.storageCheckBytes": ["1G", "64M", "4", "0"],
+    "monitoring.gkeComponents": [["SYSTEM_COMPONENTS", "DCGM"], [], ["DCGM", "DCGM"], ["GPU"]],
+    "monitoring.dcgm": [True, False],
     "tcp.socketIfname": ["^lo,docker", "eth0"],
     "tcp.socketNthreads": [4, 16, 17],
     "tcp.nsocksPerThread": [4, 64],

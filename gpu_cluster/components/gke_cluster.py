@@ -21,6 +21,9 @@ from pulumi_gcp.container import (
     ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs,
     ClusterMasterAuthorizedNetworksConfigArgs,
     ClusterMasterAuthorizedNetworksConfigCidrBlockArgs,
+    ClusterMonitoringConfigArgs,
+    ClusterMonitoringConfigManagedPrometheusArgs,
+    ClusterMonitoringConfigManagedPrometheusAutoMonitoringConfigArgs,
     ClusterPrivateClusterConfigArgs,
     ClusterReleaseChannelArgs,
     ClusterWorkloadIdentityConfigArgs,
@@ -35,6 +38,7 @@ from pulumi_gcp.container import (
 )
 
 from gpu_cluster.config.sections.gcp import SystemPoolSettings
+from gpu_cluster.facts.gke_monitoring import AUTO_MONITORING_SCOPE
 from gpu_cluster.plan.gke_identity import workload_pool
 
 # Nodes pull the plugin and sidecar images from Artifact Registry and reach Google APIs.
@@ -75,7 +79,8 @@ class GkeClusterArgs:
     nodes' Google account (email), or None for the project's default Compute Engine account;
     nodes_after: what the pools wait for (that account and its roles). gcs_fuse_csi,
     lustre_csi, filestore_csi: turn on GKE's Cloud Storage FUSE, Lustre or Filestore CSI driver
-    (the stack mounts buckets or Lustre instances, or its claims name a Filestore class)."""
+    (the stack mounts buckets or Lustre instances, or its claims name a Filestore class).
+    monitoring_components: what GKE sends to Cloud Monitoring (Managed Prometheus always on)."""
 
     cluster_name: str
     project: str
@@ -94,6 +99,7 @@ class GkeClusterArgs:
     gcs_fuse_csi: bool = False
     lustre_csi: bool = False
     filestore_csi: bool = False
+    monitoring_components: Sequence[str] = ()
 
 
 def _addons(a: GkeClusterArgs) -> ClusterAddonsConfigArgs | None:
@@ -120,6 +126,22 @@ def _addons(a: GkeClusterArgs) -> ClusterAddonsConfigArgs | None:
         )
         if a.filestore_csi
         else None,
+    )
+
+
+def _monitoring_config(a: GkeClusterArgs) -> ClusterMonitoringConfigArgs:
+    """The components' metrics and Managed Service for Prometheus, without its automatic
+    application monitoring, as cluster-toolkit's gke-cluster module sets them (main.tf
+    `monitoring_config`, 1047080); updated in place (hashicorp/terraform-provider-google-beta
+    v7.45.0 resource_container_cluster.go: no ForceNew under monitoring_config)."""
+    return ClusterMonitoringConfigArgs(
+        enable_components=list(a.monitoring_components),
+        managed_prometheus=ClusterMonitoringConfigManagedPrometheusArgs(
+            enabled=True,
+            auto_monitoring_config=ClusterMonitoringConfigManagedPrometheusAutoMonitoringConfigArgs(
+                scope=AUTO_MONITORING_SCOPE
+            ),
+        ),
     )
 
 
@@ -262,6 +284,7 @@ class GkeCluster(pulumi.ComponentResource):
                 deletion_protection=a.deletion_protection,
                 master_authorized_networks_config=_authorized_networks(a),
                 addons_config=_addons(a),
+                monitoring_config=_monitoring_config(a),
                 workload_identity_config=ClusterWorkloadIdentityConfigArgs(
                     workload_pool=workload_pool(a.project)
                 ),

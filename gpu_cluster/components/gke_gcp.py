@@ -9,6 +9,7 @@ from gpu_cluster.components.gcp_vpc import GpuVpcs, GpuVpcsArgs
 from gpu_cluster.components.gke_cluster import GkeCluster, GkeClusterArgs
 from gpu_cluster.components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from gpu_cluster.components.node_identity import NodeIdentity
+from gpu_cluster.config.derived import gke_monitoring_components
 from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.sections.gcp import GcpSettings
@@ -76,6 +77,7 @@ def gke_cluster(
             gcs_fuse_csi=uses_gcs_fuse(s),
             lustre_csi=uses_lustre(s),
             filestore_csi=uses_filestore(s),
+            monitoring_components=gke_monitoring_components(s.monitoring),
         ),
         opts,
     )

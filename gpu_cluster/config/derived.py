@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from gpu_cluster.config.netmodes import find_mode
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.sections.monitoring import MonitoringSettings
+from gpu_cluster.facts.gke_monitoring import DCGM
 
 
 def world_size(s: Settings) -> int:
@@ -29,3 +31,10 @@ def runs_preflight(s: Settings) -> bool:
 def elastic_range(s: Settings) -> tuple[int, int]:
     """torchrun's --nnodes range: launcher.minNodes..maxNodes, each `nodes` when unset."""
     return s.launcher.min_nodes or s.nodes, s.launcher.max_nodes or s.nodes
+
+
+def gke_monitoring_components(m: MonitoringSettings) -> tuple[str, ...]:
+    """The GKE cluster's monitoring components: monitoring.gkeComponents, and DCGM with
+    monitoring.dcgm, each once (cluster-toolkit modules/scheduler/gke-cluster main.tf
+    `distinct(concat(var.monitoring_components, ["DCGM"]))`, 1047080)."""
+    return tuple(dict.fromkeys((*m.gke_components, *((DCGM,) if m.dcgm else ()))))

@@ -110,3 +110,6 @@ def _sections(key: str, value: Any) -> list[tuple[str, BaseModel]]:
 
 # Keys of the fabric and storage checks: read only when the checks ship.
 VERIFY_ENABLED = ReadWhen(lambda s: s.verify.enabled, "verify.enabled is true")
+
+# Keys of GKE stacks only.
+ON_GKE = ReadWhen(lambda s: s.platform == "gke", "platform is 'gke'")

@@ -18,7 +18,7 @@ from pydantic import Field, PrivateAttr
 
 from gpu_cluster.config.base import Section
 from gpu_cluster.config.netmodes import find_mode
-from gpu_cluster.config.reads import ReadWhen
+from gpu_cluster.config.reads import ON_GKE, ReadWhen
 from gpu_cluster.config.sections.checks import VerifySettings
 from gpu_cluster.config.sections.compute import (
     CodeSyncSettings,
@@ -27,6 +27,7 @@ from gpu_cluster.config.sections.compute import (
     PodSettings,
 )
 from gpu_cluster.config.sections.gcp import GcpSettings
+from gpu_cluster.config.sections.monitoring import MonitoringSettings
 from gpu_cluster.config.sections.network import (
     ExistingObject,
     NcclSettings,
@@ -107,6 +108,8 @@ class Settings(Section):
     """NCCL settings common to every mode."""
     verify: VerifySettings = VerifySettings()
     """The fabric check (docs/operations.md, "Verify the fabric")."""
+    monitoring: MonitoringSettings = MonitoringSettings()
+    """GPU, cluster and queue metrics."""
     tcp: Annotated[
         TcpSettings,
         ReadWhen(lambda s: _mode_reads(s, "tcp"), "networkMode is 'tcp'", mode="tcp"),
@@ -138,9 +141,7 @@ class Settings(Section):
         ReadWhen(lambda s: s.platform == "openshift", "platform is 'openshift'"),
     ] = OpenShiftSettings()
     """OpenShift placement of the pods."""
-    gcp: Annotated[
-        GcpSettings | None, ReadWhen(lambda s: s.platform == "gke", "platform is 'gke'")
-    ] = None
+    gcp: Annotated[GcpSettings | None, ON_GKE] = None
     """GKE: where and on what the cluster runs (required on GKE)."""
     # Top-level keys set as Pulumi secrets (only SECRET_CAPABLE_KEYS get this far).
     _secret_keys: frozenset[str] = PrivateAttr(default=frozenset())
