@@ -9,6 +9,7 @@ from pydantic import Field
 
 from gpu_cluster.config.base import Section
 from gpu_cluster.config.reads import ReadWhen
+from gpu_cluster.config.sections.runs import RunsSettings
 from gpu_cluster.config.values import (
     DnsLabel,
     HealthCheck,
@@ -198,6 +199,8 @@ class WorkloadSettings(Section):
     """The Kueue queue."""
     controllers: Annotated[ControllerSettings, _JOBSET] = ControllerSettings()
     """Whether the stack installs Kueue and JobSet, and which releases."""
+    runs: Annotated[RunsSettings, _JOBSET] = RunsSettings()
+    """Runs submitted from the stack's run template with `gpu-cluster run`."""
     start_timeout_minutes: Annotated[int, _AWAITED] = Field(
         default=POD_START_MINUTES, ge=1, le=24 * 60
     )
