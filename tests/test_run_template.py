@@ -170,3 +170,17 @@ def test_a_statefulset_stack_publishes_no_template() -> None:
     run = run_stack("nerc-production")
     names = [m["metadata"]["name"] for m in manifests(run, "ConfigMap")]
     assert not [n for n in names if n.endswith("-run-template")]
+
+
+def test_the_restart_strategy_and_grace_period_reach_the_stack_s_run_and_every_submitted_one() -> (
+    None
+):
+    run = run_stack(
+        "gcp-a4", "workload.restartStrategy=BlockingRecreate", "pod.terminationGraceSeconds=600"
+    )
+    template, params = template_of(run)
+    for job_set in (one(run, "JobSet"), fill(template, params, RunRequest("r"), "training")):
+        assert job_set["spec"]["failurePolicy"]["restartStrategy"] == "BlockingRecreate"
+        (replicated,) = job_set["spec"]["replicatedJobs"]
+        pod_spec = replicated["template"]["spec"]["template"]["spec"]
+        assert pod_spec["terminationGracePeriodSeconds"] == 600

@@ -98,6 +98,7 @@ class JobSetKind:
             spec={
                 "failurePolicy": {
                     "maxRestarts": run.max_restarts,
+                    "restartStrategy": run.restart_strategy,
                     # A Job failed by its pod failure policy (a configuration error) fails the
                     # run without restarts (jobset api/jobset/v1alpha2 FailurePolicyRule).
                     "rules": [
