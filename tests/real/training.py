@@ -25,7 +25,7 @@ from tools.realtier.engine import stack_kubeconfig
 from tools.realtier.images import NodeImages
 from tools.realtier.kube import Kube, describe, install_crds, wait_for
 from tools.realtier.realnodes import NodeSpec
-from tools.realtier.stacks import StackRender, render
+from tools.realtier.stacks import StackRender, render, volumes_for
 from tools.realtier.torchimage import locate_training_image
 
 STACK = "nerc-production"
@@ -125,28 +125,9 @@ def training_cluster(
 
 
 def claim_volumes(stack: StackRender, root: Path) -> list[dict[str, Any]]:
-    """A writable host directory per claim (both nodes share this host's file system, as the
-    stack's RWX NFS claims are shared), bound to it; TRAIN at TRAIN_SCRIPT in the workspace."""
-    volumes = []
-    for claim in stack.of_kind("PersistentVolumeClaim"):
-        meta, spec = claim["metadata"], claim["spec"]
-        directory = root / meta["name"]
-        directory.mkdir(parents=True)
-        directory.chmod(0o777)
-        volumes.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": f"pv-{meta['name']}"},
-                "spec": {
-                    "accessModes": spec["accessModes"],
-                    "capacity": {"storage": spec["resources"]["requests"]["storage"]},
-                    "storageClassName": spec.get("storageClassName", ""),
-                    "claimRef": {"namespace": meta["namespace"], "name": meta["name"]},
-                    "hostPath": {"path": str(directory)},
-                },
-            }
-        )
+    """A writable host directory per claim, below `root` (volumes_for), and TRAIN at
+    TRAIN_SCRIPT in the workspace."""
+    volumes = volumes_for(stack.of_kind("PersistentVolumeClaim"), root)
     (root / "ml-dev-env-workspace" / Path(TRAIN_SCRIPT).name).write_text(TRAIN)
     return volumes
 

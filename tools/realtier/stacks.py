@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpu_cluster.components.queue_controllers import QUEUE_CONTROLLERS_TYPE
@@ -73,15 +74,23 @@ def fake_nodes(stack: str, overrides: tuple[str, ...] = ()) -> list[FakeNode]:
     return render(stack, overrides).nodes()
 
 
-def volumes_for(claims: list[Object]) -> list[Object]:
+def volumes_for(claims: list[Object], host_root: Path | None = None) -> list[Object]:
     """One PersistentVolume per claim, of its class, size and access modes, bound to it: what a
     dynamic provisioner (Ceph RBD, the PD CSI driver) hands out; there is none on loopback. A
-    claim that names its volume (a bucket's, which the stack writes itself) gets none."""
+    claim that names its volume (a bucket's, which the stack writes itself) gets none.
+    `host_root`: real nodes mount it; each volume is a directory below it that anyone may write
+    (the real nodes share this host's file system, as an RWX claim is shared)."""
     volumes = []
     for claim in claims:
         meta, spec = claim["metadata"], claim["spec"]
         if spec.get("volumeName"):
             continue
+        path = f"/var/lib/realtier/{meta['namespace']}/{meta['name']}"
+        if host_root is not None:
+            directory = host_root / meta["name"]
+            directory.mkdir(parents=True)
+            directory.chmod(0o777)
+            path = str(directory)
         volumes.append(
             {
                 "apiVersion": "v1",
@@ -93,7 +102,7 @@ def volumes_for(claims: list[Object]) -> list[Object]:
                     "storageClassName": spec.get("storageClassName", ""),
                     "persistentVolumeReclaimPolicy": "Retain",
                     "claimRef": {"namespace": meta["namespace"], "name": meta["name"]},
-                    "hostPath": {"path": f"/var/lib/realtier/{meta['namespace']}/{meta['name']}"},
+                    "hostPath": {"path": path},
                 },
             }
         )
