@@ -127,7 +127,12 @@ def pre_pulled(g: Graph) -> bool:
     return any(estimate_of(r) == "image-pre-pull" for r in g.rows.values())
 
 
-def minutes(g: Graph) -> Callable[[str], float]:
+def minutes(g: Graph, *, to_created: bool = False) -> Callable[[str], float]:
+    """Each resource's minutes until it is done. `to_created`: until the engine moves on to what
+    depends on it, which for a JobSet is its create: pulumi-kubernetes awaits a StatefulSet's
+    pods, but a custom resource without a `pulumi.com/waitFor` annotation (the stack sets none)
+    only while PULUMI_K8S_AWAIT_ALL=true (provider v4.25.0 pkg/metadata/overrides.go
+    ReadyCondition)."""
     pods = "training-pods"
     if preloaded(g):
         pods = "training-pods-preloaded"
@@ -135,7 +140,10 @@ def minutes(g: Graph) -> Callable[[str], float]:
         pods = "training-pods-pre-pulled"
 
     def of(urn: str) -> float:
-        key = estimate_of(g.rows[urn])
+        row = g.rows[urn]
+        key = estimate_of(row)
+        if to_created and str(row["type"]).endswith(":JobSet"):
+            key = "kubernetes-object"
         return ESTIMATES[pods if key == "training-pods" else key].minutes
 
     return of
@@ -159,11 +167,13 @@ class Times:
 
 def times(g: Graph) -> Times:
     finish = g.finish_times(minutes(g))
+    created = g.finish_times(minutes(g, to_created=True))
     kinds = {u: estimate_of(r) for u, r in g.rows.items()}
     return Times(
         pods_ready=max(finish[u] for u, k in kinds.items() if k == "training-pods"),
+        # A JobSet's run template waits for the JobSet's create, not for its pods.
         cluster_objects=max(
-            (finish[u] for u, k in kinds.items() if k == "kubernetes-object"), default=0.0
+            (created[u] for u, k in kinds.items() if k == "kubernetes-object"), default=0.0
         ),
     )
 
