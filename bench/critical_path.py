@@ -127,12 +127,7 @@ def pre_pulled(g: Graph) -> bool:
     return any(estimate_of(r) == "image-pre-pull" for r in g.rows.values())
 
 
-def minutes(g: Graph, *, to_created: bool = False) -> Callable[[str], float]:
-    """Each resource's minutes until it is done. `to_created`: until the engine moves on to what
-    depends on it, which for a JobSet is its create: pulumi-kubernetes awaits a StatefulSet's
-    pods, but a custom resource without a `pulumi.com/waitFor` annotation (the stack sets none)
-    only while PULUMI_K8S_AWAIT_ALL=true (provider v4.25.0 pkg/metadata/overrides.go
-    ReadyCondition)."""
+def minutes(g: Graph) -> Callable[[str], float]:
     pods = "training-pods"
     if preloaded(g):
         pods = "training-pods-preloaded"
@@ -140,10 +135,7 @@ def minutes(g: Graph, *, to_created: bool = False) -> Callable[[str], float]:
         pods = "training-pods-pre-pulled"
 
     def of(urn: str) -> float:
-        row = g.rows[urn]
-        key = estimate_of(row)
-        if to_created and str(row["type"]).endswith(":JobSet"):
-            key = "kubernetes-object"
+        key = estimate_of(g.rows[urn])
         return ESTIMATES[pods if key == "training-pods" else key].minutes
 
     return of
@@ -167,13 +159,11 @@ class Times:
 
 def times(g: Graph) -> Times:
     finish = g.finish_times(minutes(g))
-    created = g.finish_times(minutes(g, to_created=True))
     kinds = {u: estimate_of(r) for u, r in g.rows.items()}
     return Times(
         pods_ready=max(finish[u] for u, k in kinds.items() if k == "training-pods"),
-        # A JobSet's run template waits for the JobSet's create, not for its pods.
         cluster_objects=max(
-            (created[u] for u, k in kinds.items() if k == "kubernetes-object"), default=0.0
+            (finish[u] for u, k in kinds.items() if k == "kubernetes-object"), default=0.0
         ),
     )
 
