@@ -98,7 +98,7 @@ class JobSetKind:
             spec={
                 "failurePolicy": {
                     "maxRestarts": run.max_restarts,
-                    **_restart_strategy(run.restart_strategy),
+                    "restartStrategy": run.restart_strategy,
                     # A Job failed by its pod failure policy (a configuration error) fails the
                     # run without restarts (jobset api/jobset/v1alpha2 FailurePolicyRule).
                     "rules": [
@@ -137,15 +137,3 @@ class JobSetKind:
 
 
 JOB_SET: WorkloadKind = JobSetKind()
-
-
-# JobSet's own default (sigs.k8s.io/jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go,
-# FailurePolicy.RestartStrategy +kubebuilder:default=Recreate).
-JOBSET_DEFAULT_RESTART_STRATEGY = "Recreate"
-
-
-def _restart_strategy(strategy: str) -> dict[str, str]:
-    """failurePolicy.restartStrategy, set only when it is not JobSet's default: every change to a
-    JobSet's spec replaces it (its running training with it), and a stack deployed before
-    workload.restartStrategy existed must keep its run on upgrade."""
-    return {} if strategy == JOBSET_DEFAULT_RESTART_STRATEGY else {"restartStrategy": strategy}
