@@ -22,7 +22,6 @@ from gpu_cluster.components.workload.kind import (
     WorkloadKind,
     switching_from,
 )
-from gpu_cluster.components.workload.run_template import run_template
 from gpu_cluster.config.workload import REPLICATED_JOB
 from gpu_cluster.facts.kueue import (
     JOB_COMPLETION_INDEX_ANNOTATION,
@@ -98,7 +97,6 @@ class JobSetKind:
             spec={
                 "failurePolicy": {
                     "maxRestarts": run.max_restarts,
-                    "restartStrategy": run.restart_strategy,
                     # A Job failed by its pod failure policy (a configuration error) fails the
                     # run without restarts (jobset api/jobset/v1alpha2 FailurePolicyRule).
                     "rules": [
@@ -130,9 +128,6 @@ class JobSetKind:
                 ),
             ),
         )
-        # The CustomResource's input `spec` is also its output (untyped): the JobSet as created.
-        created: pulumi.Output[object] = job_set.spec  # type: ignore[attr-defined]
-        run_template(pods.resource_name, a, run, created, pods.parent)
         return Controller(job_set, pulumi.Output.from_input(a.name))
 
 
