@@ -45,12 +45,14 @@ def test_no_here_strings_or_documents(name: str) -> None:
 # (lib/sh/tmpfile.c get_sys_tmpdir: $TMPDIR, /tmp, /var/tmp, /usr/tmp, else the working
 # directory) made read-only, as in the container; a tmpfs for the script's own output, as the
 # pod's emptyDir. BASH_COMPAT=50 makes bash >= 5.2 back here-strings with temporary files as
-# bash < 5.1 does (bminor/bash CHANGES, bash-5.2-rc1 item 1d, at 637f5c8).
+# bash < 5.1 does (bminor/bash CHANGES, bash-5.2-rc1 item 1d, at 637f5c8). --rbind: a plain
+# bind of a directory with mounts below it (a real-node test's, running beside this one) cannot
+# be remounted read-only in a user namespace, whose copies of those mounts are locked.
 READ_ONLY_TMP = """
 set -e
 for dir in /tmp /var/tmp /usr/tmp; do
   [[ -d $dir ]] || continue
-  mount --bind "$dir" "$dir"
+  mount --rbind "$dir" "$dir"
   mount -o remount,bind,ro "$dir"
 done
 mount -t tmpfs gpu-cluster-run "$OUT_DIR"
