@@ -1,7 +1,7 @@
 """nerc-production (tcp, StatefulSet) on two real nodes, once for the module: `pulumi up` of the
 real engine, the image set to the training image built here (tools/realtier/torchimage.py),
 returns once the provider has awaited the StatefulSet, whose pods run on the real nodes as
-restricted-v2 admits them (the UID it gives, set in admission: training.restricted_v2_admission).
+restricted-v2 admits them (the UID it gives, set in admission: training.provide_platform).
 
 - The stack's `verifyCommand` (kubectl answering as `oc`) runs the fabric check
   (allreduce_check.py through launch-torchrun.sh) on both pods, on gloo: the ranks meet across
@@ -25,14 +25,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.real.cluster_state import pods_of, read_live, referenced_objects, stack_engine
+from tests.real.cluster_state import pods_of, read_live, stack_engine
 from tests.real.conftest import RealCluster
 from tests.real.training import (
     RESTRICTED_UID,
     STACK,
     STEP_LINE,
-    claim_volumes,
-    restricted_v2_admission,
+    provide_platform,
     steps,
     training_cluster,
     training_overrides,
@@ -95,9 +94,7 @@ def training_pods(
     restricted-v2's UID in admission), then `pulumi up` with the stack's config."""
     kube, stack = two_nodes.kube, training_stack
     tmp_path = tmp_path_factory.mktemp("training-pods")
-    kube.create_all(referenced_objects(stack))
-    kube.create_all(restricted_v2_admission(stack.settings.namespace))
-    kube.create_all(claim_volumes(stack, tmp_path / "volumes"))
+    provide_platform(two_nodes, stack, tmp_path / "volumes")
     engine = stack_engine(two_nodes, STACK, tmp_path / "engine")
     engine.up(*training_overrides(node_images, VERIFY))
     (statefulset,) = stack.of_kind("StatefulSet")

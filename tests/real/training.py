@@ -5,7 +5,6 @@ they train, a host directory per claim, and the nodes themselves."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import re
 import sys
@@ -182,22 +181,6 @@ def restricted_v2_admission(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def as_restricted_v2(stack: StackRender) -> list[dict[str, Any]]:
-    """The stack's objects, the training pods (a StatefulSet's or a JobSet's) given the UID
-    restricted-v2 admission would give them."""
-    objects = copy.deepcopy(stack.objects())
-    for obj in objects:
-        if obj["kind"] == "StatefulSet":
-            templates = [obj["spec"]["template"]]
-        elif obj["kind"] == "JobSet":
-            templates = [r["template"]["spec"]["template"] for r in obj["spec"]["replicatedJobs"]]
-        else:
-            continue
-        for template in templates:
-            template["spec"]["securityContext"]["runAsUser"] = RESTRICTED_UID
-    return objects
-
-
 def user_env(cluster: RealCluster, tmp_path: Path) -> dict[str, str]:
     """A user's shell: kubectl on PATH as `kubectl` and `oc`, a kubeconfig whose context is the
     stack's."""
@@ -220,13 +203,19 @@ def steps(printed: str) -> dict[int, dict[int, str]]:
     return seen
 
 
-def submit(cluster: RealCluster, stack: StackRender, volumes: Path) -> None:
-    """What the stack references (its namespace), a volume per claim with TRAIN in the
-    workspace, then the stack's objects as restricted-v2 admits them, one create call each in
-    the render's order, as pulumi-kubernetes creates them."""
+def provide_platform(cluster: RealCluster, stack: StackRender, volumes: Path) -> None:
+    """What the platform gives the stack: what it references (its namespace), restricted-v2's
+    UID in admission, and a volume per claim with TRAIN in the workspace."""
     cluster.kube.create_all(referenced_objects(stack))
+    cluster.kube.create_all(restricted_v2_admission(stack.settings.namespace))
     cluster.kube.create_all(claim_volumes(stack, volumes))
-    cluster.kube.create_all(as_restricted_v2(stack))
+
+
+def submit(cluster: RealCluster, stack: StackRender, volumes: Path) -> None:
+    """provide_platform, then the stack's objects, one create call each in the render's order,
+    as pulumi-kubernetes creates them."""
+    provide_platform(cluster, stack, volumes)
+    cluster.kube.create_all(stack.objects())
 
 
 def jobset_steps(kube: Kube, stack: StackRender) -> dict[int, dict[int, str]]:
