@@ -114,6 +114,15 @@ def one(run: ProgramRun, kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def scripts_data(run: ProgramRun) -> dict[str, str]:
+    """The files of the scripts ConfigMap (<name>-scripts) the training pods mount."""
+    (scripts,) = (
+        m for m in manifests(run, "ConfigMap") if m["metadata"]["name"].endswith("-scripts")
+    )
+    data: dict[str, str] = scripts["data"]
+    return data
+
+
 def pod_template(run: ProgramRun) -> dict[str, Any]:
     """The training pods' template: the StatefulSet's, or the JobSet's one replicated Job's."""
     (workload,) = manifests(run, "StatefulSet") + manifests(run, "JobSet")

@@ -322,6 +322,9 @@ JOBSET = _with_spec(
             [],
             {
                 "maxRestarts": {"type": "integer", "minimum": 0},
+                # jobset api/jobset/v1alpha2 jobset_types.go JobSetRestartStrategy (v0.10.1:
+                # Recreate, BlockingRecreate; v0.12.0 adds InPlaceRestart, not set here).
+                "restartStrategy": {"enum": ["Recreate", "BlockingRecreate"]},
                 "rules": _list_of(_FAILURE_POLICY_RULE),
             },
         ),

@@ -142,6 +142,10 @@ NAMES_ITS_PREREQUISITES["JobSet"] = (
     "ProvisioningRequestConfig",
     "Deployment",
 )
+# The run template (a ConfigMap holding a JobSet for `gpu-cluster run`, issue #40): it names the
+# run's headless Service and account, and nothing a run waits for (GPU pool, queue, charts).
+RUN_TEMPLATE = "ConfigMap (run template)"
+NAMES_ITS_PREREQUISITES[RUN_TEMPLATE] = (*NAMESPACED, "Service", "ServiceAccount")
 # Kinds that run on the GPU nodes and so wait for the GPU pool.
 ON_GPU_NODES = (*TRAINING, "DaemonSet")
 # The cloud resources a GKE Network object names besides the cluster: its VPC and subnet.
@@ -170,7 +174,10 @@ def kind(g: Graph, urn: str) -> str | None:
     row = g.rows[urn]
     if not row["type"].startswith("kubernetes:"):
         return None
-    return str(row["inputs"].get("kind") or row["type"].rsplit(":", 1)[1])
+    found = str(row["inputs"].get("kind") or row["type"].rsplit(":", 1)[1])
+    if found == "ConfigMap" and row["inputs"]["metadata"]["name"].endswith("-run-template"):
+        return RUN_TEMPLATE
+    return found
 
 
 def is_component(g: Graph, urn: str) -> bool:

@@ -284,7 +284,10 @@ def module_of(c: Command) -> str | None:
 
 # `python -m gpu_cluster` subcommands that ask this machine's tools, cluster and cloud: here
 # (no Pulumi CLI, no cluster) they exit 1, so they are checked, not run.
-CHECKED_SUBCOMMANDS = {"doctor": "checks the Pulumi CLI, its login, the cluster and the cloud"}
+CHECKED_SUBCOMMANDS = {
+    "doctor": "checks the Pulumi CLI, its login, the cluster and the cloud",
+    "run": "submits, lists, reads and stops runs on the stack's cluster",
+}
 
 
 def checked_subcommand(c: Command) -> bool:

@@ -35,6 +35,7 @@ from tests.conftest import (
     other_warnings,
     plan_from,
     run_stack,
+    scripts_data,
 )
 from tests.edits import A4_STATEFULSET
 
@@ -117,12 +118,12 @@ def test_without_the_fabric_check_the_pods_start_the_launcher_and_ship_no_gate()
         "/workspace/train.py",
         "--epochs=3",
     ]
-    scripts = one(run, "ConfigMap")["data"]
+    scripts = scripts_data(run)
     assert "fabric-gate.sh" not in scripts and "allreduce_check.py" not in scripts
     assert scripts["admitted.sh"] == (ROOT / "scripts" / "admitted.sh").read_text()
-    shipped = one(run_stack("nerc-production", *STACKS[0][1]), "ConfigMap")["data"]
+    shipped = scripts_data(run_stack("nerc-production", *STACKS[0][1]))
     assert shipped["fabric-gate.sh"] == (ROOT / "scripts" / "fabric-gate.sh").read_text()
-    assert "admitted.sh" not in one(run_stack("nerc-production"), "ConfigMap")["data"]
+    assert "admitted.sh" not in scripts_data(run_stack("nerc-production"))
 
 
 @pytest.mark.parametrize(("stack", "overrides"), STACKS, ids=[s for s, _ in STACKS])

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from gpu_cluster.offline.engine import ProgramRun
-from tests.conftest import manifests, one, run_stack
+from tests.conftest import manifests, one, run_stack, scripts_data
 
 
 def changed_paths(a: Any, b: Any, path: str = "") -> set[str]:
@@ -58,13 +58,11 @@ def test_more_nodes_changes_replicas_world_size_and_hostfile_only() -> None:
         for e in one(after, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["env"]
     }
     assert (env["NNODES"], env["WORLD_SIZE"], env["TORCHRUN_NNODES"]) == ("4", "16", "4")
-    hostfile = one(after, "ConfigMap")["data"]["hostfile"].splitlines()
+    hostfile = scripts_data(after)["hostfile"].splitlines()
     assert hostfile == [
         f"ml-dev-env-{i}.ml-dev-env-headless.nccl-test.svc.cluster.local slots=4" for i in range(4)
     ]
-    assert (
-        json.loads(one(after, "ConfigMap")["data"]["ds_config.json"])["train_batch_size"] == 4 * 16
-    )
+    assert json.loads(scripts_data(after)["ds_config.json"])["train_batch_size"] == 4 * 16
 
 
 def test_elastic_range_reaches_torchrun() -> None:

@@ -22,8 +22,8 @@ from tests.conftest import (
     ROOT,
     container,
     env_of,
-    one,
     run_stack,
+    scripts_data,
     stack_context,
 )
 from tests.edits import A4_STATEFULSET
@@ -87,14 +87,14 @@ def test_each_stack_checks_its_own_transport_and_bandwidth(
     # One threshold: given, or derived from the line rate.
     assert ("--expected-busbw-gbps" in args) != ("--line-rate-fraction" in args)
     assert args[args.index("--max-bytes") + 1] == max_bytes
-    script = one(run_stack(stack), "ConfigMap")["data"]["allreduce_check.py"]
+    script = scripts_data(run_stack(stack))["allreduce_check.py"]
     assert script == (ROOT / "scripts" / "allreduce_check.py").read_text()
 
 
 def test_the_checks_run_from_what_the_config_map_ships(tmp_path: Path) -> None:
     """The fabric and storage checks import their modules from beside them: in a folder with
     only the ConfigMap's files, as in the pod, both start (and answer --help)."""
-    data = one(run_stack("gcp-a4"), "ConfigMap")["data"]
+    data = scripts_data(run_stack("gcp-a4"))
     for name, text in data.items():
         (tmp_path / name).write_text(text)
     for script in ("allreduce_check.py", "storage_check.py"):
@@ -180,7 +180,7 @@ def test_overrides_and_opt_out() -> None:
     assert "--require-gdr" in args
     off = run_stack("barcelona", "verify.enabled=false")
     assert "verifyCommand" not in off.outputs
-    assert "allreduce_check.py" not in one(off, "ConfigMap")["data"]
+    assert "allreduce_check.py" not in scripts_data(off)
 
 
 def test_preflight_is_shipped_and_wired_to_the_launchers_when_asked() -> None:
@@ -204,10 +204,7 @@ def test_preflight_is_shipped_and_wired_to_the_launchers_when_asked() -> None:
     stated = env_of(container(run_stack("barcelona", "rdma.mtu=9000")))
     assert stated["RDMA_MTU"] == "9000"
     assert env["MEMLOCK_STRATEGY"] == "root-ipc-lock"
-    assert (
-        one(run, "ConfigMap")["data"]["preflight.sh"]
-        == (ROOT / "scripts" / "preflight.sh").read_text()
-    )
+    assert scripts_data(run)["preflight.sh"] == (ROOT / "scripts" / "preflight.sh").read_text()
     assert "RDMA_INTERFACES" not in env_of(container(run_stack("nerc-production")))
 
 
@@ -313,7 +310,7 @@ def check_commands(
         assert not (tmp_path / key / "ran-pod-output").exists(), key
         assert not any("launch-all" in c for c in calls), key
     # ...and the pods are not handed launch-all.sh either: it runs only on the workstation.
-    assert "launch-all.sh" not in one(run_stack(stack, *overrides), "ConfigMap")["data"]
+    assert "launch-all.sh" not in scripts_data(run_stack(stack, *overrides))
 
 
 KUBECONFIG_CONTENTS = "apiVersion: v1\nkind: Config\ncurrent-context: barcelona\n"

@@ -30,11 +30,11 @@ from pydantic.fields import FieldInfo
 from gpu_cluster.config import schema, storage
 from gpu_cluster.config.netmodes import mode_names
 from gpu_cluster.config.reads import read_rule
-from gpu_cluster.config.sections import checks, compute, gcp, monitoring, network, workload
+from gpu_cluster.config.sections import checks, compute, gcp, monitoring, network, runs, workload
 from gpu_cluster.facts.machines import MACHINES
 
 # The section modules below the root (config/sections/).
-SECTION_MODULES = (compute, workload, network, checks, monitoring, gcp)
+SECTION_MODULES = (compute, workload, runs, network, checks, monitoring, gcp)
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "config-reference.md"
 COMMAND = "python -m tools.config_reference"

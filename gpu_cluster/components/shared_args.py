@@ -106,9 +106,14 @@ def job_set_run(s: Settings) -> JobSetRun | None:
     return JobSetRun(
         command=admission_gated(gated(s, launch.run_command(s))),
         max_restarts=s.workload.max_restarts,
+        restart_strategy=s.workload.restart_strategy,
         queue_name=queue_name(s),
         required_level=required_level(s),
         annotations=run_annotations(s),
+        user_command=s.workload.command,
+        # A created queue's quota is the stack's nodes (plan.queue.queue_plan).
+        max_nodes=s.nodes if s.workload.queue.mode == "create" else None,
+        submitters=s.workload.runs.submitters,
     )
 
 

@@ -1,5 +1,5 @@
 """The command line: `gpu-cluster` (also `python -m gpu_cluster`) with its subcommands render,
-diff, summary, new, rights and doctor, and `python -m gpu_cluster.offline`, the render's older
+diff, summary, new, rights, doctor and run, and `python -m gpu_cluster.offline`, the render's older
 spelling (render and diff in one command). Both render the Pulumi project found from the working
 directory up (the first Pulumi.yaml), or the one `--project-dir` names.
 
@@ -37,16 +37,18 @@ from gpu_cluster.offline.render import (
     write_render,
 )
 from gpu_cluster.offline.rights import CheckError, ask_cluster, report, stack_rights
+from gpu_cluster.offline.run_cli import add_run_arguments, run_command
 from gpu_cluster.offline.secret_digest import SecretDigestError
 from gpu_cluster.offline.stack_files import checked_settings
 
 EXIT_CODES = """exit codes:
-  0  rendered (diff: no change; rights --check: every right held; doctor: no FAIL)
+  0  rendered (diff: no change; rights --check: every right held; doctor: no FAIL; run: done)
   1  diff: the render differs from the earlier one; rights --check: a right is missing;
      doctor: something to fix (a FAIL line)
   2  bad config or usage, a project, output or earlier-render directory that cannot be used,
      a key for secret digests that cannot be kept, or a program that refuses its config as
-     `pulumi preview` would (one message; nothing written); rights --check: no answer
+     `pulumi preview` would (one message; nothing written); rights --check: no answer;
+     run: refused (no context, no right, no template, no queue, no such run, over quota)
   3  a crash: an error the command did not expect (its traceback on stderr)"""
 # Any exit code from this one up: neither "changed" (1) nor "refused" (2) to a script.
 CRASHED = 3
@@ -271,7 +273,7 @@ def offline_main(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`gpu-cluster render | diff | summary | new | rights | doctor`."""
+    """`gpu-cluster render | diff | summary | new | rights | doctor | run`."""
     argv = sys.argv[1:] if argv is None else argv
     epilog = _stacks_epilog(argv)
     parser = argparse.ArgumentParser(
@@ -361,8 +363,17 @@ def main(argv: list[str] | None = None) -> int:
         "label, GCP APIs, placeholders): PASS, FAIL with the fix, or SKIP; exit 1 on a FAIL",
     )
     _stack_arguments(doctor_cmd)
+    run_cmd = command(
+        "run",
+        "named runs of a JobSet stack from the run template it publishes, on its kube context: "
+        "submit, list, status, logs, stop (the Kubernetes client: pip install "
+        "'gpu-cluster[runs]')",
+    )
+    add_run_arguments(run_cmd, _stack_arguments)
 
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return run_command(args, lambda: _project(args.project_dir).directory)
     if args.command == "doctor":
         return _doctor(args)
     if args.command == "rights":

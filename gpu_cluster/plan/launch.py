@@ -46,9 +46,18 @@ def pod_names(s: Settings) -> list[str]:
     return [f"{s.name}-{i}" for i in range(s.nodes)]
 
 
+def pod_dns_name(hostname: str, service: str, namespace: str) -> str:
+    """A pod's name in its headless Service's DNS domain."""
+    return f"{hostname}.{service}.{namespace}.svc.{CLUSTER_DOMAIN}"
+
+
 def pod_dns_names(s: Settings) -> list[str]:
-    domain = f"{service_name(s)}.{s.namespace}.svc.{CLUSTER_DOMAIN}"
-    return [f"{pod}.{domain}" for pod in pod_names(s)]
+    return [pod_dns_name(pod, service_name(s), s.namespace) for pod in pod_names(s)]
+
+
+def rendezvous_id(namespace: str, run: str) -> str:
+    """torchrun's --rdzv-id of a run: unique in the cluster."""
+    return f"{namespace}-{run}"
 
 
 def master_addr(s: Settings) -> str:
@@ -66,7 +75,7 @@ def rendezvous_env(s: Settings) -> dict[str, str]:
         "MASTER_PORT": str(s.launcher.master_port),
         "TORCHRUN_NNODES": str(s.nodes) if lo == hi else f"{lo}:{hi}",
         "TORCHRUN_MAX_RESTARTS": str(s.launcher.max_restarts),
-        "RDZV_ID": f"{s.namespace}-{s.name}",
+        "RDZV_ID": rendezvous_id(s.namespace, s.name),
         "NCCL_ENV_FILE": NCCL_ENV_FILE,
         "DEEPSPEED_HOSTFILE": f"{SCRIPTS_DIR}/{HOSTFILE}",
         "DEEPSPEED_CONFIG": f"{SCRIPTS_DIR}/{DEEPSPEED_CONFIG}",

@@ -37,6 +37,14 @@ import pytest
 from gpu_cluster.components.workload.kind import JOB_SET_TYPE, STATEFUL_SET_TYPE
 from gpu_cluster.facts.kueue import JOBSET_API
 from gpu_cluster.offline.replacements import destructive
+from gpu_cluster.plan.run_template import (
+    JOB_SET_KEY,
+    PARAMS_KEY,
+    RunParams,
+    RunRequest,
+    fill,
+    template_name,
+)
 from gpu_cluster.plan.security import OWNER_ANNOTATION
 from tests.conftest import BARCELONA_CREATES_NADS, ROOT, plan_from, plan_of
 from tests.real.cluster_state import (
@@ -299,12 +307,27 @@ def test_a_jobset_stack_runs_is_replaced_on_an_edit_and_switches_kind_keeping_th
     first = {p["metadata"]["uid"] for p in pods_of_an_admitted_run(cluster, stack_render)}
     claims = claim_uids(kube, s.namespace)
     assert claims
+    # The run template as `pulumi up` wrote it (the JobSet spec it sent) makes another
+    # run that the API server and JobSet's and Kueue's webhooks accept (gpu-cluster run submit).
+    data = kube.get("v1", "ConfigMap", template_name(s.name), s.namespace)["data"]
+    template, params = json.loads(data[JOB_SET_KEY]), RunParams.from_json(data[PARAMS_KEY])
+    another = fill(template, params, RunRequest("another", nodes=1), s.namespace)
+    assert kube.create(another, dry_run=True)["metadata"]["name"] == "another"
     # Nothing but the reads of Kueue's and JobSet's CRDs, done on every preview.
     assert engine_changes(engine.preview()) == set()
 
     edit = engine.preview(NEXT_IMAGE)
     rebuilt = {(st.type, st.name) for st in edit.steps if st.op in DESTRUCTIVE_OPS}
-    assert rebuilt == {(r.type, r.name) for r in stack_render.run.of_type(JOB_SET_TYPE)}
+    # And the run template, which copies the JobSet: the provider replaces a ConfigMap whose
+    # data changes.
+    templates = [
+        r
+        for r in stack_render.run.of_type("kubernetes:core/v1:ConfigMap")
+        if r.name.endswith("-run-template")
+    ]
+    assert len(templates) == 1
+    run_objects = [*stack_render.run.of_type(JOB_SET_TYPE), *templates]
+    assert rebuilt == {(r.type, r.name) for r in run_objects}
     engine.up(NEXT_IMAGE)
     pods = pods_of_an_admitted_run(cluster, stack_render)
     assert first.isdisjoint(p["metadata"]["uid"] for p in pods)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from gpu_cluster.config.sections.compute import PodSettings
+from gpu_cluster.config.sections.runs import RunSubmitters
 from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.plan.podspec import Container, Mount, PodNetworking, PodPlacement, Volume
 
@@ -16,14 +17,21 @@ class JobSetRun:
     """A run as a JobSet (workload.kind jobset): its pods run `command` (the launcher and the
     training script, behind the fabric gate when verify.enabled), the set restarts up to
     `max_restarts` times, waits in LocalQueue `queue_name` and puts every pod in one domain of
-    `required_level` (None: anywhere); `annotations`: the JobSet's own (its
-    ProvisioningRequest's parameters)."""
+    `required_level` (None: anywhere), restarting as `restart_strategy` says (JobSet's
+    failurePolicy.restartStrategy); `annotations`: the JobSet's own (its
+    ProvisioningRequest's parameters). `user_command`: the end of `command` a submitted run
+    replaces (workload.command); `max_nodes`: the queue's quota in nodes (None: unknown);
+    `submitters`: who gets the submitter Role (workload.runs.submitters)."""
 
     command: tuple[str, ...]
     max_restarts: int
+    restart_strategy: str
     queue_name: str
     required_level: str | None
     annotations: dict[str, str] = field(default_factory=dict)
+    user_command: tuple[str, ...] = ()
+    max_nodes: int | None = None
+    submitters: RunSubmitters = field(default_factory=RunSubmitters)
 
 
 @dataclass(frozen=True)

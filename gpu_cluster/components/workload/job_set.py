@@ -13,6 +13,7 @@ from pulumi_kubernetes.batch.v1 import (
 )
 from pulumi_kubernetes.meta.v1 import ObjectMetaArgs
 
+from gpu_cluster.components.wire import wire_form
 from gpu_cluster.components.workload.args import JobSetRun, TrainingWorkloadArgs
 from gpu_cluster.components.workload.kind import (
     STATEFUL_SET_TYPE,
@@ -22,6 +23,7 @@ from gpu_cluster.components.workload.kind import (
     WorkloadKind,
     switching_from,
 )
+from gpu_cluster.components.workload.run_template import run_template
 from gpu_cluster.config.workload import REPLICATED_JOB
 from gpu_cluster.facts.kueue import (
     JOB_COMPLETION_INDEX_ANNOTATION,
@@ -84,6 +86,28 @@ class JobSetKind:
             ),
             template=pods.template,
         )
+        spec: dict[str, object] = {
+            "failurePolicy": {
+                "maxRestarts": run.max_restarts,
+                **_restart_strategy(run.restart_strategy),
+                # A Job failed by its pod failure policy (a configuration error) fails the
+                # run without restarts (jobset api/jobset/v1alpha2 FailurePolicyRule).
+                "rules": [
+                    {
+                        "name": "ConfigurationError",
+                        "action": "FailJobSet",
+                        "onJobFailureReasons": ["PodFailurePolicy"],
+                    }
+                ],
+            },
+            "network": {
+                # Pods get <jobset>-<job>-<index>-<pod> hostnames in the stack's headless
+                # Service, which the JobSet controller then uses instead of making one.
+                "enableDNSHostnames": True,
+                "subdomain": pods.service.metadata.name,
+            },
+            "replicatedJobs": [{"name": REPLICATED_JOB, "replicas": 1, "template": {"spec": job}}],
+        }
         job_set = k8s.apiextensions.CustomResource(
             pods.resource_name,
             api_version=JOBSET_API,
@@ -94,29 +118,7 @@ class JobSetKind:
                 labels={**a.labels, QUEUE_LABEL: run.queue_name},
                 annotations={**skip_annotations(a.scan_exceptions), **run.annotations},
             ),
-            spec={
-                "failurePolicy": {
-                    "maxRestarts": run.max_restarts,
-                    # A Job failed by its pod failure policy (a configuration error) fails the
-                    # run without restarts (jobset api/jobset/v1alpha2 FailurePolicyRule).
-                    "rules": [
-                        {
-                            "name": "ConfigurationError",
-                            "action": "FailJobSet",
-                            "onJobFailureReasons": ["PodFailurePolicy"],
-                        }
-                    ],
-                },
-                "network": {
-                    # Pods get <jobset>-<job>-<index>-<pod> hostnames in the stack's headless
-                    # Service, which the JobSet controller then uses instead of making one.
-                    "enableDNSHostnames": True,
-                    "subdomain": pods.service.metadata.name,
-                },
-                "replicatedJobs": [
-                    {"name": REPLICATED_JOB, "replicas": 1, "template": {"spec": job}}
-                ],
-            },
+            spec=spec,
             opts=pulumi.ResourceOptions.merge(
                 switching_from(STATEFUL_SET_TYPE),
                 pulumi.ResourceOptions(
@@ -128,7 +130,23 @@ class JobSetKind:
                 ),
             ),
         )
+        # The template copies the spec the JobSet is given, not the JobSet as created: so it
+        # waits only for the objects the spec names (its Service, scripts, claims), not for the
+        # run's create, nor for what the run waits on (the GPU pool, the queue's controllers).
+        run_template(pods.resource_name, a, run, wire_form(spec), pods.parent)
         return Controller(job_set, pulumi.Output.from_input(a.name))
 
 
 JOB_SET: WorkloadKind = JobSetKind()
+
+
+# JobSet's own default (sigs.k8s.io/jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go,
+# FailurePolicy.RestartStrategy +kubebuilder:default=Recreate).
+JOBSET_DEFAULT_RESTART_STRATEGY = "Recreate"
+
+
+def _restart_strategy(strategy: str) -> dict[str, str]:
+    """failurePolicy.restartStrategy, set only when it is not JobSet's default: every change to a
+    JobSet's spec replaces it (its running training with it), and a stack deployed before
+    workload.restartStrategy existed must keep its run on upgrade."""
+    return {} if strategy == JOBSET_DEFAULT_RESTART_STRATEGY else {"restartStrategy": strategy}

@@ -122,7 +122,7 @@ def pod_template(
             subdomain=role.subdomain,
             active_deadline_seconds=role.active_deadline_seconds,
             volumes=[volume_args(v) for v in volumes],
-            termination_grace_period_seconds=30,
+            termination_grace_period_seconds=a.pod.termination_grace_seconds,
         ),
     )
 

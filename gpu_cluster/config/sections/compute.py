@@ -38,6 +38,11 @@ class PodSettings(Section):
     # NCCL and the PyTorch dataloader use /dev/shm; the 64 MiB container default breaks them.
     shm_size: Quantity = "64Gi"
     """Size of the memory-backed `/dev/shm`."""
+    # Kubernetes' default (core/v1 PodSpec terminationGracePeriodSeconds: 30).
+    termination_grace_seconds: int = Field(default=30, ge=1, le=86400)
+    """How long a training pod has after SIGTERM (a stop, a preemption, a restart of the set)
+    before it is killed: size it for one checkpoint save (docs/operations.md, "Checkpoints: what
+    a training script does")."""
 
     @model_validator(mode="after")
     def _requests_within_limits(self) -> PodSettings:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from gpu_cluster.config.base import Section
 from gpu_cluster.config.reads import ReadWhen
+from gpu_cluster.config.sections.runs import RunsSettings
 from gpu_cluster.config.values import (
     DnsLabel,
     HealthCheck,
@@ -194,10 +195,20 @@ class WorkloadSettings(Section):
     `failurePolicy.maxRestarts`; not torchrun's `launcher.maxRestarts`, which restarts workers
     inside the pods). A launcher's configuration error (exit 78) fails the run at once.
     """
+    # InPlaceRestart (JobSet 0.12) is left out: an alpha feature gate, off by default
+    # (kubernetes-sigs/jobset v0.12.0 pkg/features/features.go), that needs Jobs whose
+    # backoffLimit is the maximum (api/jobset/v1alpha2/jobset_types.go), where these fail at once.
+    restart_strategy: Annotated[Literal["Recreate", "BlockingRecreate"], _JOBSET] = "Recreate"
+    """How the JobSet restarts its pods after one fails (its `failurePolicy.restartStrategy`,
+    JobSet 0.10.1 and later): `Recreate` (JobSet's default) makes each Job again as soon as its
+    old pods are gone; `BlockingRecreate` waits until every old pod is gone, so no new rank
+    meets an old one at the rendezvous."""
     queue: Annotated[QueueSettings, _JOBSET] = QueueSettings()
     """The Kueue queue."""
     controllers: Annotated[ControllerSettings, _JOBSET] = ControllerSettings()
     """Whether the stack installs Kueue and JobSet, and which releases."""
+    runs: Annotated[RunsSettings, _JOBSET] = RunsSettings()
+    """Runs submitted from the stack's run template with `gpu-cluster run`."""
     start_timeout_minutes: Annotated[int, _AWAITED] = Field(
         default=POD_START_MINUTES, ge=1, le=24 * 60
     )

@@ -1,0 +1,36 @@
+"""Runs submitted with `gpu-cluster run` (`workload.kind: jobset`): who may submit them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from gpu_cluster.config.base import Section
+from gpu_cluster.config.values import Subdomain
+
+# A user or group name as the API server's authenticator reports it: any non-empty string
+# (kubernetes pkg/apis/rbac/validation: a Subject's name only has to be set).
+SubjectName = Annotated[str, Field(min_length=1)]
+
+
+class RunSubmitters(Section):
+    """Who is bound to the submitter Role (`<name>-run-submitter`): it may create, list, read
+    and delete JobSets, read pods, their logs, Kueue's Workloads and LocalQueues and the run
+    template, in the stack's namespace only. Empty: the Role is there, bound to no one."""
+
+    groups: tuple[SubjectName, ...] = ()
+    """Groups, as the cluster's identity provider names them (`oc get groups`, a Google group
+    with GKE's Google Groups for RBAC)."""
+    users: tuple[SubjectName, ...] = ()
+    """Users, as the API server names them (an OpenShift user, a Google account's email)."""
+    service_accounts: tuple[Subdomain, ...] = ()
+    """ServiceAccounts of the stack's namespace (a CI pipeline's)."""
+
+
+class RunsSettings(Section):
+    """Named runs a person submits, lists, follows and stops with `gpu-cluster run`, from the
+    run template the stack publishes in its namespace (docs/cli.md, "Runs")."""
+
+    submitters: RunSubmitters = RunSubmitters()
+    """Who may submit and stop runs without the stack (its config or `pulumi up`)."""
