@@ -804,6 +804,24 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("monitoring.dcgm=false",),
         ("gpu-cluster:monitoring.dcgm is only used when platform is 'gke'",),
     ),
+    # A runs' checkpoint directory on storage every pod of a run shares and may write: not the
+    # container's own filesystem, not gcp-a4's read-only data bucket, not beside a mount.
+    *(
+        (
+            "gcp-a4",
+            (f"workload.runs.checkpointDir={where}",),
+            (
+                f"gpu-cluster:workload.runs.checkpointDir = {where!r} is on no storage the pods",
+                "at or below one of: '/checkpoints', '/workspace'",
+            ),
+        )
+        for where in ("/tmp/ckpt", "/data/ckpt", "/checkpointsx")
+    ),
+    (
+        "barcelona",
+        ("workload.runs.checkpointDir=/workspace/ckpt",),
+        ("gpu-cluster:workload.runs is only used when workload.kind is 'jobset'",),
+    ),
 ]
 
 

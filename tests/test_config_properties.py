@@ -88,6 +88,7 @@ KEYS: dict[str, list[Any]] = {
     "workload.runs.submitters.groups": [["ml-team"], [], [""]],
     "workload.runs.submitters.users": [["alice@example.com", "system:admin"], [""]],
     "workload.runs.submitters.serviceAccounts": [["ci-pipeline"], ["Bad_SA"], ["a" * 254]],
+    "workload.runs.checkpointDir": ["/workspace/ckpt", "/checkpoints", "/tmp/x", "ckpt", "/a/../b"],
     "workload.startTimeoutMinutes": [1, 1440, 0, 1441, "30m"],
     "workload.queue.mode": ["create", "reference", "adopt"],
     "workload.queue.name": ["training", "Team"],

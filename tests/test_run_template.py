@@ -25,6 +25,9 @@ from tests.conftest import manifests, one, run_stack
 
 JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
 STACKS = [("gcp-a4", ()), ("nerc-production", JOBSET)]
+# Where each stack's runs keep checkpoints by default: gcp-a4's bucket mounted for checkpoints
+# (its stack file), nerc-production's shared workspace claim.
+CHECKPOINT_ROOTS = {"gcp-a4": "/checkpoints", "nerc-production": "/workspace/checkpoints"}
 
 
 def template_of(run: ProgramRun) -> tuple[dict[str, Any], RunParams]:
@@ -59,7 +62,13 @@ def test_the_template_filled_with_the_stack_s_own_name_is_the_stack_s_jobset(
     template, params = template_of(run)
     meta = job_set["metadata"]
     filled = fill(template, params, RunRequest(meta["name"]), meta["namespace"])
+    # A submitted run adds its checkpoint directory, which the stack's own run never had (a
+    # new env would replace a deployed stack's running JobSet on upgrade).
+    env = training(filled)["env"]
+    (added,) = (e for e in env if e["name"] == "CHECKPOINT_DIR")
+    env.remove(added)
     assert filled["spec"] == job_set["spec"]
+    assert added["value"] == f"{CHECKPOINT_ROOTS[stack]}/{meta['name']}"
     assert filled["metadata"]["labels"] == meta["labels"]
     # Its own annotations but the security scanners' (they are about the stack's render).
     scanned = {k for k in meta["annotations"] if k.startswith("checkov.io/")}
@@ -184,3 +193,19 @@ def test_the_restart_strategy_and_grace_period_reach_the_stack_s_run_and_every_s
         (replicated,) = job_set["spec"]["replicatedJobs"]
         pod_spec = replicated["template"]["spec"]["template"]["spec"]
         assert pod_spec["terminationGracePeriodSeconds"] == 600
+
+
+def test_each_run_gets_its_own_checkpoint_directory_which_the_submitter_may_override() -> None:
+    template, params = template_of(run_stack("gcp-a4"))
+    assert env_of(fill(template, params, RunRequest("a"), "t"))["CHECKPOINT_DIR"] == (
+        "/checkpoints/a"
+    )
+    mine = RunRequest("b", env=parse_env(["CHECKPOINT_DIR=/checkpoints/shared-sweep"]))
+    assert env_of(fill(template, params, mine, "t"))["CHECKPOINT_DIR"] == (
+        "/checkpoints/shared-sweep"
+    )
+    configured = run_stack("gcp-a4", "workload.runs.checkpointDir=/workspace/ckpt")
+    template, params = template_of(configured)
+    assert env_of(fill(template, params, RunRequest("c"), "t"))["CHECKPOINT_DIR"] == (
+        "/workspace/ckpt/c"
+    )

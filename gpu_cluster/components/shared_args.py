@@ -24,6 +24,7 @@ from gpu_cluster.components.training_storage import (
 )
 from gpu_cluster.components.workload import TrainingWorkload, TrainingWorkloadArgs
 from gpu_cluster.components.workload.args import JobSetRun
+from gpu_cluster.config.checkpoints import checkpoint_root
 from gpu_cluster.config.derived import queue_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import needs_namespace_opt_in, required_level
@@ -114,6 +115,7 @@ def job_set_run(s: Settings) -> JobSetRun | None:
         # A created queue's quota is the stack's nodes (plan.queue.queue_plan).
         max_nodes=s.nodes if s.workload.queue.mode == "create" else None,
         submitters=s.workload.runs.submitters,
+        checkpoint_root=checkpoint_root(s),
     )
 
 

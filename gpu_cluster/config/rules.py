@@ -5,6 +5,7 @@ imports Settings, so the schema never imports it (tests/test_layers.py refuses t
 
 from __future__ import annotations
 
+from gpu_cluster.config.checkpoints import checkpoint_problems
 from gpu_cluster.config.derived import elastic_range
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.netmodes import find_mode, mode_of, names_on
@@ -174,6 +175,7 @@ def workload_problems(s: Settings) -> list[str]:
             f"pods share one template and so one set of claims; {shared}"
         )
     out.extend(job_set_name_problems(s))
+    out.extend(checkpoint_problems(s))
     if s.platform == "openshift" and w.controllers.install:
         out.append(
             "gpu-cluster:workload.controllers.install = true: on OpenShift Kueue and JobSet come "

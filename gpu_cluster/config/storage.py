@@ -20,6 +20,8 @@ from gpu_cluster.config.values import (
 )
 from gpu_cluster.facts.gke_storage import StorageClassMode
 
+# Where every training container mounts the workspace claim (shared by the pods in mode rwx).
+WORKSPACE_PATH = "/workspace"
 # How Google's training recipes mount a bucket: read-mostly data, or checkpoints (facts/gcs.py).
 VolumeUse = Literal["data", "checkpoints"]
 

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from gpu_cluster.config.checkpoints import CHECKPOINT_DIR_ENV
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.facts.kueue import JOB_COMPLETION_INDEX_ANNOTATION, JOBSET_NAME_LABEL, QUEUE_LABEL
 from gpu_cluster.offline.project import ProjectError
@@ -46,6 +47,7 @@ from gpu_cluster.plan.run_template import (
     RunParams,
     RunRequest,
     RunRequestError,
+    checkpoint_dir,
     fill,
     parse_env,
     run_nodes,
@@ -84,12 +86,8 @@ def submit(cluster: RunCluster, args: argparse.Namespace) -> None:
         )
     )
     data = cluster.template()
-    job_set = fill(
-        json.loads(data[JOB_SET_KEY]),
-        RunParams.from_json(data[PARAMS_KEY]),
-        request,
-        cluster.namespace,
-    )
+    params = RunParams.from_json(data[PARAMS_KEY])
+    job_set = fill(json.loads(data[JOB_SET_KEY]), params, request, cluster.namespace)
     queue = job_set["metadata"]["labels"][QUEUE_LABEL]
     try:
         cluster.call(
@@ -126,6 +124,9 @@ def submit(cluster: RunCluster, args: argparse.Namespace) -> None:
         f"submitted run {name} ({run_nodes(job_set)} nodes) to LocalQueue {queue}; watch it: "
         f"gpu-cluster run status {name} --stack {cluster.stack}"
     )
+    checkpoints = dict(request.env).get(CHECKPOINT_DIR_ENV) or checkpoint_dir(params, name)
+    if checkpoints is not None:
+        print(f"its checkpoints: {CHECKPOINT_DIR_ENV}={checkpoints}")
 
 
 def list_runs(cluster: RunCluster, args: argparse.Namespace) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from gpu_cluster.config.derived import elastic_range, runs_preflight, world_size
 from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.storage import WORKSPACE_PATH
 from gpu_cluster.config.workload import job_set_hostname
 from gpu_cluster.facts.gpudirect import NODE_AGENT_NAMESPACE
 from gpu_cluster.facts.kubernetes import parse_quantity
@@ -24,7 +25,6 @@ from gpu_cluster.plan.podspec import PRE_PULL_COMPONENT, SCRIPTS_DIR
 # Kubernetes' default cluster DNS domain (kubelet --cluster-domain).
 CLUSTER_DOMAIN = "cluster.local"
 TRAINING_CONTAINER = "training"
-WORKSPACE_PATH = "/workspace"
 DATASETS_PATH = "/datasets"
 HOSTFILE = "hostfile"
 # Exit codes no restart can fix: the launchers' configuration errors (78, EX_CONFIG in

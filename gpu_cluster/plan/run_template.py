@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_cluster.config.checkpoints import CHECKPOINT_DIR_ENV
 from gpu_cluster.config.values import PROGRAM_ENV_NAMES
 from gpu_cluster.config.workload import job_set_hostname
 from gpu_cluster.facts.kubernetes import ENV_VAR_NAME
@@ -66,12 +67,15 @@ def submitter_rules(stack_name: str) -> tuple[Rule, ...]:
 class RunParams:
     """What a run needs besides the JobSet: the training container's name, where the user's
     command starts in its command (after the admission gate, checks and launcher), the queue's
-    quota in nodes (None: not known to the stack, a referenced queue) and GPUs per node."""
+    quota in nodes (None: not known to the stack, a referenced queue), GPUs per node, and the
+    directory the runs' checkpoint directories are made in (workload.runs.checkpointDir; None:
+    the pods share no writable storage, or a template published before runs had one)."""
 
     container: str
     user_command_from: int
     max_nodes: int | None
     gpus_per_node: int
+    checkpoint_root: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(
@@ -80,6 +84,7 @@ class RunParams:
                 "userCommandFrom": self.user_command_from,
                 "maxNodes": self.max_nodes,
                 "gpusPerNode": self.gpus_per_node,
+                "checkpointRoot": self.checkpoint_root,
             },
             sort_keys=True,
         )
@@ -92,16 +97,28 @@ class RunParams:
             user_command_from=int(data["userCommandFrom"]),
             max_nodes=None if data["maxNodes"] is None else int(data["maxNodes"]),
             gpus_per_node=int(data["gpusPerNode"]),
+            checkpoint_root=data.get("checkpointRoot"),
         )
 
 
 def run_params(
-    command: Sequence[str], user_command: Sequence[str], max_nodes: int | None, gpus: int
+    command: Sequence[str],
+    user_command: Sequence[str],
+    max_nodes: int | None,
+    gpus: int,
+    checkpoint_root: str | None,
 ) -> RunParams:
     """The parameters of a stack whose training container runs `command`, which ends with the
     user's `user_command` (workload.command)."""
     assert tuple(command[len(command) - len(user_command) :]) == tuple(user_command)
-    return RunParams(TRAINING_CONTAINER, len(command) - len(user_command), max_nodes, gpus)
+    return RunParams(
+        TRAINING_CONTAINER, len(command) - len(user_command), max_nodes, gpus, checkpoint_root
+    )
+
+
+def checkpoint_dir(params: RunParams, run: str) -> str | None:
+    """Run `run`'s own checkpoint directory, None when the stack has no root for them."""
+    return None if params.checkpoint_root is None else f"{params.checkpoint_root}/{run}"
 
 
 def template_job_set(
@@ -215,6 +232,10 @@ def fill(
         for name in ("NNODES", "TORCHRUN_NNODES"):
             _set_env(env, name, str(nodes))
         _set_env(env, "WORLD_SIZE", str(nodes * params.gpus_per_node))
+    checkpoints = checkpoint_dir(params, request.name)
+    if checkpoints is not None:
+        _set_env(env, CHECKPOINT_DIR_ENV, checkpoints)
+    # Last: the submitter's own values win (a CHECKPOINT_DIR of their choosing, too).
     for name, value in request.env:
         _set_env(env, name, value)
     return job_set

@@ -21,7 +21,8 @@ class JobSetRun:
     failurePolicy.restartStrategy); `annotations`: the JobSet's own (its
     ProvisioningRequest's parameters). `user_command`: the end of `command` a submitted run
     replaces (workload.command); `max_nodes`: the queue's quota in nodes (None: unknown);
-    `submitters`: who gets the submitter Role (workload.runs.submitters)."""
+    `submitters`: who gets the submitter Role (workload.runs.submitters); `checkpoint_root`:
+    where each submitted run's checkpoint directory is made (workload.runs.checkpointDir)."""
 
     command: tuple[str, ...]
     max_restarts: int
@@ -32,6 +33,7 @@ class JobSetRun:
     user_command: tuple[str, ...] = ()
     max_nodes: int | None = None
     submitters: RunSubmitters = field(default_factory=RunSubmitters)
+    checkpoint_root: str | None = None
 
 
 @dataclass(frozen=True)

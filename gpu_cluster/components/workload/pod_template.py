@@ -35,6 +35,7 @@ from gpu_cluster.components.workload.pod_args import (
     toleration_args,
     volume_args,
 )
+from gpu_cluster.config.storage import WORKSPACE_PATH
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import Claim, volume_sizes
 from gpu_cluster.plan.podspec import (
@@ -82,7 +83,7 @@ def pod_template(
     mounts = [
         Mount("dshm", "/dev/shm"),
         Mount(SCRIPTS_VOLUME, SCRIPTS_DIR, read_only=True),
-        Mount("workspace", launch.WORKSPACE_PATH),
+        Mount("workspace", WORKSPACE_PATH),
         *([Mount("datasets", launch.DATASETS_PATH)] if a.storage.datasets_size else []),
         *networking.mounts,
         *a.sidecar_mounts,
@@ -176,7 +177,7 @@ def _training_container(
             run_as_root=networking.training_runs_as_root,
         ),
         volume_mounts=mount_args(mounts),
-        working_dir=launch.WORKSPACE_PATH,
+        working_dir=WORKSPACE_PATH,
     )
 
 

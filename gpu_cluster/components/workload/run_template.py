@@ -49,7 +49,9 @@ def run_template(
     copies), the submitter Role and, when the config names submitters, its
     RoleBinding; children of `parent`."""
     opts = pulumi.ResourceOptions(parent=parent)
-    params = run_params(run.command, run.user_command, run.max_nodes, a.gpus_per_node)
+    params = run_params(
+        run.command, run.user_command, run.max_nodes, a.gpus_per_node, run.checkpoint_root
+    )
     labels = {**a.labels, QUEUE_LABEL: run.queue_name}
     template = spec.apply(
         lambda s: json.dumps(template_job_set(labels, run.annotations, s), sort_keys=True)

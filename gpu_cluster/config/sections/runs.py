@@ -1,4 +1,5 @@
-"""Runs submitted with `gpu-cluster run` (`workload.kind: jobset`): who may submit them."""
+"""Runs submitted with `gpu-cluster run` (`workload.kind: jobset`): who may submit them, and
+where they keep their checkpoints."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated
 from pydantic import Field
 
 from gpu_cluster.config.base import Section
-from gpu_cluster.config.values import Subdomain
+from gpu_cluster.config.values import MountPath, Subdomain
 
 # A user or group name as the API server's authenticator reports it: any non-empty string
 # (kubernetes pkg/apis/rbac/validation: a Subject's name only has to be set).
@@ -34,3 +35,11 @@ class RunsSettings(Section):
 
     submitters: RunSubmitters = RunSubmitters()
     """Who may submit and stop runs without the stack (its config or `pulumi up`)."""
+    checkpoint_dir: MountPath | None = None
+    """The directory under which each submitted run gets its own, `<checkpointDir>/<run name>`,
+    in its CHECKPOINT_DIR environment variable (a script keeping the recovery contract saves and
+    resumes there: docs/operations.md, "Checkpoints: what a training script does"). At or below
+    a mount every pod shares and may write: a writable `storage.volumes` entry, or `/workspace`
+    with `storage.mode: rwx`. Default: the writable bucket with `gcsFuse.use: checkpoints`, else
+    the writable volume named `checkpoints`, else `/workspace/checkpoints`. A run's `--env
+    CHECKPOINT_DIR=...` overrides it."""
