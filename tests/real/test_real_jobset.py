@@ -11,7 +11,6 @@ the new pods step again on every rank."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from tests.real.training import (
     JOBSET,
     STACK,
     TRAIN_SCRIPT,
+    kill_worker,
     stepped_on_every_rank,
     submit,
     training_cluster,
@@ -33,7 +33,7 @@ from tests.real.training import (
 )
 from tools.realtier.build import Tools
 from tools.realtier.images import NodeImages
-from tools.realtier.kube import Object, wait_for
+from tools.realtier.kube import wait_for
 from tools.realtier.stacks import StackRender
 
 pytestmark = pytest.mark.real
@@ -108,40 +108,13 @@ def test_a_queued_jobset_trains_by_itself_shows_its_start_and_restarts_a_killed_
     # One rank's training process dies (SIGKILL, as the kernel's OOM killer ends it): torchrun
     # on that pod fails, the Job fails, and the JobSet restarts the whole run.
     (rank_one,) = [p for p in pods if p["metadata"]["annotations"][COMPLETION_INDEX] == "1"]
-    kill_training(cluster, rank_one)
+    kill_worker(cluster, rank_one, TRAIN_SCRIPT)
     wait_for("the JobSet restarted", lambda: restarts(cluster, stack) >= 1)
     again = pods_of_an_admitted_run(cluster, stack)
     assert {p["metadata"]["uid"] for p in again}.isdisjoint(p["metadata"]["uid"] for p in pods)
     seen = stepped_on_every_rank(cluster.kube, stack, STEPS)
     assert seen[0][STEPS] == seen[1][STEPS], seen
     assert restarts(cluster, stack) == 1
-
-
-def kill_training(cluster: RealCluster, pod: Object) -> None:
-    """SIGKILL the training program's process in `pod` (torchrun's worker, not torchrun)."""
-    meta = pod["metadata"]
-    exec_in = [
-        str(cluster.tools.binary("kubectl")),
-        f"--kubeconfig={cluster.kubeconfig}",
-        "exec",
-        "-n",
-        meta["namespace"],
-        meta["name"],
-        "-c",
-        "training",
-        "--",
-    ]
-    listed = subprocess.run(
-        [*exec_in, "ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True
-    ).stdout
-    # PID 1 is torchrun itself (the launcher execs it), whose command line names the script too.
-    workers = [
-        pid
-        for pid, _, args in (line.strip().partition(" ") for line in listed.splitlines())
-        if pid != "1" and TRAIN_SCRIPT in args and "torchrun" not in args
-    ]
-    assert workers, listed
-    subprocess.run([*exec_in, "kill", "-KILL", *workers], check=True)
 
 
 def restarts(cluster: RealCluster, stack: StackRender) -> int:

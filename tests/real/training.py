@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from tools.realtier.build import Tools
 from tools.realtier.controllers import start_controllers
 from tools.realtier.engine import stack_kubeconfig
 from tools.realtier.images import NodeImages
-from tools.realtier.kube import Kube, describe, install_crds, wait_for
+from tools.realtier.kube import Kube, Object, describe, install_crds, wait_for
 from tools.realtier.realnodes import NodeSpec
 from tools.realtier.stacks import StackRender, render, volumes_for
 from tools.realtier.torchimage import locate_training_image
@@ -243,3 +244,31 @@ def stepped_on_every_rank(kube: Kube, stack: StackRender, step: int) -> dict[int
         stepped,
         explain=lambda: describe(kube, stack.settings.namespace),
     )
+
+
+def kill_worker(cluster: RealCluster, pod: Object, script: str) -> None:
+    """SIGKILL the process running `script` in `pod`'s training container (torchrun's worker,
+    not torchrun, PID 1, whose command line names the script too), as the kernel's OOM killer
+    ends it."""
+    meta = pod["metadata"]
+    exec_in = [
+        str(cluster.tools.binary("kubectl")),
+        f"--kubeconfig={cluster.kubeconfig}",
+        "exec",
+        "-n",
+        meta["namespace"],
+        meta["name"],
+        "-c",
+        "training",
+        "--",
+    ]
+    listed = subprocess.run(
+        [*exec_in, "ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True
+    ).stdout
+    workers = [
+        pid
+        for pid, _, args in (line.strip().partition(" ") for line in listed.splitlines())
+        if pid != "1" and script in args and "torchrun" not in args
+    ]
+    assert workers, listed
+    subprocess.run([*exec_in, "kill", "-KILL", *workers], check=True)

@@ -1,0 +1,68 @@
+"""Measured on real nodes: how long a run takes to step again after a fault, and the steps it
+loses, per drill (issue #40).
+
+    python bench/recovery.py
+
+Needs root, containerd and the real tier's tools and images, the training image among them
+(`python -m tools.realtier build`). Two real nodes holding the image, the real Kueue and JobSet
+managers, nerc-production as a JobSet stack, and a run submitted with `gpu-cluster run submit`
+training examples/checkpointing/train.py (a save every 4 steps of 0.5 s) with its checkpoints on
+the shared workspace claim (tests/real/drills.py). Then, in turn: one rank's training process
+killed, and rank 0's pod deleted. For each: seconds from the fault to rank 0's first step after
+the resume (polled once a second), the last step rank 0 was seen at before the fault (it goes on
+while the fault is injected: a `kubectl exec`, or the grace period) and the step the new pods
+resumed from. A kill loses the steps since the newest save (fewer than 4 here); SIGTERM saves the
+step the run stopped at, so a deleted pod loses none. Restart strategy: the stack's
+(workload.restartStrategy, Recreate). CPUs shared with everything else on this host, no GPU: a
+floor for what a cluster adds. A measurement, not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_DIR))
+
+from tests.real.drills import (  # noqa: E402
+    SCRIPT,
+    STACK,
+    delete_pod,
+    drill,
+    drill_config,
+    provide_stack,
+    submit_run,
+)
+from tests.real.training import kill_worker, training_cluster  # noqa: E402
+from tools.realtier.build import locate  # noqa: E402
+from tools.realtier.images import locate_images  # noqa: E402
+from tools.realtier.stacks import render  # noqa: E402
+
+
+def main() -> int:
+    tools, images = locate(), locate_images()
+    config = drill_config(images) if images is not None else ()
+    if tools is None or images is None or not config:
+        print("the real tier's tools or images are not built: python -m tools.realtier build")
+        return 1
+    stack = render(STACK, config)
+    namespace = stack.settings.namespace
+    with tempfile.TemporaryDirectory(prefix="recovery-") as workdir:
+        root = Path(workdir)
+        with training_cluster(tools, images, stack, root, queued=True) as cluster:
+            provide_stack(cluster, stack, root / "volumes")
+            submit_run(cluster, config, root)
+            results = [
+                drill(cluster, namespace, "rank killed", lambda p: kill_worker(cluster, p, SCRIPT)),
+                drill(cluster, namespace, "pod deleted", lambda p: delete_pod(cluster, p)),
+            ]
+    print(f"{'drill':<14}{'s to step again':>16}{'last step seen':>16}{'resumed from':>14}")
+    for r in results:
+        print(f"{r.fault:<14}{r.seconds:>16.0f}{r.last_before:>16}{r.resumed_from:>14}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

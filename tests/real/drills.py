@@ -1,0 +1,164 @@
+"""Failure drills on two real nodes (issue #40), shared by tests/real/test_drills.py and
+bench/recovery.py: nerc-production as a JobSet stack, a run submitted with `gpu-cluster run
+submit` (as a user runs it, from a shell) that trains examples/checkpointing/train.py with its
+checkpoints in the run's CHECKPOINT_DIR on the shared workspace claim, then a fault, then the
+run stepping again from its newest checkpoint."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_cluster.facts.kueue import JOB_COMPLETION_INDEX_ANNOTATION, JOBSET_API
+from tests.conftest import ROOT, stack_context
+from tests.real.cluster_state import paste
+from tests.real.conftest import RealCluster
+from tests.real.queue_state import run_pods
+from tests.real.training import JOBSET, provide_platform, training_overrides
+from tools.realtier.images import NodeImages
+from tools.realtier.kube import Object, describe, wait_for
+from tools.realtier.stacks import StackRender
+
+STACK = "nerc-production"
+RUN = "drill"
+# The recovery contract's example, copied into the workspace claim the pods share.
+EXAMPLE = ROOT / "examples" / "checkpointing" / "train.py"
+SCRIPT = f"/workspace/{EXAMPLE.name}"
+SAVE_EVERY = 4
+COMMAND = (SCRIPT, "--steps", "100000", "--save-every", str(SAVE_EVERY), "--step-seconds", "0.5")
+# The stack, a JobSet stack whose runs a person submits.
+CONFIG = (*JOBSET, "workload.maxRestarts=4")
+STEP = re.compile(r"^step (\d+) loss ", re.MULTILINE)
+RESUMED = re.compile(r"^resumed from step (\d+) ", re.MULTILINE)
+
+
+def drill_config(images: NodeImages) -> tuple[str, ...]:
+    """The stack's config for the drills, on the training image; () when it is not built."""
+    return training_overrides(images, CONFIG)
+
+
+def provide_stack(cluster: RealCluster, stack: StackRender, volumes: Path) -> None:
+    """The platform's part and the stack's objects but its own run (the runs are submitted),
+    created as pulumi-kubernetes creates them; the example in the workspace."""
+    provide_platform(cluster, stack, volumes)
+    (volumes / "ml-dev-env-workspace" / EXAMPLE.name).write_text(EXAMPLE.read_text())
+    cluster.kube.create_all(o for o in stack.objects() if o["kind"] != "JobSet")
+
+
+def submit_run(cluster: RealCluster, config: tuple[str, ...], tmp_path: Path) -> str:
+    """`gpu-cluster run submit` of the drill's run, as a user pastes it in a shell on the
+    stack's context; what it printed."""
+    sets = " ".join(f"--set {shlex.quote(c)}" for c in config)
+    command = (
+        f"{shlex.quote(sys.executable)} -m gpu_cluster run submit --stack {STACK} {sets} "
+        f"--name {RUN} -- {shlex.join(COMMAND)}"
+    )
+    return paste(cluster, tmp_path, stack_context(STACK), command)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What rank 0 of the run's current pods printed: the step it resumed from (None: a fresh
+    start) and the steps since."""
+
+    pod_uid: str
+    resumed_from: int | None
+    steps: tuple[int, ...]
+
+    @property
+    def last(self) -> int:
+        return max(self.steps, default=self.resumed_from or 0)
+
+
+def rank_zero(cluster: RealCluster, namespace: str) -> Object | None:
+    pods = [
+        p
+        for p in run_pods(cluster.kube, namespace, RUN)
+        if p["metadata"]["annotations"].get(JOB_COMPLETION_INDEX_ANNOTATION) == "0"
+    ]
+    return pods[0] if pods else None
+
+
+def progress(cluster: RealCluster, namespace: str) -> Progress | None:
+    pod = rank_zero(cluster, namespace)
+    if pod is None:
+        return None
+    try:
+        printed = cluster.kube.pod_log(pod["metadata"]["name"], namespace)
+    except Exception:  # not started yet: the API server has no log to give
+        return None
+    resumed = RESUMED.findall(printed)
+    return Progress(
+        pod["metadata"]["uid"],
+        int(resumed[-1]) if resumed else None,
+        tuple(int(s) for s in STEP.findall(printed)),
+    )
+
+
+def stepping_past(cluster: RealCluster, namespace: str, step: int) -> Progress:
+    """Wait until rank 0 printed a step after `step`."""
+
+    def past() -> Progress | None:
+        seen = progress(cluster, namespace)
+        return None if seen is None or seen.last <= step else seen
+
+    return wait_for(
+        f"rank 0 past step {step}", past, explain=lambda: describe(cluster.kube, namespace)
+    )
+
+
+def restarts(cluster: RealCluster, namespace: str) -> int:
+    live = cluster.kube.get(JOBSET_API, "JobSet", RUN, namespace)
+    return int((live.get("status") or {}).get("restarts") or 0)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A drill's outcome: the last step rank 0 was seen at before the fault (it may go on a step
+    or two while the fault is injected), the step the new pods resumed from, and seconds from
+    the fault to rank 0's first step after it."""
+
+    fault: str
+    last_before: int
+    resumed_from: int
+    seconds: float
+
+
+def drill(
+    cluster: RealCluster, namespace: str, fault: str, inject: Callable[[Object], None]
+) -> Recovery:
+    """Let the run save at least twice, `inject` the fault into rank `fault`'s pod, and wait
+    for the restarted run's rank 0 to step past the step it resumed from."""
+    before = stepping_past(cluster, namespace, 2 * SAVE_EVERY)
+    count = restarts(cluster, namespace)
+    seen = progress(cluster, namespace)
+    assert seen is not None and seen.pod_uid == before.pod_uid
+    pod = rank_zero(cluster, namespace)
+    assert pod is not None
+    started = time.monotonic()
+    inject(pod)
+    wait_for("the JobSet restarted the run", lambda: restarts(cluster, namespace) > count)
+    after = wait_for(
+        "the restarted rank 0 resumed and stepped",
+        lambda: _resumed_and_stepped(cluster, namespace, before.pod_uid),
+        explain=lambda: describe(cluster.kube, namespace),
+    )
+    assert after.resumed_from is not None
+    return Recovery(fault, seen.last, after.resumed_from, time.monotonic() - started)
+
+
+def _resumed_and_stepped(cluster: RealCluster, namespace: str, old_uid: str) -> Progress | None:
+    seen = progress(cluster, namespace)
+    if seen is None or seen.pod_uid == old_uid or seen.resumed_from is None:
+        return None
+    return seen if seen.last > seen.resumed_from else None
+
+
+def delete_pod(cluster: RealCluster, pod: Object) -> None:
+    """Delete `pod` as `kubectl delete pod` does: SIGTERM and its grace period."""
+    cluster.kube.delete("v1", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
