@@ -8,9 +8,9 @@ addresses. No RDMA device exists here, so:
 - with detection as shipped, the detect-rdma init container of every pod fails at once with
   its message (net1 is there with its address, but no RDMA device), the training container
   never starts and `pulumi up` gives up waiting for the StatefulSet;
-- with the devices pinned (no init step), the pods run with net1..net4 attached; preflight finds
-  no RDMA device on every pod, and the exported `launchCommand` stops at preflight: torchrun
-  never starts, so no pod waits in a rendezvous;
+- with the devices pinned (no init step), the pods run with net1..net4 attached, each NIC's
+  segment crossing the nodes; preflight finds no RDMA device on every pod, and the exported
+  `launchCommand` stops at preflight: torchrun never starts, so no pod waits in a rendezvous;
 - the same stack with `networkMode: tcp` (its pods replaced, no NADs) trains on every rank.
 
 What differs from barcelona: one GPU a node (advertised only), small CPU and memory requests,
@@ -204,6 +204,43 @@ def pod_addresses(kubectl: Path, pod: dict[str, Any], env: dict[str, str]) -> di
     return dict(re.findall(r"^\d+: (\S+)\s+inet (\S+)", shown.stdout, re.MULTILINE))
 
 
+# A TCP listener on one address that answers its one caller with the caller's address, and a
+# caller that retries until the listener is up; port 7777: any free port of the pod's.
+ANSWER_PEER = """
+import socket, sys
+server = socket.create_server((sys.argv[1], 7777))
+server.settimeout(60)
+peer, (address, _port) = server.accept()
+peer.sendall(address.encode())
+"""
+CALL = """
+import socket, sys, time
+for _ in range(60):
+    try:
+        print(socket.create_connection((sys.argv[1], 7777), timeout=5).recv(64).decode())
+        break
+    except ConnectionRefusedError:
+        time.sleep(0.5)
+"""
+
+
+def caller_seen_over(
+    kubectl: Path, env: dict[str, str], server: dict[str, Any], client: dict[str, Any], at: str
+) -> str:
+    """The address `server`, listening on its `at`, sees `client`'s connection come from."""
+    exec_in = [str(kubectl), "exec", "-n", server["metadata"]["namespace"]]
+    exec_in += [server["metadata"]["name"], "-c", "training", "--"]
+    listener = subprocess.Popen([*exec_in, "python3", "-c", ANSWER_PEER, at], env=env)
+    try:
+        called = in_training(kubectl, client, env, "python3", "-c", CALL, at)
+        assert called.returncode == 0, called.stderr
+        assert listener.wait(timeout=60) == 0
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+    return called.stdout.strip()
+
+
 def test_preflight_stops_the_launch_on_every_pod(
     barcelona: Barcelona, rdma_stack: StackRender, tmp_path: Path
 ) -> None:
@@ -217,6 +254,7 @@ def test_preflight_stops_the_launch_on_every_pod(
     assert all(not p["spec"].get("initContainers") for p in pods), "an init step runs"
     ranges = nad_ranges(rdma_stack)
     nics = rdma_stack.settings.rdma.nics  # type: ignore[union-attr]
+    addresses: dict[str, dict[str, str]] = {}
     for pod in pods:
         name = pod["metadata"]["name"]
         seen = pod_addresses(kubectl, pod, env)
@@ -225,6 +263,7 @@ def test_preflight_stops_the_launch_on_every_pod(
                 name,
                 seen,
             )
+        addresses[name] = seen
         preflight = in_training(kubectl, pod, env, "/opt/gpu-cluster/preflight.sh")
         assert preflight.returncode == 1, (name, preflight.stdout, preflight.stderr)
         assert "preflight: FAIL: RDMA: no /dev/infiniband/uverbs* device" in preflight.stderr
@@ -233,6 +272,14 @@ def test_preflight_stops_the_launch_on_every_pod(
                 name,
                 preflight.stderr,
             )
+    # Each NIC's segment crosses the nodes: pod 1, on the other node, reaches pod 0 on its
+    # netN address from its own netN address.
+    server, client = pods
+    for nic in nics:
+        at = addresses[server["metadata"]["name"]][nic.interface].split("/")[0]
+        came_from = caller_seen_over(kubectl, env, server, client, at)
+        mine = addresses[client["metadata"]["name"]][nic.interface].split("/")[0]
+        assert came_from == mine, (nic.interface, came_from, mine)
 
     launch = subprocess.run(
         ["bash", "-c", rdma_stack.run.outputs["launchCommand"]],
