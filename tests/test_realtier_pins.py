@@ -17,6 +17,7 @@ from tools.realtier.build import (
     CHARTS,
     FAMILIES,
     KUBERNETES_VERSION,
+    MULTUS_DATA,
     PROVIDER_MODULE,
     PROVIDER_MODULE_VERSION,
     _go_binary_name,
@@ -36,6 +37,8 @@ UPSTREAM_MODULE = {
     "provider": PROVIDER_MODULE,
     "cni": "github.com/containernetworking/plugins",
     "coredns": "github.com/coredns/coredns",
+    "multus": "gopkg.in/k8snetworkplumbingwg/multus-cni.v4",
+    "whereabouts": "github.com/k8snetworkplumbingwg/whereabouts",
 }
 # Families whose module has no tag of the release: the pseudo-version of the release's commit.
 MODULE_VERSION = {"provider": PROVIDER_MODULE_VERSION}
@@ -83,11 +86,11 @@ def test_modules_outside_the_checksum_database_are_pinned_by_go_sum() -> None:
 
 
 def test_controller_data_comes_from_the_built_releases() -> None:
-    """The charts installed for Kueue and JobSet are those of the managers built; another
-    module's data (the cluster autoscaler's ProvisioningRequest CRD) is at the version the built
-    Kueue requires."""
+    """The charts installed for Kueue and JobSet, and Multus' and whereabouts' roles and CRDs,
+    are those of the releases built; another module's data (the cluster autoscaler's
+    ProvisioningRequest CRD) is at the version the built Kueue requires."""
     versions = {UPSTREAM_MODULE[f.name]: f.version for f in FAMILIES}
-    for upstream in CHARTS.values():
+    for upstream in (*CHARTS.values(), *MULTUS_DATA):
         assert versions[upstream.module] == upstream.version, upstream
     kueue = next(f for f in FAMILIES if f.name == "kueue")
     requires = (kueue.module_dir / "go.mod").read_text()

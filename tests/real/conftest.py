@@ -95,10 +95,13 @@ def real_nodes_cluster(
     tmp_path: Path,
     specs: Sequence[NodeSpec] = REAL_NODES,
     images: Sequence[ImageArchive] | None = None,
+    *,
+    multus: bool = False,
 ) -> Iterator[RealCluster]:
     """A control plane on the nodes' LAN with real nodes (containerd, kubelet, CNI bridge, each
     in its own network namespace) holding `images` (the test image by default) and cluster DNS;
-    all removed afterwards."""
+    `multus`: Multus as the nodes' CNI, the bridge its cluster network (nodemultus.py); all
+    removed afterwards."""
     network = NodeNetwork.claim(len(specs))
     try:
         network.up()
@@ -114,6 +117,7 @@ def real_nodes_cluster(
                 specs,
                 images=images or (node_images.test,),
                 sandbox_image=node_images.pause,
+                multus=multus,
             )
             with nodes:
                 yield RealCluster(plane, kube, node_tools, nodes, node_images)

@@ -13,9 +13,7 @@ restricted-v2 admits them (the UID it gives, set in admission: training.provide_
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,9 +28,9 @@ from tests.real.conftest import RealCluster
 from tests.real.training import (
     RESTRICTED_UID,
     STACK,
-    STEP_LINE,
+    assert_nothing_trains,
+    launch_until_steps,
     provide_platform,
-    steps,
     training_cluster,
     training_overrides,
     training_render,
@@ -40,12 +38,10 @@ from tests.real.training import (
 )
 from tools.realtier.build import Tools
 from tools.realtier.images import NodeImages
-from tools.realtier.kube import wait_for
 from tools.realtier.stacks import StackRender
 
 pytestmark = pytest.mark.real
 
-STEPS = 5
 # The fabric check's sweep kept small (two ranks on two shared cores) and a floor any working
 # pod network clears: what is shown is the check's path and verdict, not a speed.
 VERIFY = ("verify.maxBytes=4M", "verify.iters=5", "verify.expectedBusbwGbps=0.001")
@@ -142,52 +138,11 @@ def test_nerc_production_trains_across_two_real_nodes_and_stops(
     training_stack: StackRender,
     tmp_path: Path,
 ) -> None:
-    stack, pods, env = training_stack, training_pods.pods, training_pods.env
-    output = tmp_path / "launch.out"
-    with output.open("wb") as out:
-        launch = subprocess.Popen(
-            ["bash", "-c", stack.run.outputs["launchCommand"]],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-
-        def stepped() -> dict[int, dict[int, str]] | None:
-            assert launch.poll() is None, output.read_text(errors="replace")
-            seen = steps(output.read_text(errors="replace"))
-            return seen if len(seen) == 2 and all(STEPS in s for s in seen.values()) else None
-
-        seen = wait_for(f"step {STEPS} on both ranks", stepped)
-        printed = output.read_text(errors="replace")
-        assert seen[0][STEPS] == seen[1][STEPS], printed
-        assert {world for _rank, world, _step, _weights in STEP_LINE.findall(printed)} == {"2"}
-
-        # Ctrl-C, as a user stops it: launch-all.sh stops the training on every pod.
-        os.kill(launch.pid, signal.SIGINT)
-        assert launch.wait(timeout=180) == 130, output.read_text(errors="replace")
-    finally:
-        if launch.poll() is None:
-            os.killpg(launch.pid, signal.SIGKILL)
-    kubectl = [str(two_nodes.tools.binary("kubectl"))]
-    for pod in pods:
-        exec_in = [*kubectl, "exec", "-n", pod["metadata"]["namespace"], pod["metadata"]["name"]]
-        status = subprocess.run(
-            [*exec_in, "-c", "training", "--", "/opt/gpu-cluster/launch-status.sh"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        # launch-status.sh: 3 = no training running.
-        assert status.returncode == 3, (pod["metadata"]["name"], status.stdout, status.stderr)
-        processes = subprocess.run(
-            [*exec_in, "-c", "training", "--", "ps", "-eo", "args"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        assert "train.py" not in processes, processes
+    """launchCommand as exported: both ranks step with equal weights; Ctrl-C stops them."""
+    launch_until_steps(
+        training_stack.run.outputs["launchCommand"],
+        training_pods.env,
+        tmp_path / "launch.out",
+        len(training_pods.pods),
+    )
+    assert_nothing_trains(two_nodes.tools.binary("kubectl"), training_pods.pods, training_pods.env)

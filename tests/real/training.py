@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
-from tests.conftest import stack_context
+from tests.conftest import ROOT, stack_context
 from tests.real.cluster_state import referenced_objects
 from tests.real.conftest import RealCluster, real_nodes_cluster
 from tests.real.queue_state import run_pods
@@ -70,6 +71,8 @@ while True:
     print(f"rank {rank}/{world} step {step} weights {weights}", flush=True)
     time.sleep(0.5)
 """
+# The step every rank reaches before a launch test stops the training (launch_until_steps).
+LAUNCH_STEPS = 5
 STEP_LINE = re.compile(r"^rank (\d+)/(\d+) step (\d+) weights (\S+)$", re.MULTILINE)
 # TRAIN's first step on rank 0, as launcher.firstStepPattern (a line of pod 0's log).
 FIRST_STEP_PATTERN = r"^rank 0/\d+ step 1 "
@@ -94,10 +97,12 @@ def training_overrides(images: NodeImages, overrides: tuple[str, ...] = ()) -> t
     return (f"image={image.name}", *OVERRIDES, *overrides)
 
 
-def training_render(images: NodeImages, overrides: tuple[str, ...] = ()) -> StackRender | None:
-    """nerc-production with training_overrides; None when the image is not built."""
+def training_render(
+    images: NodeImages, overrides: tuple[str, ...] = (), stack: str = STACK
+) -> StackRender | None:
+    """`stack` (nerc-production) with training_overrides; None when the image is not built."""
     config = training_overrides(images, overrides)
-    return render(STACK, config) if config else None
+    return render(stack, config) if config else None
 
 
 @contextlib.contextmanager
@@ -126,9 +131,12 @@ def training_cluster(
 
 def claim_volumes(stack: StackRender, root: Path) -> list[dict[str, Any]]:
     """A writable host directory per claim, below `root` (volumes_for), and TRAIN at
-    TRAIN_SCRIPT in the workspace."""
-    volumes = volumes_for(stack.of_kind("PersistentVolumeClaim"), root)
-    (root / "ml-dev-env-workspace" / Path(TRAIN_SCRIPT).name).write_text(TRAIN)
+    TRAIN_SCRIPT in each workspace (one shared claim, or one per pod)."""
+    claims = stack.of_kind("PersistentVolumeClaim")
+    volumes = volumes_for(claims, root)
+    for claim in claims:
+        if "workspace" in claim["metadata"]["name"]:
+            (root / claim["metadata"]["name"] / Path(TRAIN_SCRIPT).name).write_text(TRAIN)
     return volumes
 
 
@@ -182,11 +190,11 @@ def restricted_v2_admission(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def user_env(cluster: RealCluster, tmp_path: Path) -> dict[str, str]:
-    """A user's shell: kubectl on PATH as `kubectl` and `oc`, a kubeconfig whose context is the
-    stack's."""
+def user_env(cluster: RealCluster, tmp_path: Path, stack: str = STACK) -> dict[str, str]:
+    """A user's shell: kubectl on PATH as `kubectl` and `oc`, a kubeconfig whose context is
+    `stack`'s."""
     kubeconfig = stack_kubeconfig(
-        cluster.kubeconfig, stack_context(STACK), tmp_path / "user-kubeconfig"
+        cluster.kubeconfig, stack_context(stack), tmp_path / "user-kubeconfig"
     )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -272,3 +280,62 @@ def kill_worker(cluster: RealCluster, pod: Object, script: str) -> None:
     ]
     assert workers, listed
     subprocess.run([*exec_in, "kill", "-KILL", *workers], check=True)
+
+
+def launch_until_steps(command: str, env: dict[str, str], output: Path, ranks: int) -> str:
+    """Run the exported `command` (launchCommand) until every one of `ranks` printed a step
+    (LAUNCH_STEPS or later) with equal weights, then Ctrl-C it as a user would (the launcher
+    stops the training on every pod and exits 130); what it printed."""
+    with output.open("wb") as out:
+        launch = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+
+        def stepped() -> dict[int, str] | None:
+            """The weights every rank printed at the latest step all of them printed (two
+            pods' lines share the stream, so a line may run into another and go unread)."""
+            assert launch.poll() is None, output.read_text(errors="replace")
+            seen = steps(output.read_text(errors="replace"))
+            common = set.intersection(*(set(s) for s in seen.values())) if seen else set()
+            if len(seen) < ranks or max(common, default=0) < LAUNCH_STEPS:
+                return None
+            return {rank: printed[max(common)] for rank, printed in seen.items()}
+
+        weights = wait_for(f"step {LAUNCH_STEPS} on every rank", stepped)
+        printed = output.read_text(errors="replace")
+        assert len(set(weights.values())) == 1, printed
+        assert {world for _rank, world, _step, _weights in STEP_LINE.findall(printed)} == {
+            str(ranks)
+        }
+        os.kill(launch.pid, signal.SIGINT)
+        assert launch.wait(timeout=180) == 130, output.read_text(errors="replace")
+    finally:
+        if launch.poll() is None:
+            os.killpg(launch.pid, signal.SIGKILL)
+    return output.read_text(errors="replace")
+
+
+def assert_nothing_trains(kubectl: Path, pods: list[dict[str, Any]], env: dict[str, str]) -> None:
+    """On every pod, launch-status.sh says no training runs (3) and neither torchrun nor the
+    training program is left."""
+    for pod in pods:
+        exec_in = [str(kubectl), "exec", "-n", pod["metadata"]["namespace"]]
+        exec_in += [pod["metadata"]["name"], "-c", "training", "--"]
+        status = subprocess.run(
+            [*exec_in, "/opt/gpu-cluster/launch-status.sh"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert status.returncode == 3, (pod["metadata"]["name"], status.stdout, status.stderr)
+        processes = subprocess.run(
+            [*exec_in, "ps", "-eo", "args"], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        assert "train.py" not in processes and "torchrun" not in processes, processes

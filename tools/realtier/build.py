@@ -76,6 +76,12 @@ PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 CNI_PLUGINS_VERSION = "v1.10.0"
 # github.com/coredns/coredns v1.15.0: the newest CoreDNS release the module proxy serves.
 COREDNS_VERSION = "v1.15.0"
+# gopkg.in/k8snetworkplumbingwg/multus-cni.v4 v4.3.0 (2026-05-29): the newest Multus release the
+# module proxy serves (v4.3.1 and the github.com path: 403, checked 2026-11-29).
+MULTUS_VERSION = "v4.3.0"
+# github.com/k8snetworkplumbingwg/whereabouts v0.9.2 (2025-07-21): the newest whereabouts release
+# the proxy serves; the IPAM the stack's NetworkAttachmentDefinitions name.
+WHEREABOUTS_VERSION = "v0.9.2"
 
 
 def _kubernetes_version_flags() -> tuple[str, ...]:
@@ -210,12 +216,36 @@ FAMILIES: tuple[Family, ...] = (
         CNI_PLUGINS_VERSION,
         tuple(
             f"github.com/containernetworking/plugins/plugins/{p}"
-            for p in ("main/bridge", "main/loopback", "ipam/host-local", "meta/portmap")
+            for p in (
+                "main/bridge",
+                "main/loopback",
+                "ipam/host-local",
+                "meta/portmap",
+                # The stack's macvlan NetworkAttachmentDefinitions, Multus's delegates.
+                "main/macvlan",
+            )
         ),
         ldflags=(
             "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion="
             + CNI_PLUGINS_VERSION,
         ),
+    ),
+    # The thin Multus plugin (as hack/build-go.sh stamps it), which
+    # attaches a pod's NetworkAttachmentDefinitions on the real nodes, and the IPAM they name.
+    Family(
+        "multus",
+        MULTUS_VERSION,
+        ("gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus",),
+        ldflags=(
+            f"-X gopkg.in/k8snetworkplumbingwg/multus-cni.v4/pkg/multus.version={MULTUS_VERSION}",
+        ),
+    ),
+    # whereabouts' main package is its cmd directory (go names it `cmd`).
+    Family(
+        "whereabouts",
+        WHEREABOUTS_VERSION,
+        ("github.com/k8snetworkplumbingwg/whereabouts/cmd",),
+        renames=(("cmd", "whereabouts"),),
     ),
     # The real nodes' cluster DNS, with the tier's main (go/coredns/cmd/coredns/main.go says why).
     Family("coredns", COREDNS_VERSION, ("gpu-cluster/realtier/coredns/cmd/coredns",)),
@@ -241,6 +271,8 @@ _OPENSHIFT_API = ("github.com/openshift/api", "v0.0.0-20260318185450-1f2fa3f09f4
 _GKE_NETWORKING_API = ("github.com/GoogleCloudPlatform/gke-networking-api", "v0.2.11")
 _NAD_CLIENT = ("github.com/k8snetworkplumbingwg/network-attachment-definition-client", "v1.7.7")
 _KWOK = ("sigs.k8s.io/kwok", KWOK_VERSION)
+_MULTUS = ("gopkg.in/k8snetworkplumbingwg/multus-cni.v4", MULTUS_VERSION)
+_WHEREABOUTS = ("github.com/k8snetworkplumbingwg/whereabouts", WHEREABOUTS_VERSION)
 _KUEUE = ("sigs.k8s.io/kueue", KUEUE_VERSION)
 _JOBSET = ("sigs.k8s.io/jobset", JOBSET_VERSION)
 # The cluster autoscaler's API module at the version Kueue's go.mod requires (kueue v0.19.2).
@@ -279,6 +311,18 @@ KWOK_STAGES: tuple[UpstreamFile, ...] = tuple(
     )
 )
 
+
+# What Multus and whereabouts need on the API server, as their own install manifests give it: the
+# ClusterRoles of their node agents (multus, whereabouts-cni) and whereabouts' CRDs (the NAD CRD
+# is among CRDS). The real nodes bind the roles to their own users (nodemultus.py).
+MULTUS_DATA: tuple[UpstreamFile, ...] = (
+    UpstreamFile(*_MULTUS, "deployments/multus-daemonset.yml"),
+    UpstreamFile(*_WHEREABOUTS, "doc/crds/daemonset-install.yaml"),
+    UpstreamFile(*_WHEREABOUTS, "doc/crds/whereabouts.cni.cncf.io_ippools.yaml"),
+    UpstreamFile(
+        *_WHEREABOUTS, "doc/crds/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml"
+    ),
+)
 
 # The cluster autoscaler's ProvisioningRequest CRD, which GKE serves and Kueue's provisioning
 # admission check needs served when it starts (kueue cmd/kueue/main.go
@@ -331,6 +375,7 @@ _DATA = {
     "crds": CRDS,
     "kwok-stages": KWOK_STAGES,
     "autoscaler-crds": AUTOSCALER_CRDS,
+    "multus": MULTUS_DATA,
 }
 
 

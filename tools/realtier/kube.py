@@ -143,10 +143,12 @@ class Kube:
         )
         return patched
 
-    def pod_log(self, name: str, namespace: str) -> str:
-        """What the pod's container printed, as `kubectl logs` reads it: the API server asks the
-        pod's kubelet (a kwok node's stand-in serves a file instead)."""
-        return str(CoreV1Api(self._api).read_namespaced_pod_log(name, namespace))
+    def pod_log(self, name: str, namespace: str, container: str | None = None) -> str:
+        """What the pod's container (`container`, when it has several) printed, as `kubectl
+        logs` reads it: the API server asks the pod's kubelet (a kwok node's stand-in serves a
+        file instead)."""
+        kwargs = {"container": container} if container else {}
+        return str(CoreV1Api(self._api).read_namespaced_pod_log(name, namespace, **kwargs))
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         with contextlib.suppress(NotFoundError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _SLOT_DIR = Path("/run/gpu-cluster-realtier/node-networks")
@@ -49,6 +49,8 @@ class NodeNetwork:
 
     slot: int
     nodes: int
+    # NIC name -> the host bridge its links are on (add_nic).
+    rails: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def claim(cls, nodes: int) -> NodeNetwork:
@@ -137,13 +139,30 @@ class NodeNetwork:
             if forward.returncode != 0:
                 raise RuntimeError(f"ip_forward in {netns}: {forward.stderr.decode()}")
 
+    def add_nic(self, index: int, name: str) -> None:
+        """A link named `name` in node `index`'s namespace, standing where a NIC of that name
+        would (a parent for macvlans): one end of a veth pair whose other end is on a host
+        bridge of its own per name, so the nodes' links of one name share a segment, as one
+        rail's NICs share a switch. (No dummy links: this kernel has no dummy driver.)"""
+        if name not in self.rails:
+            bridge = f"rn{self.slot}r{len(self.rails)}"
+            _ip("link", "add", bridge, "type", "bridge")
+            _ip("link", "set", bridge, "up")
+            self.rails[name] = bridge
+        netns = self.netns(index)
+        host_end = f"{netns}r{list(self.rails).index(name)}"
+        _ip("link", "add", host_end, "type", "veth", "peer", "name", name, "netns", netns)
+        _ip("link", "set", host_end, "master", self.rails[name], "up")
+        _ip("link", "set", name, "up", netns=netns)
+
     def down(self) -> None:
-        """Remove the namespaces (their veths go with them), the bridge (its routes go with
-        it) and the claim; what was never made is skipped."""
+        """Remove the namespaces (their veths go with them), the bridges (the LAN's routes go
+        with it) and the claim; what was never made is skipped."""
         for index in range(self.nodes):
             if (_NETNS_DIR / self.netns(index)).exists():
                 subprocess.run(["ip", "netns", "del", self.netns(index)], capture_output=True)
-        if Path(f"/sys/class/net/{self.bridge}").exists():
-            subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+        for bridge in (self.bridge, *self.rails.values()):
+            if Path(f"/sys/class/net/{bridge}").exists():
+                subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         with contextlib.suppress(FileNotFoundError):
             (_SLOT_DIR / str(self.slot)).unlink()

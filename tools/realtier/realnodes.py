@@ -38,6 +38,7 @@ from tools.realtier.controlplane import _die_with_parent as die_with_parent
 from tools.realtier.images import ImageArchive
 from tools.realtier.kube import Kube, wait_for
 from tools.realtier.mounts import unmount_under
+from tools.realtier.nodemultus import Multus
 from tools.realtier.nodenet import NodeNetwork
 from tools.realtier.noderuntime import (
     cni_config,
@@ -63,12 +64,14 @@ _KUBE_PROXY_HEALTHZ_PORT = 10256
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """A real node's name, labels and taints, and the extended resources it advertises."""
+    """A real node's name, labels and taints, the extended resources it advertises, and the
+    NICs it has (links in its namespace: nodenet.add_nic), e.g. those a NAD names as master."""
 
     name: str
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
     extended_resources: dict[str, str] = field(default_factory=dict)
+    nics: tuple[str, ...] = ()
 
 
 @dataclass
@@ -106,7 +109,10 @@ class RealNodes:
     # Short (containerd's socket path must fit a socket address, 108 bytes).
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rn-")))
     log: Callable[[str], None] = lambda _message: None
+    # Multus as the nodes' CNI (nodemultus.py); needs the multus and whereabouts families.
+    multus: bool = False
     _nodes: list[_Node] = field(default_factory=list)
+    _multus: Multus | None = None
 
     def __enter__(self) -> RealNodes:
         self.start()
@@ -147,12 +153,17 @@ class RealNodes:
             }
         )
         self._start_coredns()
+        if self.multus:
+            self._multus = Multus(self.tools, self.plane, self.workdir / "multus")
+            self._multus.start(kube)
         seed = seed_root((self.sandbox_image, *self.images))
         for index, spec in enumerate(self.specs):
             node = _Node(spec, index, self.workdir / f"node-{index}")
             self._nodes.append(node)
             node.directory.mkdir(parents=True)
             make_cgroup(node.cgroup_root)
+            for link in spec.nics:
+                self.network.add_nic(index, link)
             self._start_containerd(node, seed)
         for node in self._nodes:
             self._start_kubelet(node)
@@ -217,17 +228,20 @@ class RealNodes:
         """containerd on the node's own root, which starts as `seed` (the images imported)."""
         cni = node.directory / "cni"
         cni.mkdir()
-        (cni / "10-realnodes.conflist").write_text(
-            json.dumps(cni_config(self.network.pod_subnet(node.index), node.directory / "ipam"))
-        )
+        network = cni_config(self.network.pod_subnet(node.index), node.directory / "ipam")
+        cni_bin = self.tools.binary("bridge").parent
+        if self._multus is None:
+            (cni / "10-realnodes.conflist").write_text(json.dumps(network))
+        else:
+            multus = self._multus.cni_config(network, node.directory)
+            (cni / "00-multus.conf").write_text(json.dumps(multus))
+            cni_bin = self._multus.bin_dir
         base = node.directory / "containerd"
         base.mkdir()
         plant(seed, base / "root")
         config = base / "config.toml"
         config.write_text(
-            containerd_config(
-                base, node.socket, self.sandbox_image.name, self.tools.binary("bridge").parent, cni
-            ),
+            containerd_config(base, node.socket, self.sandbox_image.name, cni_bin, cni),
             encoding="utf-8",
         )
         node.containerd = self._spawn(node, "containerd", ["containerd", "--config", str(config)])
@@ -365,6 +379,8 @@ class RealNodes:
             remove_cgroup(node.cgroup_root)
             remove_container_log_links(node.pod_logs)
         self._nodes.clear()
+        if self._multus is not None:
+            self._multus.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
