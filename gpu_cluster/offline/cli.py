@@ -374,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "run":
+        # `run logs -f` may follow a run for hours: its garbage is collected as usual.
+        gc.enable()
         return run_command(args, lambda: _project(args.project_dir).directory)
     if args.command == "doctor":
         return _doctor(args)
@@ -389,9 +391,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_cli(entry: Callable[[], int] = main) -> NoReturn:
-    # One command and out (os._exit below): its cyclic garbage never needs collecting, and the
-    # collector's passes over the SDK's imports and, after the run, over everything the run
-    # allocated are 8-15% of a 512-node render's CPU time (docs/performance.md).
+    # One command and out (os._exit below): its cyclic garbage never needs collecting (but
+    # `run`'s, which may last: main turns the collector back on), and the collector's passes
+    # over the SDK's imports and, after the run, over everything the run allocated are 8-15%
+    # of a 512-node render's CPU time (docs/performance.md).
     gc.disable()
     try:
         exit_code = entry()
