@@ -34,15 +34,15 @@ MEMBERSHIP_LINE = "[default] Detected 1 new nodes from group_rank=0; will restar
 PATIENCE_SECONDS = 30
 
 
-def samples(exposition: str) -> dict[tuple[str, str], float]:
-    """(sample name, its `le` or "") -> value, every sample checked to carry LABELS."""
+def samples(exposition: str, expected: dict[str, str] = LABELS) -> dict[tuple[str, str], float]:
+    """(sample name, its `le` or "") -> value, every sample checked to carry `expected`."""
     found: dict[tuple[str, str], float] = {}
     for family in text_string_to_metric_families(exposition):
         for sample in family.samples:
             assert isinstance(sample, Sample)
             labels = dict(sample.labels)
             le = labels.pop("le", "")
-            assert labels == LABELS, sample
+            assert labels == expected, sample
             found[(sample.name, le)] = sample.value
     return found
 

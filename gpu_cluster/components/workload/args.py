@@ -59,7 +59,8 @@ class TrainingWorkloadArgs:
     data_volumes, data_mounts, data_annotations: the training-data volumes (storage.volumes), the
     training container's mounts of them and what the pods carry for them.
     scan_exceptions: checks the security scanners skip on the controller object, with their
-    reasons. run: the JobSet run; None: a StatefulSet of idle pods."""
+    reasons. metrics_port: the training container's port for the run's metrics (None: none).
+    run: the JobSet run; None: a StatefulSet of idle pods."""
 
     name: str
     namespace: str
@@ -89,4 +90,5 @@ class TrainingWorkloadArgs:
     data_mounts: tuple[Mount, ...] = ()
     data_annotations: dict[str, str] = field(default_factory=dict)
     scan_exceptions: dict[str, str] = field(default_factory=dict)
+    metrics_port: int | None = None
     run: JobSetRun | None = None
