@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpu_cluster.facts.kueue import JOBSET_NAME_LABEL, JOBSET_RESTART_ATTEMPT_LABEL
-from tests.conftest import pod_spec, run_stack, scripts_data
+from tests.conftest import manifests, pod_spec, pod_template, run_stack, scripts_data
 from tests.test_run_metrics import (
     PATIENCE_SECONDS,
     RESTART_LINE,
@@ -124,3 +124,35 @@ def test_off_by_default_no_port_no_exporter() -> None:
     assert [p["name"] for p in training["ports"]] == ["rendezvous"]
     assert "run_metrics.py" not in scripts_data(rendered)
     assert not {v["name"] for v in training["env"]} & {"RUN_METRICS_PORT", "RUN_NAME"}
+
+
+@pytest.mark.parametrize(
+    ("stack", "kind", "endpoints"),
+    [
+        ("nerc-production", "PodMonitor", "podMetricsEndpoints"),
+        ("gcp-a4", "PodMonitoring", "endpoints"),
+    ],
+)
+def test_the_scrape_object_reaches_the_training_pods_metrics_port(
+    stack: str, kind: str, endpoints: str
+) -> None:
+    rendered = run_stack(stack, "monitoring.runMetrics.enabled=true")
+    (scrape,) = manifests(rendered, kind)
+    template = pod_template(rendered)
+    pod_labels = template["metadata"]["labels"]
+    selector = scrape["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()
+    (training,) = (c for c in template["spec"]["containers"] if c["name"] == "training")
+    (endpoint,) = scrape["spec"][endpoints]
+    assert endpoint["port"] in {p["name"] for p in training["ports"]}
+    # The pods' NetworkPolicy lets the platform's Prometheus in, on that port alone.
+    (policy,) = manifests(rendered, "NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    from_scrapers = [
+        rule
+        for rule in policy["spec"]["ingress"]
+        if any("namespaceSelector" in peer for peer in rule["from"])
+    ]
+    assert [rule["ports"] for rule in from_scrapers] == [
+        [{"port": endpoint["port"], "protocol": "TCP"}]
+    ]

@@ -37,7 +37,12 @@ from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
 from gpu_cluster.plan.health_runner import health_runner_plan
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
 from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, run_annotations
-from gpu_cluster.plan.run_metrics import RUN_METRICS_SCRIPT, metrics_port, run_metrics_env
+from gpu_cluster.plan.run_metrics import (
+    RUN_METRICS_SCRIPT,
+    metrics_port,
+    metrics_scrape,
+    run_metrics_env,
+)
 from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
@@ -247,6 +252,7 @@ def workload_args(
         scripts=scripts_data(s),
         env={**launch.rendezvous_env(s), **run_metrics_env(s)},
         metrics_port=metrics_port(s),
+        metrics_scrape=metrics_scrape(s),
         networking=networking,
         placement=placement,
         service_account=service_account,

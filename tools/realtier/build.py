@@ -240,6 +240,10 @@ class UpstreamFile:
 _OPENSHIFT_API = ("github.com/openshift/api", "v0.0.0-20260318185450-1f2fa3f09f4e")
 _GKE_NETWORKING_API = ("github.com/GoogleCloudPlatform/gke-networking-api", "v0.2.11")
 _NAD_CLIENT = ("github.com/k8snetworkplumbingwg/network-attachment-definition-client", "v1.7.7")
+# The run metrics' scrape objects' APIs: prometheus-operator's PodMonitor (OpenShift's monitoring
+# for user-defined projects) and Managed Service for Prometheus' PodMonitoring (GKE).
+_PROMETHEUS_OPERATOR = ("github.com/prometheus-operator/prometheus-operator", "v0.85.0")
+_PROMETHEUS_ENGINE = ("github.com/GoogleCloudPlatform/prometheus-engine", "v0.17.2")
 _KWOK = ("sigs.k8s.io/kwok", KWOK_VERSION)
 _KUEUE = ("sigs.k8s.io/kueue", KUEUE_VERSION)
 _JOBSET = ("sigs.k8s.io/jobset", JOBSET_VERSION)
@@ -264,6 +268,13 @@ CRDS: tuple[UpstreamFile, ...] = (
     UpstreamFile(*_NAD_CLIENT, "artifacts/networks-crd.yaml"),
     UpstreamFile(*_GKE_NETWORKING_API, "config/crds/networking.gke.io_networks.yaml"),
     UpstreamFile(*_GKE_NETWORKING_API, "config/crds/networking.gke.io_gkenetworkparamsets.yaml"),
+    UpstreamFile(
+        *_PROMETHEUS_OPERATOR,
+        "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml",
+    ),
+    UpstreamFile(
+        *_PROMETHEUS_ENGINE, "charts/operator/crds/monitoring.googleapis.com_podmonitorings.yaml"
+    ),
 )
 
 # kwok's "fast" stage set (kustomize/stage/fast/kustomization.yaml) plus pod-complete, so Job pods
