@@ -22,6 +22,9 @@ class RunMetricsSettings(Section):
     launcher copies its output to a small exporter in the container (scripts/run_metrics.py), no
     change to the training code. A step is a line `launcher.firstStepPattern` matches (a pattern
     that matches every step's line counts every step); restarts are torchrun's and the JobSet's.
+    The platform's Prometheus scrapes every run's pods: a PodMonitor on OpenShift (read once a
+    cluster admin has turned on monitoring for user-defined projects), a PodMonitoring on GKE
+    (Managed Service for Prometheus); the pods' NetworkPolicy lets it in on that port only.
     Off by default: it adds a process and a port to the user's training container, and turning
     it on or off changes the training pods (the run restarts).
     """
