@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -121,11 +122,10 @@ def wait_for(what: Callable[[], bool], why: str) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture
-def trainer(tmp_path: Path) -> Path:
+def fake_trainer(where: Path) -> Path:
     """Stands in for torchrun: prints two steps on stdout and torchrun's restart line on stderr,
     waits for $GO, then prints a third step."""
-    fake = tmp_path / "fake-torchrun"
+    fake = where / "fake-torchrun"
     fake.write_text(
         "#!/bin/sh\n"
         'echo "step 1"\n'
@@ -138,22 +138,22 @@ def trainer(tmp_path: Path) -> Path:
     return fake
 
 
-@pytest.fixture
-def launcher_env(tmp_path: Path, trainer: Path) -> dict[str, str]:
+def launcher_environment(where: Path) -> dict[str, str]:
+    """The launcher's environment, its exporter's on a free port, the trainer a fake."""
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "NNODES": "2",
         "GPUS_PER_NODE": "8",
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": "29500",
-        "TORCHRUN_BIN": str(trainer),
-        "NCCL_ENV_FILE": str(tmp_path / "absent.env"),
-        "LAUNCH_PID_FILE": str(tmp_path / "launch.pid"),
+        "TORCHRUN_BIN": str(fake_trainer(where)),
+        "NCCL_ENV_FILE": str(where / "absent.env"),
+        "LAUNCH_PID_FILE": str(where / "launch.pid"),
         "RUN_METRICS_PYTHON": sys.executable,
         "RUN_METRICS_PORT": str(free_port()),
         "RUN_METRICS_STEP_PATTERN": r"^step \d+$",
         "RUN_RESTART_ATTEMPT": "4",
-        "GO": str(tmp_path / "go"),
+        "GO": str(where / "go"),
         "RUN_NAME": LABELS["run"],
         "POD_NAMESPACE": LABELS["namespace"],
         "NODE_RANK": LABELS["rank"],
@@ -161,18 +161,32 @@ def launcher_env(tmp_path: Path, trainer: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def launched(launcher_env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+@contextmanager
+def running_launcher(env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """launch-torchrun.sh with `env`, until its trainer is let go ($GO) and it ends."""
     launcher = subprocess.Popen(
         ["bash", str(TORCHRUN), "train.py"],
-        env=launcher_env,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    yield launcher
-    Path(launcher_env["GO"]).touch()
-    launcher.communicate(timeout=PATIENCE_SECONDS)
+    try:
+        yield launcher
+    finally:
+        Path(env["GO"]).touch()
+        launcher.communicate(timeout=PATIENCE_SECONDS)
+
+
+@pytest.fixture
+def launcher_env(tmp_path: Path) -> dict[str, str]:
+    return launcher_environment(tmp_path)
+
+
+@pytest.fixture
+def launched(launcher_env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    with running_launcher(launcher_env) as launcher:
+        yield launcher
 
 
 def test_the_launcher_serves_the_trainers_progress_and_keeps_its_output(
