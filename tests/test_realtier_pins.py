@@ -36,6 +36,7 @@ UPSTREAM_MODULE = {
     "provider": PROVIDER_MODULE,
     "cni": "github.com/containernetworking/plugins",
     "coredns": "github.com/coredns/coredns",
+    "prometheus": "github.com/prometheus/prometheus",
 }
 # Families whose module has no tag of the release: the pseudo-version of the release's commit.
 MODULE_VERSION = {"provider": PROVIDER_MODULE_VERSION}

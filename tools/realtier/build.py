@@ -61,6 +61,10 @@ JOBSET_VERSION = "v0.12.0"
 # and 0.19 today; cluster-toolkit v1.95.0 and xpk still install v0.17.1, tested here through
 # 1758bf2.
 KUEUE_VERSION = "v0.19.2"
+# github.com/prometheus/prometheus v0.309.1: Prometheus 3.9.1 (its VERSION file), tagged v0.3y.z
+# for release 3.y.z (README.md "Using Prometheus as a Go Library"); the newest release the module
+# proxy serves (2026-11-29). Its promtool lints what the run metrics' exporter serves.
+PROMETHEUS_VERSION = "v0.309.1"
 # helm.sh/helm/v3 v3.20.2: the Helm library pulumi-kubernetes renders a helm.v4.Chart with
 # (pulumi/pulumi-kubernetes provider/go.mod at 9497796, 2026-07-01).
 HELM_VERSION = "v3.20.2"
@@ -192,6 +196,17 @@ FAMILIES: tuple[Family, ...] = (
         ldflags=(f"-X sigs.k8s.io/jobset/pkg/version.GitVersion={JOBSET_VERSION}",),
     ),
     Family("kwok", KWOK_VERSION, ("sigs.k8s.io/kwok/cmd/kwok",)),
+    # Without the web UI's assets (the builtinassets tag needs its npm build): the API and the
+    # scrapes are all the tests use. Stamped as the release is (prometheus/common version).
+    Family(
+        "prometheus",
+        PROMETHEUS_VERSION,
+        (
+            "github.com/prometheus/prometheus/cmd/prometheus",
+            "github.com/prometheus/prometheus/cmd/promtool",
+        ),
+        ldflags=("-X github.com/prometheus/common/version.Version=3.9.1",),
+    ),
     # The version stamp of Helm's Makefile; the tier names the Kubernetes version it renders
     # for itself (`helm template --kube-version`), as pulumi-kubernetes asks the cluster.
     Family(
