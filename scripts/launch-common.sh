@@ -192,7 +192,10 @@ start_run_metrics() {
     echo "$PROG: warning: run metrics did not start (run_metrics.py); training without them" >&2
     return 0
   fi
-  exec > >(tee -p "$dir/stdout") 2> >(tee -p "$dir/stderr" >&2)
+  # Two commands: in one, bash would leave the first tee's pipe open in the second tee, and the
+  # first would never see its input end.
+  exec > >(tee -p "$dir/stdout")
+  exec 2> >(tee -p "$dir/stderr" >&2)
 }
 
 # The check running now (run_preflight), and what it started, stopped with it.
