@@ -166,6 +166,38 @@ record_launch_pid() {
   trap 'stop_checks; echo "$PROG: stopped (SIGTERM) before training started" >&2; exit 143' TERM
 }
 
+# Usage: start_run_metrics
+# With RUN_METRICS_PORT set, the run's metrics (run_metrics.py beside this script: steps and
+# restarts, on that port) from this launcher's own output, which from here on is copied into the
+# exporter's named pipes as well as to where it went before. The exporter is a process of this
+# container, not a sidecar: no file to grow with the log, no volume or container to size.
+# `tee -p` (GNU coreutils) goes on writing the training's output when the exporter is gone;
+# a tee without it, or an exporter that does not start in RUN_METRICS_START_SECONDS, leaves
+# the training without metrics, never stopped.
+start_run_metrics() {
+  [[ -n ${RUN_METRICS_PORT:-} ]] || return 0
+  local dir exporter i
+  if ! tee -p </dev/null >/dev/null 2>&1 || ! dir=$(mktemp -d); then
+    echo "$PROG: warning: no GNU tee -p or no temporary directory; no run metrics" >&2
+    return 0
+  fi
+  "${RUN_METRICS_PYTHON:-python3}" "$(dirname "$0")/run_metrics.py" "$dir" "$$" &
+  exporter=$!
+  for ((i = 0; i < ${RUN_METRICS_START_SECONDS:-10} * 10; i++)); do
+    [[ -e $dir/ready ]] || ! alive "$exporter" && break
+    sleep 0.1
+  done
+  if [[ ! -e $dir/ready ]]; then
+    kill "$exporter" 2>/dev/null || true
+    echo "$PROG: warning: run metrics did not start (run_metrics.py); training without them" >&2
+    return 0
+  fi
+  # Two commands: in one, bash would leave the first tee's pipe open in the second tee, and the
+  # first would never see its input end.
+  exec > >(tee -p "$dir/stdout")
+  exec 2> >(tee -p "$dir/stderr" >&2)
+}
+
 # The check running now (run_preflight), and what it started, stopped with it.
 checks=""
 stop_checks() {

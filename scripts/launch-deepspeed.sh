@@ -23,12 +23,14 @@
 #   PREFLIGHT           optional  1 = run preflight.sh first and stop if it fails; default 0
 #   LAUNCH_PID_FILE     optional  default /tmp/gpu-cluster-launch.pid (for launch-stop.sh)
 #   PREFLIGHT_BIN       optional  default preflight.sh beside this script
+#   RUN_METRICS_PORT    optional  serve the run's metrics on it (run_metrics.py); unset: none
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 readonly PROG=launch-deepspeed
 # shellcheck source=launch-common.sh
 . "$(dirname "$0")/launch-common.sh"
 record_launch_pid
+start_run_metrics
 
 usage_unless_script "$@"
 load_nccl_env

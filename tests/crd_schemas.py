@@ -343,7 +343,37 @@ JOBSET = _with_spec(
     },
 )
 
+# The run metrics' scrape objects, the fields they set: prometheus-operator v0.85.0
+# example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml (spec requires
+# selector; interval's pattern) and prometheus-engine v0.17.2
+# charts/operator/crds/monitoring.googleapis.com_podmonitorings.yaml (spec requires endpoints
+# and selector, an endpoint port and interval).
+_MATCH_LABELS = _closed(
+    ["matchLabels"],
+    {"matchLabels": {"type": "object", "additionalProperties": _STRING}},
+)
+_DURATION = {
+    "type": "string",
+    "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?"
+    "(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+}
+_SCRAPE_ENDPOINT = _closed(
+    ["port", "interval"], {"port": _STRING, "path": _STRING, "interval": _DURATION}
+)
+POD_MONITOR = _with_spec(
+    "monitoring.coreos.com/v1",
+    ["selector"],
+    {"selector": _MATCH_LABELS, "podMetricsEndpoints": _list_of(_SCRAPE_ENDPOINT, 1)},
+)
+POD_MONITORING = _with_spec(
+    "monitoring.googleapis.com/v1",
+    ["selector", "endpoints"],
+    {"selector": _MATCH_LABELS, "endpoints": _list_of(_SCRAPE_ENDPOINT, 1)},
+)
+
 BY_KIND = {
+    "PodMonitor": POD_MONITOR,
+    "PodMonitoring": POD_MONITORING,
     "Topology": KUEUE_TOPOLOGY,
     "ResourceFlavor": RESOURCE_FLAVOR,
     "ClusterQueue": CLUSTER_QUEUE,

@@ -64,6 +64,11 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     (
         "barcelona",
+        ("monitoring.runMetrics.enabled=true", "monitoring.runMetrics.port=29500"),
+        ("gpu-cluster:monitoring.runMetrics.port = 29500 is launcher.masterPort",),
+    ),
+    (
+        "barcelona",
         ("launcher.masterPort=http",),
         ("gpu-cluster:launcher.masterPort = 'http'", "integer"),
     ),

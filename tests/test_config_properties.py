@@ -139,6 +139,8 @@ KEYS: dict[str, list[Any]] = {
     "verify.storageCheckBytes": ["1G", "64M", "4", "0"],
     "monitoring.gkeComponents": [["SYSTEM_COMPONENTS", "DCGM"], [], ["DCGM", "DCGM"], ["GPU"]],
     "monitoring.dcgm": [True, False],
+    "monitoring.runMetrics.enabled": [True, False, "yes"],
+    "monitoring.runMetrics.port": [9464, 29500, 1023, 65536],
     "tcp.socketIfname": ["^lo,docker", "eth0"],
     "tcp.socketNthreads": [4, 16, 17],
     "tcp.nsocksPerThread": [4, 64],

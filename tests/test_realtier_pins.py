@@ -39,6 +39,7 @@ UPSTREAM_MODULE = {
     "coredns": "github.com/coredns/coredns",
     "multus": "gopkg.in/k8snetworkplumbingwg/multus-cni.v4",
     "whereabouts": "github.com/k8snetworkplumbingwg/whereabouts",
+    "prometheus": "github.com/prometheus/prometheus",
 }
 # Families whose module has no tag of the release: the pseudo-version of the release's commit.
 MODULE_VERSION = {"provider": PROVIDER_MODULE_VERSION}

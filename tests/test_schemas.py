@@ -26,6 +26,8 @@ VARIANTS = [(stack, ()) for stack in STACKS] + [
     ("gcp-a3", ("networkMode=tcp",)),
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),
     ("nerc-production", ("workload.kind=jobset", "workload.command[0]=train.py")),
+    ("nerc-production", ("monitoring.runMetrics.enabled=true",)),
+    ("gcp-a4", ("monitoring.runMetrics.enabled=true",)),
     ("gcp-a4", ("workload.kind=jobset", "workload.command[0]=train.py", *GKE_RWX)),
     (
         "gcp-a3",

@@ -28,6 +28,7 @@ from gpu_cluster.config.checkpoints import checkpoint_root
 from gpu_cluster.config.derived import queue_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import needs_namespace_opt_in, required_level
+from gpu_cluster.facts.kubernetes import INSTANCE_LABEL
 from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import retention_annotations
@@ -37,6 +38,12 @@ from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
 from gpu_cluster.plan.health_runner import health_runner_plan
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
 from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, run_annotations
+from gpu_cluster.plan.run_metrics import (
+    RUN_METRICS_SCRIPT,
+    metrics_port,
+    metrics_scrape,
+    run_metrics_env,
+)
 from gpu_cluster.plan.runs import submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
@@ -59,7 +66,7 @@ SHIPPED_SCRIPTS = (
 def labels(s: Settings) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "gpu-cluster",
-        "app.kubernetes.io/instance": s.name,
+        INSTANCE_LABEL: s.name,
         "app.kubernetes.io/component": "training",
     }
 
@@ -70,7 +77,8 @@ def scripts_data(s: Settings) -> dict[str, str]:
     storage = [STORAGE_CHECK] if s.verify.enabled and s.storage.volumes else []
     queued = s.workload.kind == "jobset"
     gates = [ADMISSION_GATE, *([FABRIC_GATE] if s.verify.enabled else [])] if queued else []
-    names = [*SHIPPED_SCRIPTS, *check, *storage, *gates]
+    metrics = [RUN_METRICS_SCRIPT] if metrics_port(s) is not None else []
+    names = [*SHIPPED_SCRIPTS, *check, *storage, *gates, *metrics]
     data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
     data[launch.HOSTFILE] = launch.hostfile(s)
     data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"
@@ -244,7 +252,9 @@ def workload_args(
         master_port=s.launcher.master_port,
         service_name=launch.service_name(s),
         scripts=scripts_data(s),
-        env=launch.rendezvous_env(s),
+        env={**launch.rendezvous_env(s), **run_metrics_env(s)},
+        metrics_port=metrics_port(s),
+        metrics_scrape=metrics_scrape(s),
         networking=networking,
         placement=placement,
         service_account=service_account,

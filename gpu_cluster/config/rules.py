@@ -99,6 +99,12 @@ def cross_field_problems(s: Settings) -> list[str]:
     out.extend(_verify_problems(s))
     if s.workload.kind == "jobset":
         out.extend(workload_problems(s))
+    metrics = s.monitoring.run_metrics
+    if metrics.enabled and metrics.port == s.launcher.master_port:
+        out.append(
+            f"gpu-cluster:monitoring.runMetrics.port = {metrics.port} is launcher.masterPort, the "
+            "rendezvous': give the metrics another port"
+        )
     lo, hi = elastic_range(s)
     if not lo <= s.nodes <= hi:
         out.append(

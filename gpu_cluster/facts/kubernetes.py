@@ -387,3 +387,8 @@ def _suffix(suffix: str) -> tuple[int, int]:
     if match is None or not -(2**63) <= int(match["exponent"]) < 2**63:  # strconv.ParseInt
         raise ValueError(f"not a quantity suffix: {suffix!r}")
     return 10, int(match["exponent"])
+
+
+# The recommended label naming an application's instance, here the stack's run (kubernetes
+# website content/en/docs/concepts/overview/working-with-objects/common-labels.md).
+INSTANCE_LABEL = "app.kubernetes.io/instance"

@@ -45,6 +45,10 @@ JOBSET_POD_NAME_SUFFIX = "-abcde"
 # Job's pod (kubernetes batch/v1 JobCompletionIndexAnnotation).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# How many times the JobSet has restarted when it made the pod: a label it puts on every Job and
+# pod (kubernetes-sigs/jobset pkg/constants/constants.go RestartsKey; set with the JobSet name
+# label in pkg/controllers/jobset_controller.go labelAndAnnotateObject).
+JOBSET_RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 # The label Kueue puts on the pods of every pod set it admitted: its name (kueue
 # pkg/constants PodSetLabel, set in pkg/controller/jobframework/reconciler.go
 # getPodSetsInfoFromStatus, v0.15.0 to v0.19.2). A pod without it ran without admission.

@@ -61,6 +61,10 @@ JOBSET_VERSION = "v0.12.0"
 # and 0.19 today; cluster-toolkit v1.95.0 and xpk still install v0.17.1, tested here through
 # 1758bf2.
 KUEUE_VERSION = "v0.19.2"
+# github.com/prometheus/prometheus v0.309.1: Prometheus 3.9.1 (its VERSION file), tagged v0.3y.z
+# for release 3.y.z (README.md "Using Prometheus as a Go Library"); the newest release the module
+# proxy serves (2026-11-29). Its promtool lints what the run metrics' exporter serves.
+PROMETHEUS_VERSION = "v0.309.1"
 # helm.sh/helm/v3 v3.20.2: the Helm library pulumi-kubernetes renders a helm.v4.Chart with
 # (pulumi/pulumi-kubernetes provider/go.mod at 9497796, 2026-07-01).
 HELM_VERSION = "v3.20.2"
@@ -198,6 +202,17 @@ FAMILIES: tuple[Family, ...] = (
         ldflags=(f"-X sigs.k8s.io/jobset/pkg/version.GitVersion={JOBSET_VERSION}",),
     ),
     Family("kwok", KWOK_VERSION, ("sigs.k8s.io/kwok/cmd/kwok",)),
+    # Without the web UI's assets (the builtinassets tag needs its npm build): the API and the
+    # scrapes are all the tests use. Stamped as the release is (prometheus/common version).
+    Family(
+        "prometheus",
+        PROMETHEUS_VERSION,
+        (
+            "github.com/prometheus/prometheus/cmd/prometheus",
+            "github.com/prometheus/prometheus/cmd/promtool",
+        ),
+        ldflags=("-X github.com/prometheus/common/version.Version=3.9.1",),
+    ),
     # The version stamp of Helm's Makefile; the tier names the Kubernetes version it renders
     # for itself (`helm template --kube-version`), as pulumi-kubernetes asks the cluster.
     Family(
@@ -270,6 +285,10 @@ class UpstreamFile:
 _OPENSHIFT_API = ("github.com/openshift/api", "v0.0.0-20260318185450-1f2fa3f09f4e")
 _GKE_NETWORKING_API = ("github.com/GoogleCloudPlatform/gke-networking-api", "v0.2.11")
 _NAD_CLIENT = ("github.com/k8snetworkplumbingwg/network-attachment-definition-client", "v1.7.7")
+# The run metrics' scrape objects' APIs: prometheus-operator's PodMonitor (OpenShift's monitoring
+# for user-defined projects) and Managed Service for Prometheus' PodMonitoring (GKE).
+_PROMETHEUS_OPERATOR = ("github.com/prometheus-operator/prometheus-operator", "v0.85.0")
+_PROMETHEUS_ENGINE = ("github.com/GoogleCloudPlatform/prometheus-engine", "v0.17.2")
 _KWOK = ("sigs.k8s.io/kwok", KWOK_VERSION)
 _MULTUS = ("gopkg.in/k8snetworkplumbingwg/multus-cni.v4", MULTUS_VERSION)
 _WHEREABOUTS = ("github.com/k8snetworkplumbingwg/whereabouts", WHEREABOUTS_VERSION)
@@ -296,6 +315,13 @@ CRDS: tuple[UpstreamFile, ...] = (
     UpstreamFile(*_NAD_CLIENT, "artifacts/networks-crd.yaml"),
     UpstreamFile(*_GKE_NETWORKING_API, "config/crds/networking.gke.io_networks.yaml"),
     UpstreamFile(*_GKE_NETWORKING_API, "config/crds/networking.gke.io_gkenetworkparamsets.yaml"),
+    UpstreamFile(
+        *_PROMETHEUS_OPERATOR,
+        "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml",
+    ),
+    UpstreamFile(
+        *_PROMETHEUS_ENGINE, "charts/operator/crds/monitoring.googleapis.com_podmonitorings.yaml"
+    ),
 )
 
 # kwok's "fast" stage set (kustomize/stage/fast/kustomization.yaml) plus pod-complete, so Job pods

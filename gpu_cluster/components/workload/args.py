@@ -10,6 +10,7 @@ from gpu_cluster.config.sections.compute import PodSettings
 from gpu_cluster.config.sections.runs import RunSubmitters
 from gpu_cluster.config.storage import StorageSettings
 from gpu_cluster.plan.podspec import Container, Mount, PodNetworking, PodPlacement, Volume
+from gpu_cluster.plan.run_metrics import MetricsScrape
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,9 @@ class TrainingWorkloadArgs:
     data_volumes, data_mounts, data_annotations: the training-data volumes (storage.volumes), the
     training container's mounts of them and what the pods carry for them.
     scan_exceptions: checks the security scanners skip on the controller object, with their
-    reasons. run: the JobSet run; None: a StatefulSet of idle pods."""
+    reasons. metrics_port: the training container's port for the run's metrics (None: none);
+    metrics_scrape: the platform's object that has them scraped.
+    run: the JobSet run; None: a StatefulSet of idle pods."""
 
     name: str
     namespace: str
@@ -91,4 +94,6 @@ class TrainingWorkloadArgs:
     data_mounts: tuple[Mount, ...] = ()
     data_annotations: dict[str, str] = field(default_factory=dict)
     scan_exceptions: dict[str, str] = field(default_factory=dict)
+    metrics_port: int | None = None
+    metrics_scrape: MetricsScrape | None = None
     run: JobSetRun | None = None

@@ -28,6 +28,8 @@ from gpu_cluster.config.workload import REPLICATED_JOB
 from gpu_cluster.facts.kueue import (
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_API,
+    JOBSET_NAME_LABEL,
+    JOBSET_RESTART_ATTEMPT_LABEL,
     PODSET_LABEL,
     QUEUE_LABEL,
     REQUIRED_TOPOLOGY_ANNOTATION,
@@ -60,6 +62,16 @@ class JobSetKind:
             field_env={
                 "KUEUE_PODSET": f"metadata.labels['{PODSET_LABEL}']",
                 "POD_NAMESPACE": "metadata.namespace",
+                # The run's metrics' labels (scripts/run_metrics.py): a submitted run's own
+                # name, and the restarts before this pod.
+                **(
+                    {
+                        "RUN_NAME": f"metadata.labels['{JOBSET_NAME_LABEL}']",
+                        "RUN_RESTART_ATTEMPT": f"metadata.labels['{JOBSET_RESTART_ATTEMPT_LABEL}']",
+                    }
+                    if a.metrics_port is not None
+                    else {}
+                ),
             },
         )
 

@@ -48,6 +48,7 @@ from gpu_cluster.plan.podspec import (
     PodPlacement,
     Volume,
 )
+from gpu_cluster.plan.run_metrics import METRICS_PORT_NAME, metrics_field_env
 
 
 def shared_claim_volumes(a: TrainingWorkloadArgs, claims: Sequence[Claim]) -> list[Volume]:
@@ -136,7 +137,12 @@ def _training_container(
 ) -> ContainerArgs:
     """The training container, running what the workload kind's `role` says."""
     networking = a.networking
-    from_fields = {"NODE_RANK": role.node_rank_field, **role.field_env}
+    metrics = a.metrics_port is not None
+    from_fields = {
+        "NODE_RANK": role.node_rank_field,
+        **(metrics_field_env() if metrics else {}),
+        **role.field_env,
+    }
     env = [
         *(
             EnvVarArgs(
@@ -166,7 +172,14 @@ def _training_container(
         image=a.image,
         command=list(role.command),
         env=env,
-        ports=[ContainerPortArgs(name="rendezvous", container_port=a.master_port)],
+        ports=[
+            ContainerPortArgs(name="rendezvous", container_port=a.master_port),
+            *(
+                [ContainerPortArgs(name=METRICS_PORT_NAME, container_port=a.metrics_port)]
+                if a.metrics_port is not None
+                else []
+            ),
+        ],
         resources=ResourceRequirementsArgs(
             limits={k: v for k, v in limits.items() if v is not None}, requests=requests
         ),

@@ -1,6 +1,7 @@
 """The objects the training pods use besides their controller and claims, whatever kind of
 controller runs them: the scripts ConfigMap, the headless Service peers resolve each other
-through, the peers-only NetworkPolicy and the Secrets the pods read by reference."""
+through, the peers-only NetworkPolicy, the Secrets the pods read by reference and the object that
+has the platform's Prometheus scrape their run's metrics."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 from pulumi_kubernetes.networking.v1 import (
     NetworkPolicyIngressRuleArgs,
     NetworkPolicyPeerArgs,
+    NetworkPolicyPortArgs,
     NetworkPolicySpecArgs,
 )
 
 from gpu_cluster.components.workload.args import TrainingWorkloadArgs
+from gpu_cluster.plan.run_metrics import METRICS_PORT_NAME
 
 
 def scripts_config_map(
@@ -56,7 +59,23 @@ def headless_service(
 def peers_only_policy(
     name: str, a: TrainingWorkloadArgs, opts: pulumi.ResourceOptions
 ) -> k8s.networking.v1.NetworkPolicy:
-    """Peers reach each other on any port (NCCL picks them); nothing else may connect in."""
+    """Peers reach each other on any port (NCCL picks them); the platform's Prometheus reaches
+    their `metrics` port when they serve one; nothing else may connect in."""
+    scrape = a.metrics_scrape
+    scrapers = (
+        [
+            NetworkPolicyIngressRuleArgs(
+                from_=[
+                    NetworkPolicyPeerArgs(
+                        namespace_selector=LabelSelectorArgs(match_labels=scrape.scrapers)
+                    )
+                ],
+                ports=[NetworkPolicyPortArgs(port=METRICS_PORT_NAME, protocol="TCP")],
+            )
+        ]
+        if scrape is not None
+        else []
+    )
     return k8s.networking.v1.NetworkPolicy(
         f"{name}-peers-only",
         metadata=ObjectMetaArgs(
@@ -70,7 +89,8 @@ def peers_only_policy(
                     from_=[
                         NetworkPolicyPeerArgs(pod_selector=LabelSelectorArgs(match_labels=a.labels))
                     ]
-                )
+                ),
+                *scrapers,
             ],
         ),
         opts=opts,
@@ -105,3 +125,21 @@ def secret_env_refs(secret: k8s.core.v1.Secret, keys: tuple[str, ...]) -> list[E
         )
         for key in keys
     ]
+
+
+def metrics_scrape_object(
+    name: str, a: TrainingWorkloadArgs, opts: pulumi.ResourceOptions
+) -> k8s.apiextensions.CustomResource | None:
+    """The platform's object (PodMonitor, PodMonitoring) that has its Prometheus scrape the
+    training pods' run metrics: every run's pods of the stack, submitted ones too."""
+    scrape = a.metrics_scrape
+    if scrape is None:
+        return None
+    return k8s.apiextensions.CustomResource(
+        f"{name}-metrics",
+        api_version=scrape.api_version,
+        kind=scrape.kind,
+        metadata=ObjectMetaArgs(name=f"{a.name}-metrics", namespace=a.namespace, labels=a.labels),
+        spec=scrape.spec(a.labels),
+        opts=opts,
+    )

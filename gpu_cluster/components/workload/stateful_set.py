@@ -18,6 +18,7 @@ from gpu_cluster.components.workload.kind import (
     switching_from,
 )
 from gpu_cluster.components.workload.pod_args import start_timeouts
+from gpu_cluster.facts.kubernetes import INSTANCE_LABEL
 from gpu_cluster.plan.claims import retention_annotations
 from gpu_cluster.plan.podspec import IDLE_COMMAND
 from gpu_cluster.plan.scan_exceptions import skip_annotations
@@ -41,6 +42,12 @@ class StatefulSetKind:
             node_rank_field=f"metadata.labels['{POD_INDEX_LABEL}']",
             # Idle until a user starts the launcher on every pod.
             command=IDLE_COMMAND,
+            # The run's metrics' label (scripts/run_metrics.py): the stack's one run.
+            field_env=(
+                {"RUN_NAME": f"metadata.labels['{INSTANCE_LABEL}']"}
+                if a.metrics_port is not None
+                else {}
+            ),
         )
 
     def controller(self, pods: TrainingPods) -> Controller:

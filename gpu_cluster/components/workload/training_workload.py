@@ -14,6 +14,7 @@ from gpu_cluster.components.workload.kind import TrainingPods, WorkloadKind
 from gpu_cluster.components.workload.pod_template import pod_template, shared_claim_volumes
 from gpu_cluster.components.workload.shared_objects import (
     headless_service,
+    metrics_scrape_object,
     opaque_secret,
     peers_only_policy,
     scripts_config_map,
@@ -54,6 +55,7 @@ class TrainingWorkload(pulumi.ComponentResource):
             a, shared_claim_volumes(a, [c.claim for c in claims]), secret_env, kind.pod_role(a)
         )
         peers_only_policy(name, a, child)
+        metrics_scrape_object(name, a, child)
         controller = kind.controller(
             TrainingPods(
                 resource_name=name,

@@ -4,9 +4,33 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from pydantic import Field
+
 from gpu_cluster.config.base import Section
 from gpu_cluster.config.reads import ON_GKE
 from gpu_cluster.facts.gke_monitoring import BLUEPRINT_COMPONENTS, GkeMonitoringComponent
+
+
+class RunMetricsSettings(Section):
+    """A run's own progress as Prometheus metrics, from the lines its launcher prints."""
+
+    enabled: bool = False
+    """Serve every training pod's steps, step durations and restarts
+    (`gpu_cluster_run_steps_total`, `gpu_cluster_run_step_duration_seconds`,
+    `gpu_cluster_run_last_step_timestamp_seconds`, `gpu_cluster_run_restarts_total`, labelled
+    `run`, `namespace`, `rank`, `node`) on `port`, the training container's port `metrics`: the
+    launcher copies its output to a small exporter in the container (scripts/run_metrics.py), no
+    change to the training code. A step is a line `launcher.firstStepPattern` matches (a pattern
+    that matches every step's line counts every step); restarts are torchrun's and the JobSet's.
+    The platform's Prometheus scrapes every run's pods: a PodMonitor on OpenShift (read once a
+    cluster admin has turned on monitoring for user-defined projects), a PodMonitoring on GKE
+    (Managed Service for Prometheus); the pods' NetworkPolicy lets it in on that port only.
+    Off by default: it adds a process and a port to the user's training container, and turning
+    it on or off changes the training pods (the run restarts).
+    """
+    # A port of the training pod's own network, not the rendezvous' (rules.py).
+    port: int = Field(default=9464, ge=1024, le=65535)
+    """The port the training pods serve `/metrics` on; not `launcher.masterPort`."""
 
 
 class MonitoringSettings(Section):
@@ -20,6 +44,8 @@ class MonitoringSettings(Section):
     `dcgm: false`: none (cluster-toolkit: GKE monitoring off). A change updates the cluster in
     place.
     """
+    run_metrics: RunMetricsSettings = RunMetricsSettings()
+    """A run's own metrics (steps, step time, restarts) from its launcher's output."""
     dcgm: Annotated[bool, ON_GKE] = True
     """GKE: managed DCGM metrics of the GPU nodes (GPU utilization, memory, power, NVLink and
     PCIe traffic; `DCGM` added to `gkeComponents`), on as in cluster-toolkit's GPU blueprints.
