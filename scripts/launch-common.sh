@@ -192,10 +192,29 @@ start_run_metrics() {
     echo "$PROG: warning: run metrics did not start (run_metrics.py); training without them" >&2
     return 0
   fi
-  # Two commands: in one, bash would leave the first tee's pipe open in the second tee, and the
-  # first would never see its input end.
-  exec > >(tee -p "$dir/stdout")
-  exec 2> >(tee -p "$dir/stderr" >&2)
+  # A tee's open of its named pipe waits for a reader, and the exporter may be gone by then
+  # (killed, crashed): the launcher holds both pipes open (fds 3 and 4, read and write) until
+  # each tee has opened its own, and then lets go, so that writes to a pipe nobody reads fail
+  # (tee -p goes on) instead of filling it. Two commands: in one, bash would leave the first
+  # tee's pipe open in the second tee, and the first would never see its input end.
+  exec 3<>"$dir/stdout" 4<>"$dir/stderr"
+  exec > >(exec 3>&- 4>&- tee -p "$dir/stdout")
+  has_open "$!" "$dir/stdout"
+  exec 2> >(exec 3>&- 4>&- tee -p "$dir/stderr" >&2)
+  has_open "$!" "$dir/stderr"
+  exec 3>&- 4>&-
+}
+
+# Usage: has_open PID PATH
+# Waits (up to 5 s) until process PID has PATH open.
+has_open() {
+  local i fd
+  for ((i = 0; i < 50; i++)); do
+    for fd in /proc/"$1"/fd/*; do
+      [[ $(readlink "$fd" 2>/dev/null) == "$2" ]] && return 0
+    done
+    sleep 0.1
+  done
 }
 
 # The check running now (run_preflight), and what it started, stopped with it.
