@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
 from gpu_cluster.ledger import BUCKETS, Ledger, ledger, step_lines
+from gpu_cluster.offline.run_ledger import svg, table_rows
 from tests.test_timeline import at, check, condition
 
 RUN = "drill"
@@ -190,3 +192,27 @@ def test_a_step_lines_number_is_its_named_group_else_its_first() -> None:
     assert [s.number for s in step_lines(printed, r"loss")] == [None, None]
     (first,) = step_lines(printed, r"step 7")
     assert first.at == moment(1).replace(microsecond=123456)
+
+
+def test_the_table_and_the_picture_show_each_bucket_by_its_share() -> None:
+    seconds = dict.fromkeys(BUCKETS, 0.0)
+    seconds.update({"queue wait": 30.0, "restarts": 20.0, "productive steps": 150.0})
+    found = Ledger(seconds, 200.0)
+    rows = {row[0]: row[1:] for row in table_rows(found)}
+    assert rows["queue wait"] == ("30", "15.0")
+    assert rows["productive steps"] == ("150", "75.0")
+    assert rows["image pull"] == ("0", "0.0")
+    assert rows["wall time"] == ("200", "100.0")
+
+    drawn = ElementTree.fromstring(svg(found, "run <r>: where its time went"))
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = {
+        rect.findtext(f"{ns}title", "").split(":")[0]: float(rect.get("width", ""))
+        for rect in drawn.iter(f"{ns}rect")
+        if rect.find(f"{ns}title") is not None
+    }
+    assert list(bars) == list(BUCKETS)
+    assert bars["productive steps"] == pytest.approx(5 * bars["queue wait"])
+    assert bars["restarts"] == pytest.approx(2 / 3 * bars["queue wait"])
+    assert bars["image pull"] == 0
+    assert "run <r>: where its time went" in "".join(drawn.itertext())
