@@ -20,7 +20,7 @@ recorded goes to the next one's bucket (a queued run's time is queue wait). A ru
 restarted no longer has its earlier pods, nor rank 0's earlier log:
 
 - earlier attempts (not on record): admitted -> the newest failure of one of the run's Jobs
-  (the Job controller's failure event; once the events expired, the current pods' creation).
+  (the Job controller's failure event; once the events expired, the restarted pods' creation).
 - restarts: that failure -> the restarted rank 0's first step line.
 
 From the first step line on, the log decides (a torchrun restart line is a failure too):
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from gpu_cluster.facts.kueue import JOBSET_RESTART_ATTEMPT_LABEL
 from gpu_cluster.timeline import _condition, _last, _started, _time, timestamped
 
 Object = dict[str, Any]
@@ -220,7 +221,8 @@ def ledger(
     first_step = steps[0].at if steps else None
     admitted = _condition(workload, "Admitted") if workload else None
     quota = (_condition(workload, "QuotaReserved") if workload else None) or admitted
-    restarted = int((job_set.get("status") or {}).get("restarts") or 0) > 0
+    restarts = int((job_set.get("status") or {}).get("restarts") or 0)
+    restarted = restarts > 0
     chain: list[tuple[Bucket, datetime | None]] = [("queue wait", quota)]
     provisions, provisioned = _provisioned(workload or {}, health_check)
     if provisions:
@@ -230,7 +232,12 @@ def ledger(
     if restarted:
         # The failure the current attempt restarted from: the newest before its first step.
         before = [f for f in failures if first_step is None or f <= first_step]
-        created = [_time(p["metadata"].get("creationTimestamp")) for p in pods]
+        created = [
+            _time(p["metadata"].get("creationTimestamp"))
+            for p in pods
+            if (p["metadata"].get("labels") or {}).get(JOBSET_RESTART_ATTEMPT_LABEL)
+            == str(restarts)
+        ]
         restarted_from = before[-1] if before else min((c for c in created if c), default=now)
         chain += [("earlier attempts (not on record)", restarted_from), ("restarts", first_step)]
     else:

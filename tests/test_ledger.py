@@ -48,11 +48,19 @@ def workload(
 
 
 def pod(
-    created: int, scheduled: int, initialized: int | None, started: int | None
+    created: int,
+    scheduled: int,
+    initialized: int | None,
+    started: int | None,
+    attempt: int = 0,
 ) -> dict[str, Any]:
     running = {"running": {"startedAt": at(started)}} if started is not None else {"waiting": {}}
     return {
-        "metadata": {"name": f"{RUN}-workers-0-0-x{created}", "creationTimestamp": at(created)},
+        "metadata": {
+            "name": f"{RUN}-workers-0-0-x{created}",
+            "creationTimestamp": at(created),
+            "labels": {"jobset.sigs.k8s.io/restart-attempt": str(attempt)},
+        },
         "spec": {"nodeName": "node-a"},
         "status": {
             "conditions": [
@@ -167,7 +175,8 @@ def test_a_jobset_restart_counts_from_the_jobs_failure_to_the_new_first_step() -
         },
     ]
     printed = log((140, "step 9 loss 1.0"), (150, "step 10 loss 0.9"))
-    pods = [pod(102, 103, 110, 120)]
+    # The new attempt's pod, and one of the first still going away.
+    pods = [pod(102, 103, 110, 120, attempt=1), pod(4, 5, 6, 7, attempt=0)]
     found = ledger(
         job_set(restarts=1), workload(2, 3), pods, events, printed, STEP, None, moment(170)
     )
