@@ -130,7 +130,8 @@ def split(
         [(s.at, s) for s in steps if s.at > cursor] + [(f, None) for f in failures if f > cursor],
         key=lambda e: e[0],
     )
-    highest: int | None = None
+    numbered = [s.number for s in steps if s.at <= cursor and s.number is not None]
+    highest: int | None = max(numbered, default=None)
     redo_bound: int | None = None
     failed = False
     for at, step in events:

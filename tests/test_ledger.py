@@ -163,6 +163,25 @@ def test_a_torchrun_restart_loses_the_step_in_flight_the_wait_and_the_repeated_s
     }
 
 
+def test_a_failure_right_after_the_first_step_has_that_step_repeated() -> None:
+    printed = log(
+        (10, "step 5 loss 2.3"),
+        (12, "[W] Worker group FAILED. 2/3 attempts left; will restart worker group"),
+        (30, "step 4 loss 2.3"),
+        (40, "step 5 loss 2.2"),
+        (50, "step 6 loss 2.1"),
+    )
+    pods = [pod(0, 0, 0, 0)]
+    found = ledger(job_set(), workload(0, 0), pods, [], printed, STEP, None, moment(55))
+    assert shown(found) == {
+        "rendezvous": 10,
+        # Step 6 in flight (10 -> 12), step 5 again (30 -> 40).
+        "re-done steps": 12,
+        "restarts": 18,
+        "productive steps": 15,
+    }
+
+
 def test_a_jobset_restart_counts_from_the_jobs_failure_to_the_new_first_step() -> None:
     events = [
         job_failed(f"{RUN}-workers-0", 100),
