@@ -82,14 +82,14 @@ def test_a_run_resumes_from_its_checkpoints_after_a_killed_rank_and_a_deleted_po
     assert [d for d in saved.glob("step-*") if (d / "COMPLETE").is_file()], saved
     # Its goodput ledger (`run status --svg`): its buckets sum to its wall time (each shown to
     # the second); the restart, from the failed Job's event to the new rank 0's first step, is
-    # the kill to that step (what the drill measured) within 15 s: after the kill come
-    # torchrun's, the pod's and the Job controller's noticing it, and the drill sees the step a
-    # poll late.
+    # the kill to that step (what the drill measured) within 30 s: after the kill, torchrun,
+    # the pod and the Job controller notice it, the Job's failure is recorded once its pods
+    # have ended, and the drill sees the step a poll late (10 s in all, measured here).
     picture = tmp_path / "ledger.svg"
     spent = ledger_seconds(cluster, config, tmp_path, picture)
     wall = spent.pop("wall time")
     assert sum(spent.values()) == pytest.approx(wall, abs=len(spent)), spent
-    assert killed.seconds - 15 <= spent["restarts"] <= killed.seconds + 1, (killed, spent)
+    assert killed.seconds - 30 <= spent["restarts"] <= killed.seconds + 1, (killed, spent)
     assert spent["earlier attempts (not on record)"] > 0 and spent["productive steps"] > 0, spent
     assert picture.read_text().count("<title>") == len(spent), picture.read_text()
 
