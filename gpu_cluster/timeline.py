@@ -23,6 +23,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -202,17 +203,24 @@ def table(run: Run) -> str:
     return "\n".join(lines)
 
 
-def first_step_at(log: str, pattern: str) -> datetime | None:
-    """When the first line of `log` (read with --timestamps: RFC 3339 time, a space, the line)
-    that `pattern` matches was printed."""
-    finder = re.compile(pattern)
+def timestamped(log: str) -> Iterator[tuple[datetime, str]]:
+    """The lines of `log` read with --timestamps (RFC 3339 time, a space, the line): when each
+    was printed, and what."""
     for line in log.splitlines():
         stamp, _, text = line.partition(" ")
-        if finder.search(text):
-            # Nanoseconds, which datetime does not hold: to the microsecond.
-            whole, dot, fraction = stamp.rstrip("Z").partition(".")
-            return _time(f"{whole}{dot}{fraction[:6]}Z")
-    return None
+        # Nanoseconds, which datetime does not hold: to the microsecond.
+        whole, dot, fraction = stamp.rstrip("Z").partition(".")
+        try:
+            yield datetime.fromisoformat(f"{whole}{dot}{fraction[:6]}+00:00"), text
+        except ValueError:
+            continue  # a line cut by --limit-bytes, or none of the kubelet's
+
+
+def first_step_at(log: str, pattern: str) -> datetime | None:
+    """When the first line of `log` (read with --timestamps) that `pattern` matches was
+    printed."""
+    finder = re.compile(pattern)
+    return next((at for at, text in timestamped(log) if finder.search(text)), None)
 
 
 def _pod_zero(pods: list[Object]) -> Object | None:

@@ -43,6 +43,12 @@ def test_submit_takes_the_command_after_the_double_dash_with_its_own_flags() -> 
     assert parse("submit", "--stack", "s").training_command == []
 
 
+def test_status_draws_the_ledger_where_it_is_asked() -> None:
+    args = parse("status", "r", "--stack", "s", "--svg", "out/ledger.svg")
+    assert (args.run, args.svg) == ("r", Path("out/ledger.svg"))
+    assert parse("status", "r", "--stack", "s").svg is None
+
+
 @pytest.mark.parametrize("stack_name", ["gpu-cluster", "a" * 52, "x" * 27 + "-" + "y" * 24])
 def test_a_default_name_is_a_run_name_with_the_time(stack_name: str) -> None:
     name = default_name(stack_name, NOW)

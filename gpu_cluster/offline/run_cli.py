@@ -31,6 +31,7 @@ from gpu_cluster.offline.run_cluster import (
     is_status,
     lines,
 )
+from gpu_cluster.offline.run_ledger import run_ledger, svg, table_rows
 from gpu_cluster.offline.run_state import (
     admission_lines,
     is_running,
@@ -158,6 +159,19 @@ def status(cluster: RunCluster, args: argparse.Namespace) -> None:
         print("\n".join(lines([("RANK", "POD", "PHASE", "NODE", "RESTARTS"), *rows])))
     else:
         print("pods: none")
+    print()
+    pattern = cluster.settings.launcher.first_step_pattern
+    if pattern is None:
+        print("ledger: set launcher.firstStepPattern to see where the run's time went")
+        return
+    cluster.require((Right("list", "", "events"), Right("get", "", "pods", "log")))
+    container = RunParams.from_json(cluster.template()[PARAMS_KEY]).container
+    found = run_ledger(cluster, job_set, workload, pods, container, pattern)
+    print("where the run's time went (gpu-cluster run status --help: the rules):")
+    print("\n".join(lines(table_rows(found))))
+    if args.svg is not None:
+        args.svg.write_text(svg(found, f"run {args.run}: where its time went"), encoding="utf-8")
+        print(f"drawn in {args.svg}")
 
 
 def logs(cluster: RunCluster, args: argparse.Namespace) -> None:
@@ -245,11 +259,18 @@ def add_run_arguments(
         help="what the launcher runs on every pod (default: the stack's workload.command)",
     )
     verb("list", "the stack's runs: name, state, nodes, restarts, age")
-    for name, help_ in (
-        ("status", "a run's state, its admission by Kueue and its pods"),
-        ("stop", "delete a run: its pods get SIGTERM and their grace period to checkpoint"),
-    ):
-        verb(name, help_).add_argument("run", metavar="NAME")
+    status_cmd = verb(
+        "status",
+        "a run's state, its admission by Kueue, its pods and its goodput ledger: where its wall "
+        "time went, by the rules of gpu_cluster/ledger.py (needs launcher.firstStepPattern)",
+    )
+    status_cmd.add_argument("run", metavar="NAME")
+    status_cmd.add_argument(
+        "--svg", type=Path, metavar="FILE", help="also draw the ledger as an SVG picture in FILE"
+    )
+    verb(
+        "stop", "delete a run: its pods get SIGTERM and their grace period to checkpoint"
+    ).add_argument("run", metavar="NAME")
     logs_cmd = verb("logs", "a run's training output (rank 0's by default)")
     logs_cmd.add_argument("run", metavar="NAME")
     logs_cmd.add_argument("--rank", type=int, default=0, help="the pod's rank (default 0)")

@@ -53,11 +53,14 @@ class Rule:
 
 def submitter_rules(stack_name: str) -> tuple[Rule, ...]:
     """What `gpu-cluster run` does in the namespace, and nothing more: JobSets made, listed, read
-    and deleted; their pods and logs read; Kueue's view of the queue read; the template read."""
+    and deleted; their pods, logs and the namespace's events read; Kueue's view of the queue
+    read; the template read."""
     return (
         Rule(("jobset.x-k8s.io",), ("jobsets",), ("create", "list", "get", "delete")),
         Rule(("",), ("pods",), ("get", "list")),
         Rule(("",), ("pods/log",), ("get",)),
+        # The Job failures `run status`'s ledger counts restarts from.
+        Rule(("",), ("events",), ("list",)),
         Rule(("kueue.x-k8s.io",), ("workloads", "localqueues"), ("get", "list")),
         Rule(("",), ("configmaps",), ("get",), (template_name(stack_name),)),
     )

@@ -31,9 +31,11 @@ EXAMPLE = ROOT / "examples" / "checkpointing" / "train.py"
 SCRIPT = f"/workspace/{EXAMPLE.name}"
 SAVE_EVERY = 4
 COMMAND = (SCRIPT, "--steps", "100000", "--save-every", str(SAVE_EVERY), "--step-seconds", "0.5")
-# The stack, a JobSet stack whose runs a person submits.
-CONFIG = (*JOBSET, "workload.maxRestarts=4")
-STEP = re.compile(r"^step (\d+) loss ", re.MULTILINE)
+STEP_LINE = r"^step (\d+) loss "
+STEP = re.compile(STEP_LINE, re.MULTILINE)
+# The stack, a JobSet stack whose runs a person submits; its step line the example's, whose
+# number the ledger of `gpu-cluster run status` reads.
+CONFIG = (*JOBSET, "workload.maxRestarts=4", f"launcher.firstStepPattern={STEP_LINE}")
 RESUMED = re.compile(r"^resumed from step (\d+) ", re.MULTILINE)
 
 
@@ -50,15 +52,33 @@ def provide_stack(cluster: RealCluster, stack: StackRender, volumes: Path) -> No
     cluster.kube.create_all(o for o in stack.objects() if o["kind"] != "JobSet")
 
 
-def submit_run(cluster: RealCluster, config: tuple[str, ...], tmp_path: Path) -> str:
-    """`gpu-cluster run submit` of the drill's run, as a user pastes it in a shell on the
+def gpu_cluster_run(
+    cluster: RealCluster, config: tuple[str, ...], tmp_path: Path, *args: str
+) -> str:
+    """`gpu-cluster run ARGS` on the drill's stack, as a user pastes it in a shell on the
     stack's context; what it printed."""
     sets = " ".join(f"--set {shlex.quote(c)}" for c in config)
     command = (
-        f"{shlex.quote(sys.executable)} -m gpu_cluster run submit --stack {STACK} {sets} "
-        f"--name {RUN} -- {shlex.join(COMMAND)}"
+        f"{shlex.quote(sys.executable)} -m gpu_cluster run {args[0]} --stack {STACK} {sets} "
+        f"{shlex.join(args[1:])}"
     )
     return paste(cluster, tmp_path, stack_context(STACK), command)
+
+
+def submit_run(cluster: RealCluster, config: tuple[str, ...], tmp_path: Path) -> str:
+    """`gpu-cluster run submit` of the drill's run; what it printed."""
+    return gpu_cluster_run(cluster, config, tmp_path, "submit", "--name", RUN, "--", *COMMAND)
+
+
+def ledger_seconds(
+    cluster: RealCluster, config: tuple[str, ...], tmp_path: Path, picture: Path
+) -> dict[str, float]:
+    """The run's goodput ledger as `gpu-cluster run status --svg` prints it (and draws it in
+    `picture`): seconds per bucket, and the wall time."""
+    printed = gpu_cluster_run(cluster, config, tmp_path, "status", RUN, "--svg", str(picture))
+    table = printed.split("where the run's time went", 1)[1].splitlines()[2:]
+    rows = [line.rsplit(maxsplit=2) for line in table if line and not line.startswith("drawn")]
+    return {bucket: float(seconds) for bucket, seconds, _ in rows}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ CHECKPOINT_DIR the submit gave it on the shared workspace claim (tests/real/dril
 - A pod deleted (SIGTERM and its grace period, as a drain or `kubectl delete pod` ends it): the
   script saves on SIGTERM, so the restarted run resumes where it stopped and loses no step.
 
-Each drill's recovery time is a measurement (bench/recovery.py prints them), never asserted.
+After the kill, the run's goodput ledger (`gpu-cluster run status`) counts the restart as the
+drill timed it. Each drill's recovery time is a measurement (bench/recovery.py prints them),
+never asserted.
 Not shown here: a node made unusable (two real nodes, both in use, leave no spare to reschedule
 on) and a preemption by a higher-priority run."""
 
@@ -28,6 +30,7 @@ from tests.real.drills import (
     delete_pod,
     drill,
     drill_config,
+    ledger_seconds,
     provide_stack,
     submit_run,
 )
@@ -77,6 +80,18 @@ def test_a_run_resumes_from_its_checkpoints_after_a_killed_rank_and_a_deleted_po
     # On the claim, where the submit said: complete step-<n> directories.
     saved = volumes / "ml-dev-env-workspace" / "checkpoints" / RUN
     assert [d for d in saved.glob("step-*") if (d / "COMPLETE").is_file()], saved
+    # Its goodput ledger (`run status --svg`): its buckets sum to its wall time (each shown to
+    # the second); the restart, from the failed Job's event to the new rank 0's first step, is
+    # the kill to that step (what the drill measured) within 30 s: after the kill, torchrun,
+    # the pod and the Job controller notice it, the Job's failure is recorded once its pods
+    # have ended, and the drill sees the step a poll late (10 s in all, measured here).
+    picture = tmp_path / "ledger.svg"
+    spent = ledger_seconds(cluster, config, tmp_path, picture)
+    wall = spent.pop("wall time")
+    assert sum(spent.values()) == pytest.approx(wall, abs=len(spent)), spent
+    assert killed.seconds - 30 <= spent["restarts"] <= killed.seconds + 1, (killed, spent)
+    assert spent["earlier attempts (not on record)"] > 0 and spent["productive steps"] > 0, spent
+    assert picture.read_text().count("<title>") == len(spent), picture.read_text()
 
     deleted = drill(cluster, namespace, "pod deleted", lambda pod: delete_pod(cluster, pod))
     # Saved on SIGTERM: the run resumes at or after the last step seen, nothing lost.

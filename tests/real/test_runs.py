@@ -141,7 +141,8 @@ def test_a_submitter_submits_lists_follows_and_stops_runs_without_the_stack(
     lines = out.splitlines()
     assert lines[0] == "run big: running, 2 nodes, 0 restarts", out
     assert lines[1].startswith("admission: admitted by ClusterQueue"), out
-    pod_lines = [line.split() for line in lines[3:]]
+    # The pods' rows, up to the blank line before the ledger.
+    pod_lines = [line.split() for line in lines[3 : lines.index("")]]
     nodes = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
     assert sorted((r[0], r[3]) for r in pod_lines) == sorted((r[0], nodes[r[1]]) for r in pod_lines)
     assert sorted(r[0] for r in pod_lines) == ["0", "1"]
