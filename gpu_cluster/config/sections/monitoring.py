@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from gpu_cluster.config.base import Section
-from gpu_cluster.config.reads import ON_GKE
+from gpu_cluster.config.reads import ON_GKE, ReadWhen
 from gpu_cluster.facts.gke_monitoring import BLUEPRINT_COMPONENTS, GkeMonitoringComponent
 
 
@@ -29,7 +29,12 @@ class RunMetricsSettings(Section):
     it on or off changes the training pods (the run restarts).
     """
     # A port of the training pod's own network, not the rendezvous' (rules.py).
-    port: int = Field(default=9464, ge=1024, le=65535)
+    port: Annotated[
+        int,
+        ReadWhen(
+            lambda s: s.monitoring.run_metrics.enabled, "monitoring.runMetrics.enabled is true"
+        ),
+    ] = Field(default=9464, ge=1024, le=65535)
     """The port the training pods serve `/metrics` on; not `launcher.masterPort`."""
 
 
