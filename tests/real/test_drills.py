@@ -9,8 +9,8 @@ CHECKPOINT_DIR the submit gave it on the shared workspace claim (tests/real/dril
   script saves on SIGTERM, so the restarted run resumes where it stopped and loses no step.
 
 Each drill's recovery time is a measurement (bench/recovery.py prints them), never asserted.
-Not shown here: a node made unusable (two real nodes, both in use, leave no spare to reschedule
-on) and a preemption by a higher-priority run."""
+A run preempted by a higher-priority one: tests/real/test_preemption.py. Not shown: a node made
+unusable (two real nodes, both in use, leave no spare to reschedule on)."""
 
 from __future__ import annotations
 
