@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpu_cluster.facts.kueue import JOBSET_NAME_LABEL
 from tests.conftest import stack_context
 from tests.real.cluster_state import paste
 from tests.real.conftest import RealCluster
@@ -26,7 +27,7 @@ from tests.real.drills import (
     submit_run,
 )
 from tests.real.queue_state import condition, workload_of, workloads_explained
-from tools.realtier.kube import describe, wait_for
+from tools.realtier.kube import Object, describe, wait_for
 
 LOW, HIGH = "low", "high"
 PRIORITIES = (
@@ -55,6 +56,12 @@ def workload_turned(
     `after` (its timestamps have whole seconds)."""
     workload = workload_of(cluster.kube, namespace, run)
     return None if workload is None else since(condition(workload, kind), "True", after)
+
+
+def pods_of(cluster: RealCluster, namespace: str, run: str) -> list[Object]:
+    """Every pod of run `run`, terminating ones too."""
+    selector = f"{JOBSET_NAME_LABEL}={run}"
+    return cluster.kube.list("v1", "Pod", namespace, label_selector=selector)
 
 
 def saved_after(checkpoints: Path, after: float) -> tuple[int, float] | None:
@@ -99,9 +106,16 @@ def preemption_drill(
         lambda: workload_turned(cluster, namespace, LOW, "Evicted", submitted),
         explain=lambda: "\n".join(workloads_explained(cluster.kube, namespace)),
     )
-    saved_step, saved_at = wait_for(
-        "the low run saved on SIGTERM", lambda: saved_after(checkpoints, evicted)
+    # Evicted pods step on (and may save on schedule) until SIGTERM reaches them: the save on
+    # SIGTERM is the newest once they are gone.
+    wait_for(
+        "the low run's pods are gone",
+        lambda: not pods_of(cluster, namespace, LOW),
+        explain=lambda: describe(cluster.kube, namespace),
     )
+    saved = saved_after(checkpoints, evicted)
+    assert saved is not None, f"no save in {checkpoints} since the eviction"
+    saved_step, saved_at = saved
     stepping_past(cluster, namespace, 0, HIGH)
     paste(cluster, tmp_path, stack_context(STACK), run_command(config, "stop", HIGH))
     readmitted = wait_for(
