@@ -13,8 +13,15 @@ the resume (polled once a second), the last step rank 0 was seen at before the f
 while the fault is injected: a `kubectl exec`, or the grace period) and the step the new pods
 resumed from. A kill loses the steps since the newest save (fewer than 4 here); SIGTERM saves the
 step the run stopped at, so a deleted pod loses none. Restart strategy: the stack's
-(workload.restartStrategy, Recreate). CPUs shared with everything else on this host, no GPU: a
-floor for what a cluster adds. A measurement, not a test: nothing is asserted.
+(workload.restartStrategy, Recreate). Then the run is stopped and the preemption drill runs on
+the same nodes (tests/real/preemption.py; the stack's queue has workload.queue.preemption
+LowerPriority and the classes low and high throughout): a `--priority low` run saves, a
+`--priority high` one makes Kueue evict it, is stopped once it steps, and the low run is admitted
+again. For it: seconds from the eviction (the Workload's Evicted condition, whole seconds) to the
+low run's save on SIGTERM (its COMPLETE file's time), and from the re-admission (Admitted, whole
+seconds) to its rank 0's first step after it; the time the high run holds the quota is the
+user's, not measured. CPUs shared with everything else on this host, no GPU: a floor for what a
+cluster adds. A measurement, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -26,15 +33,20 @@ from pathlib import Path
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR))
 
+from tests.conftest import stack_context  # noqa: E402
+from tests.real.cluster_state import paste  # noqa: E402
 from tests.real.drills import (  # noqa: E402
+    RUN,
     SCRIPT,
     STACK,
     delete_pod,
     drill,
     drill_config,
     provide_stack,
+    run_command,
     submit_run,
 )
+from tests.real.preemption import LOW, PRIORITIES, preemption_drill  # noqa: E402
 from tests.real.training import kill_worker, training_cluster  # noqa: E402
 from tools.realtier.build import locate  # noqa: E402
 from tools.realtier.images import locate_images  # noqa: E402
@@ -47,6 +59,7 @@ def main() -> int:
     if tools is None or images is None or not config:
         print("the real tier's tools or images are not built: python -m tools.realtier build")
         return 1
+    config = (*config, *PRIORITIES)
     stack = render(STACK, config)
     namespace = stack.settings.namespace
     with tempfile.TemporaryDirectory(prefix="recovery-") as workdir:
@@ -58,9 +71,19 @@ def main() -> int:
                 drill(cluster, namespace, "rank killed", lambda p: kill_worker(cluster, p, SCRIPT)),
                 drill(cluster, namespace, "pod deleted", lambda p: delete_pod(cluster, p)),
             ]
+            paste(cluster, root, stack_context(STACK), run_command(config, "stop", RUN))
+            submit_run(cluster, config, root, LOW, ("--priority", LOW))
+            checkpoints = root / "volumes" / "ml-dev-env-workspace" / "checkpoints" / LOW
+            preempted = preemption_drill(cluster, namespace, config, root, checkpoints)
     print(f"{'drill':<14}{'s to step again':>16}{'last step seen':>16}{'resumed from':>14}")
     for r in results:
         print(f"{r.fault:<14}{r.seconds:>16.0f}{r.last_before:>16}{r.resumed_from:>14}")
+    p = preempted
+    print(
+        f"\npreempted: eviction -> saved {p.evicted_to_saved:.0f} s, re-admission -> stepping "
+        f"{p.readmitted_to_stepping:.0f} s; last step seen {p.last_before}, saved {p.saved}, "
+        f"resumed from {p.resumed_from}"
+    )
     return 0
 
 

@@ -273,8 +273,32 @@ CLUSTER_QUEUE = _with_spec(
                 {"coveredResources": _STRINGS, "flavors": _list_of(_FLAVOR_QUOTAS)},
             )
         ),
+        # kueue v0.19.2 config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml
+        # spec.preemption.withinClusterQueue's enum.
+        "preemption": _closed(
+            [],
+            {
+                "withinClusterQueue": {
+                    "enum": ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+                }
+            },
+        ),
     },
 )
+# No spec: `value` (int32, required) and `description` at the top (kueue v0.19.2
+# config/components/crd/bases/kueue.x-k8s.io_workloadpriorityclasses.yaml).
+WORKLOAD_PRIORITY_CLASS = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "value"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": _KUEUE},
+        "kind": {"const": "WorkloadPriorityClass"},
+        "metadata": _METADATA,
+        "value": {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1},
+        "description": {"type": "string", "maxLength": 2048},
+    },
+}
 LOCAL_QUEUE = _with_spec(_KUEUE, ["clusterQueue"], {"clusterQueue": _STRING})
 PROVISIONING_REQUEST_CONFIG = _with_spec(
     _KUEUE,
@@ -378,6 +402,7 @@ BY_KIND = {
     "ResourceFlavor": RESOURCE_FLAVOR,
     "ClusterQueue": CLUSTER_QUEUE,
     "LocalQueue": LOCAL_QUEUE,
+    "WorkloadPriorityClass": WORKLOAD_PRIORITY_CLASS,
     "ProvisioningRequestConfig": PROVISIONING_REQUEST_CONFIG,
     "AdmissionCheck": ADMISSION_CHECK,
     "JobSet": JOBSET,

@@ -636,6 +636,57 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ),
         ("workload.queue.topologyLevels is only used when workload.queue.mode is 'create'",),
     ),
+    # Kueue's preemption policies, on a queue the stack creates; classes named once, int32
+    (
+        "nerc-production",
+        ("workload.kind=jobset", "workload.command[0]=t.py", "workload.queue.preemption=Any"),
+        (
+            "gpu-cluster:workload.queue.preemption = 'Any'",
+            "'Never', 'LowerPriority' or 'LowerOrNewerEqualPriority'",
+        ),
+    ),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=t.py",
+            "workload.queue.mode=reference",
+            "workload.queue.preemption=LowerPriority",
+        ),
+        ("workload.queue.preemption is only used when workload.queue.mode is 'create'",),
+    ),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=t.py",
+            "workload.queue.priorityClasses[0].name=high",
+            "workload.queue.priorityClasses[0].value=10",
+            "workload.queue.priorityClasses[1].name=high",
+            "workload.queue.priorityClasses[1].value=20",
+        ),
+        ("gpu-cluster:workload.queue.priorityClasses names a class twice: high, high",),
+    ),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=t.py",
+            "workload.queue.priorityClasses[0].name=high",
+            "workload.queue.priorityClasses[0].value=2147483648",
+        ),
+        ("workload.queue.priorityClasses[0].value = 2147483648", "2147483647"),
+    ),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=t.py",
+            "workload.queue.priorityClasses[0].name=High",
+            "workload.queue.priorityClasses[0].value=1",
+        ),
+        ("workload.queue.priorityClasses[0].name = 'High'",),
+    ),
     # the node health gate needs node names before admission, and its keys only with it on
     (
         "nerc-production",

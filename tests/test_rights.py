@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.offline.cli import main
+from tests.conftest import BARCELONA_RWX
 
 # `oc auth can-i` answers (kubectl's auth can-i: "yes", exit 0; "no", exit 1). The fake says yes
 # to each command line (after `auth can-i`) listed one a line in $FAKE_OC_ALLOWED, no otherwise.
@@ -73,6 +74,18 @@ def test_root_ipc_lock_needs_an_scc_and_the_right_to_grant_it(
             ),
         ),
         (("networkMode=tcp", "namespaceMode=create"), ("auth can-i create namespaces\n",)),
+        # A queue the stack creates, with priorities runs may ask for: cluster-scoped classes.
+        (
+            (
+                "networkMode=tcp",
+                "workload.kind=jobset",
+                "workload.command[0]=t.py",
+                *BARCELONA_RWX,
+                "workload.queue.priorityClasses[0].name=high",
+                "workload.queue.priorityClasses[0].value=1000",
+            ),
+            ("auth can-i create workloadpriorityclasses.kueue.x-k8s.io\n",),
+        ),
     ],
 )
 def test_each_mode_lists_what_it_needs_and_no_more(

@@ -26,6 +26,16 @@ VARIANTS = [(stack, ()) for stack in STACKS] + [
     ("gcp-a3", ("networkMode=tcp",)),
     ("gcp-a3", ("gcp.placementMaxDistance=2",)),
     ("nerc-production", ("workload.kind=jobset", "workload.command[0]=train.py")),
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "workload.queue.preemption=LowerPriority",
+            "workload.queue.priorityClasses[0].name=low",
+            "workload.queue.priorityClasses[0].value=-10",
+        ),
+    ),
     ("nerc-production", ("monitoring.runMetrics.enabled=true",)),
     ("gcp-a4", ("monitoring.runMetrics.enabled=true",)),
     ("gcp-a4", ("workload.kind=jobset", "workload.command[0]=train.py", *GKE_RWX)),

@@ -37,7 +37,13 @@ from gpu_cluster.plan.controllers import controller_charts, existing_controllers
 from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
 from gpu_cluster.plan.health_runner import health_runner_plan
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
-from gpu_cluster.plan.queue import ADMISSION_GATE, admission_gated, queue_plan, run_annotations
+from gpu_cluster.plan.queue import (
+    ADMISSION_GATE,
+    admission_gated,
+    priority_classes,
+    queue_plan,
+    run_annotations,
+)
 from gpu_cluster.plan.run_metrics import (
     RUN_METRICS_SCRIPT,
     metrics_port,
@@ -124,6 +130,7 @@ def job_set_run(s: Settings) -> JobSetRun | None:
         max_nodes=s.nodes if s.workload.queue.mode == "create" else None,
         submitters=s.workload.runs.submitters,
         checkpoint_root=checkpoint_root(s),
+        priority_classes=tuple(name for name, _ in priority_classes(s)),
     )
 
 

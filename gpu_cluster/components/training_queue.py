@@ -4,7 +4,8 @@ A ResourceFlavor for the GPU nodes (with the Topology Kueue places pods by, when
 known), a ClusterQueue whose quota is one run on every GPU node (with a ProvisioningRequest
 admission check when the nodes come through queued provisioning), and the namespace's
 LocalQueue that points at it; with the node health gate, its AdmissionCheck too (the controller
-that answers it is NodeHealthGate). Object shapes: kueue apis/kueue/v1beta2 (v0.17.1, v0.19.2)."""
+that answers it is NodeHealthGate); the WorkloadPriorityClasses runs may ask for. Object
+shapes: kueue apis/kueue/v1beta2 (v0.17.1, v0.19.2)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ import pulumi
 
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE
-from gpu_cluster.facts.kueue import KUEUE_API, PROVISIONING_CHECK_CONTROLLER
+from gpu_cluster.facts.kueue import (
+    KUEUE_API,
+    KUEUE_DEFAULT_PREEMPTION,
+    PROVISIONING_CHECK_CONTROLLER,
+)
 from gpu_cluster.plan.health_gate import HEALTH_GATE_CONTROLLER
 from gpu_cluster.plan.queue import QueuePlan
 
@@ -108,6 +113,25 @@ class TrainingQueue(pulumi.ComponentResource):
             if checks
             else {}
         )
+        for class_name, value in plan.priority_classes:
+            # A WorkloadPriorityClass has no spec: its value is top-level (kueue apis/kueue/
+            # v1beta2/workloadpriorityclass_types.go, v0.19.2).
+            ManifestResource(
+                f"{name}-priority-{class_name}",
+                {
+                    "apiVersion": KUEUE_API,
+                    "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": class_name, "labels": labels},
+                    "value": value,
+                },
+                child,
+            )
+        # Kueue's default is left out: a stack that sets none renders as before.
+        preemption = (
+            {"preemption": {"withinClusterQueue": plan.preemption}}
+            if plan.preemption != KUEUE_DEFAULT_PREEMPTION
+            else {}
+        )
         resources = sorted(plan.quota)
         cluster_queue = cluster_object(
             "cluster-queue",
@@ -130,6 +154,7 @@ class TrainingQueue(pulumi.ComponentResource):
                     }
                 ],
                 **strategy,
+                **preemption,
             },
         )
         ManifestResource(

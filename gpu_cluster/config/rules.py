@@ -227,6 +227,11 @@ def workload_problems(s: Settings) -> list[str]:
             f"node writes by a ValidatingAdmissionPolicy, which needs kubernetesVersion "
             f"1.{ADMISSION_POLICY_MINOR} or newer (it is {s.kubernetes_version!r})"
         )
+    classes = [c.name for c in w.queue.priority_classes]
+    if len(set(classes)) != len(classes):
+        out.append(
+            "gpu-cluster:workload.queue.priorityClasses names a class twice: " + ", ".join(classes)
+        )
     if w.queue.topology_levels is not None:
         given = list(w.queue.topology_levels)
         if HOSTNAME_LEVEL in given or len(set(given)) != len(given):

@@ -3,6 +3,8 @@ through which a JobSet asks for its queue and its placement."""
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
 # Kueue's API since v0.15 (kubernetes-sigs/kueue apis/kueue/v1beta2); the only one emitted.
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # JobSet's API (kubernetes-sigs/jobset api/jobset/v1alpha2, v0.10.1 to v0.12.0).
@@ -109,3 +111,13 @@ def release_text(version: tuple[int, int, int]) -> str:
 # only) runs in: the Docker Official Image of Python 3.14, in bugfix support until 2027-10 and
 # security support until 2030-10 (peps.python.org/pep-0745).
 HEALTH_GATE_IMAGE = "python:3.14-slim"
+
+# What a pending Workload that does not fit its ClusterQueue's quota may evict there, `Never`
+# Kueue's default (kubernetes-sigs/kueue v0.19.2 8eab687 apis/kueue/v1beta2/clusterqueue_types.go
+# ClusterQueuePreemption.WithinClusterQueue, its kubebuilder Enum and default).
+WithinClusterQueuePreemption = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+KUEUE_DEFAULT_PREEMPTION: Final = "Never"
+# The label of a job (the JobSet) that names its WorkloadPriorityClass (kueue v0.19.2
+# pkg/controller/constants/constants.go WorkloadPriorityClassLabel, read by
+# pkg/controller/jobframework/utils.go WorkloadPriorityClassName).
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

@@ -76,7 +76,12 @@ def default_name(stack_name: str, now: datetime.datetime) -> str:
 def submit(cluster: RunCluster, args: argparse.Namespace) -> None:
     name = args.name or default_name(cluster.settings.name, datetime.datetime.now(datetime.UTC))
     request = RunRequest(
-        name, args.nodes, args.image, parse_env(args.env), tuple(args.training_command)
+        name,
+        args.nodes,
+        args.image,
+        parse_env(args.env),
+        tuple(args.training_command),
+        args.priority,
     )
     template = template_name(cluster.settings.name)
     cluster.require(
@@ -251,6 +256,12 @@ def add_run_arguments(
     submit_cmd.add_argument("--image", help="the training image (default: the stack's)")
     submit_cmd.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="(repeatable)"
+    )
+    submit_cmd.add_argument(
+        "--priority",
+        metavar="CLASS",
+        help="a Kueue priority class the stack offers (workload.queue.priorityClasses); with "
+        "workload.queue.preemption a run of a higher one may evict it (default: none, 0)",
     )
     submit_cmd.add_argument(
         "training_command",

@@ -13,7 +13,11 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import cluster_scoped_name, topology_levels
 from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS
 from gpu_cluster.facts.kubernetes import GPU_RESOURCE, parse_quantity
-from gpu_cluster.facts.kueue import GKE_QUEUED_PROVISIONING_CLASS, MAX_RUN_DURATION_ANNOTATION
+from gpu_cluster.facts.kueue import (
+    GKE_QUEUED_PROVISIONING_CLASS,
+    KUEUE_DEFAULT_PREEMPTION,
+    MAX_RUN_DURATION_ANNOTATION,
+)
 from gpu_cluster.plan.health_gate import HealthGatePlan, health_gate_plan
 from gpu_cluster.plan.podspec import SCRIPTS_DIR, Container
 
@@ -46,6 +50,8 @@ class QueuePlan:
     quota: dict[str, str]
     provisioning_class: str | None = None
     health_gate: HealthGatePlan | None = None
+    preemption: str = KUEUE_DEFAULT_PREEMPTION
+    priority_classes: tuple[tuple[str, int], ...] = ()
 
 
 def queue_plan(
@@ -79,7 +85,14 @@ def queue_plan(
         quota={name: _quantity(value * s.nodes) for name, value in per_pod.items()},
         provisioning_class=GKE_QUEUED_PROVISIONING_CLASS if queued_provisioning(s) else None,
         health_gate=health_gate_plan(s),
+        preemption=s.workload.queue.preemption,
+        priority_classes=priority_classes(s),
     )
+
+
+def priority_classes(s: Settings) -> tuple[tuple[str, int], ...]:
+    """The priority classes a run of stack `s` may ask for: (name, value)."""
+    return tuple((c.name, c.value) for c in s.workload.queue.priority_classes)
 
 
 def queued_provisioning(s: Settings) -> bool:

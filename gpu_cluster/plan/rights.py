@@ -24,6 +24,7 @@ SCCS = "securitycontextconstraints.security.openshift.io"
 MACHINE_CONFIGS = "machineconfigs.machineconfiguration.openshift.io"
 ROLES = "roles.rbac.authorization.k8s.io"
 CRDS = "customresourcedefinitions.apiextensions.k8s.io"
+PRIORITY_CLASSES = "workloadpriorityclasses.kueue.x-k8s.io"
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,16 @@ def cluster_rights(s: Settings) -> tuple[Right, ...]:
                 "webhooks)",
                 ((Check("create", CRDS),),),
                 "workload.controllers.install: false once an admin installed both",
+            )
+        )
+    queue = s.workload.queue
+    if s.workload.kind == "jobset" and queue.mode == "create" and queue.priority_classes:
+        rights.append(
+            Right(
+                "workload.queue.priorityClasses (Kueue WorkloadPriorityClasses, cluster-scoped)",
+                ((Check("create", PRIORITY_CLASSES),),),
+                "workload.queue.priorityClasses: [] (runs without priorities), or "
+                "workload.queue.mode: reference with classes an admin created",
             )
         )
     return tuple(rights)

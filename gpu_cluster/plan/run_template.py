@@ -20,7 +20,7 @@ from gpu_cluster.config.checkpoints import CHECKPOINT_DIR_ENV
 from gpu_cluster.config.values import PROGRAM_ENV_NAMES
 from gpu_cluster.config.workload import job_set_hostname
 from gpu_cluster.facts.kubernetes import ENV_VAR_NAME
-from gpu_cluster.facts.kueue import JOBSET_API
+from gpu_cluster.facts.kueue import JOBSET_API, PRIORITY_CLASS_LABEL
 from gpu_cluster.plan.launch import TRAINING_CONTAINER, pod_dns_name, rendezvous_id
 
 # The ConfigMap's keys: the JobSet, and the run's parameters (RunParams).
@@ -72,13 +72,15 @@ class RunParams:
     command starts in its command (after the admission gate, checks and launcher), the queue's
     quota in nodes (None: not known to the stack, a referenced queue), GPUs per node, and the
     directory the runs' checkpoint directories are made in (workload.runs.checkpointDir; None:
-    the pods share no writable storage, or a template published before runs had one)."""
+    the pods share no writable storage, or a template published before runs had one), and the
+    Kueue priority classes a run may ask for (workload.queue.priorityClasses' names)."""
 
     container: str
     user_command_from: int
     max_nodes: int | None
     gpus_per_node: int
     checkpoint_root: str | None = None
+    priority_classes: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(
@@ -88,6 +90,7 @@ class RunParams:
                 "maxNodes": self.max_nodes,
                 "gpusPerNode": self.gpus_per_node,
                 "checkpointRoot": self.checkpoint_root,
+                "priorityClasses": list(self.priority_classes),
             },
             sort_keys=True,
         )
@@ -101,6 +104,7 @@ class RunParams:
             max_nodes=None if data["maxNodes"] is None else int(data["maxNodes"]),
             gpus_per_node=int(data["gpusPerNode"]),
             checkpoint_root=data.get("checkpointRoot"),
+            priority_classes=tuple(data.get("priorityClasses", ())),
         )
 
 
@@ -110,12 +114,18 @@ def run_params(
     max_nodes: int | None,
     gpus: int,
     checkpoint_root: str | None,
+    priority_classes: tuple[str, ...] = (),
 ) -> RunParams:
     """The parameters of a stack whose training container runs `command`, which ends with the
     user's `user_command` (workload.command)."""
     assert tuple(command[len(command) - len(user_command) :]) == tuple(user_command)
     return RunParams(
-        TRAINING_CONTAINER, len(command) - len(user_command), max_nodes, gpus, checkpoint_root
+        TRAINING_CONTAINER,
+        len(command) - len(user_command),
+        max_nodes,
+        gpus,
+        checkpoint_root,
+        priority_classes,
     )
 
 
@@ -144,13 +154,14 @@ class RunRequestError(ValueError):
 @dataclass(frozen=True)
 class RunRequest:
     """What a submitter asks for: None keeps the stack's (its image, its node count, its
-    command)."""
+    command; no priority class)."""
 
     name: str
     nodes: int | None = None
     image: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     command: tuple[str, ...] = ()
+    priority: str | None = None
 
 
 def parse_env(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -186,6 +197,15 @@ def check_nodes(nodes: int, params: RunParams) -> None:
         )
 
 
+def check_priority(priority: str, params: RunParams) -> None:
+    if priority not in params.priority_classes:
+        offered = ", ".join(params.priority_classes) or "none (workload.queue.priorityClasses)"
+        raise RunRequestError(
+            f"--priority {priority}: not a priority class of the stack; it offers {offered}; "
+            "nothing was created"
+        )
+
+
 def _set_env(env: list[dict[str, Any]], name: str, value: str) -> None:
     for entry in env:
         if entry.get("name") == name:
@@ -213,6 +233,12 @@ def fill(
     check_name(request.name)
     job_set = copy.deepcopy(dict(template))
     job_set["metadata"] = {**job_set["metadata"], "name": request.name, "namespace": namespace}
+    if request.priority is not None:
+        check_priority(request.priority, params)
+        job_set["metadata"]["labels"] = {
+            **job_set["metadata"]["labels"],
+            PRIORITY_CLASS_LABEL: request.priority,
+        }
     spec = job_set["spec"]
     job = _job(job_set)
     nodes = request.nodes if request.nodes is not None else int(job["parallelism"])

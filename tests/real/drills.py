@@ -52,22 +52,26 @@ def provide_stack(cluster: RealCluster, stack: StackRender, volumes: Path) -> No
     cluster.kube.create_all(o for o in stack.objects() if o["kind"] != "JobSet")
 
 
-def gpu_cluster_run(
-    cluster: RealCluster, config: tuple[str, ...], tmp_path: Path, *args: str
-) -> str:
-    """`gpu-cluster run ARGS` on the drill's stack, as a user pastes it in a shell on the
-    stack's context; what it printed."""
+def run_command(config: tuple[str, ...], verb: str, *args: str) -> str:
+    """`gpu-cluster run VERB ARGS` on the drill's stack, as a shell line."""
     sets = " ".join(f"--set {shlex.quote(c)}" for c in config)
-    command = (
-        f"{shlex.quote(sys.executable)} -m gpu_cluster run {args[0]} --stack {STACK} {sets} "
-        f"{shlex.join(args[1:])}"
+    return (
+        f"{shlex.quote(sys.executable)} -m gpu_cluster run {verb} --stack {STACK} {sets} "
+        f"{shlex.join(args)}"
     )
+
+
+def submit_run(
+    cluster: RealCluster,
+    config: tuple[str, ...],
+    tmp_path: Path,
+    run: str = RUN,
+    priority: tuple[str, ...] = (),
+) -> str:
+    """`gpu-cluster run submit` of a drill's run (`priority`: its --priority flag, if any), as a
+    user pastes it in a shell on the stack's context; what it printed."""
+    command = run_command(config, "submit", "--name", run, *priority, "--", *COMMAND)
     return paste(cluster, tmp_path, stack_context(STACK), command)
-
-
-def submit_run(cluster: RealCluster, config: tuple[str, ...], tmp_path: Path) -> str:
-    """`gpu-cluster run submit` of the drill's run; what it printed."""
-    return gpu_cluster_run(cluster, config, tmp_path, "submit", "--name", RUN, "--", *COMMAND)
 
 
 def ledger_seconds(
@@ -75,7 +79,8 @@ def ledger_seconds(
 ) -> dict[str, float]:
     """The run's goodput ledger as `gpu-cluster run status --svg` prints it (and draws it in
     `picture`): seconds per bucket, and the wall time."""
-    printed = gpu_cluster_run(cluster, config, tmp_path, "status", RUN, "--svg", str(picture))
+    status = run_command(config, "status", RUN, "--svg", str(picture))
+    printed = paste(cluster, tmp_path, stack_context(STACK), status)
     table = printed.split("where the run's time went", 1)[1].splitlines()[2:]
     rows = [line.rsplit(maxsplit=2) for line in table if line and not line.startswith("drawn")]
     return {bucket: float(seconds) for bucket, seconds, _ in rows}
@@ -95,17 +100,17 @@ class Progress:
         return max(self.steps, default=self.resumed_from or 0)
 
 
-def rank_zero(cluster: RealCluster, namespace: str) -> Object | None:
+def rank_zero(cluster: RealCluster, namespace: str, run: str = RUN) -> Object | None:
     pods = [
         p
-        for p in run_pods(cluster.kube, namespace, RUN)
+        for p in run_pods(cluster.kube, namespace, run)
         if p["metadata"]["annotations"].get(JOB_COMPLETION_INDEX_ANNOTATION) == "0"
     ]
     return pods[0] if pods else None
 
 
-def progress(cluster: RealCluster, namespace: str) -> Progress | None:
-    pod = rank_zero(cluster, namespace)
+def progress(cluster: RealCluster, namespace: str, run: str = RUN) -> Progress | None:
+    pod = rank_zero(cluster, namespace, run)
     if pod is None:
         return None
     try:
@@ -120,15 +125,15 @@ def progress(cluster: RealCluster, namespace: str) -> Progress | None:
     )
 
 
-def stepping_past(cluster: RealCluster, namespace: str, step: int) -> Progress:
-    """Wait until rank 0 printed a step after `step`."""
+def stepping_past(cluster: RealCluster, namespace: str, step: int, run: str = RUN) -> Progress:
+    """Wait until run `run`'s rank 0 printed a step after `step`."""
 
     def past() -> Progress | None:
-        seen = progress(cluster, namespace)
+        seen = progress(cluster, namespace, run)
         return None if seen is None or seen.last <= step else seen
 
     return wait_for(
-        f"rank 0 past step {step}", past, explain=lambda: describe(cluster.kube, namespace)
+        f"{run}'s rank 0 past step {step}", past, explain=lambda: describe(cluster.kube, namespace)
     )
 
 
@@ -165,15 +170,18 @@ def drill(
     wait_for("the JobSet restarted the run", lambda: restarts(cluster, namespace) > count)
     after = wait_for(
         "the restarted rank 0 resumed and stepped",
-        lambda: _resumed_and_stepped(cluster, namespace, before.pod_uid),
+        lambda: resumed_and_stepped(cluster, namespace, before.pod_uid),
         explain=lambda: describe(cluster.kube, namespace),
     )
     assert after.resumed_from is not None
     return Recovery(fault, seen.last, after.resumed_from, time.monotonic() - started)
 
 
-def _resumed_and_stepped(cluster: RealCluster, namespace: str, old_uid: str) -> Progress | None:
-    seen = progress(cluster, namespace)
+def resumed_and_stepped(
+    cluster: RealCluster, namespace: str, old_uid: str, run: str = RUN
+) -> Progress | None:
+    """Run `run`'s rank 0, once a pod other than `old_uid` resumed and stepped past it."""
+    seen = progress(cluster, namespace, run)
     if seen is None or seen.pod_uid == old_uid or seen.resumed_from is None:
         return None
     return seen if seen.last > seen.resumed_from else None

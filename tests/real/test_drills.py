@@ -10,9 +10,8 @@ CHECKPOINT_DIR the submit gave it on the shared workspace claim (tests/real/dril
 
 After the kill, the run's goodput ledger (`gpu-cluster run status`) counts the restart as the
 drill timed it. Each drill's recovery time is a measurement (bench/recovery.py prints them),
-never asserted.
-Not shown here: a node made unusable (two real nodes, both in use, leave no spare to reschedule
-on) and a preemption by a higher-priority run."""
+never asserted. A run preempted by a higher-priority one: tests/real/test_preemption.py. Not
+shown: a node made unusable (two real nodes, both in use, leave no spare to reschedule on)."""
 
 from __future__ import annotations
 

@@ -151,9 +151,13 @@ def make_cgroup(root: str) -> None:
 def _cgroup_pids(root: str) -> set[int]:
     pids: set[int] = set()
     for controller in _controllers():
-        for procs in (controller / root).rglob("cgroup.procs"):
-            with contextlib.suppress(OSError):
-                pids |= {int(p) for p in procs.read_text().split()}
+        # os.walk skips a directory that vanishes mid-walk (a container's cgroup as it exits),
+        # where rglob raised FileNotFoundError and failed the node's stop.
+        for directory, _, files in os.walk(controller / root):
+            if "cgroup.procs" in files:
+                with contextlib.suppress(OSError):
+                    text = (Path(directory) / "cgroup.procs").read_text()
+                    pids |= {int(p) for p in text.split()}
     return pids
 
 

@@ -23,7 +23,8 @@ class JobSetRun:
     ProvisioningRequest's parameters). `user_command`: the end of `command` a submitted run
     replaces (workload.command); `max_nodes`: the queue's quota in nodes (None: unknown);
     `submitters`: who gets the submitter Role (workload.runs.submitters); `checkpoint_root`:
-    where each submitted run's checkpoint directory is made (workload.runs.checkpointDir)."""
+    where each submitted run's checkpoint directory is made (workload.runs.checkpointDir);
+    `priority_classes`: the names a submitted run may ask for (workload.queue.priorityClasses)."""
 
     command: tuple[str, ...]
     max_restarts: int
@@ -35,6 +36,7 @@ class JobSetRun:
     max_nodes: int | None = None
     submitters: RunSubmitters = field(default_factory=RunSubmitters)
     checkpoint_root: str | None = None
+    priority_classes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,12 @@ def run_template(
     RoleBinding; children of `parent`."""
     opts = pulumi.ResourceOptions(parent=parent)
     params = run_params(
-        run.command, run.user_command, run.max_nodes, a.gpus_per_node, run.checkpoint_root
+        run.command,
+        run.user_command,
+        run.max_nodes,
+        a.gpus_per_node,
+        run.checkpoint_root,
+        run.priority_classes,
     )
     labels = {**a.labels, QUEUE_LABEL: run.queue_name}
     template = spec.apply(

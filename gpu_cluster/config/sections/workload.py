@@ -26,7 +26,9 @@ from gpu_cluster.facts.kueue import (
     HEALTH_GATE_IMAGE,
     JOBSET_CHART_VERSION,
     KUEUE_CHART_VERSION,
+    KUEUE_DEFAULT_PREEMPTION,
     TOPOLOGY_LEVELS_MAX,
+    WithinClusterQueuePreemption,
 )
 
 if TYPE_CHECKING:  # the predicates get the whole config
@@ -117,6 +119,17 @@ class HealthGateSettings(Section):
     """Whether the stack runs the `gpu` and `nccl` checks itself."""
 
 
+class PriorityClassSettings(Section):
+    """One Kueue WorkloadPriorityClass a run may ask for (`gpu-cluster run submit --priority`)."""
+
+    name: DnsLabel
+    """The class's name (a DNS label: Kueue's `kueue.x-k8s.io/priority-class` label value)."""
+    # WorkloadPriorityClass.value is an int32 (kueue v0.19.2 8eab687 apis/kueue/v1beta2/
+    # workloadpriorityclass_types.go).
+    value: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+    """The priority of a run of this class; higher first. A run without one has 0."""
+
+
 class QueueSettings(Section):
     """The Kueue queue a JobSet waits in (`workload.kind: jobset`)."""
 
@@ -152,6 +165,17 @@ class QueueSettings(Section):
         _CREATED_QUEUE,
     ] = HealthGateSettings()
     """The node health gate on the stack's queue."""
+    preemption: Annotated[WithinClusterQueuePreemption, _CREATED_QUEUE] = KUEUE_DEFAULT_PREEMPTION
+    """Kueue's `preemption.withinClusterQueue` on the stack's ClusterQueue: whether a run that
+    does not fit in the quota evicts admitted runs of the queue. `Never` (Kueue's default): it
+    waits. `LowerPriority`: it evicts runs of a lower priority (their pods get SIGTERM and their
+    grace period to checkpoint; an evicted run waits to be admitted again).
+    `LowerOrNewerEqualPriority`: also runs of its priority submitted after it."""
+    priority_classes: tuple[PriorityClassSettings, ...] = ()
+    """The priorities a run may ask for (`gpu-cluster run submit --priority NAME`), each a
+    `name` and a `value`. With `mode: create` the stack creates them as Kueue
+    WorkloadPriorityClasses (cluster-scoped, named as given); with `mode: reference`, classes
+    that exist in the cluster. Empty: runs have no priority class (all 0)."""
 
 
 _INSTALLED = ReadWhen(installs_controllers, "the stack installs Kueue and JobSet")
