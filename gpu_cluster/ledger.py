@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from gpu_cluster.facts.kueue import JOBSET_RESTART_ATTEMPT_LABEL
 from gpu_cluster.timeline import _condition, _last, _started, _time, timestamped
@@ -56,17 +56,7 @@ Bucket = Literal[
     "re-done steps",
     "productive steps",
 ]
-BUCKETS: tuple[Bucket, ...] = (
-    "queue wait",
-    "capacity provisioning",
-    "health gate / init",
-    "image pull",
-    "rendezvous",
-    "earlier attempts (not on record)",
-    "restarts",
-    "re-done steps",
-    "productive steps",
-)
+BUCKETS: tuple[Bucket, ...] = get_args(Bucket)
 # The reasons the Job controller gives a failed Job's Failed condition and its Warning event
 # (kubernetes staging/src/k8s.io/api/batch/v1/types.go JobReason*, v1.35).
 JOB_FAILURE_REASONS = frozenset(
