@@ -91,6 +91,9 @@ KEYS: dict[str, list[Any]] = {
     "workload.runs.checkpointDir": ["/workspace/ckpt", "/checkpoints", "/tmp/x", "ckpt", "/a/../b"],
     "workload.startTimeoutMinutes": [1, 1440, 0, 1441, "30m"],
     "workload.queue.mode": ["create", "reference", "adopt"],
+    "workload.queue.preemption": ["Never", "LowerPriority", "LowerOrNewerEqualPriority", "Any"],
+    "workload.queue.priorityClasses[0].name": ["high", "batch-low", "High", "a" * 254],
+    "workload.queue.priorityClasses[0].value": [1000, 0, -5, 2**31, "x"],
     "workload.queue.name": ["training", "Team"],
     "workload.queue.topologyLevels": [["example.com/rack"], [], ["kubernetes.io/hostname"]],
     "workload.queue.requiredLevel": [
