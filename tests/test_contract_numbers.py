@@ -58,10 +58,10 @@ REFUSED["cpu"] = (REFUSED["quantity"][0], [*REFUSED["quantity"][1], "92233720368
 
 def stack_for(key: str) -> str:
     """A stack that reads the key; verify's on a tcp one, whose fabric sets no ceiling; a data
-    volume's on the one with volumes."""
+    volume's and the queue's on the one with volumes and a queue."""
     if key.startswith(("verify.", "tcp.")):
         return "nerc-production"
-    if key.startswith("storage.volumes"):
+    if key.startswith(("storage.volumes", "workload.queue")):
         return "gcp-a4"
     return "gcp-a3" if key.startswith("gcp.") else "barcelona"
 
@@ -69,7 +69,11 @@ def stack_for(key: str) -> str:
 # What a key needs beside it to be read: a write rate only on a volume mounted read-write
 # (gcp-a4's first volume is read-only).
 BESIDE: dict[str, tuple[tuple[str, Any], ...]] = {
-    "storage.volumes[0].minWriteGbps": (("storage.volumes[0].readOnly", False),)
+    "storage.volumes[0].minWriteGbps": (("storage.volumes[0].readOnly", False),),
+    # A priority class is a name and a value.
+    "workload.queue.priorityClasses[0].value": (
+        ("workload.queue.priorityClasses[0].name", "high"),
+    ),
 }
 
 

@@ -71,9 +71,11 @@ m = metadata("gpu-cluster")
 print(json.dumps({"requires": m.get_all("Requires-Dist"), "extras": m.get_all("Provides-Extra")}))
 """
     found = json.loads(run("-c", probe, cwd=venv_without_gcp, python=python(venv_without_gcp)))
-    assert found["extras"] == ["gke"]
+    assert found["extras"] == ["gke", "runs"]
     gcp = [r for r in found["requires"] if r.startswith("pulumi-gcp")]
     assert [r.replace(" ", "") for r in gcp] == ['pulumi-gcp<11,>=9.0;extra=="gke"']
+    client = [r for r in found["requires"] if r.startswith("kubernetes")]
+    assert [r.replace(" ", "") for r in client] == ['kubernetes<36,>=31;extra=="runs"']
 
 
 def test_an_install_without_pulumi_gcp_renders_an_openshift_stack(

@@ -58,6 +58,7 @@ ALTERNATIVES: dict[str, list[Any]] = {
     "storage.volumes[0].name": ["corpus"],
 }
 VOLUME = "storage.volumes[0]"
+PRIORITY = "workload.queue.priorityClasses[0]"
 EXISTING_CLAIM = (f"{VOLUME}.sharedClaim.claimName", "team-volume")
 BUCKET = (f"{VOLUME}.gcsFuse.bucket", "team-volume")
 LUSTRE = (
@@ -107,6 +108,11 @@ COMPANIONS: dict[str, tuple[tuple[str, Any], ...]] = {
     **{
         f"{VOLUME}.managedLustre.{key}": _volume(*LUSTRE)
         for key in ("instance", "mode", "capacityGib", "throughput", "filesystem")
+    },
+    # A priority class is a name and a value.
+    **{
+        f"{PRIORITY}.{key}": ((f"{PRIORITY}.name", "high"), (f"{PRIORITY}.value", 1000))
+        for key in ("name", "value")
     },
     f"{VOLUME}.managedLustre.mountPoint": _volume(
         *LUSTRE,
@@ -298,7 +304,7 @@ def _id(case: tuple[Variant, str]) -> str:
 def test_a_key_the_stack_does_not_read_is_refused(case: tuple[Variant, str]) -> None:
     variant, key = case
     values = [v for v in KEYS[key] if v is not None]  # an explicit null is the key left out
-    companions = COMPANIONS.get(key, ()) if key.startswith(VOLUME) else ()
+    companions = COMPANIONS.get(key, ()) if key.startswith((VOLUME, PRIORITY)) else ()
     said = []
     for value in values:
         outcome = _run(variant, (*companions, (key, value)))
