@@ -173,11 +173,17 @@ def test_the_stacks_controllers_work_in_pods_and_stop_at_sigterm(
     assert labels(kube, GPU_NODE)[result] == "error"
     assert all(t["key"] != taint for t in taints(kube, GPU_NODE)), taints(kube, GPU_NODE)
     assert result not in labels(kube, SYSTEM_NODE)
-    runner_log = kube.pod_log(pods["node-health-runner"]["metadata"]["name"], s.namespace)
-    assert (
+    # The runner labels, then says so: its line may come a moment after the label.
+    said = (
         f"{GPU_NODE}: gpu: error: the check could not run "
         "(nv-hostengine did not start in the check's pod"
-    ) in runner_log, runner_log
+    )
+    runner = pods["node-health-runner"]["metadata"]["name"]
+    wait_for(
+        "the runner's line for the result",
+        lambda: said in kube.pod_log(runner, s.namespace),
+        explain=lambda: kube.pod_log(runner, s.namespace),
+    )
 
     for name, pod in pods.items():
         log = kube.pod_log(pod["metadata"]["name"], s.namespace)
