@@ -1,7 +1,7 @@
 """Measured on real nodes: how long a run takes to step again after a fault, and the steps it
 loses, per drill (issue #40).
 
-    python bench/recovery.py
+    python bench/recovery.py [--restart-strategy Recreate|BlockingRecreate]
 
 Needs root, containerd and the real tier's tools and images, the training image among them
 (`python -m tools.realtier build`). Two real nodes holding the image, the real Kueue and JobSet
@@ -12,20 +12,25 @@ killed, and rank 0's pod deleted. For each: seconds from the fault to rank 0's f
 the resume (polled once a second), the last step rank 0 was seen at before the fault (it goes on
 while the fault is injected: a `kubectl exec`, or the grace period) and the step the new pods
 resumed from. A kill loses the steps since the newest save (fewer than 4 here); SIGTERM saves the
-step the run stopped at, so a deleted pod loses none. Restart strategy: the stack's
-(workload.restartStrategy, Recreate). Then the run is stopped and the preemption drill runs on
+step the run stopped at, so a deleted pod loses none. Restart strategy: workload.restartStrategy,
+JobSet's Recreate unless the flag says BlockingRecreate (no new pod until every old one is
+gone). Then the run is stopped and the preemption drill runs on
 the same nodes (tests/real/preemption.py; the stack's queue has workload.queue.preemption
 LowerPriority and the classes low and high throughout): a `--priority low` run saves, a
 `--priority high` one makes Kueue evict it, is stopped once it steps, and the low run is admitted
-again. For it: seconds from the eviction (the Workload's Evicted condition, whole seconds) to the
-low run's save on SIGTERM (its COMPLETE file's time), and from the re-admission (Admitted, whole
-seconds) to its rank 0's first step after it; the time the high run holds the quota is the
-user's, not measured. CPUs shared with everything else on this host, no GPU: a floor for what a
-cluster adds. A measurement, not a test: nothing is asserted.
+again. Last, the low run stopped, a run on one node (`--nodes 1`) whose node is made unusable
+(tainted NoExecute, as a failing node is drained): seconds from the taint to its rank 0's first
+step on the other node, as for the first two. For the preemption: seconds from the eviction (the
+Workload's Evicted condition, whole seconds) to the low run's save on SIGTERM (its COMPLETE
+file's time), and from the re-admission (Admitted, whole seconds) to its rank 0's first step
+after it; the time the high run holds the quota is the user's, not measured. CPUs shared with
+everything else on this host, no GPU: a floor for what a cluster adds. A measurement, not a
+test: nothing is asserted.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +47,7 @@ from tests.real.drills import (  # noqa: E402
     delete_pod,
     drill,
     drill_config,
+    node_drill,
     provide_stack,
     run_command,
     submit_run,
@@ -54,12 +60,17 @@ from tools.realtier.stacks import render  # noqa: E402
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--restart-strategy", choices=("Recreate", "BlockingRecreate"), default="Recreate"
+    )
+    strategy = parser.parse_args().restart_strategy
     tools, images = locate(), locate_images()
     config = drill_config(images) if images is not None else ()
     if tools is None or images is None or not config:
         print("the real tier's tools or images are not built: python -m tools.realtier build")
         return 1
-    config = (*config, *PRIORITIES)
+    config = (*config, *PRIORITIES, f"workload.restartStrategy={strategy}")
     stack = render(STACK, config)
     namespace = stack.settings.namespace
     with tempfile.TemporaryDirectory(prefix="recovery-") as workdir:
@@ -75,9 +86,12 @@ def main() -> int:
             submit_run(cluster, config, root, LOW, ("--priority", LOW))
             checkpoints = root / "volumes" / "ml-dev-env-workspace" / "checkpoints" / LOW
             preempted = preemption_drill(cluster, namespace, config, root, checkpoints)
-    print(f"{'drill':<14}{'s to step again':>16}{'last step seen':>16}{'resumed from':>14}")
+            paste(cluster, root, stack_context(STACK), run_command(config, "stop", LOW))
+            results.append(node_drill(cluster, namespace, config, root).recovery)
+    print(f"restart strategy {strategy}")
+    print(f"{'drill':<15}{'s to step again':>16}{'last step seen':>16}{'resumed from':>14}")
     for r in results:
-        print(f"{r.fault:<14}{r.seconds:>16.0f}{r.last_before:>16}{r.resumed_from:>14}")
+        print(f"{r.fault:<15}{r.seconds:>16.0f}{r.last_before:>16}{r.resumed_from:>14}")
     p = preempted
     print(
         f"\npreempted: eviction -> saved {p.evicted_to_saved:.0f} s, re-admission -> stepping "

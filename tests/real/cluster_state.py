@@ -65,14 +65,17 @@ def node_ready(kube: Kube, name: str) -> bool:
 
 
 def statefulset_settled(kube: Kube, sts: Object) -> Object | None:
-    """The StatefulSet once every replica is Ready at the current revision (what
-    pulumi-kubernetes awaits for a StatefulSet), else None."""
+    """The StatefulSet once its controller saw the current spec and every replica is Ready at
+    the current revision (what pulumi-kubernetes awaits for a StatefulSet from 4.26, which
+    checks observedGeneration: pulumi/pulumi-kubernetes#4094; the tier's 4.25 may take the
+    status of the spec before, docs/real-tier.md), else None."""
     meta = sts["metadata"]
     live = kube.get("apps/v1", "StatefulSet", meta["name"], meta["namespace"])
     status = live.get("status") or {}
     replicas = live["spec"]["replicas"]
     settled = (
-        status.get("readyReplicas") == replicas
+        status.get("observedGeneration", 0) >= live["metadata"]["generation"]
+        and status.get("readyReplicas") == replicas
         and status.get("updatedReplicas") == replicas
         and status.get("currentRevision") == status.get("updateRevision")
     )

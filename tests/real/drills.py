@@ -26,6 +26,8 @@ from tools.realtier.stacks import StackRender
 
 STACK = "nerc-production"
 RUN = "drill"
+# The node drill's run: on one node, so that the other is its spare.
+NODE_RUN = "drill-one-node"
 # The recovery contract's example, copied into the workspace claim the pods share.
 EXAMPLE = ROOT / "examples" / "checkpointing" / "train.py"
 SCRIPT = f"/workspace/{EXAMPLE.name}"
@@ -66,11 +68,11 @@ def submit_run(
     config: tuple[str, ...],
     tmp_path: Path,
     run: str = RUN,
-    priority: tuple[str, ...] = (),
+    flags: tuple[str, ...] = (),
 ) -> str:
-    """`gpu-cluster run submit` of a drill's run (`priority`: its --priority flag, if any), as a
-    user pastes it in a shell on the stack's context; what it printed."""
-    command = run_command(config, "submit", "--name", run, *priority, "--", *COMMAND)
+    """`gpu-cluster run submit` of a drill's run (`flags`: more of submit's, such as
+    --priority), as a user pastes it in a shell on the stack's context; what it printed."""
+    command = run_command(config, "submit", "--name", run, *flags, "--", *COMMAND)
     return paste(cluster, tmp_path, stack_context(STACK), command)
 
 
@@ -137,8 +139,8 @@ def stepping_past(cluster: RealCluster, namespace: str, step: int, run: str = RU
     )
 
 
-def restarts(cluster: RealCluster, namespace: str) -> int:
-    live = cluster.kube.get(JOBSET_API, "JobSet", RUN, namespace)
+def restarts(cluster: RealCluster, namespace: str, run: str = RUN) -> int:
+    live = cluster.kube.get(JOBSET_API, "JobSet", run, namespace)
     return int((live.get("status") or {}).get("restarts") or 0)
 
 
@@ -155,22 +157,26 @@ class Recovery:
 
 
 def drill(
-    cluster: RealCluster, namespace: str, fault: str, inject: Callable[[Object], None]
+    cluster: RealCluster,
+    namespace: str,
+    fault: str,
+    inject: Callable[[Object], None],
+    run: str = RUN,
 ) -> Recovery:
-    """Let the run save at least twice, `inject` the fault into rank `fault`'s pod, and wait
-    for the restarted run's rank 0 to step past the step it resumed from."""
-    before = stepping_past(cluster, namespace, 2 * SAVE_EVERY)
-    count = restarts(cluster, namespace)
-    seen = progress(cluster, namespace)
+    """Let run `run` save at least twice, `inject` the fault (named `fault`) into its rank 0's
+    pod, and wait for the restarted run's rank 0 to step past the step it resumed from."""
+    before = stepping_past(cluster, namespace, 2 * SAVE_EVERY, run)
+    count = restarts(cluster, namespace, run)
+    seen = progress(cluster, namespace, run)
     assert seen is not None and seen.pod_uid == before.pod_uid
-    pod = rank_zero(cluster, namespace)
+    pod = rank_zero(cluster, namespace, run)
     assert pod is not None
     started = time.monotonic()
     inject(pod)
-    wait_for("the JobSet restarted the run", lambda: restarts(cluster, namespace) > count)
+    wait_for("the JobSet restarted the run", lambda: restarts(cluster, namespace, run) > count)
     after = wait_for(
         "the restarted rank 0 resumed and stepped",
-        lambda: resumed_and_stepped(cluster, namespace, before.pod_uid),
+        lambda: resumed_and_stepped(cluster, namespace, before.pod_uid, run),
         explain=lambda: describe(cluster.kube, namespace),
     )
     assert after.resumed_from is not None
@@ -190,3 +196,48 @@ def resumed_and_stepped(
 def delete_pod(cluster: RealCluster, pod: Object) -> None:
     """Delete `pod` as `kubectl delete pod` does: SIGTERM and its grace period."""
     cluster.kube.delete("v1", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+
+
+# A node made unusable: tainted NoExecute, as an operator cordons and drains a failing node
+# (or a remediation controller marks it), so that the pods there are evicted (SIGTERM and their
+# grace period) and none is scheduled there again. The stack's pods tolerate only nvidia.com/gpu.
+UNUSABLE = {"key": "gpu-cluster.drill/unusable", "value": "true", "effect": "NoExecute"}
+
+
+def _taint(cluster: RealCluster, node: str, unusable: bool) -> None:
+    """Add UNUSABLE to `node`'s taints, or take it off."""
+    live = cluster.kube.get("v1", "Node", node)
+    taints = [t for t in live["spec"].get("taints") or [] if t["key"] != UNUSABLE["key"]]
+    taints += [UNUSABLE] if unusable else []
+    cluster.kube.merge_patch("v1", "Node", node, None, {"spec": {"taints": taints}})
+
+
+@dataclass(frozen=True)
+class Move:
+    """The node drill's outcome: its recovery, the node made unusable and rank 0's node after."""
+
+    recovery: Recovery
+    lost: str
+    now_on: str
+
+
+def node_drill(
+    cluster: RealCluster, namespace: str, config: tuple[str, ...], tmp_path: Path
+) -> Move:
+    """Submit NODE_RUN on one node, make its node unusable once it saved twice, and follow the
+    run to the other node; the node is usable again after."""
+    submit_run(cluster, config, tmp_path, NODE_RUN, ("--nodes", "1"))
+    lost: list[str] = []
+
+    def take_its_node(pod: Object) -> None:
+        lost.append(pod["spec"]["nodeName"])
+        _taint(cluster, lost[0], unusable=True)
+
+    try:
+        recovery = drill(cluster, namespace, "node unusable", take_its_node, NODE_RUN)
+    finally:
+        for node in lost:
+            _taint(cluster, node, unusable=False)
+    pod = rank_zero(cluster, namespace, NODE_RUN)
+    assert pod is not None
+    return Move(recovery, lost[0], pod["spec"]["nodeName"])

@@ -1,4 +1,4 @@
-"""The preemption drill on two real nodes (issue #40), shared by tests/real/test_preemption.py
+"""The preemption drill on two real nodes (issue #40), shared by tests/real/test_drills.py
 and bench/recovery.py: the drills' stack (tests/real/drills.py) with a ClusterQueue that lets a
 higher-priority run evict a lower one (workload.queue.preemption LowerPriority) and two
 priority classes; a low-priority run trains and saves, a high-priority run submitted to the same

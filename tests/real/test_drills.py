@@ -8,10 +8,25 @@ CHECKPOINT_DIR the submit gave it on the shared workspace claim (tests/real/dril
 - A pod deleted (SIGTERM and its grace period, as a drain or `kubectl delete pod` ends it): the
   script saves on SIGTERM, so the restarted run resumes where it stopped and loses no step.
 
+- A node made unusable (tainted NoExecute, as a failing node is drained): a run on one node,
+  submitted with `--nodes 1` so that the other is the spare, is evicted (SIGTERM: it saves), and
+  the restarted run is scheduled on the spare and resumes where it stopped.
+
 After the kill, the run's goodput ledger (`gpu-cluster run status`) counts the restart as the
 drill timed it. Each drill's recovery time is a measurement (bench/recovery.py prints them),
-never asserted. A run preempted by a higher-priority one: tests/real/test_preemption.py. Not
-shown: a node made unusable (two real nodes, both in use, leave no spare to reschedule on)."""
+never asserted.
+
+- Preempted (tests/real/preemption.py): the stack's queue has `workload.queue.preemption:
+  LowerPriority` and two priority classes, `low` and `high` (the drills above run on it too, as
+  bench/recovery.py runs them all). A `--priority low` run saves; a `--priority high` run
+  submitted to the same queue (the quota holds one) makes Kueue evict the low one, whose pods
+  get SIGTERM and save the step they stopped at; the high run steps and is stopped with
+  `gpu-cluster run stop`; Kueue admits the low run again and it resumes from the step it saved,
+  losing none. A class the stack does not offer is refused, and nothing is created.
+
+Not shown: a node that stops answering (kubelet gone): the node controller taints it unreachable
+only after its grace period, and pods tolerate that for 300 s (DefaultTolerationSeconds), so
+what follows is this drill's, minutes later."""
 
 from __future__ import annotations
 
@@ -20,6 +35,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu_cluster.facts.kueue import JOBSET_API
+from tests.conftest import stack_context
+from tests.real.cluster_state import paste
 from tests.real.conftest import RealCluster
 from tests.real.drills import (
     RUN,
@@ -30,9 +48,12 @@ from tests.real.drills import (
     drill,
     drill_config,
     ledger_seconds,
+    node_drill,
     provide_stack,
+    run_command,
     submit_run,
 )
+from tests.real.preemption import HIGH, LOW, PRIORITIES, preemption_drill
 from tests.real.training import kill_worker, training_cluster
 from tools.realtier.build import Tools
 from tools.realtier.images import NodeImages
@@ -46,7 +67,7 @@ def config(node_images: NodeImages) -> tuple[str, ...]:
     found = drill_config(node_images)
     if not found:
         pytest.skip("training image not built: run `python -m tools.realtier build`")
-    return found
+    return (*found, *PRIORITIES)
 
 
 @pytest.fixture
@@ -62,7 +83,7 @@ def nodes(
         yield cluster
 
 
-def test_a_run_resumes_from_its_checkpoints_after_a_killed_rank_and_a_deleted_pod(
+def test_a_run_resumes_from_its_checkpoints_after_a_killed_rank_a_deleted_pod_and_a_lost_node(
     nodes: RealCluster, stack: StackRender, config: tuple[str, ...], tmp_path: Path
 ) -> None:
     cluster, namespace = nodes, stack.settings.namespace
@@ -95,3 +116,34 @@ def test_a_run_resumes_from_its_checkpoints_after_a_killed_rank_and_a_deleted_po
     deleted = drill(cluster, namespace, "pod deleted", lambda pod: delete_pod(cluster, pod))
     # Saved on SIGTERM: the run resumes at or after the last step seen, nothing lost.
     assert deleted.resumed_from >= deleted.last_before, deleted
+
+    paste(cluster, tmp_path, stack_context(STACK), run_command(config, "stop", RUN))
+    moved = node_drill(cluster, namespace, config, tmp_path)
+    assert moved.now_on != moved.lost, moved
+    # Evicted with SIGTERM and its grace period: saved, nothing lost.
+    assert moved.recovery.resumed_from >= moved.recovery.last_before, moved
+
+
+def test_a_preempted_run_saves_and_resumes_where_it_stopped_once_admitted_again(
+    nodes: RealCluster, stack: StackRender, config: tuple[str, ...], tmp_path: Path
+) -> None:
+    cluster, namespace = nodes, stack.settings.namespace
+    volumes = tmp_path / "volumes"
+    provide_stack(cluster, stack, volumes)
+
+    refused = paste(
+        cluster,
+        tmp_path,
+        stack_context(STACK),
+        run_command(config, "submit", "--name", "urgent", "--priority", "urgent") + " 2>&1; :",
+    )
+    assert f"it offers {LOW}, {HIGH}; nothing was created" in refused, refused
+    assert not cluster.kube.list(JOBSET_API, "JobSet", namespace)
+
+    submit_run(cluster, config, tmp_path, LOW, ("--priority", LOW))
+    checkpoints = volumes / "ml-dev-env-workspace" / "checkpoints" / LOW
+    preempted = preemption_drill(cluster, namespace, config, tmp_path, checkpoints)
+    # SIGTERM saved the step the low run stopped at (at or after the last one seen before the
+    # high run came), and it resumed from that save: no step lost.
+    assert preempted.saved >= preempted.last_before, preempted
+    assert preempted.resumed_from == preempted.saved, preempted

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import BARCELONA_CREATES_NADS, ROOT
-from tests.real.cluster_state import pods_of, read_live, stack_engine
+from tests.real.cluster_state import pods_of, read_live, stack_engine, statefulset_settled
 from tests.real.conftest import RealCluster, real_nodes_cluster
 from tests.real.training import (
     assert_nothing_trains,
@@ -46,7 +46,7 @@ from tests.real.training import (
 from tools.realtier.build import Tools
 from tools.realtier.engine import Engine
 from tools.realtier.images import NodeImages
-from tools.realtier.kube import Kube, install_crds
+from tools.realtier.kube import Kube, install_crds, wait_for
 from tools.realtier.realnodes import NodeSpec
 from tools.realtier.stacks import StackRender
 from tools.realtier.torchimage import locate_training_image
@@ -308,6 +308,10 @@ def test_the_same_pods_train_with_network_mode_tcp(
     tcp = training_render(barcelona.images, (*RDMA, *PINNED, "networkMode=tcp"), STACK)
     assert tcp is not None
     barcelona.engine.up(*overrides(barcelona, *PINNED, "networkMode=tcp"))
+    # The tier's provider (4.25) may end `up` before the StatefulSet's controller saw the new
+    # spec; from 4.26 it waits for the rollout, as here (tests/real/cluster_state.py).
+    (statefulset,) = tcp.of_kind("StatefulSet")
+    wait_for("the pods rolled out", lambda: statefulset_settled(kube, statefulset))
     pods = stack_pods(kube, tcp)
     for pod in pods:
         assert set(pod_addresses(kubectl, pod, env)) == {"lo", "eth0"}, pod["metadata"]["name"]

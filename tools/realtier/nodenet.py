@@ -6,12 +6,13 @@ other nodes' pod subnets to those nodes over the LAN, as flannel's host-gw backe
 enters another's. The host routes each pod subnet to its node (cluster DNS answers pods).
 
 A network takes one of `_SLOTS` address slots, claimed by a file under /run (several test
-workers run at once); a slot whose claimant is dead is taken over.
+workers run at once); a slot whose claimant is dead is taken over once nothing of it is left.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -54,25 +55,31 @@ class NodeNetwork:
 
     @classmethod
     def claim(cls, nodes: int) -> NodeNetwork:
-        """The first slot no live process holds and no address on the host overlaps."""
+        """The first slot no live process holds, no address on the host overlaps and none of
+        whose links or namespaces is left (a namespace whose name is gone lives on, with its
+        veth's host end, while a process is in it). Under a host-wide lock: a dead claimant's
+        file is removed and a new one written by one worker at a time."""
         _SLOT_DIR.mkdir(parents=True, exist_ok=True)
         routes = subprocess.run(
             ["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True
         ).stdout
-        for slot in range(_SLOTS):
-            claim = _SLOT_DIR / str(slot)
-            with contextlib.suppress(FileNotFoundError, ValueError):
-                if not _alive(int(claim.read_text())):
-                    claim.unlink()
-            if f"10.{_FIRST_OCTET2 + slot}." in routes:
-                continue
-            try:
-                descriptor = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                continue
-            with os.fdopen(descriptor, "w") as claimed:
-                claimed.write(str(os.getpid()))
-            return cls(slot, nodes)
+        names = os.listdir("/sys/class/net") + (
+            os.listdir(_NETNS_DIR) if _NETNS_DIR.is_dir() else []
+        )
+        with (_SLOT_DIR / ".lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for slot in range(_SLOTS):
+                claim = _SLOT_DIR / str(slot)
+                with contextlib.suppress(FileNotFoundError, ValueError):
+                    if not _alive(int(claim.read_text())):
+                        claim.unlink()
+                if f"10.{_FIRST_OCTET2 + slot}." in routes or claim.exists():
+                    continue
+                bridge, own = f"rnbr{slot}", (f"rn{slot}n", f"rn{slot}r")
+                if any(name == bridge or name.startswith(own) for name in names):
+                    continue
+                claim.write_text(str(os.getpid()))
+                return cls(slot, nodes)
         raise RuntimeError(f"all {_SLOTS} real-node network slots are taken ({_SLOT_DIR})")
 
     @property
