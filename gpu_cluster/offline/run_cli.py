@@ -32,6 +32,7 @@ from gpu_cluster.offline.run_cluster import (
     lines,
 )
 from gpu_cluster.offline.run_ledger import run_ledger, svg, table_rows
+from gpu_cluster.offline.run_records import last_step, run_records, start_table
 from gpu_cluster.offline.run_state import (
     admission_lines,
     is_running,
@@ -165,13 +166,22 @@ def status(cluster: RunCluster, args: argparse.Namespace) -> None:
     else:
         print("pods: none")
     print()
-    pattern = cluster.settings.launcher.first_step_pattern
-    if pattern is None:
-        print("ledger: set launcher.firstStepPattern to see where the run's time went")
-        return
     cluster.require((Right("list", "", "events"), Right("get", "", "pods", "log")))
     container = RunParams.from_json(cluster.template()[PARAMS_KEY]).container
-    found = run_ledger(cluster, job_set, workload, pods, container, pattern)
+    records = run_records(cluster, pods, container)
+    pattern = cluster.settings.launcher.first_step_pattern
+    print("the current pods' start:")
+    print(start_table(cluster, job_set, workload, pods, records, pattern))
+    print()
+    if pattern is None:
+        print(
+            "ledger: set launcher.firstStepPattern to see the last step and where the run's "
+            "time went"
+        )
+        return
+    print(last_step(records, pattern, datetime.datetime.now(datetime.UTC)))
+    print()
+    found = run_ledger(cluster, job_set, workload, pods, records, pattern)
     print("where the run's time went (gpu-cluster run status --help: the rules):")
     print("\n".join(lines(table_rows(found))))
     if args.svg is not None:
@@ -272,8 +282,9 @@ def add_run_arguments(
     verb("list", "the stack's runs: name, state, nodes, restarts, age")
     status_cmd = verb(
         "status",
-        "a run's state, its admission by Kueue, its pods and its goodput ledger: where its wall "
-        "time went, by the rules of gpu_cluster/ledger.py (needs launcher.firstStepPattern)",
+        "a run's state, its admission by Kueue, its pods, their start phase by phase, and "
+        "(with launcher.firstStepPattern) its first and last step and its goodput ledger: where "
+        "its wall time went, by the rules of gpu_cluster/ledger.py",
     )
     status_cmd.add_argument("run", metavar="NAME")
     status_cmd.add_argument(

@@ -37,13 +37,15 @@ class RunCommandError(Exception):
 @dataclass(frozen=True)
 class Right:
     """One thing a run command does in the namespace: `verb` on `resource` of API `group`
-    (`subresource`, object `name` when it is about one)."""
+    (`subresource`, object `name` when it is about one; `cluster_wide`: a resource of no
+    namespace, such as nodes)."""
 
     verb: str
     group: str
     resource: str
     subresource: str = ""
     name: str = ""
+    cluster_wide: bool = False
 
     def __str__(self) -> str:
         resource = f"{self.resource}.{self.group}" if self.group else self.resource
@@ -81,7 +83,7 @@ class RunCluster:
     def require(self, rights: Sequence[Right]) -> None:
         """Raises RunCommandError naming every right in `rights` the user lacks (asked with
         SelfSubjectAccessReviews, which every authenticated user may create)."""
-        missing = [r for r in rights if not self._allowed(r)]
+        missing = [r for r in rights if not self.allowed(r)]
         if missing:
             role = submitter_role_name(self.settings.name)
             raise RunCommandError(
@@ -90,13 +92,14 @@ class RunCluster:
                 "workload.runs.submitters)"
             )
 
-    def _allowed(self, right: Right) -> bool:
+    def allowed(self, right: Right) -> bool:
+        """Whether the user has `right` in the namespace (a SelfSubjectAccessReview)."""
         from kubernetes import client
 
         review = client.V1SelfSubjectAccessReview(
             spec=client.V1SelfSubjectAccessReviewSpec(
                 resource_attributes=client.V1ResourceAttributes(
-                    namespace=self.namespace,
+                    namespace=None if right.cluster_wide else self.namespace,
                     verb=right.verb,
                     group=right.group,
                     resource=right.resource,

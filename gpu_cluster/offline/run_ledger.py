@@ -9,14 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 from xml.sax.saxutils import escape
 
-from gpu_cluster.facts.kueue import JOB_COMPLETION_INDEX_ANNOTATION
 from gpu_cluster.ledger import BUCKETS, Ledger, ledger
-from gpu_cluster.offline.run_cluster import NOT_FOUND, RunCluster, RunCommandError, is_status
+from gpu_cluster.offline.run_cluster import RunCluster
+from gpu_cluster.offline.run_records import RunRecords
 from gpu_cluster.plan.health_gate import health_gate_check
 
-# How much of rank 0's log is read: a step line per step for days of steps. A longer log is
-# read from its start; past the cut, the run counts as stepping (productive).
-LEDGER_LOG_BYTES = 32 * 2**20
 # The SVG's geometry, in pixels: a bar per bucket, the label column on its left.
 LABEL_WIDTH, BAR_WIDTH, ROW_HEIGHT, MARGIN = 260, 480, 26, 12
 # A colour per bucket: productive green, the losses warm, the waits cool.
@@ -38,35 +35,13 @@ def run_ledger(
     job_set: dict[str, Any],
     workload: dict[str, Any] | None,
     pods: Sequence[dict[str, Any]],
-    container: str,
+    records: RunRecords,
     step_pattern: str,
 ) -> Ledger:
     """The run's ledger: its records as the cluster has them now."""
-    answer = cluster.read(cluster.core().list_namespaced_event, cluster.namespace)
-    events: list[dict[str, Any]] = answer["items"]
-    ranks_zero = [
-        p
-        for p in pods
-        if (p["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION) == "0"
-    ]
-    log = ""
-    if ranks_zero:
-        newest = max(ranks_zero, key=lambda p: p["metadata"]["creationTimestamp"])
-        try:
-            log = cluster.call(
-                cluster.core().read_namespaced_pod_log,
-                newest["metadata"]["name"],
-                cluster.namespace,
-                container=container,
-                timestamps=True,
-                limit_bytes=LEDGER_LOG_BYTES,
-            )
-        except Exception as exc:  # not started yet (400), or gone (404): no log to give
-            if not isinstance(exc, RunCommandError) and not is_status(exc, NOT_FOUND):
-                raise
     now = datetime.datetime.now(datetime.UTC)
     gate = health_gate_check(cluster.settings)
-    return ledger(job_set, workload, pods, events, log, step_pattern, gate, now)
+    return ledger(job_set, workload, pods, records.events, records.log, step_pattern, gate, now)
 
 
 def table_rows(found: Ledger) -> list[tuple[str, str, str]]:

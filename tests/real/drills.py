@@ -76,13 +76,15 @@ def submit_run(
     return paste(cluster, tmp_path, stack_context(STACK), command)
 
 
-def ledger_seconds(
-    cluster: RealCluster, config: tuple[str, ...], tmp_path: Path, picture: Path
-) -> dict[str, float]:
-    """The run's goodput ledger as `gpu-cluster run status --svg` prints it (and draws it in
-    `picture`): seconds per bucket, and the wall time."""
+def run_status(cluster: RealCluster, config: tuple[str, ...], tmp_path: Path, picture: Path) -> str:
+    """What `gpu-cluster run status --svg` printed about the drill's run (its ledger drawn in
+    `picture`)."""
     status = run_command(config, "status", RUN, "--svg", str(picture))
-    printed = paste(cluster, tmp_path, stack_context(STACK), status)
+    return paste(cluster, tmp_path, stack_context(STACK), status)
+
+
+def ledger_seconds(printed: str) -> dict[str, float]:
+    """The goodput ledger in `printed` (run status): seconds per bucket, and the wall time."""
     table = printed.split("where the run's time went", 1)[1].splitlines()[2:]
     rows = [line.rsplit(maxsplit=2) for line in table if line and not line.startswith("drawn")]
     return {bucket: float(seconds) for bucket, seconds, _ in rows}

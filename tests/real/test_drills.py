@@ -30,6 +30,7 @@ what follows is this drill's, minutes later."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,6 +45,7 @@ from tests.real.drills import (
     SAVE_EVERY,
     SCRIPT,
     STACK,
+    STEP_LINE,
     delete_pod,
     drill,
     drill_config,
@@ -51,6 +53,7 @@ from tests.real.drills import (
     node_drill,
     provide_stack,
     run_command,
+    run_status,
     submit_run,
 )
 from tests.real.preemption import HIGH, LOW, PRIORITIES, preemption_drill
@@ -106,7 +109,12 @@ def test_a_run_resumes_from_its_checkpoints_after_a_killed_rank_a_deleted_pod_an
     # the pod and the Job controller notice it, the Job's failure is recorded once its pods
     # have ended, and the drill sees the step a poll late (10 s in all, measured here).
     picture = tmp_path / "ledger.svg"
-    spent = ledger_seconds(cluster, config, tmp_path, picture)
+    printed = run_status(cluster, config, tmp_path, picture)
+    # The current pods' start, to their first step, and the last step rank 0 printed.
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    assert re.search(rf"^first step +{stamp} +\d+ s$", printed, re.M), printed
+    assert re.search(rf"^last step: {STEP_LINE[1:]}", printed, re.M), printed
+    spent = ledger_seconds(printed)
     wall = spent.pop("wall time")
     assert sum(spent.values()) == pytest.approx(wall, abs=len(spent)), spent
     assert killed.seconds - 30 <= spent["restarts"] <= killed.seconds + 1, (killed, spent)
