@@ -82,7 +82,10 @@ def stack(config: tuple[str, ...]) -> StackRender:
 def nodes(
     tools: Tools, node_images: NodeImages, stack: StackRender, tmp_path: Path
 ) -> Iterator[RealCluster]:
+    """The two real nodes with the stack's objects but its own run, its claims' volumes under
+    tmp_path/volumes."""
     with training_cluster(tools, node_images, stack, tmp_path, queued=True) as cluster:
+        provide_stack(cluster, stack, tmp_path / "volumes")
         yield cluster
 
 
@@ -91,7 +94,6 @@ def test_a_run_resumes_from_its_checkpoints_after_a_killed_rank_a_deleted_pod_an
 ) -> None:
     cluster, namespace = nodes, stack.settings.namespace
     volumes = tmp_path / "volumes"
-    provide_stack(cluster, stack, volumes)
     printed = submit_run(cluster, config, tmp_path)
     assert f"CHECKPOINT_DIR=/workspace/checkpoints/{RUN}" in printed, printed
 
@@ -137,7 +139,6 @@ def test_a_preempted_run_saves_and_resumes_where_it_stopped_once_admitted_again(
 ) -> None:
     cluster, namespace = nodes, stack.settings.namespace
     volumes = tmp_path / "volumes"
-    provide_stack(cluster, stack, volumes)
 
     refused = paste(
         cluster,
