@@ -93,7 +93,8 @@ class RunCluster:
             )
 
     def allowed(self, right: Right) -> bool:
-        """Whether the user has `right` in the namespace (a SelfSubjectAccessReview)."""
+        """Whether the user has `right` in the namespace, or cluster-wide for a `cluster_wide`
+        one (a SelfSubjectAccessReview)."""
         from kubernetes import client
 
         review = client.V1SelfSubjectAccessReview(
