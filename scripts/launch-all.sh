@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Usage: launch-all.sh CLI TARGET... NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...]
+# Usage: launch-all.sh CLI TARGET... NAMESPACE STATEFULSET NODES COMMAND [ARGS...]
 #   TARGET: --kubeconfig FILE and/or --context CONTEXT (then --cluster CLUSTER if the stack sets it)
 #
-# Runs on your machine, never inside a pod (the stack outputs launchCommand and verifyCommand
-# run it through `python3 -m gpu_cluster.launch_all`): starts LAUNCHER SCRIPT ARGS in the
-# training container of pods STATEFULSET-0..NODES-1 with `CLI TARGET... exec` (oc or kubectl;
+# Runs on your machine, never inside a pod (the stack outputs launchCommand, verifyCommand and
+# stopCommand run it through `python3 -m gpu_cluster.launch_all`): starts COMMAND ARGS (a
+# launcher and its script, or launch-stop.sh) in the training container of pods
+# STATEFULSET-0..NODES-1 with `CLI TARGET... exec` (oc or kubectl;
 # a kubeconfig file or a context is required, so it never acts on whichever cluster is current),
 # waits for all, and exits with the exit code of the first pod that fails (0 if none).
 # When one pod fails, the others would wait for it in NCCL until they time out, so the training
@@ -21,7 +22,7 @@ set -euo pipefail
 
 usage() {
   echo "usage: launch-all.sh CLI [--kubeconfig FILE] [--context CONTEXT] [--cluster CLUSTER]" \
-    "NAMESPACE STATEFULSET NODES LAUNCHER SCRIPT [ARGS...] (a kubeconfig file or a context" \
+    "NAMESPACE STATEFULSET NODES COMMAND [ARGS...] (a kubeconfig file or a context" \
     "is required)" >&2
   exit 2
 }
@@ -36,7 +37,7 @@ while (($# >= 2)) && [[ $1 == --kubeconfig || $1 == --context || $1 == --cluster
   target+=("$1" "$2")
   shift 2
 done
-if ((named == 0 || $# < 5)); then
+if ((named == 0 || $# < 4)); then
   usage
 fi
 namespace=$1 sts=$2 nodes=$3

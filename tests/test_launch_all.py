@@ -220,6 +220,9 @@ def test_launch_all_usage(fake_oc: Path) -> None:
     result = run(LAUNCH_ALL, {}, str(fake_oc), "--context", "ctx", "ns", "train", "0", "/x", "t")
     assert result.returncode == 2 and "NODES='0'" in result.stderr
     assert run(LAUNCH_ALL, {}, "oc").returncode == 2
+    # No command to run.
+    result = run(LAUNCH_ALL, {}, str(fake_oc), "--context", "ctx", "ns", "train", "1")
+    assert result.returncode == 2 and "usage" in result.stderr
     # No context or kubeconfig file, an empty one, or a cluster alone: refused, never the
     # current context.
     for target in ([], ["--context", ""], ["--kubeconfig", ""], ["--cluster", "c1"]):

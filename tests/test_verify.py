@@ -259,6 +259,7 @@ def run_with_fake_cli(command: str, tmp_path: Path) -> tuple[CompletedProcess[st
 STATEFUL_SET_COMMANDS = (
     "shellCommand",
     "launchCommand",
+    "stopCommand",
     "syncCommand",
     "verifyCommand",
     "timelineCommand",

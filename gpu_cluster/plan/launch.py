@@ -145,6 +145,13 @@ def launch_command(s: Settings, kube: Kube, script: str = f"{WORKSPACE_PATH}/tra
     return on_every_pod(s, kube, [launcher(s), script])
 
 
+def stop_command(s: Settings, kube: Kube) -> str:
+    """Stop the training on every pod (launch-stop.sh: SIGTERM, then SIGKILL after its grace),
+    as launchCommand does on Ctrl-C: for a training whose launchCommand is gone (a closed
+    terminal, a laptop that slept), which goes on in the pods. The pods stay."""
+    return on_every_pod(s, kube, [f"{SCRIPTS_DIR}/launch-stop.sh"])
+
+
 def on_every_pod(s: Settings, kube: Kube, command: list[str]) -> str:
     """`command` in every pod's training container through the package's launch-all.sh: exits
     with the first failing pod's code, stops the others on that failure or on Ctrl-C."""

@@ -9,7 +9,9 @@ restricted-v2 admits them (the UID it gives, set in admission: training.provide_
 - The stack's `launchCommand`, exactly as exported, starts torchrun on every pod; the ranks
   rendezvous across the nodes by the pods' DNS names and a small DDP model on gloo steps on
   every rank, its weights kept equal by the allreduce; Ctrl-C on the launch command
-  (launch-all.sh's stop path) stops the training on every pod."""
+  (launch-all.sh's stop path) stops the training on every pod. Started again and its terminal
+  gone (the launch command killed with its kubectl children), the training goes on in the pods
+  until the stack's `stopCommand` stops it on every pod."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from tests.real.training import (
     RESTRICTED_UID,
     STACK,
     assert_nothing_trains,
+    launch_status,
     launch_until_steps,
     provide_platform,
     training_cluster,
@@ -138,11 +141,26 @@ def test_nerc_production_trains_across_two_real_nodes_and_stops(
     training_stack: StackRender,
     tmp_path: Path,
 ) -> None:
-    """launchCommand as exported: both ranks step with equal weights; Ctrl-C stops them."""
-    launch_until_steps(
-        training_stack.run.outputs["launchCommand"],
-        training_pods.env,
-        tmp_path / "launch.out",
-        len(training_pods.pods),
+    """launchCommand as exported: both ranks step with equal weights; Ctrl-C stops them. Then
+    again, its terminal gone instead: the training goes on in every pod until stopCommand, as
+    exported, stops it there."""
+    outputs, env, pods = training_stack.run.outputs, training_pods.env, training_pods.pods
+    kubectl = two_nodes.tools.binary("kubectl")
+    launch_until_steps(outputs["launchCommand"], env, tmp_path / "launch.out", len(pods))
+    assert_nothing_trains(kubectl, pods, env)
+
+    launch_until_steps(outputs["launchCommand"], env, tmp_path / "lost.out", len(pods), lost=True)
+    for pod in pods:
+        status = launch_status(kubectl, pod, env)
+        assert status.returncode == 0, (pod["metadata"]["name"], status.stdout, status.stderr)
+    stop = subprocess.run(
+        ["bash", "-c", outputs["stopCommand"]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
-    assert_nothing_trains(two_nodes.tools.binary("kubectl"), training_pods.pods, training_pods.env)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    assert_nothing_trains(kubectl, pods, env)

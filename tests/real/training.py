@@ -282,10 +282,14 @@ def kill_worker(cluster: RealCluster, pod: Object, script: str) -> None:
     subprocess.run([*exec_in, "kill", "-KILL", *workers], check=True)
 
 
-def launch_until_steps(command: str, env: dict[str, str], output: Path, ranks: int) -> str:
+def launch_until_steps(
+    command: str, env: dict[str, str], output: Path, ranks: int, *, lost: bool = False
+) -> str:
     """Run the exported `command` (launchCommand) until every one of `ranks` printed a step
     (LAUNCH_STEPS or later) with equal weights, then Ctrl-C it as a user would (the launcher
-    stops the training on every pod and exits 130); what it printed."""
+    stops the training on every pod and exits 130), or, `lost`, kill it with its oc/kubectl
+    children at once (SIGKILL to its process group, as a terminal that closes): that stops
+    nothing in the pods. What it printed."""
     with output.open("wb") as out:
         launch = subprocess.Popen(
             ["bash", "-c", command],
@@ -313,27 +317,43 @@ def launch_until_steps(command: str, env: dict[str, str], output: Path, ranks: i
         assert {world for _rank, world, _step, _weights in STEP_LINE.findall(printed)} == {
             str(ranks)
         }
-        os.kill(launch.pid, signal.SIGINT)
-        assert launch.wait(timeout=180) == 130, output.read_text(errors="replace")
+        if lost:
+            os.killpg(launch.pid, signal.SIGKILL)
+            launch.wait(timeout=60)
+        else:
+            os.kill(launch.pid, signal.SIGINT)
+            assert launch.wait(timeout=180) == 130, output.read_text(errors="replace")
     finally:
         if launch.poll() is None:
             os.killpg(launch.pid, signal.SIGKILL)
     return output.read_text(errors="replace")
 
 
+def _in_training(kubectl: Path, pod: dict[str, Any]) -> list[str]:
+    """`kubectl exec` into `pod`'s training container, up to the command."""
+    meta = pod["metadata"]
+    return [str(kubectl), "exec", "-n", meta["namespace"], meta["name"], "-c", "training", "--"]
+
+
+def launch_status(
+    kubectl: Path, pod: dict[str, Any], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """launch-status.sh in `pod`: exit 0 while a training the launchers started runs, 3 not."""
+    return subprocess.run(
+        [*_in_training(kubectl, pod), "/opt/gpu-cluster/launch-status.sh"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def assert_nothing_trains(kubectl: Path, pods: list[dict[str, Any]], env: dict[str, str]) -> None:
     """On every pod, launch-status.sh says no training runs (3) and neither torchrun nor the
     training program is left."""
     for pod in pods:
-        exec_in = [str(kubectl), "exec", "-n", pod["metadata"]["namespace"]]
-        exec_in += [pod["metadata"]["name"], "-c", "training", "--"]
-        status = subprocess.run(
-            [*exec_in, "/opt/gpu-cluster/launch-status.sh"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        exec_in = _in_training(kubectl, pod)
+        status = launch_status(kubectl, pod, env)
         assert status.returncode == 3, (pod["metadata"]["name"], status.stdout, status.stderr)
         processes = subprocess.run(
             [*exec_in, "ps", "-eo", "args"], env=env, capture_output=True, text=True, check=True
