@@ -1,7 +1,7 @@
 """`python3 -m gpu_cluster.launch_all CLI TARGET... NAMESPACE STATEFULSET NODES COMMAND...`:
 runs launch-all.sh from this package or repository on the user's machine (launchCommand,
-verifyCommand and stopCommand call it), so the code run there is never a copy read from the cluster. TARGET:
---kubeconfig FILE and/or --context CONTEXT, as the stack names its cluster.
+verifyCommand and stopCommand call it), so the code run there is never a copy read from the
+cluster. TARGET: --kubeconfig FILE and/or --context CONTEXT, as the stack names its cluster.
 
 Standard library and plan.shipped only (no pydantic, no `X | Y` types): it runs under whatever
 python3 is on PATH, from the project directory without installing anything."""
