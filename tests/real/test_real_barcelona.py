@@ -31,13 +31,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BARCELONA_CREATES_NADS, ROOT
+from tests.conftest import BARCELONA_CREATES_NADS
 from tests.real.cluster_state import pods_of, read_live, stack_engine, statefulset_settled
 from tests.real.conftest import RealCluster, real_nodes_cluster
 from tests.real.training import (
     assert_nothing_trains,
     launch_until_steps,
     provide_platform,
+    run_exported,
     steps,
     training_overrides,
     training_render,
@@ -281,15 +282,7 @@ def test_preflight_stops_the_launch_on_every_pod(
         mine = addresses[client["metadata"]["name"]][nic.interface].split("/")[0]
         assert came_from == mine, (nic.interface, came_from, mine)
 
-    launch = subprocess.run(
-        ["bash", "-c", rdma_stack.run.outputs["launchCommand"]],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    launch = run_exported(rdma_stack.run.outputs["launchCommand"], env)
     printed = launch.stdout + launch.stderr
     assert launch.returncode == 1, printed
     assert "preflight failed (exit 1); not starting torchrun" in printed, printed

@@ -16,7 +16,6 @@ restricted-v2 admits them (the UID it gives, set in admission: training.provide_
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.real.cluster_state import pods_of, read_live, stack_engine
 from tests.real.conftest import RealCluster
 from tests.real.training import (
@@ -34,6 +32,7 @@ from tests.real.training import (
     launch_status,
     launch_until_steps,
     provide_platform,
+    run_exported,
     training_cluster,
     training_overrides,
     training_render,
@@ -113,15 +112,7 @@ def test_the_fabric_check_gives_its_verdict_across_two_real_nodes(
     for nccl, gloo in NCCL_ONLY:
         assert nccl in command, command
         command = command.replace(nccl, gloo)
-    check = subprocess.run(
-        ["bash", "-c", command],
-        cwd=ROOT,
-        env=training_pods.env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    check = run_exported(command, training_pods.env)
     printed = check.stdout + check.stderr
     assert check.returncode == 0, printed
     header = "# allreduce_check: all_gather backend=gloo world_size=2 dtype=float32 iters=5"
@@ -153,14 +144,6 @@ def test_nerc_production_trains_across_two_real_nodes_and_stops(
     for pod in pods:
         status = launch_status(kubectl, pod, env)
         assert status.returncode == 0, (pod["metadata"]["name"], status.stdout, status.stderr)
-    stop = subprocess.run(
-        ["bash", "-c", outputs["stopCommand"]],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    stop = run_exported(outputs["stopCommand"], env)
     assert stop.returncode == 0, stop.stdout + stop.stderr
     assert_nothing_trains(kubectl, pods, env)

@@ -73,6 +73,9 @@ while True:
 """
 # The step every rank reaches before a launch test stops the training (launch_until_steps).
 LAUNCH_STEPS = 5
+# How long an exported command run to its end may take (a launch that stops at preflight, a
+# fabric check, a stop on every pod): minutes at most on these nodes.
+EXPORTED_COMMAND_TIMEOUT_S = 300
 STEP_LINE = re.compile(r"^rank (\d+)/(\d+) step (\d+) weights (\S+)$", re.MULTILINE)
 # TRAIN's first step on rank 0, as launcher.firstStepPattern (a line of pod 0's log).
 FIRST_STEP_PATTERN = r"^rank 0/\d+ step 1 "
@@ -188,6 +191,20 @@ def restricted_v2_admission(namespace: str) -> list[dict[str, Any]]:
             },
         },
     ]
+
+
+def run_exported(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A command the stack exports, run to its end as a user runs it: in bash, from the project
+    directory, in the user's shell `env` (user_env); what it printed, captured."""
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=EXPORTED_COMMAND_TIMEOUT_S,
+    )
 
 
 def user_env(cluster: RealCluster, tmp_path: Path, stack: str = STACK) -> dict[str, str]:
