@@ -29,8 +29,9 @@ Object = dict[str, Any]
 
 @dataclass(frozen=True)
 class RunRecords:
-    """The namespace's events, rank 0's log from its start and its last lines (timestamped; ""
-    before it started or once gone), and the pods' nodes (None: not readable by the user)."""
+    """The namespace's events, rank 0's log from its start and its last lines (the whole log
+    when it is shorter than the cut; timestamped; "" before it started or once gone), and the
+    pods' nodes (None: not readable by the user)."""
 
     events: list[Object]
     log: str
@@ -79,12 +80,11 @@ def _nodes(cluster: RunCluster, pods: Sequence[Object]) -> list[Object] | None:
 def run_records(cluster: RunCluster, pods: Sequence[Object], container: str) -> RunRecords:
     answer = cluster.read(cluster.core().list_namespaced_event, cluster.namespace)
     pod = rank_zero(pods)
-    return RunRecords(
-        answer["items"],
-        _log(cluster, pod, container, limit_bytes=LOG_BYTES),
-        _log(cluster, pod, container, tail_lines=LAST_LINES),
-        _nodes(cluster, pods),
-    )
+    log = _log(cluster, pod, container, limit_bytes=LOG_BYTES)
+    # A log shorter than the cut is whole, its end already read; only a cut one is read again.
+    whole = len(log.encode()) < LOG_BYTES
+    tail = log if whole else _log(cluster, pod, container, tail_lines=LAST_LINES)
+    return RunRecords(answer["items"], log, tail, _nodes(cluster, pods))
 
 
 def start_table(
