@@ -144,6 +144,11 @@ echo "$*" >>"$STATE/oc.log"
 case "$*" in
   *" get pod "*) echo pod/ml-dev-env-0 ;;
   *launch-stop.sh) touch "$STATE/stopped" ;;
+  # launch-status.sh: pod 1's check has failed and pod 0's is stopped, so each launcher has
+  # ended ("not running", 3) and launch-all takes the exec's exit as the pod's own, not as a
+  # lost stream to follow (which it would ask again for 300 s).
+  *ml-dev-env-1*launch-status.sh) exit 3 ;;
+  *launch-status.sh) [[ -e $STATE/stopped ]] && exit 3; exit 0 ;;
   *ml-dev-env-1*) exit 1 ;;
   *) for _ in $(seq 300); do [[ -e $STATE/stopped ]] && exit 143; sleep 0.1; done ;;
 esac
