@@ -3,17 +3,22 @@ checkout or in a copy of the program with stack files a test writes."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
+import io
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gpu_cluster.offline.cli import CRASHED, offline_main
 from tests.as_of import AS_OF
 from tests.prerequisites import unavailable
 
@@ -25,14 +30,65 @@ PROGRAM = ("gpu_cluster", "scripts", "__main__.py", "Pulumi.yaml")
 def cli(
     *args: str, cwd: Path = ROOT, prefix: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[str]:
-    """The render CLI with `args`, as of the tests' date (first, so that no option of `args`
-    can take it for its value); `prefix` runs it under another command (`unshare ...`)."""
+    """The render CLI (`python -m gpu_cluster.offline`) with `args`, as of the tests' date
+    (first, so that no option of `args` can take it for its value). In this process, as its
+    entry point runs it (`in_process`); `prefix` runs it in a process of its own under another
+    command (`unshare ...`)."""
+    argv = ["--as-of", str(AS_OF.day), *args]
+    if not prefix:
+        return in_process(offline_main, argv, cwd)
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "gpu_cluster.offline", "--as-of", str(AS_OF.day), *args],
+        [*prefix, sys.executable, "-m", "gpu_cluster.offline", *argv],
         cwd=cwd,
         capture_output=True,
         text=True,
         check=False,
+    )
+
+
+def in_process(
+    entry: Callable[[list[str]], int], argv: list[str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """`entry(argv)` from `cwd` as `run_cli` runs it in a process of its own, without the
+    interpreter's start (about a second of imports a call): its output captured, an argparse
+    exit taken as its code, a crash as CRASHED with its traceback on stderr. On an event loop
+    of its own, its pending tasks cancelled at the end: a run that fails part-way leaves the
+    SDK's registrations pending, which no later run in this process may meet. The process
+    itself (run_cli's exit, signals, the installed command) is tested in tests/test_cli.py."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+
+    def run() -> int:
+        policy = asyncio.get_event_loop_policy()
+        previous = policy.get_event_loop()
+        loop = policy.new_event_loop()
+        policy.set_event_loop(loop)
+        try:
+            return entry(argv)
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else 1 if exc.code else 0
+        except Exception:
+            traceback.print_exc()
+            return CRASHED
+        finally:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+            policy.set_event_loop(previous)
+
+    path = list(sys.path)  # the program's run adds its project directory
+    with (
+        contextlib.chdir(cwd),
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+    ):
+        try:
+            code = run()
+        finally:
+            sys.path[:] = path
+    return subprocess.CompletedProcess(
+        ["gpu_cluster.offline", *argv], code, stdout.getvalue(), stderr.getvalue()
     )
 
 

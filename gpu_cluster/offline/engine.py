@@ -371,6 +371,12 @@ def run_program(
         logger=engine_log,
         monitor=_RecordingMonitor(run, digests),
     )
+    # The SDK keeps its outputs' tasks in one set across runs (MockSettings renews only the RPC
+    # manager) and leaves a failed one there "to pick up at program exit" (pulumi/output.py,
+    # Output._track): cleared, as the SDK's own pulumi.runtime.test does before each test
+    # (pulumi/runtime/mocks.py), or a run in the same process would fail with the last one's
+    # failure (a secret that could not be marked).
+    pulumi.runtime.settings.SETTINGS.outputs.clear()
     pulumi.runtime.set_all_config(dict(config), secret_keys or [])
     if str(project_dir) not in sys.path:
         sys.path.insert(0, str(project_dir))
