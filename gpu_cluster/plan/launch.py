@@ -152,6 +152,20 @@ def stop_command(s: Settings, kube: Kube) -> str:
     return on_every_pod(s, kube, [f"{SCRIPTS_DIR}/launch-stop.sh"])
 
 
+def status_command(s: Settings, kube: Kube) -> str:
+    """The pods with their nodes, then each pod's answer whether its training runs
+    (launch-status.sh: "running (pid N)" or "not running"), as a JobSet stack's statusCommand
+    shows its run. Reads only: a pod that does not answer gets `-` (the CLI's error on stderr)
+    and the others are still asked; in a subshell, so that `eval` leaves no variable behind."""
+    pods = pod_names(s)
+    listed = shlex.join(kube.argv("get", "-n", s.namespace, "pods", "-o", "wide", *pods))
+    exec_in = shlex.join(kube.argv("exec", "-n", s.namespace))
+    status = shlex.join(["-c", TRAINING_CONTAINER, "--", f"{SCRIPTS_DIR}/launch-status.sh"])
+    # launch-status.sh's "not running" is exit 3; any other failure is the pod not answering.
+    each = f"""printf '%s: ' "$pod"; {exec_in} "$pod" {status} || [ $? -eq 3 ] || echo '-'"""
+    return f"{listed} && (for pod in {shlex.join(pods)}; do {each}; done)"
+
+
 def on_every_pod(s: Settings, kube: Kube, command: list[str]) -> str:
     """`command` in every pod's training container through the package's launch-all.sh: exits
     with the first failing pod's code, stops the others on that failure or on Ctrl-C."""

@@ -29,6 +29,7 @@ TARGET_FLAGS = (
 STATEFUL_SET_COMMANDS = (
     "shellCommand",
     "launchCommand",
+    "statusCommand",
     "stopCommand",
     "syncCommand",
     "verifyCommand",
@@ -100,6 +101,7 @@ def stack_outputs(s: Settings, cli: str, target: tuple[str, ...]) -> dict[str, o
         commands = {
             "shellCommand": launch.shell_command,
             "launchCommand": launch.launch_command,
+            "statusCommand": launch.status_command,
             "stopCommand": launch.stop_command,
             "syncCommand": launch.sync_command,
         }

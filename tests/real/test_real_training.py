@@ -16,6 +16,7 @@ restricted-v2 admits them (the UID it gives, set in admission: training.provide_
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,6 @@ from tests.real.training import (
     RESTRICTED_UID,
     STACK,
     assert_nothing_trains,
-    launch_status,
     launch_until_steps,
     provide_platform,
     run_exported,
@@ -141,9 +141,18 @@ def test_nerc_production_trains_across_two_real_nodes_and_stops(
     assert_nothing_trains(kubectl, pods, env)
 
     launch_until_steps(outputs["launchCommand"], env, tmp_path / "lost.out", len(pods), lost=True)
-    for pod in pods:
-        status = launch_status(kubectl, pod, env)
-        assert status.returncode == 0, (pod["metadata"]["name"], status.stdout, status.stderr)
+    names = [pod["metadata"]["name"] for pod in pods]
+    assert answers(run_exported(outputs["statusCommand"], env)) == dict.fromkeys(names, "running")
     stop = run_exported(outputs["stopCommand"], env)
     assert stop.returncode == 0, stop.stdout + stop.stderr
     assert_nothing_trains(kubectl, pods, env)
+    stopped = answers(run_exported(outputs["statusCommand"], env))
+    assert stopped == dict.fromkeys(names, "not running")
+
+
+def answers(status: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """statusCommand's answer per pod, "<pod>: launch-status: running (pid N)" or "... not
+    running", after the pods' table."""
+    assert status.returncode == 0, status.stdout + status.stderr
+    found = re.findall(r"^(\S+): launch-status: (running|not running)", status.stdout, re.MULTILINE)
+    return dict(found)
