@@ -7,8 +7,11 @@ The real managers admitting, placing and restarting it: tests/real/test_jobset_s
 from __future__ import annotations
 
 import copy
+import os
 import shlex
+import subprocess
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -253,6 +256,27 @@ def test_the_commands_watch_and_stop_the_run_on_the_stack_s_cluster() -> None:
     submit = shlex.split(out["submitCommand"])
     (job_set,) = [r for r in run.resources if r.type.endswith(":JobSet")]
     assert submit == ["pulumi", "up", "--stack", "gcp-a3", "--target-replace", job_set.urn, "--yes"]
+
+
+def test_runs_command_lists_the_stack_s_named_runs_on_its_context(tmp_path: Path) -> None:
+    """The exported runsCommand, run as a user runs it from the project directory: `gpu-cluster
+    run list` of the stack, on the context the stack names (here none is configured, so it
+    stops there and says which)."""
+    command = str(run_stack("gcp-a4").outputs["runsCommand"])
+    (tmp_path / "home").mkdir()
+    result = subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(
+        "error: kube context gke_my-gpu-project_us-central1-b_gpu-cluster of stack 'gcp-a4' "
+        f"cannot be used from {tmp_path}/home/.kube/config"
+    ), result.stderr
 
 
 CPU = "cpu"

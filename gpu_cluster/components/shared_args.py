@@ -50,7 +50,7 @@ from gpu_cluster.plan.run_metrics import (
     metrics_scrape,
     run_metrics_env,
 )
-from gpu_cluster.plan.runs import submit_command
+from gpu_cluster.plan.runs import runs_command, submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
 from gpu_cluster.plan.verify import CHECK_MODULES, CHECK_SCRIPT, FABRIC_GATE, STORAGE_CHECK, gated
@@ -218,11 +218,15 @@ def training_storage(
 
 
 def run_outputs(s: Settings, workload: TrainingWorkload) -> dict[str, object]:
-    """A JobSet stack's `submitCommand`: Pulumi replaces the run's JobSet and nothing else."""
+    """A JobSet stack's `submitCommand` (Pulumi replaces the stack's own run, its JobSet, and
+    nothing else) and `runsCommand` (the named runs `gpu-cluster run` submits)."""
     if s.workload.kind != "jobset":
         return {}
     stack = pulumi.get_stack()
-    return {"submitCommand": workload.controller_urn.apply(lambda urn: submit_command(stack, urn))}
+    return {
+        "submitCommand": workload.controller_urn.apply(lambda urn: submit_command(stack, urn)),
+        "runsCommand": runs_command(stack),
+    }
 
 
 def workload_args(

@@ -25,6 +25,14 @@ def submit_command(stack: str, urn: str) -> str:
     return shlex.join(["pulumi", "up", "--stack", stack, "--target-replace", urn, "--yes"])
 
 
+def runs_command(stack: str) -> str:
+    """The stack's named runs (`gpu-cluster run list`): runs anyone the stack names submits from
+    its run template, without the stack; `run submit|status|logs|stop` go on from there. As the
+    other commands run the package: `python3 -m`, from the project directory (the stack's file
+    names its context) or with the package installed."""
+    return shlex.join(["python3", "-m", "gpu_cluster", "run", "list", "--stack", stack])
+
+
 def status_command(s: Settings, kube: Kube) -> str:
     """The run (restarts, completion, suspended while queued), its Kueue Workload (admitted,
     why not yet) and its pods with their nodes."""
