@@ -1,5 +1,6 @@
 """Run the real render CLI (`python -m gpu_cluster.offline`) as a user would, in this
-checkout or in a copy of the program with stack files a test writes."""
+checkout or in a copy of the program with stack files a test writes: its entry point in the
+test's own process (tests/test_cli.py runs the command as a process)."""
 
 from __future__ import annotations
 
@@ -64,8 +65,11 @@ def in_process(
         policy.set_event_loop(loop)
         try:
             return entry(argv)
-        except SystemExit as exc:
-            return exc.code if isinstance(exc.code, int) else 1 if exc.code else 0
+        except SystemExit as exc:  # as the interpreter ends on it: a text is said, and is 1
+            if exc.code is None or isinstance(exc.code, int):
+                return exc.code or 0
+            print(exc.code, file=sys.stderr)
+            return 1
         except Exception:
             traceback.print_exc()
             return CRASHED
