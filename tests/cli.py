@@ -4,7 +4,6 @@ test's own process (tests/test_cli.py runs the command as a process)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import io
@@ -52,17 +51,11 @@ def in_process(
 ) -> subprocess.CompletedProcess[str]:
     """`entry(argv)` from `cwd` as `run_cli` runs it in a process of its own, without the
     interpreter's start (about a second of imports a call): its output captured, an argparse
-    exit taken as its code, a crash as CRASHED with its traceback on stderr. On an event loop
-    of its own, its pending tasks cancelled at the end: a run that fails part-way leaves the
-    SDK's registrations pending, which no later run in this process may meet. The process
+    exit taken as its code, a crash as CRASHED with its traceback on stderr. The process
     itself (run_cli's exit, signals, the installed command) is tested in tests/test_cli.py."""
     stdout, stderr = io.StringIO(), io.StringIO()
 
     def run() -> int:
-        policy = asyncio.get_event_loop_policy()
-        previous = policy.get_event_loop()
-        loop = policy.new_event_loop()
-        policy.set_event_loop(loop)
         try:
             return entry(argv)
         except SystemExit as exc:  # as the interpreter ends on it: a text is said, and is 1
@@ -73,13 +66,6 @@ def in_process(
         except Exception:
             traceback.print_exc()
             return CRASHED
-        finally:
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.close()
-            policy.set_event_loop(previous)
 
     path = list(sys.path)  # the program's run adds its project directory
     with (
