@@ -557,6 +557,31 @@ def run_with_fake_oc(command: str, oc_body: str, tmp_path: Path) -> CompletedPro
     )
 
 
+# A StatefulSet stack's pods answering statusCommand: pod 0 trains, pod 1's training has ended,
+# pod 2 is gone.
+STATUS_ANSWERS = """case "$*" in
+  *" get "*) echo "NAME READY STATUS" ;;
+  *ml-dev-env-0*launch-status.sh) echo "launch-status: running (pid 42)" ;;
+  *ml-dev-env-1*launch-status.sh) echo "launch-status: not running"; exit 3 ;;
+  *) echo 'Error from server (NotFound): pods "ml-dev-env-2" not found' >&2; exit 1 ;;
+esac"""
+
+
+def test_status_command_asks_every_pod_whether_its_training_runs(tmp_path: Path) -> None:
+    command = str(run_stack("barcelona", "nodes=3").outputs["statusCommand"])
+    # As a user evals it in a shell of their own: the shell's `pod` is left as it was.
+    result = run_with_fake_oc(f'pod=mine; {command}; echo "pod=$pod"', STATUS_ANSWERS, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "NAME READY STATUS",
+        "ml-dev-env-0: launch-status: running (pid 42)",
+        "ml-dev-env-1: launch-status: not running",
+        "ml-dev-env-2: -",
+        "pod=mine",
+    ]
+    assert 'pods "ml-dev-env-2" not found' in result.stderr
+
+
 def test_launch_command_runs_launch_all_on_every_pod(tmp_path: Path) -> None:
     run = run_stack("barcelona")
     # The repository's launch-all.sh runs here and starts the launcher in each pod.

@@ -392,38 +392,3 @@ def test_every_command_names_the_kubeconfig_file_and_context_the_stack_deploys_w
         assert result.returncode == 0, (key, result.stderr)
         assert calls, key
         assert [c for c in calls if not c.startswith(f"{expected} ")] == [], key
-
-
-# A StatefulSet stack's pods answering statusCommand: pod 0 trains, pod 1's training has ended,
-# pod 2 is gone.
-STATUS_OC = """#!/usr/bin/env bash
-case "$*" in
-  *" get "*) echo "NAME READY STATUS" ;;
-  *ml-dev-env-0*launch-status.sh) echo "launch-status: running (pid 42)" ;;
-  *ml-dev-env-1*launch-status.sh) echo "launch-status: not running"; exit 3 ;;
-  *) echo 'Error from server (NotFound): pods "ml-dev-env-2" not found' >&2; exit 1 ;;
-esac
-"""
-
-
-def test_status_command_asks_every_pod_whether_its_training_runs(tmp_path: Path) -> None:
-    (tmp_path / "oc").write_text(STATUS_OC)
-    (tmp_path / "oc").chmod(0o755)
-    command = str(run_stack("barcelona", "nodes=3").outputs["statusCommand"])
-    # As a user evals it: the shell's own `pod` is left as it was.
-    result = subprocess.run(
-        ["bash", "-c", 'pod=mine; eval "$1"; echo "pod=$pod"', "bash", command],
-        env={"PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        "NAME READY STATUS",
-        "ml-dev-env-0: launch-status: running (pid 42)",
-        "ml-dev-env-1: launch-status: not running",
-        "ml-dev-env-2: -",
-        "pod=mine",
-    ]
-    assert 'pods "ml-dev-env-2" not found' in result.stderr
