@@ -4,9 +4,10 @@
 # What a JobSet run's pods start with (workload.kind jobset, verify.enabled): first the
 # all_gather fabric check across every pod of the run, on the nodes the run got, through
 # launch-torchrun.sh with its own rendezvous; then, only when it passed, `exec LAUNCHER ARGS`
-# (the training launcher). A failed check exits with the check's code, so the JobSet restarts
-# the run (or fails it on a configuration error, 2 or 78) and no training starts on a slow or
-# wrong fabric.
+# (the training launcher). A failed check exits with its launcher's code, so no training starts
+# on a slow or wrong fabric: torchrun's 1 for any rank's failure (whatever the rank's own code),
+# on which the JobSet restarts the run, or the launcher's configuration error (78) from before
+# torchrun started, on which it fails the run at once.
 #
 # Environment: what launch-torchrun.sh reads (NNODES, GPUS_PER_NODE, MASTER_ADDR, MASTER_PORT,
 # RDZV_ID, ...); TORCHRUN_NNODES and RDZV_ID are set here for the check: the whole run, and

@@ -16,12 +16,19 @@ die() {
   exit 78
 }
 
-# Usage: usage_unless_script "$@"
-usage_unless_script() {
+# Usage: require_script "$@"
+# A usage error without SCRIPT; a configuration error when SCRIPT is not a readable file. Checked
+# here because torchrun hides it: Python exits 2 for a script it cannot open, but torchrun exits
+# 1 whatever its workers' codes (torch/distributed/run.py: the ChildFailedError its run raises
+# ends it), which a JobSet takes for a failure a restart may mend. An option first (`-m MODULE`)
+# is the launcher's to check.
+require_script() {
   if (($# < 1)); then
     echo "usage: $PROG SCRIPT [ARGS...]  (see the comment at the top of $0 for the environment)" >&2
     exit 2
   fi
+  [[ $1 == -* || (-f $1 && -r $1) ]] ||
+    die "training script $1 is not there or not readable: is its volume mounted, and its path (workload.command, launchCommand's script) right?"
 }
 
 # A missing NCCL_INIT_SCRIPT exits 69 (EX_UNAVAILABLE, sysexits.h): the node agent that installs

@@ -32,7 +32,7 @@ readonly PROG=launch-deepspeed
 record_launch_pid
 start_run_metrics
 
-usage_unless_script "$@"
+require_script "$@"
 load_nccl_env
 require_rendezvous
 require NODE_RANK

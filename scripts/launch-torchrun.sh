@@ -29,7 +29,7 @@ readonly PROG=launch-torchrun
 record_launch_pid
 start_run_metrics
 
-usage_unless_script "$@"
+require_script "$@"
 load_nccl_env
 require_rendezvous
 

@@ -78,6 +78,17 @@ def _secret_digest_key_of_the_session(tmp_path_factory: pytest.TempPathFactory) 
         yield
 
 
+@pytest.fixture
+def beside_a_training_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The working directory of a test whose launchers start `train.py`: a directory of its own
+    below tmp_path holding an empty one (the launchers refuse a script that is not there)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("")
+    monkeypatch.chdir(project)
+    return project / "train.py"
+
+
 @pytest.fixture(scope="session")
 def installed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with the package installed from its wheel (built once a session)."""

@@ -28,6 +28,10 @@ SHOWN = (
     "NCCL_TUNER_CONFIG_PATH",
     "LD_LIBRARY_PATH",
 )
+
+# The launchers they start are given train.py, which must be there.
+pytestmark = pytest.mark.usefixtures("beside_a_training_script")
+
 # EX_UNAVAILABLE (sysexits.h): not a configuration error, so a JobSet restarts the pod.
 SCRIPT_MISSING = 69
 # A release script as Google writes them: it requires its directory, exports its settings

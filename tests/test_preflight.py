@@ -33,6 +33,9 @@ from tests.fake_sysfs import (
     sriov_node,
 )
 
+# The launchers they start are given train.py, which must be there.
+pytestmark = pytest.mark.usefixtures("beside_a_training_script")
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 PREFLIGHT = SCRIPTS / "preflight.sh"
 TORCHRUN = SCRIPTS / "launch-torchrun.sh"

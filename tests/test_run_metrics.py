@@ -22,6 +22,9 @@ from prometheus_client.samples import Sample
 
 from tests.script_modules import SCRIPTS, load_script
 
+# The launchers they start are given train.py, which must be there.
+pytestmark = pytest.mark.usefixtures("beside_a_training_script")
+
 run_metrics = load_script("run_metrics")
 TORCHRUN = SCRIPTS / "launch-torchrun.sh"
 LABELS = {"run": 'my "run"\\1', "namespace": "ml", "rank": "1", "node": "gpu-7"}

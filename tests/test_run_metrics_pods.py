@@ -24,6 +24,9 @@ from tests.test_run_metrics import (
     wait_for,
 )
 
+# The launchers it starts are given train.py, which must be there.
+pytestmark = pytest.mark.usefixtures("beside_a_training_script")
+
 JOBSET = ("workload.kind=jobset", "workload.command[0]=/workspace/train.py")
 METRICS = ("monitoring.runMetrics.enabled=true", r"launcher.firstStepPattern=^step \d+$")
 # The pod the controllers would make: its fields, as the downward API reads them.

@@ -54,6 +54,9 @@ OURS = (
     SCRIPTS / "launch-status.sh",
 )
 
+# The launchers they start are given train.py, which must be there.
+pytestmark = pytest.mark.usefixtures("beside_a_training_script")
+
 ALL_HCAS = "=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1"
 # The launchers' exit codes a JobSet fails the run on without restarting it.
 USAGE_ERROR, CONFIG_ERROR = CONFIG_ERROR_EXIT_CODES
@@ -519,7 +522,7 @@ def torch_env(tmp_path: Path, fake_bin: Path) -> dict[str, str]:
 
 
 def test_torchrun_fixed_nnodes(torch_env: dict[str, str]) -> None:
-    result = run(TORCHRUN, torch_env, "/workspace/train.py", "--lr", "0.1")
+    result = run(TORCHRUN, torch_env, "train.py", "--lr", "0.1")
     assert argv_of(result) == [
         "--nnodes=2",
         "--nproc-per-node=8",
@@ -527,7 +530,7 @@ def test_torchrun_fixed_nnodes(torch_env: dict[str, str]) -> None:
         "--rdzv-endpoint=train-0.train-headless.ml.svc.cluster.local:29500",
         "--rdzv-id=gpu-cluster",
         "--max-restarts=0",
-        "/workspace/train.py",
+        "train.py",
         "--lr",
         "0.1",
     ]
@@ -598,6 +601,24 @@ def test_torchrun_usage_without_script(torch_env: dict[str, str]) -> None:
     assert result.returncode == USAGE_ERROR and "usage:" in result.stderr and result.stdout == ""
 
 
+@pytest.mark.parametrize("launcher", ["torchrun", "deepspeed"])
+def test_a_training_script_that_is_not_there_is_a_configuration_error(
+    torch_env: dict[str, str], ds_env: dict[str, str], tmp_path: Path, launcher: str
+) -> None:
+    """Refused before the launcher starts (torchrun would turn Python's 2 into its own 1, which
+    a JobSet restarts on), naming the script; a directory too."""
+    script, env = (TORCHRUN, torch_env) if launcher == "torchrun" else (DEEPSPEED, ds_env)
+    for missing in ("/workspace/trian.py", str(tmp_path)):
+        result = run(script, env, missing, "--lr", "0.1")
+        assert result.returncode == CONFIG_ERROR, result.stderr
+        assert f"training script {missing} is not there or not readable" in result.stderr
+        assert result.stdout == ""  # the launcher (fake_bin) never ran
+
+
+def test_torchrun_leaves_a_module_to_torchrun(torch_env: dict[str, str]) -> None:
+    assert argv_of(run(TORCHRUN, torch_env, "-m", "trainer.main"))[-2:] == ["-m", "trainer.main"]
+
+
 @pytest.fixture
 def ds_env(tmp_path: Path, fake_bin: Path) -> dict[str, str]:
     hosts = tmp_path / "hostfile"
@@ -619,7 +640,7 @@ def ds_env(tmp_path: Path, fake_bin: Path) -> dict[str, str]:
 
 
 def test_deepspeed_argv(ds_env: dict[str, str]) -> None:
-    result = run(DEEPSPEED, ds_env, "/workspace/train.py", "--epochs", "1")
+    result = run(DEEPSPEED, ds_env, "train.py", "--epochs", "1")
     assert argv_of(result) == [
         "--no_ssh",
         "--node_rank=1",
@@ -628,7 +649,7 @@ def test_deepspeed_argv(ds_env: dict[str, str]) -> None:
         "--num_gpus=8",
         "--master_addr=train-0.train-headless",
         "--master_port=29500",
-        "/workspace/train.py",
+        "train.py",
         "--epochs",
         "1",
         "--deepspeed_config",

@@ -28,8 +28,9 @@ TRAINING_CONTAINER = "training"
 DATASETS_PATH = "/datasets"
 HOSTFILE = "hostfile"
 # Exit codes no restart can fix: the launchers' configuration errors (78, EX_CONFIG in
-# sysexits.h; scripts/launch-common.sh) and usage errors (2: the launchers' own, and Python's
-# for a script it cannot open or argparse's for bad arguments).
+# sysexits.h; scripts/launch-common.sh: a training script that is not there among them) and
+# usage errors (2: the launchers' own and the storage check's). A training script's own code
+# does not reach the pod under torchrun, which exits 1 whatever its workers' codes.
 CONFIG_ERROR_EXIT_CODES = (2, 78)
 DEEPSPEED_CONFIG = "ds_config.json"
 

@@ -36,6 +36,7 @@ from tests.real.cluster_state import pods_of, read_live, stack_engine, statefuls
 from tests.real.conftest import RealCluster, real_nodes_cluster
 from tests.real.training import (
     assert_nothing_trains,
+    exec_in,
     launch_until_steps,
     provide_platform,
     run_exported,
@@ -188,9 +189,8 @@ def in_training(
     kubectl: Path, pod: dict[str, Any], env: dict[str, str], *command: str
 ) -> subprocess.CompletedProcess[str]:
     """`command` in the pod's training container (kubectl exec)."""
-    exec_in = [str(kubectl), "exec", "-n", pod["metadata"]["namespace"], pod["metadata"]["name"]]
     return subprocess.run(
-        [*exec_in, "-c", "training", "--", *command],
+        [*exec_in(kubectl, pod), *command],
         env=env,
         capture_output=True,
         text=True,
@@ -229,9 +229,9 @@ def caller_seen_over(
     kubectl: Path, env: dict[str, str], server: dict[str, Any], client: dict[str, Any], at: str
 ) -> str:
     """The address `server`, listening on its `at`, sees `client`'s connection come from."""
-    exec_in = [str(kubectl), "exec", "-n", server["metadata"]["namespace"]]
-    exec_in += [server["metadata"]["name"], "-c", "training", "--"]
-    listener = subprocess.Popen([*exec_in, "python3", "-c", ANSWER_PEER, at], env=env)
+    listener = subprocess.Popen(
+        [*exec_in(kubectl, server), "python3", "-c", ANSWER_PEER, at], env=env
+    )
     try:
         called = in_training(kubectl, client, env, "python3", "-c", CALL, at)
         assert called.returncode == 0, called.stderr

@@ -1,13 +1,19 @@
-"""nerc-production as a JobSet behind Kueue on two real nodes (issue #39): its rendered objects,
-with the image set to the training image built here, are created on the API server as
-pulumi-kubernetes creates them (one create call each, in the render's order); the real Kueue and
-JobSet managers run beside the control plane (tools/realtier/controllers.py). Kueue admits the
+"""nerc-production as a JobSet behind Kueue on two real nodes (issue #39): `pulumi up` of the real
+engine, with the image set to the training image built here, creates the stack's queue and its
+JobSet on the API server; the real Kueue and JobSet managers run beside the control plane
+(tools/realtier/controllers.py). Kueue admits the
 run, JobSet starts it, and the training starts by itself: the launcher runs torchrun on every
 pod, the ranks rendezvous across the nodes by the pods' DNS names and a small DDP model on gloo
 steps on every rank. The stack's `timelineCommand`, as exported (kubectl answering as `oc`),
 prints the start's phases up to the first step, in the order a start takes them. Killing one
 rank's training process makes the JobSet restart the run (its status counts the restart), and
-the new pods step again on every rank."""
+the new pods step again on every rank.
+
+Then two runs that must not train, each through `pulumi up` (which replaces the JobSet): a
+training script that is not there fails the run at once on the launcher's configuration error
+(exit 78 on every pod, no restart though restarts are left), and with `verify.enabled` every
+pod runs the fabric gate first, whose check cannot run here (NCCL needs the GPUs these nodes
+only advertise): it fails, no training starts, and the run fails."""
 
 from __future__ import annotations
 
@@ -18,27 +24,32 @@ import pytest
 
 from gpu_cluster.facts.kueue import JOBSET_API
 from tests.conftest import stack_context
-from tests.real.cluster_state import paste
+from tests.real.cluster_state import paste, stack_engine
 from tests.real.conftest import RealCluster
-from tests.real.queue_state import pods_of_an_admitted_run
+from tests.real.queue_state import condition, pods_of_an_admitted_run, run_pods
 from tests.real.training import (
     JOBSET,
     STACK,
     TRAIN_SCRIPT,
     kill_worker,
+    provide_platform,
     stepped_on_every_rank,
-    submit,
+    steps,
     training_cluster,
+    training_overrides,
     training_render,
 )
 from tools.realtier.build import Tools
 from tools.realtier.images import NodeImages
-from tools.realtier.kube import wait_for
+from tools.realtier.kube import describe, wait_for
 from tools.realtier.stacks import StackRender
 
 pytestmark = pytest.mark.real
 
 STEPS = 5
+# The launchers' configuration error (EX_CONFIG, sysexits.h; scripts/launch-common.sh die).
+CONFIG_ERROR = 78
+MISSPELT_SCRIPT = "/workspace/trian.py"
 # The index the Job controller gives an Indexed Job's pod (kubernetes batch/v1
 # JobCompletionIndexAnnotation): NODE_RANK, so the pod of index 1 runs rank 1.
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -88,10 +99,12 @@ def queued_nodes(
 
 
 def test_a_queued_jobset_trains_by_itself_shows_its_start_and_restarts_a_killed_rank(
-    queued_nodes: RealCluster, jobset_stack: StackRender, tmp_path: Path
+    queued_nodes: RealCluster, jobset_stack: StackRender, node_images: NodeImages, tmp_path: Path
 ) -> None:
     cluster, stack = queued_nodes, jobset_stack
-    submit(cluster, stack, tmp_path / "volumes")
+    provide_platform(cluster, stack, tmp_path / "volumes")
+    engine = stack_engine(cluster, STACK, tmp_path / "engine")
+    engine.up(*training_overrides(node_images, JOBSET))
     pods = pods_of_an_admitted_run(cluster, stack)
     assert sorted(p["spec"]["nodeName"] for p in pods) == ["real-node-0", "real-node-1"]
     seen = stepped_on_every_rank(cluster.kube, stack, STEPS)
@@ -116,9 +129,45 @@ def test_a_queued_jobset_trains_by_itself_shows_its_start_and_restarts_a_killed_
     assert seen[0][STEPS] == seen[1][STEPS], seen
     assert restarts(cluster, stack) == 1
 
+    # Under torchrun, Python's 2 for a script it cannot open would be torchrun's 1, which the
+    # JobSet restarts on: the launcher refuses the script first.
+    engine.up(*training_overrides(node_images, (*JOBSET, f"workload.command[0]={MISSPELT_SCRIPT}")))
+    ended = failed_run(cluster, stack)
+    assert restarts(cluster, stack) == 0
+    for log, code in ended:
+        assert code == CONFIG_ERROR, log
+        assert f"training script {MISSPELT_SCRIPT} is not there or not readable" in log, log
+
+    engine.up(
+        *training_overrides(node_images, (*JOBSET, "verify.enabled=true", "workload.maxRestarts=0"))
+    )
+    for log, _code in failed_run(cluster, stack):
+        assert "--backend nccl needs CUDA" in log, log
+        assert "fabric-gate: the fabric check failed (exit 1); not starting" in log, log
+        assert not steps(log), log
+
 
 def restarts(cluster: RealCluster, stack: StackRender) -> int:
     """How often the JobSet restarted the run (its status.restarts)."""
     s = stack.settings
     live = cluster.kube.get(JOBSET_API, "JobSet", s.name, s.namespace)
     return int((live.get("status") or {}).get("restarts") or 0)
+
+
+def failed_run(cluster: RealCluster, stack: StackRender) -> list[tuple[str, int | None]]:
+    """Once the stack's JobSet has failed: the training log and exit code of each of its pods
+    still there (the Job deletes those that had not ended when it failed)."""
+    s, kube = stack.settings, cluster.kube
+
+    def failed() -> bool:
+        reported = condition(kube.get(JOBSET_API, "JobSet", s.name, s.namespace), "Failed")
+        return reported is not None and reported["status"] == "True"
+
+    wait_for("the run failed", failed, explain=lambda: describe(kube, s.namespace))
+    ended = []
+    for pod in run_pods(kube, s.namespace, s.name):
+        (training,) = [c for c in pod["status"]["containerStatuses"] if c["name"] == "training"]
+        log = kube.pod_log(pod["metadata"]["name"], s.namespace, "training")
+        ended.append((log, training["state"].get("terminated", {}).get("exitCode")))
+    assert ended
+    return ended

@@ -11,11 +11,18 @@ restricted-v2 admits them (the UID it gives, set in admission: training.provide_
   every rank, its weights kept equal by the allreduce; Ctrl-C on the launch command
   (launch-all.sh's stop path) stops the training on every pod. Started again and its terminal
   gone (the launch command killed with its kubectl children), the training goes on in the pods
-  until the stack's `stopCommand` stops it on every pod."""
+  until the stack's `stopCommand` stops it on every pod.
+
+And the in-pod script fixes of issue #39, each in the pods' own containers: a launch whose stream
+to one pod is lost stops nothing (launch-all.sh follows that pod's launcher); a stop while a
+launcher still checks its node (preflight) ends the launch there; the storage check stopped
+mid-write (SIGTERM, as when its pod is deleted) removes its files from the claim."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,9 +37,16 @@ from tests.real.training import (
     RESTRICTED_UID,
     STACK,
     assert_nothing_trains,
+    exec_in,
+    interrupt,
+    launch_status,
     launch_until_steps,
+    launched,
+    processes_in,
     provide_platform,
+    put_in_workspaces,
     run_exported,
+    steps,
     training_cluster,
     training_overrides,
     training_render,
@@ -40,13 +54,24 @@ from tests.real.training import (
 )
 from tools.realtier.build import Tools
 from tools.realtier.images import NodeImages
+from tools.realtier.kube import wait_for
 from tools.realtier.stacks import StackRender
 
 pytestmark = pytest.mark.real
 
 # The fabric check's sweep kept small (two ranks on two shared cores) and a floor any working
-# pod network clears: what is shown is the check's path and verdict, not a speed.
-VERIFY = ("verify.maxBytes=4M", "verify.iters=5", "verify.expectedBusbwGbps=0.001")
+# pod network clears: what is shown is the check's path and verdict, not a speed. A shared data
+# volume, which the storage check measures first (and ships storage_check.py to the pods).
+CHECKPOINTS = "/checkpoints"
+VERIFY = (
+    "verify.maxBytes=4M",
+    "verify.iters=5",
+    "verify.expectedBusbwGbps=0.001",
+    "verify.storageCheckBytes=64M",
+    "storage.volumes[0].name=checkpoints",
+    f"storage.volumes[0].mountPath={CHECKPOINTS}",
+    "storage.volumes[0].sharedClaim.size=10Gi",
+)
 # The fabric check's arguments that only NCCL (GPUs) can honour, and what gloo on CPUs takes
 # instead: the transport check reads NCCL's logs (allreduce_check.py validate).
 NCCL_ONLY = ((" --backend nccl ", " --backend gloo "), (" --expected-transport socket", ""))
@@ -75,10 +100,12 @@ def two_nodes(
 
 @dataclass(frozen=True)
 class TrainingPods:
-    """The stack's pods, running on the real nodes, and a user's shell to reach them."""
+    """The stack's pods, running on the real nodes, a user's shell to reach them, and the host
+    directory of the claims' volumes."""
 
     pods: list[dict[str, Any]]
     env: dict[str, str]
+    volumes: Path
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +119,8 @@ def training_pods(
     restricted-v2's UID in admission), then `pulumi up` with the stack's config."""
     kube, stack = two_nodes.kube, training_stack
     tmp_path = tmp_path_factory.mktemp("training-pods")
-    provide_platform(two_nodes, stack, tmp_path / "volumes")
+    volumes = tmp_path / "volumes"
+    provide_platform(two_nodes, stack, volumes)
     engine = stack_engine(two_nodes, STACK, tmp_path / "engine")
     engine.up(*training_overrides(node_images, VERIFY))
     (statefulset,) = stack.of_kind("StatefulSet")
@@ -100,7 +128,7 @@ def training_pods(
     assert sorted(p["spec"]["nodeName"] for p in pods) == ["real-node-0", "real-node-1"]
     assert {p["spec"]["securityContext"].get("runAsUser") for p in pods} == {RESTRICTED_UID}
     assert all(p["status"]["phase"] == "Running" for p in pods), pods
-    return TrainingPods(pods, user_env(two_nodes, tmp_path))
+    return TrainingPods(pods, user_env(two_nodes, tmp_path), volumes)
 
 
 def test_the_fabric_check_gives_its_verdict_across_two_real_nodes(
@@ -124,6 +152,10 @@ def test_the_fabric_check_gives_its_verdict_across_two_real_nodes(
     assert rows and rows[-1][0] == str(4 << 20), printed
     assert {data for _size, data in rows} == {"ok"}, printed
     assert re.search(r"^PASS(: .*)?$", check.stdout, re.MULTILINE), printed
+    # Before it, on every pod, the storage check of the data volume.
+    for pod in training_pods.pods:
+        measured = rf"^storage {pod['metadata']['name']} {CHECKPOINTS} \(\d+ MB\): save [\d.]+ GB/s"
+        assert re.search(measured, check.stdout, re.MULTILINE), printed
 
 
 def test_nerc_production_trains_across_two_real_nodes_and_stops(
@@ -156,3 +188,149 @@ def answers(status: subprocess.CompletedProcess[str]) -> dict[str, str]:
     assert status.returncode == 0, status.stdout + status.stderr
     found = re.findall(r"^(\S+): launch-status: (running|not running)", status.stdout, re.MULTILINE)
     return dict(found)
+
+
+def test_a_lost_stream_to_one_pod_stops_no_training(
+    training_pods: TrainingPods, two_nodes: RealCluster, training_stack: StackRender, tmp_path: Path
+) -> None:
+    """launchCommand as exported, and its stream to pod 1 lost (its exec client killed, as a
+    dropped connection ends it) while both ranks step: launch-all.sh asks the pod whether its
+    launcher runs and follows it there; nothing is stopped, and rank 0 steps on, which it can
+    only do with rank 1's gradients. Ctrl-C then stops the training on every pod."""
+    outputs, env, pods = training_stack.run.outputs, training_pods.env, training_pods.pods
+    kubectl = two_nodes.tools.binary("kubectl")
+    output = tmp_path / "launch.out"
+    pod = pods[1]["metadata"]["name"]
+    with launched(outputs["launchCommand"], env, output, len(pods)) as launch:
+        os.kill(exec_client(launch.pid, pod), signal.SIGKILL)
+        lost = f"launch-all: lost the stream to {pod} (exit {128 + signal.SIGKILL}), but its"
+
+        def printed() -> str:
+            text = output.read_text(errors="replace")
+            assert launch.poll() is None, text
+            return text
+
+        wait_for("launch-all follows the pod", lambda: lost in printed())
+        step = max(steps(printed())[0])
+        wait_for(f"rank 0 at step {step + 5}", lambda: max(steps(printed())[0]) >= step + 5)
+        assert launch_status(kubectl, pods[1], env).returncode == 0
+        assert "stopping the training" not in printed()
+        interrupt(launch, output)
+    assert_nothing_trains(kubectl, pods, env)
+
+
+def exec_client(group: int, pod: str) -> int:
+    """The PID of the exec client in process group `group` that streams the launcher on
+    `pod` (launch-all.sh's `CLI exec ... POD ... launch-torchrun.sh`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != group:
+                continue
+            words = (entry / "cmdline").read_bytes().decode().split("\0")
+        except (ProcessLookupError, FileNotFoundError):
+            continue
+        if (
+            "exec" in words
+            and pod in words
+            and any(w.endswith("/launch-torchrun.sh") for w in words)
+        ):
+            found.append(int(entry.name))
+    (pid,) = found
+    return pid
+
+
+# A preflight that never answers, as `nvidia-smi -L` when a GPU has fallen off the bus: it says
+# it runs in /tmp/checking first.
+STUCK_PREFLIGHT = "#!/bin/sh\necho $$ >/tmp/checking\nsleep 600\necho passed\n"
+
+
+def test_a_stop_while_the_launcher_checks_its_node_ends_the_launch_there(
+    training_pods: TrainingPods, two_nodes: RealCluster, training_stack: StackRender
+) -> None:
+    """The launcher in pod 0 with its preflight stuck: launch-stop.sh (what launch-all.sh runs
+    in every pod when one fails or on Ctrl-C) finds the launcher, which ends there (143) with
+    its check, and neither the check's command nor the trainer is left."""
+    env, pod = training_pods.env, training_pods.pods[0]
+    kubectl = two_nodes.tools.binary("kubectl")
+    put_in_workspaces(training_stack, training_pods.volumes, "stuck-preflight", STUCK_PREFLIGHT)
+    in_pod = exec_in(kubectl, pod)
+    launch = subprocess.Popen(
+        [
+            *in_pod,
+            "env",
+            "PREFLIGHT=1",
+            "PREFLIGHT_BIN=/workspace/stuck-preflight",
+            "/opt/gpu-cluster/launch-torchrun.sh",
+            "/workspace/train.py",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        checking = [*in_pod, "cat", "/tmp/checking"]
+        wait_for(
+            "the preflight runs",
+            lambda: subprocess.run(checking, env=env, capture_output=True, check=False).stdout,
+        )
+        stop = subprocess.run(
+            [*in_pod, "/opt/gpu-cluster/launch-stop.sh"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "launch-stop: stopping training (pid" in stop.stdout, stop.stdout
+        out, err = launch.communicate(timeout=120)
+    finally:
+        launch.kill()
+        subprocess.run([*in_pod, "rm", "-f", "/tmp/checking"], env=env, check=False)
+    assert launch.returncode == 143, err
+    assert "stopped (SIGTERM) before training started" in err, err
+    assert "passed" not in out, out
+    left = [args for _pid, args in processes_in(in_pod, env)]
+    assert not [p for p in left if "sleep 600" in p or "torchrun" in p], left
+    assert launch_status(kubectl, pod, env).returncode == 3
+
+
+def test_the_storage_check_stopped_mid_write_removes_its_files_from_the_claim(
+    training_pods: TrainingPods, two_nodes: RealCluster, training_stack: StackRender
+) -> None:
+    """storage_check.py in pod 0's container, on the data volume's claim, SIGTERM (as the
+    kubelet sends it when the pod is deleted) once its files are there: it ends 143 and leaves
+    the claim as it was."""
+    env, pod = training_pods.env, training_pods.pods[0]
+    in_pod = exec_in(two_nodes.tools.binary("kubectl"), pod)
+    (claim,) = [
+        c
+        for c in training_stack.of_kind("PersistentVolumeClaim")
+        if "checkpoints" in c["metadata"]["name"]
+    ]
+    volume = training_pods.volumes / claim["metadata"]["name"]
+    before = sorted(p.name for p in volume.iterdir())
+    check = subprocess.Popen(
+        [*in_pod, "python3", "/opt/gpu-cluster/storage_check.py", "--bytes", "8G", CHECKPOINTS],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def files() -> list[Path] | None:
+            assert check.poll() is None, check.communicate()
+            return list(volume.glob(".gpu-cluster-storage-check-*")) or None
+
+        wait_for("the check's files", files)
+        (pid,) = [pid for pid, args in processes_in(in_pod, env) if "storage_check.py" in args]
+        subprocess.run([*in_pod, "kill", "-TERM", pid], env=env, check=True)
+        _, err = check.communicate(timeout=120)
+    finally:
+        check.kill()
+    assert check.returncode == 128 + signal.SIGTERM, err
+    assert "storage_check: stopped (SIGTERM); its files removed" in err, err
+    assert sorted(p.name for p in volume.iterdir()) == before

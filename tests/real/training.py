@@ -134,13 +134,24 @@ def training_cluster(
 
 def claim_volumes(stack: StackRender, root: Path) -> list[dict[str, Any]]:
     """A writable host directory per claim, below `root` (volumes_for), and TRAIN at
-    TRAIN_SCRIPT in each workspace (one shared claim, or one per pod)."""
-    claims = stack.of_kind("PersistentVolumeClaim")
-    volumes = volumes_for(claims, root)
-    for claim in claims:
-        if "workspace" in claim["metadata"]["name"]:
-            (root / claim["metadata"]["name"] / Path(TRAIN_SCRIPT).name).write_text(TRAIN)
+    TRAIN_SCRIPT in each workspace."""
+    volumes = volumes_for(stack.of_kind("PersistentVolumeClaim"), root)
+    put_in_workspaces(stack, root, Path(TRAIN_SCRIPT).name, TRAIN)
     return volumes
+
+
+def workspaces(stack: StackRender, root: Path) -> list[Path]:
+    """The host directories of the stack's workspace claims below `root` (claim_volumes): one
+    shared claim, or one per pod."""
+    names = [c["metadata"]["name"] for c in stack.of_kind("PersistentVolumeClaim")]
+    return [root / name for name in names if "workspace" in name]
+
+
+def put_in_workspaces(stack: StackRender, root: Path, name: str, text: str) -> None:
+    """`text` as the executable file `name` in every workspace (pods see it in /workspace)."""
+    for workspace in workspaces(stack, root):
+        (workspace / name).write_text(text)
+        (workspace / name).chmod(0o755)
 
 
 def restricted_v2_admission(namespace: str) -> list[dict[str, Any]]:
@@ -275,38 +286,34 @@ def kill_worker(cluster: RealCluster, pod: Object, script: str) -> None:
     """SIGKILL the process running `script` in `pod`'s training container (torchrun's worker,
     not torchrun, PID 1, whose command line names the script too), as the kernel's OOM killer
     ends it."""
-    meta = pod["metadata"]
-    exec_in = [
-        str(cluster.tools.binary("kubectl")),
-        f"--kubeconfig={cluster.kubeconfig}",
-        "exec",
-        "-n",
-        meta["namespace"],
-        meta["name"],
-        "-c",
-        "training",
-        "--",
-    ]
-    listed = subprocess.run(
-        [*exec_in, "ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True
-    ).stdout
+    in_pod = exec_in(cluster.tools.binary("kubectl"), pod, cluster.kubeconfig)
     workers = [
         pid
-        for pid, _, args in (line.strip().partition(" ") for line in listed.splitlines())
+        for pid, args in processes_in(in_pod)
         if pid != "1" and script in args and "torchrun" not in args
     ]
-    assert workers, listed
-    subprocess.run([*exec_in, "kill", "-KILL", *workers], check=True)
+    assert workers, processes_in(in_pod)
+    subprocess.run([*in_pod, "kill", "-KILL", *workers], check=True)
 
 
-def launch_until_steps(
-    command: str, env: dict[str, str], output: Path, ranks: int, *, lost: bool = False
-) -> str:
-    """Run the exported `command` (launchCommand) until every one of `ranks` printed a step
-    (LAUNCH_STEPS or later) with equal weights, then Ctrl-C it as a user would (the launcher
-    stops the training on every pod and exits 130), or, `lost`, kill it with its oc/kubectl
-    children at once (SIGKILL to its process group, as a terminal that closes): that stops
-    nothing in the pods. What it printed."""
+def processes_in(in_pod: list[str], env: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(PID, command line) of every process in the container `in_pod` (exec_in) reaches."""
+    listed = subprocess.run(
+        [*in_pod, "ps", "-eo", "pid=,args="], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    return [
+        (pid, args)
+        for pid, _, args in (line.strip().partition(" ") for line in listed.splitlines())
+    ]
+
+
+@contextlib.contextmanager
+def launched(
+    command: str, env: dict[str, str], output: Path, ranks: int
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The exported `command` (launchCommand) running in a session of its own, its output in
+    `output`, once every one of `ranks` printed a step (LAUNCH_STEPS or later) with equal
+    weights; killed with its oc/kubectl children at the end if it still runs."""
     with output.open("wb") as out:
         launch = subprocess.Popen(
             ["bash", "-c", command],
@@ -317,39 +324,73 @@ def launch_until_steps(
             start_new_session=True,
         )
     try:
-
-        def stepped() -> dict[int, str] | None:
-            """The weights every rank printed at the latest step all of them printed (two
-            pods' lines share the stream, so a line may run into another and go unread)."""
-            assert launch.poll() is None, output.read_text(errors="replace")
-            seen = steps(output.read_text(errors="replace"))
-            common = set.intersection(*(set(s) for s in seen.values())) if seen else set()
-            if len(seen) < ranks or max(common, default=0) < LAUNCH_STEPS:
-                return None
-            return {rank: printed[max(common)] for rank, printed in seen.items()}
-
-        weights = wait_for(f"step {LAUNCH_STEPS} on every rank", stepped)
+        assert len(set(stepped_together(launch, output, ranks, LAUNCH_STEPS).values())) == 1
         printed = output.read_text(errors="replace")
-        assert len(set(weights.values())) == 1, printed
-        assert {world for _rank, world, _step, _weights in STEP_LINE.findall(printed)} == {
-            str(ranks)
-        }
+        worlds = {world for _rank, world, _step, _weights in STEP_LINE.findall(printed)}
+        assert worlds == {str(ranks)}, printed
+        yield launch
+    finally:
+        if launch.poll() is None:
+            os.killpg(launch.pid, signal.SIGKILL)
+
+
+def stepped_together(
+    launch: subprocess.Popen[bytes], output: Path, ranks: int, step: int
+) -> dict[int, str]:
+    """Wait until each of `ranks` printed the same step, `step` or later, in `output` while
+    `launch` runs; rank -> the weights it printed there (two pods' lines share the stream, so a
+    line may run into another and go unread)."""
+
+    def stepped() -> dict[int, str] | None:
+        assert launch.poll() is None, output.read_text(errors="replace")
+        seen = steps(output.read_text(errors="replace"))
+        common = set.intersection(*(set(s) for s in seen.values())) if seen else set()
+        if len(seen) < ranks or max(common, default=0) < step:
+            return None
+        return {rank: printed[max(common)] for rank, printed in seen.items()}
+
+    return wait_for(f"step {step} on every rank", stepped)
+
+
+def interrupt(launch: subprocess.Popen[bytes], output: Path) -> None:
+    """Ctrl-C on the launch command, as a user stops it: the launcher stops the training on
+    every pod and exits 130."""
+    os.kill(launch.pid, signal.SIGINT)
+    assert launch.wait(timeout=180) == 130, output.read_text(errors="replace")
+
+
+def launch_until_steps(
+    command: str, env: dict[str, str], output: Path, ranks: int, *, lost: bool = False
+) -> str:
+    """Run the exported `command` (launchCommand) until every one of `ranks` stepped (launched),
+    then interrupt it, or, `lost`, kill it with its oc/kubectl children at once (SIGKILL to its
+    process group, as a terminal that closes): that stops nothing in the pods. What it
+    printed."""
+    with launched(command, env, output, ranks) as launch:
         if lost:
             os.killpg(launch.pid, signal.SIGKILL)
             launch.wait(timeout=60)
         else:
-            os.kill(launch.pid, signal.SIGINT)
-            assert launch.wait(timeout=180) == 130, output.read_text(errors="replace")
-    finally:
-        if launch.poll() is None:
-            os.killpg(launch.pid, signal.SIGKILL)
+            interrupt(launch, output)
     return output.read_text(errors="replace")
 
 
-def _in_training(kubectl: Path, pod: dict[str, Any]) -> list[str]:
-    """`kubectl exec` into `pod`'s training container, up to the command."""
+def exec_in(kubectl: Path, pod: dict[str, Any], kubeconfig: Path | None = None) -> list[str]:
+    """`kubectl exec` into `pod`'s training container, up to the command; on `kubeconfig`, else
+    the one the environment names."""
     meta = pod["metadata"]
-    return [str(kubectl), "exec", "-n", meta["namespace"], meta["name"], "-c", "training", "--"]
+    target = [] if kubeconfig is None else [f"--kubeconfig={kubeconfig}"]
+    return [
+        str(kubectl),
+        *target,
+        "exec",
+        "-n",
+        meta["namespace"],
+        meta["name"],
+        "-c",
+        "training",
+        "--",
+    ]
 
 
 def launch_status(
@@ -357,7 +398,7 @@ def launch_status(
 ) -> subprocess.CompletedProcess[str]:
     """launch-status.sh in `pod`: exit 0 while a training the launchers started runs, 3 not."""
     return subprocess.run(
-        [*_in_training(kubectl, pod), "/opt/gpu-cluster/launch-status.sh"],
+        [*exec_in(kubectl, pod), "/opt/gpu-cluster/launch-status.sh"],
         env=env,
         capture_output=True,
         text=True,
@@ -369,10 +410,7 @@ def assert_nothing_trains(kubectl: Path, pods: list[dict[str, Any]], env: dict[s
     """On every pod, launch-status.sh says no training runs (3) and neither torchrun nor the
     training program is left."""
     for pod in pods:
-        exec_in = _in_training(kubectl, pod)
         status = launch_status(kubectl, pod, env)
         assert status.returncode == 3, (pod["metadata"]["name"], status.stdout, status.stderr)
-        processes = subprocess.run(
-            [*exec_in, "ps", "-eo", "args"], env=env, capture_output=True, text=True, check=True
-        ).stdout
-        assert "train.py" not in processes and "torchrun" not in processes, processes
+        processes = [args for _pid, args in processes_in(exec_in(kubectl, pod), env)]
+        assert not [p for p in processes if "train.py" in p or "torchrun" in p], processes
