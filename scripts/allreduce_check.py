@@ -37,7 +37,10 @@ network NCCL used (``Using network IB``, ``... via NET/IB/0/GDRDMA`` ...), so a 
 to TCP sockets is a FAIL rather than a slow but green run.
 
 Rank 0 prints a table (or, with --json, one JSON document) and a final verdict line, ``PASS`` or
-``FAIL: <reasons>``. Exit codes, the same on every rank: 0 PASS, 1 FAIL, 2 usage or setup error.
+``FAIL: <reasons>``. Exit codes, the same on every rank: 0 PASS, 1 FAIL, 2 usage or setup error
+(the check could not run: no PyTorch, no CUDA for nccl, a rendezvous that failed). With
+FABRIC_CHECK_EXIT_DIR set (fabric-gate.sh), each rank also writes its code to rank-<RANK> there,
+since torchrun exits 1 whatever its ranks' codes.
 
 Only the standard library and torch are used; torch is imported lazily so the pure helpers
 import without it. They sit beside this script, by concern: fabric_figures.py (sizes,
@@ -56,6 +59,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from fabric_figures import (
@@ -410,5 +414,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SETUP
 
 
+# Where each rank writes how it ended (set by fabric-gate.sh).
+EXIT_DIR_ENV = "FABRIC_CHECK_EXIT_DIR"
+
+
+def record_exit(code: int, environ: Mapping[str, str] = os.environ) -> int:
+    """`code`, also written where fabric-gate.sh reads how each rank ended (EXIT_DIR_ENV, when
+    set): torchrun exits 1 whatever its ranks' codes."""
+    directory = environ.get(EXIT_DIR_ENV)
+    if directory:
+        with contextlib.suppress(OSError):
+            Path(directory, f"rank-{environ.get('RANK', '0')}").write_text(f"{code}\n")
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        ended = main()
+    except SystemExit as usage:  # argparse's (2)
+        ended = usage.code if isinstance(usage.code, int) else EXIT_SETUP
+    sys.exit(record_exit(ended))

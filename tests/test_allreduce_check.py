@@ -897,3 +897,57 @@ def test_a_rank_leaves_no_nccl_log_directory_behind(tmp_path: Path) -> None:
     )
     assert result.returncode == 2 and "--backend nccl needs CUDA" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# --- through fabric-gate.sh, as a run's pods and the health runner's pair check run it ------
+
+GATE = ROOT / "scripts" / "fabric-gate.sh"
+# What the gate exits with when the check could not run (EX_TEMPFAIL), which the health runner
+# records as `error` (scripts/health_check_jobs.py NOT_RUN_EXIT) rather than as a failed node.
+NOT_RUN = 75
+
+
+def gate(tmp_path: Path, *check_args: str) -> subprocess.CompletedProcess[str]:
+    """fabric-gate.sh with `check_args` and no launcher, on one node of two ranks, torchrun and
+    the check real."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "TORCHELASTIC_"))},
+        "OMP_NUM_THREADS": "1",
+        "NNODES": "1",
+        "GPUS_PER_NODE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+        "TORCHRUN_BIN": str(Path(sys.executable).parent / "torchrun"),
+        "LAUNCH_PID_FILE": str(tmp_path / "launch.pid"),
+        "NCCL_ENV_FILE": str(tmp_path / "absent.env"),
+        "TMPDIR": str(tmp_path),
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    return subprocess.run(
+        ["bash", str(GATE), "--max-bytes", "64K", "--iters", "3", *check_args, "--"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+
+
+def test_a_check_that_cannot_run_is_told_from_a_failed_one_through_torchrun(
+    tmp_path: Path,
+) -> None:
+    """NCCL without CUDA: every rank exits 2 (could not run), torchrun 1 whatever their codes,
+    and the gate 75, saying so; a fabric below its floor stays a failure (torchrun's 1). The
+    gate's bookkeeping leaves no directory of its own behind."""
+    cannot = gate(tmp_path, "--backend", "nccl")
+    assert cannot.returncode == NOT_RUN, cannot.stderr
+    assert "--backend nccl needs CUDA" in cannot.stderr
+    assert "fabric-gate: the fabric check could not run (exit 1; its ranks: a setup error)" in (
+        cannot.stderr
+    )
+    failed = gate(tmp_path, "--backend", "gloo", "--expected-busbw-gbps", "1e9")
+    assert failed.returncode == 1, failed.stderr
+    assert rank_exit_codes(failed.stderr) == {0: 1, 1: 1}
+    assert "fabric-gate: the fabric check failed (exit 1)" in failed.stderr
+    # mktemp -d's own directories (torchrun keeps torchelastic_* ones of its own).
+    assert not list(tmp_path.glob("tmp.*"))

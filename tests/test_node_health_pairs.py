@@ -405,11 +405,7 @@ def test_the_nccl_check_pods_are_the_training_pods_running_the_fabric_check(
     # The check the run's fabric gate runs (its thresholds), on two nodes.
     gate = train["command"]
     check_args = gate[gate.index("/opt/gpu-cluster/fabric-gate.sh") + 1 : gate.index("--")]
-    assert container["command"] == [
-        "/opt/gpu-cluster/launch-torchrun.sh",
-        "/opt/gpu-cluster/allreduce_check.py",
-        *check_args,
-    ]
+    assert container["command"] == ["/opt/gpu-cluster/fabric-gate.sh", *check_args, "--"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["NNODES"], env["TORCHRUN_NNODES"]) == ("2", "2")
     assert env["WORLD_SIZE"] == str(2 * s.gpus_per_node)
@@ -425,7 +421,7 @@ def test_the_nccl_check_pods_are_the_training_pods_running_the_fabric_check(
     assert policy["spec"]["podSelector"]["matchLabels"] == labels
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": labels}}]}]
     scripts = named(manifests(run, "ConfigMap"), f"{name}-scripts")["data"]
-    for script in ("launch-torchrun.sh", "allreduce_check.py", *CHECK_MODULES):
+    for script in ("fabric-gate.sh", "launch-torchrun.sh", "allreduce_check.py", *CHECK_MODULES):
         assert scripts[script] == (ROOT / "scripts" / script).read_text()
 
 

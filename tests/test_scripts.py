@@ -792,6 +792,9 @@ def gate_env(tmp_path: Path, torch_env: dict[str, str]) -> dict[str, str]:
     torchrun.write_text(
         "#!/bin/sh\n"
         f'echo "$RDZV_ID $TORCHRUN_NNODES $*" >>{calls}\n'
+        # Each rank's own code where the check writes it (RANKS_SAID: one code a rank).
+        'rank=0; for code in $RANKS_SAID; do echo "$code" >"$FABRIC_CHECK_EXIT_DIR/rank-$rank";'
+        " rank=$((rank + 1)); done\n"
         'case "$*" in *allreduce_check.py*) exit "${CHECK_FAILS:-0}" ;; esac\n'
     )
     torchrun.chmod(0o755)
@@ -840,10 +843,39 @@ def test_a_check_that_cannot_run_fails_the_run_as_a_configuration_error(
     assert calls_of(env) == []
 
 
-@pytest.mark.parametrize("args", [(), ("--iters", "5"), ("--iters", "5", "--")])
-def test_the_gate_needs_something_to_launch(
-    gate_env: dict[str, str], args: tuple[str, ...]
+@pytest.mark.parametrize(
+    ("said", "code", "message"),
+    [
+        ("2 2", 75, "the fabric check could not run (exit 1; its ranks: a setup error)"),
+        ("2", 75, "the fabric check could not run"),  # the other rank stopped before it said
+        ("2 1", 1, "the fabric check failed (exit 1)"),  # a rank that failed: a verdict
+        ("", 1, "the fabric check failed (exit 1)"),  # no rank said: not known to be setup
+    ],
+)
+def test_a_check_its_ranks_could_not_run_is_told_from_a_failed_one(
+    gate_env: dict[str, str], tmp_path: Path, said: str, code: int, message: str
 ) -> None:
+    """torchrun exits 1 whatever its ranks' codes; the ranks' own (FABRIC_CHECK_EXIT_DIR) tell
+    a check that could not run (2 each, none failed: 75) from one that failed."""
+    env = {**gate_env, "CHECK_FAILS": "1", "RANKS_SAID": said}
+    result = run(GATE, env, "--", str(tmp_path / "trainer"), "/workspace/train.py")
+    assert result.returncode == code, result.stderr
+    assert f"{message}; not starting {tmp_path / 'trainer'}" in result.stderr
+    assert [c for c in calls_of(env) if c.startswith("trainer")] == []
+
+
+def test_with_nothing_to_launch_the_gate_is_the_check_alone(gate_env: dict[str, str]) -> None:
+    """As the health runner's pair check runs it: the check's verdict is the exit code."""
+    passed = run(GATE, gate_env, "--iters", "5", "--")
+    assert passed.returncode == 0, passed.stderr
+    assert "fabric-gate: the fabric check passed\n" in passed.stderr
+    assert len(calls_of(gate_env)) == 1
+    failed = run(GATE, {**gate_env, "CHECK_FAILS": "1"}, "--")
+    assert failed.returncode == 1 and "the fabric check failed (exit 1)\n" in failed.stderr
+
+
+@pytest.mark.parametrize("args", [(), ("--iters", "5")])
+def test_the_gate_needs_its_separator(gate_env: dict[str, str], args: tuple[str, ...]) -> None:
     result = run(GATE, gate_env, *args)
     assert result.returncode == USAGE_ERROR and "usage:" in result.stderr
     assert calls_of(gate_env) == []

@@ -22,7 +22,7 @@ from gpu_cluster.facts.health import (
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.health_gate import HEALTH_GATE_POLL_SECONDS, NOBODY_UID, health_gate_check
 from gpu_cluster.plan.podspec import NodeRequirement
-from gpu_cluster.plan.verify import fabric_check
+from gpu_cluster.plan.verify import fabric_gate
 
 HEALTH_RUNNER_SCRIPT = "node_health_runner.py"
 # Its decisions, which it imports from beside it.
@@ -178,8 +178,8 @@ def _pair_check(s: Settings, tolerations: tuple[tuple[str, str], ...]) -> PairCh
     return PairCheckPlan(
         template=f"{s.name}-{PAIR_CHECK}-check",
         # The check a run's fabric gate runs (verify), on two nodes: a pair that passes it here
-        # passes it there.
-        command=fabric_check(s),
+        # passes it there. Through the gate, which tells a check that could not run (75).
+        command=fabric_gate(s),
         env={
             **{k: v for k, v in env.items() if k not in ("MASTER_ADDR", "RDZV_ID")},
             "NNODES": str(PAIR),

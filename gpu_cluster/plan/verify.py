@@ -127,13 +127,18 @@ def storage_gate(s: Settings) -> list[str]:
     return [*args, "--"]
 
 
+def fabric_gate(s: Settings, launch: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The fabric check through fabric-gate.sh, then `launch` if it passed; with no `launch`,
+    the check alone (its exit code 75 when it could not run)."""
+    return (f"{SCRIPTS_DIR}/{FABRIC_GATE}", *check_args(s), "--", *launch)
+
+
 def gated(s: Settings, launch: tuple[str, ...]) -> tuple[str, ...]:
     """A JobSet run's command: `launch` once the storage and fabric checks passed on the run's
     pods (verify.enabled), else `launch` as it is."""
     if not s.verify.enabled:
         return launch
-    fabric = (f"{SCRIPTS_DIR}/{FABRIC_GATE}", *check_args(s), "--")
-    return (*storage_gate(s), *fabric, *launch)
+    return (*storage_gate(s), *fabric_gate(s, launch))
 
 
 def verify_command(s: Settings, kube: Kube) -> str:

@@ -13,7 +13,8 @@ Then two runs that must not train, each through `pulumi up` (which replaces the 
 training script that is not there fails the run at once on the launcher's configuration error
 (exit 78 on every pod, no restart though restarts are left), and with `verify.enabled` every
 pod runs the fabric gate first, whose check cannot run here (NCCL needs the GPUs these nodes
-only advertise): it fails, no training starts, and the run fails."""
+only advertise): the gate says so (75, not a failed fabric), no training starts, and the run
+fails."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ STEPS = 5
 # The launchers' configuration error (EX_CONFIG, sysexits.h; scripts/launch-common.sh die).
 CONFIG_ERROR = 78
 MISSPELT_SCRIPT = "/workspace/trian.py"
+# What the fabric gate exits with when its check could not run (EX_TEMPFAIL, sysexits.h).
+CHECK_NOT_RUN = 75
 # The index the Job controller gives an Indexed Job's pod (kubernetes batch/v1
 # JobCompletionIndexAnnotation): NODE_RANK, so the pod of index 1 runs rank 1.
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -141,9 +144,12 @@ def test_a_queued_jobset_trains_by_itself_shows_its_start_and_restarts_a_killed_
     engine.up(
         *training_overrides(node_images, (*JOBSET, "verify.enabled=true", "workload.maxRestarts=0"))
     )
-    for log, _code in failed_run(cluster, stack):
+    for log, code in failed_run(cluster, stack):
+        assert code == CHECK_NOT_RUN, log
         assert "--backend nccl needs CUDA" in log, log
-        assert "fabric-gate: the fabric check failed (exit 1); not starting" in log, log
+        assert (
+            "fabric-gate: the fabric check could not run (exit 1; its ranks: a setup error)" in log
+        )
         assert not steps(log), log
 
 

@@ -23,7 +23,7 @@ from gpu_cluster.facts.kueue import JOB_COMPLETION_INDEX_ANNOTATION
 from gpu_cluster.plan.health_runner import PAIR, PairCheckPlan
 from gpu_cluster.plan.scan_exceptions import skip_annotations
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
-from gpu_cluster.plan.verify import CHECK_MODULES, CHECK_SCRIPT
+from gpu_cluster.plan.verify import CHECK_MODULES, CHECK_SCRIPT, FABRIC_GATE
 
 
 def pair_check_pods(
@@ -44,7 +44,10 @@ def pair_check_pods(
         replicas=PAIR,
         scripts={
             **training.scripts,
-            **{name: (SCRIPTS_PATH / name).read_text() for name in (CHECK_SCRIPT, *CHECK_MODULES)},
+            **{
+                name: (SCRIPTS_PATH / name).read_text()
+                for name in (FABRIC_GATE, CHECK_SCRIPT, *CHECK_MODULES)
+            },
         },
         env=plan.env,
         placement=dataclasses.replace(training.placement, tolerations=plan.tolerations),
