@@ -847,7 +847,8 @@ def test_a_check_that_cannot_run_fails_the_run_as_a_configuration_error(
     ("said", "code", "message"),
     [
         ("2 2", 75, "the fabric check could not run (exit 1; its ranks: a setup error)"),
-        ("2", 75, "the fabric check could not run"),  # the other rank stopped before it said
+        # The other rank stopped before it said.
+        ("2", 75, "the fabric check could not run (exit 1; its ranks: a setup error)"),
         ("2 1", 1, "the fabric check failed (exit 1)"),  # a rank that failed: a verdict
         ("", 1, "the fabric check failed (exit 1)"),  # no rank said: not known to be setup
     ],

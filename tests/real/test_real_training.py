@@ -334,3 +334,34 @@ def test_the_storage_check_stopped_mid_write_removes_its_files_from_the_claim(
     assert check.returncode == 128 + signal.SIGTERM, err
     assert "storage_check: stopped (SIGTERM); its files removed" in err, err
     assert sorted(p.name for p in volume.iterdir()) == before
+
+
+# An nvidia-smi that never answers, as one waiting on a driver whose GPU fell off the bus.
+STUCK_NVIDIA_SMI = "#!/bin/sh\nsleep 600\n"
+
+
+def test_preflight_stops_an_nvidia_smi_that_does_not_answer(
+    training_pods: TrainingPods, two_nodes: RealCluster, training_stack: StackRender
+) -> None:
+    """preflight.sh in pod 1's container with a stuck nvidia-smi first on PATH: it stops it
+    after NVIDIA_SMI_TIMEOUT_SECONDS and fails naming the cause, and no `sleep` is left."""
+    env, pod = training_pods.env, training_pods.pods[1]
+    put_in_workspaces(training_stack, training_pods.volumes, "nvidia-smi", STUCK_NVIDIA_SMI)
+    in_pod = exec_in(two_nodes.tools.binary("kubectl"), pod)
+    checked = subprocess.run(
+        [
+            *in_pod,
+            "bash",
+            "-c",
+            "PATH=/workspace:$PATH NVIDIA_SMI_TIMEOUT_SECONDS=2 exec /opt/gpu-cluster/preflight.sh",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert checked.returncode == 1, checked.stderr
+    assert "GPUs: 'nvidia-smi -L' did not answer within 2s (stopped)" in checked.stderr
+    left = [args for _pid, args in processes_in(in_pod, env)]
+    assert not [p for p in left if "sleep 600" in p], left
