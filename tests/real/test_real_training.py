@@ -365,3 +365,39 @@ def test_preflight_stops_an_nvidia_smi_that_does_not_answer(
     assert "GPUs: 'nvidia-smi -L' did not answer within 2s (stopped)" in checked.stderr
     left = [args for _pid, args in processes_in(in_pod, env)]
     assert not [p for p in left if "sleep 600" in p], left
+
+
+# Room for pod 0's stop (launch-stop.sh's 30 s grace, within which torchrun ends its rank) and
+# short of the default 60, so the test waits less for the frozen pod's.
+STOP_SECONDS = 45
+
+
+def test_a_pod_that_does_not_answer_holds_up_no_other_pods_stop(
+    training_pods: TrainingPods, two_nodes: RealCluster, training_stack: StackRender, tmp_path: Path
+) -> None:
+    """launchCommand as exported while both ranks step; then pod 1's processes are frozen (an
+    exec into it never answers, as on a node whose kernel or device stalls) and the launch is
+    interrupted: launch-all.sh stops pod 0's training, gives up on pod 1's stop after
+    LAUNCH_ALL_STOP_SECONDS and says so. Thawed, stopCommand stops pod 1's training and the
+    launch exits 130."""
+    outputs, pods = training_stack.run.outputs, training_pods.pods
+    env = {**training_pods.env, "LAUNCH_ALL_STOP_SECONDS": str(STOP_SECONDS)}
+    kubectl = two_nodes.tools.binary("kubectl")
+    output = tmp_path / "launch.out"
+    pod = pods[1]["metadata"]["name"]
+    gave_up = (
+        f"launch-all: {pod}: '/opt/gpu-cluster/launch-stop.sh' did not end within "
+        f"{STOP_SECONDS}s; stopped waiting for it"
+    )
+    with launched(outputs["launchCommand"], env, output, len(pods)) as launch:
+        with two_nodes.nodes.frozen(pods[1]):
+            os.kill(launch.pid, signal.SIGINT)
+            wait_for(
+                "launch-all to give up on the frozen pod's stop",
+                lambda: gave_up in output.read_text(errors="replace"),
+            )
+            assert launch_status(kubectl, pods[0], env).returncode == 3
+        stop = run_exported(outputs["stopCommand"], env)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert launch.wait(timeout=180) == 130, output.read_text(errors="replace")
+    assert_nothing_trains(kubectl, pods, env)

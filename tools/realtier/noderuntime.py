@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tools.realtier.controlplane import STOP_GRACE_S, StartError
@@ -159,6 +159,25 @@ def _cgroup_pids(root: str) -> set[int]:
                     text = (Path(directory) / "cgroup.procs").read_text()
                     pids |= {int(p) for p in text.split()}
     return pids
+
+
+@contextlib.contextmanager
+def frozen_pod(root: str, pod_uid: str) -> Iterator[None]:
+    """Every process of the pod `pod_uid` in the node's cgroups (`root`) stopped by cgroup v1's
+    freezer (Documentation/admin-guide/cgroup-v1/freezer-subsystem.rst), as a stalled kernel or
+    a hung device holds them: a process that joins the pod (an exec) stops too, so it never
+    answers. Thawed at the end."""
+    pod = f"pod{pod_uid}"  # the kubelet's cgroupfs name (pkg/kubelet/cm GetPodContainerName)
+    (state,) = [
+        Path(directory) / "freezer.state"
+        for directory, _, _ in os.walk(_CGROUP_FS / "freezer" / root)
+        if Path(directory).name == pod
+    ]
+    state.write_text("FROZEN")
+    try:
+        yield
+    finally:
+        state.write_text("THAWED")
 
 
 def kill_cgroup(root: str) -> None:

@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,13 +36,14 @@ from tools.realtier.build import Tools
 from tools.realtier.controlplane import CLUSTER_DOMAIN, ControlPlane
 from tools.realtier.controlplane import _die_with_parent as die_with_parent
 from tools.realtier.images import ImageArchive
-from tools.realtier.kube import Kube, wait_for
+from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.mounts import unmount_under
 from tools.realtier.nodemultus import Multus
 from tools.realtier.nodenet import NodeNetwork
 from tools.realtier.noderuntime import (
     cni_config,
     containerd_config,
+    frozen_pod,
     kill_cgroup,
     kill_shims,
     kube_proxy_config,
@@ -360,6 +361,13 @@ class RealNodes:
             )
         self.log(f"{node.spec.name}: started {name} (pid {popen.pid})")
         return popen
+
+    @contextlib.contextmanager
+    def frozen(self, pod: Object) -> Iterator[None]:
+        """The running `pod`'s processes frozen on its node (noderuntime.frozen_pod)."""
+        (node,) = [n for n in self._nodes if n.spec.name == pod["spec"]["nodeName"]]
+        with frozen_pod(node.cgroup_root, pod["metadata"]["uid"]):
+            yield
 
     def log_tail(self, index: int, name: str, lines: int = 40) -> str:
         """The last lines node `index`'s `name` (kubelet, containerd) logged."""
