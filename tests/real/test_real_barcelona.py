@@ -43,6 +43,7 @@ from tests.real.training import (
     steps,
     training_overrides,
     training_render,
+    training_stack_or_skip,
     user_env,
 )
 from tools.realtier.build import Tools
@@ -75,10 +76,7 @@ MULTUS_STATUS = "k8s.v1.cni.cncf.io/network-status"
 
 @pytest.fixture(scope="module")
 def rdma_stack(node_images: NodeImages) -> StackRender:
-    stack = training_render(node_images, RDMA, STACK)
-    if stack is None:
-        pytest.skip("training image not built: run `python -m tools.realtier build`")
-    return stack
+    return training_stack_or_skip(node_images, RDMA, STACK)
 
 
 def nad_masters(stack: StackRender) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ from tests.real.training import (
     steps,
     training_cluster,
     training_overrides,
-    training_render,
+    training_stack_or_skip,
 )
 from tools.realtier.build import Tools
 from tools.realtier.images import NodeImages
@@ -87,10 +87,7 @@ CAUSAL = (
 
 @pytest.fixture
 def jobset_stack(node_images: NodeImages) -> StackRender:
-    stack = training_render(node_images, JOBSET)
-    if stack is None:
-        pytest.skip("training image not built: run `python -m tools.realtier build`")
-    return stack
+    return training_stack_or_skip(node_images, JOBSET)
 
 
 @pytest.fixture

@@ -27,10 +27,11 @@ from tests.real.health_checks import keys, labels, taints
 from tests.real.training import (
     JOBSET,
     STACK,
+    pod_admission,
     provide_platform,
     training_cluster,
     training_overrides,
-    training_render,
+    training_stack_or_skip,
 )
 from tools.realtier.build import Tools
 from tools.realtier.charts import chart_crds
@@ -63,10 +64,7 @@ def checked_alone(images: NodeImages) -> tuple[str, ...]:
 
 @pytest.fixture
 def checked_stack(node_images: NodeImages) -> StackRender:
-    stack = training_render(node_images, checked_alone(node_images))
-    if stack is None:
-        pytest.skip("training image not built: run `python -m tools.realtier build`")
-    return stack
+    return training_stack_or_skip(node_images, checked_alone(node_images))
 
 
 @pytest.fixture
@@ -82,53 +80,15 @@ def gpu_nodes(
 
 
 def if_not_present(namespace: str) -> list[dict[str, Any]]:
-    """A MutatingAdmissionPolicy and its binding that make every container of a pod created in
-    `namespace` pull only an image that is not there (no registry here)."""
-    name = "pull-if-not-present"
+    """Every container of a pod created in `namespace` pulls only an image that is not there
+    (no registry here)."""
     containers = (
         "object.spec.containers.map(c, "
         'Object.spec.containers{name: c.name, imagePullPolicy: "IfNotPresent"})'
     )
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1beta1",
-            "kind": "MutatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE"],
-                            "resources": ["pods"],
-                        }
-                    ]
-                },
-                "failurePolicy": "Fail",
-                "reinvocationPolicy": "Never",
-                "mutations": [
-                    {
-                        "patchType": "ApplyConfiguration",
-                        "applyConfiguration": {
-                            "expression": f"Object{{spec: Object.spec{{containers: {containers}}}}}"
-                        },
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1beta1",
-            "kind": "MutatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-                },
-            },
-        },
-    ]
+    return pod_admission(
+        "pull-if-not-present", namespace, f"Object{{spec: Object.spec{{containers: {containers}}}}}"
+    )
 
 
 def test_a_pair_check_that_cannot_run_leaves_both_nodes_untainted(

@@ -49,7 +49,7 @@ from tests.real.training import (
     steps,
     training_cluster,
     training_overrides,
-    training_render,
+    training_stack_or_skip,
     user_env,
 )
 from tools.realtier.build import Tools
@@ -79,10 +79,7 @@ NCCL_ONLY = ((" --backend nccl ", " --backend gloo "), (" --expected-transport s
 
 @pytest.fixture(scope="module")
 def training_stack(node_images: NodeImages) -> StackRender:
-    stack = training_render(node_images, VERIFY)
-    if stack is None:
-        pytest.skip("training image not built: run `python -m tools.realtier build`")
-    return stack
+    return training_stack_or_skip(node_images, VERIFY)
 
 
 @pytest.fixture(scope="module")

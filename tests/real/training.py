@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from tests.conftest import ROOT, stack_context
@@ -108,6 +109,16 @@ def training_render(
     return render(stack, config) if config else None
 
 
+def training_stack_or_skip(
+    images: NodeImages, overrides: tuple[str, ...] = (), stack: str = STACK
+) -> StackRender:
+    """training_render, or the test skipped when the training image is not built."""
+    rendered = training_render(images, overrides, stack)
+    if rendered is None:
+        pytest.skip("training image not built: run `python -m tools.realtier build`")
+    return rendered
+
+
 @contextlib.contextmanager
 def training_cluster(
     tools: Tools, images: NodeImages, stack: StackRender, tmp_path: Path, *, queued: bool = False
@@ -155,12 +166,21 @@ def put_in_workspaces(stack: StackRender, root: Path, name: str, text: str) -> N
 
 
 def restricted_v2_admission(namespace: str) -> list[dict[str, Any]]:
-    """A MutatingAdmissionPolicy and its binding that give every pod created in `namespace` the
-    UID restricted-v2 admission gives it on OpenShift (the stack sets none; runAsNonRoot alone
-    would refuse the image's root user), so the stack's objects go to the API server unchanged,
-    as `pulumi up` sends them."""
-    name = "restricted-v2-uid"
+    """What gives every pod created in `namespace` the UID restricted-v2 admission gives it on
+    OpenShift (the stack sets none; runAsNonRoot alone would refuse the image's root user), so
+    the stack's objects go to the API server unchanged, as `pulumi up` sends them."""
     security_context = f"Object.spec.securityContext{{runAsUser: {RESTRICTED_UID}}}"
+    return pod_admission(
+        "restricted-v2-uid",
+        namespace,
+        f"Object{{spec: Object.spec{{securityContext: {security_context}}}}}",
+    )
+
+
+def pod_admission(name: str, namespace: str, apply: str) -> list[dict[str, Any]]:
+    """A MutatingAdmissionPolicy `name` and its binding that apply the ApplyConfiguration CEL
+    expression `apply` to every pod created in `namespace` (what a platform's admission would
+    do to it)."""
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1beta1",
@@ -180,13 +200,7 @@ def restricted_v2_admission(namespace: str) -> list[dict[str, Any]]:
                 "failurePolicy": "Fail",
                 "reinvocationPolicy": "Never",
                 "mutations": [
-                    {
-                        "patchType": "ApplyConfiguration",
-                        "applyConfiguration": {
-                            "expression": f"Object{{spec: Object.spec{{securityContext: "
-                            f"{security_context}}}}}"
-                        },
-                    }
+                    {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply}}
                 ],
             },
         },
