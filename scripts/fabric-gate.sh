@@ -36,7 +36,7 @@ while (($# > 0)) && [[ $1 != -- ]]; do
 done
 (($# >= 1)) || usage # no `--`
 shift
-then=${1:+; not starting $1}
+unstarted=${1:+; not starting $1}
 
 here=$(dirname "$0")
 ended=$(mktemp -d)
@@ -47,10 +47,10 @@ said=$(cat "$ended"/rank-* 2>/dev/null || true)
 rm -rf "$ended"
 if ((rc != 0)); then
   if grep -qx "$CHECK_SETUP" <<<"$said" && ! grep -qx "$CHECK_FAIL" <<<"$said"; then
-    echo "$PROG: the fabric check could not run (exit $rc; its ranks: a setup error)$then" >&2
+    echo "$PROG: the fabric check could not run (exit $rc; its ranks: a setup error)$unstarted" >&2
     exit "$NOT_RUN"
   fi
-  echo "$PROG: the fabric check failed (exit $rc)$then" >&2
+  echo "$PROG: the fabric check failed (exit $rc)$unstarted" >&2
   exit "$rc"
 fi
 if (($# == 0)); then
