@@ -24,7 +24,8 @@ from tests.test_run_metrics import (
 )
 from tools.realtier.build import Tools
 
-pytestmark = pytest.mark.real
+# The launcher it starts is given train.py, which must be there.
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("beside_a_training_script")]
 # Prometheus' smallest useful scrape interval: the test waits for a few scrapes.
 SCRAPE_INTERVAL = "1s"
 
