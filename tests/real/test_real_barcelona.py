@@ -37,6 +37,7 @@ from tests.real.conftest import RealCluster, real_nodes_cluster
 from tests.real.training import (
     assert_nothing_trains,
     exec_in,
+    in_training,
     launch_until_steps,
     provide_platform,
     run_exported,
@@ -181,19 +182,6 @@ def test_rdma_detection_fails_at_once_on_every_pod(
         # The training container never started: no rank reached a rendezvous.
         (training,) = pod["status"]["containerStatuses"]
         assert "waiting" in training["state"] and not training["lastState"], (name, training)
-
-
-def in_training(
-    kubectl: Path, pod: dict[str, Any], env: dict[str, str], *command: str
-) -> subprocess.CompletedProcess[str]:
-    """`command` in the pod's training container (kubectl exec)."""
-    return subprocess.run(
-        [*exec_in(kubectl, pod), *command],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def pod_addresses(kubectl: Path, pod: dict[str, Any], env: dict[str, str]) -> dict[str, str]:

@@ -16,7 +16,8 @@ restricted-v2 admits them (the UID it gives, set in admission: training.provide_
 And the in-pod script fixes of issue #39, each in the pods' own containers: a launch whose stream
 to one pod is lost stops nothing (launch-all.sh follows that pod's launcher); a stop while a
 launcher still checks its node (preflight) ends the launch there; the storage check stopped
-mid-write (SIGTERM, as when its pod is deleted) removes its files from the claim."""
+mid-write (SIGTERM, as when its pod is deleted) removes its files from the claim; preflight stops
+an nvidia-smi that does not answer; a pod that does not answer holds up no other pod's stop."""
 
 from __future__ import annotations
 
@@ -38,10 +39,12 @@ from tests.real.training import (
     STACK,
     assert_nothing_trains,
     exec_in,
+    in_training,
     interrupt,
     launch_status,
     launch_until_steps,
     launched,
+    left_running,
     processes_in,
     provide_platform,
     put_in_workspaces,
@@ -269,28 +272,22 @@ def test_a_stop_while_the_launcher_checks_its_node_ends_the_launch_there(
         text=True,
     )
     try:
-        checking = [*in_pod, "cat", "/tmp/checking"]
         wait_for(
             "the preflight runs",
-            lambda: subprocess.run(checking, env=env, capture_output=True, check=False).stdout,
+            lambda: in_training(kubectl, pod, env, "cat", "/tmp/checking").stdout,
         )
-        stop = subprocess.run(
-            [*in_pod, "/opt/gpu-cluster/launch-stop.sh"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        stop = in_training(kubectl, pod, env, "/opt/gpu-cluster/launch-stop.sh")
+        assert stop.returncode == 0, stop.stderr
         assert "launch-stop: stopping training (pid" in stop.stdout, stop.stdout
         out, err = launch.communicate(timeout=120)
     finally:
         launch.kill()
-        subprocess.run([*in_pod, "rm", "-f", "/tmp/checking"], env=env, check=False)
+        in_training(kubectl, pod, env, "rm", "-f", "/tmp/checking")
     assert launch.returncode == 143, err
     assert "stopped (SIGTERM) before training started" in err, err
     assert "passed" not in out, out
-    left = [args for _pid, args in processes_in(in_pod, env)]
-    assert not [p for p in left if "sleep 600" in p or "torchrun" in p], left
+    left = left_running(in_pod, env, "sleep 600", "torchrun")
+    assert not left, left
     assert launch_status(kubectl, pod, env).returncode == 3
 
 
@@ -344,24 +341,20 @@ def test_preflight_stops_an_nvidia_smi_that_does_not_answer(
     after NVIDIA_SMI_TIMEOUT_SECONDS and fails naming the cause, and no `sleep` is left."""
     env, pod = training_pods.env, training_pods.pods[1]
     put_in_workspaces(training_stack, training_pods.volumes, "nvidia-smi", STUCK_NVIDIA_SMI)
-    in_pod = exec_in(two_nodes.tools.binary("kubectl"), pod)
-    checked = subprocess.run(
-        [
-            *in_pod,
-            "bash",
-            "-c",
-            "PATH=/workspace:$PATH NVIDIA_SMI_TIMEOUT_SECONDS=2 exec /opt/gpu-cluster/preflight.sh",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+    kubectl = two_nodes.tools.binary("kubectl")
+    checked = in_training(
+        kubectl,
+        pod,
+        env,
+        "bash",
+        "-c",
+        "PATH=/workspace:$PATH NVIDIA_SMI_TIMEOUT_SECONDS=2 exec /opt/gpu-cluster/preflight.sh",
         timeout=120,
     )
     assert checked.returncode == 1, checked.stderr
     assert "GPUs: 'nvidia-smi -L' did not answer within 2s (stopped)" in checked.stderr
-    left = [args for _pid, args in processes_in(in_pod, env)]
-    assert not [p for p in left if "sleep 600" in p], left
+    left = left_running(exec_in(kubectl, pod), env, "sleep 600")
+    assert not left, left
 
 
 # Room for pod 0's stop (launch-stop.sh's 30 s grace, within which torchrun ends its rank) and

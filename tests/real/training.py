@@ -407,17 +407,35 @@ def exec_in(kubectl: Path, pod: dict[str, Any], kubeconfig: Path | None = None) 
     ]
 
 
-def launch_status(
-    kubectl: Path, pod: dict[str, Any], env: dict[str, str]
+def in_training(
+    kubectl: Path,
+    pod: dict[str, Any],
+    env: dict[str, str],
+    *command: str,
+    timeout: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """launch-status.sh in `pod`: exit 0 while a training the launchers started runs, 3 not."""
+    """`command` in `pod`'s training container (kubectl exec), what it printed captured."""
     return subprocess.run(
-        [*exec_in(kubectl, pod), "/opt/gpu-cluster/launch-status.sh"],
+        [*exec_in(kubectl, pod), *command],
         env=env,
         capture_output=True,
         text=True,
         check=False,
+        timeout=timeout,
     )
+
+
+def launch_status(
+    kubectl: Path, pod: dict[str, Any], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """launch-status.sh in `pod`: exit 0 while a training the launchers started runs, 3 not."""
+    return in_training(kubectl, pod, env, "/opt/gpu-cluster/launch-status.sh")
+
+
+def left_running(in_pod: list[str], env: dict[str, str], *words: str) -> list[str]:
+    """The command lines of the processes in the container `in_pod` (exec_in) reaches that
+    hold any of `words`."""
+    return [args for _pid, args in processes_in(in_pod, env) if any(w in args for w in words)]
 
 
 def assert_nothing_trains(kubectl: Path, pods: list[dict[str, Any]], env: dict[str, str]) -> None:
@@ -426,5 +444,5 @@ def assert_nothing_trains(kubectl: Path, pods: list[dict[str, Any]], env: dict[s
     for pod in pods:
         status = launch_status(kubectl, pod, env)
         assert status.returncode == 3, (pod["metadata"]["name"], status.stdout, status.stderr)
-        processes = [args for _pid, args in processes_in(exec_in(kubectl, pod), env)]
-        assert not [p for p in processes if "train.py" in p or "torchrun" in p], processes
+        left = left_running(exec_in(kubectl, pod), env, "train.py", "torchrun")
+        assert not left, left
