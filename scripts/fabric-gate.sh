@@ -12,7 +12,8 @@
 # run (each rank here that said how it ended said 2, a setup error: no PyTorch, no CUDA, a
 # failed rendezvous; allreduce_check.py writes it to FABRIC_CHECK_EXIT_DIR) judged no fabric:
 # 75 (EX_TEMPFAIL, sysexits.h), which the health runner records as `error`, not as a failed
-# node, and on which a JobSet restarts the run.
+# node, and on which a JobSet restarts the run. Stopped (SIGTERM, SIGINT) during the check, it
+# stops the check and exits 128+signal.
 #
 # Environment: what launch-torchrun.sh reads (NNODES, GPUS_PER_NODE, MASTER_ADDR, MASTER_PORT,
 # RDZV_ID, ...); TORCHRUN_NNODES and RDZV_ID are set here for the check: the whole run, and
@@ -40,11 +41,37 @@ unstarted=${1:+; not starting $1}
 
 here=$(dirname "$0")
 ended=$(mktemp -d)
-rc=0
+
+# A stop while the check runs (the pod deleted, the run preempted or replaced): this script is
+# the container's PID 1, to which the kernel delivers no signal it has no handler for
+# (pid_namespaces(7), "The namespace init process"), so without a trap the check would run on
+# until the kubelet's SIGKILL at the end of the grace period. The trap hands the signal to the
+# check's launcher (torchrun, which stops its ranks); the gate then ends 128+signal, starting
+# nothing.
+stopped=""
+stop_check() {
+  stopped=$1
+  [[ -z ${check:-} ]] || kill -s "$1" "$check" 2>/dev/null || true
+}
+trap 'stop_check TERM' TERM
+trap 'stop_check INT' INT
 FABRIC_CHECK_EXIT_DIR=$ended TORCHRUN_NNODES=${NNODES:-} RDZV_ID="${RDZV_ID:-gpu-cluster}-fabric-check" \
-  "$here/launch-torchrun.sh" "${CHECK_SCRIPT:-$here/allreduce_check.py}" "${check_args[@]}" || rc=$?
+  "$here/launch-torchrun.sh" "${CHECK_SCRIPT:-$here/allreduce_check.py}" "${check_args[@]}" &
+check=$!
+[[ -z $stopped ]] || kill -s "$stopped" "$check" 2>/dev/null || true
+rc=0
+wait "$check" || rc=$?
+# A trapped signal ends `wait` early (128+signal) while the check is still ending.
+while kill -0 "$check" 2>/dev/null; do
+  rc=0
+  wait "$check" || rc=$?
+done
 said=$(cat "$ended"/rank-* 2>/dev/null || true)
 rm -rf "$ended"
+if [[ -n $stopped ]]; then
+  echo "$PROG: stopped (SIG$stopped) during the fabric check$unstarted" >&2
+  exit $((128 + $(kill -l "$stopped")))
+fi
 if ((rc != 0)); then
   if grep -qx "$CHECK_SETUP" <<<"$said" && ! grep -qx "$CHECK_FAIL" <<<"$said"; then
     echo "$PROG: the fabric check could not run (exit $rc; its ranks: a setup error)$unstarted" >&2

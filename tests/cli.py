@@ -168,5 +168,5 @@ def as_pid_1() -> tuple[str, ...]:
     prefix's process dies; skips the test where the machine does not allow one."""
     prefix = _unshare("--user", "--map-root-user", "--pid", "--fork", "--kill-child")
     if prefix is None:
-        pytest.skip("unshare --user --map-root-user --pid is not allowed here")
+        unavailable("unshare --user --map-root-user --pid is not allowed here")
     return prefix

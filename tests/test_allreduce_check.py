@@ -10,14 +10,17 @@ import itertools
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli import as_pid_1
 from tests.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -907,13 +910,12 @@ GATE = ROOT / "scripts" / "fabric-gate.sh"
 NOT_RUN = 75
 
 
-def gate(tmp_path: Path, *check_args: str) -> subprocess.CompletedProcess[str]:
-    """fabric-gate.sh with `check_args` and no launcher, on one node of two ranks, torchrun and
-    the check real."""
-    env = {
+def gate_env(tmp_path: Path, nodes: int = 1) -> dict[str, str]:
+    """What fabric-gate.sh reads, for `nodes` nodes of two ranks, this one the rendezvous host."""
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "TORCHELASTIC_"))},
         "OMP_NUM_THREADS": "1",
-        "NNODES": "1",
+        "NNODES": str(nodes),
         "GPUS_PER_NODE": "2",
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(_free_port()),
@@ -923,9 +925,14 @@ def gate(tmp_path: Path, *check_args: str) -> subprocess.CompletedProcess[str]:
         "TMPDIR": str(tmp_path),
         "CUDA_VISIBLE_DEVICES": "",
     }
+
+
+def gate(tmp_path: Path, *check_args: str) -> subprocess.CompletedProcess[str]:
+    """fabric-gate.sh with `check_args` and no launcher, on one node of two ranks, torchrun and
+    the check real."""
     return subprocess.run(
         ["bash", str(GATE), "--max-bytes", "64K", "--iters", "3", *check_args, "--"],
-        env=env,
+        env=gate_env(tmp_path),
         capture_output=True,
         text=True,
         check=False,
@@ -951,3 +958,48 @@ def test_a_check_that_cannot_run_is_told_from_a_failed_one_through_torchrun(
     assert "fabric-gate: the fabric check failed (exit 1)" in failed.stderr
     # mktemp -d's own directories (torchrun keeps torchelastic_* ones of its own).
     assert not list(tmp_path.glob("tmp.*"))
+
+
+def test_a_gate_stopped_during_its_check_stops_it_and_starts_nothing(tmp_path: Path) -> None:
+    """The gate as its container's PID 1 (a PID namespace of its own), its check's torchrun
+    waiting in the rendezvous for a second node that never comes, SIGTERM from outside the
+    namespace as the kubelet sends it: the check stops, the gate ends 143 and does not start
+    what follows it. (A PID 1 with no handler never sees the signal: the check waited out the
+    rendezvous, the pod its grace period.)"""
+    started = tmp_path / "launcher-started"
+    proc = subprocess.Popen(
+        [*as_pid_1(), "bash", str(GATE), "--backend", "gloo", "--", "touch", str(started)],
+        env=gate_env(tmp_path, nodes=2),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        (gate_pid,) = children(proc.pid)  # PID 1 inside
+        # The check's launcher has become torchrun (launch-torchrun.sh execs it) and waits.
+        while not any("torchrun" in cmdline(pid) for pid in children(gate_pid)):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        os.kill(int(gate_pid), signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "fabric-gate: stopped (SIGTERM) during the fabric check; not starting touch" in err
+    assert not started.exists()
+
+
+def children(pid: int | str) -> list[str]:
+    """The PIDs (as this namespace sees them) of `pid`'s children; waits for the first."""
+    while True:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if found:
+            return found
+        time.sleep(0.1)
+
+
+def cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except FileNotFoundError:
+        return ""

@@ -7,6 +7,7 @@ import functools
 import os
 import subprocess
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -253,3 +254,21 @@ def deploy_on(kube: Kube, nodes: Iterable[FakeNode], stack: StackRender) -> None
     kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
     kube.create_all(referenced_objects(stack))
     kube.create_all(stack.objects())
+
+
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def end_of_deleted(states: list[Object]) -> tuple[dict[str, Any], timedelta]:
+    """The container's end as the kubelet last reported it, and how long after the delete
+    request it came: the first deletionTimestamp less its grace period (the API server sets it
+    to the request's time plus the grace; the kubelet's own delete once the pod has stopped
+    moves it to that moment, with no grace)."""
+    (status,) = states[-1]["status"]["containerStatuses"]
+    terminated: dict[str, Any] = status["state"]["terminated"]
+    meta = next(s["metadata"] for s in states if s["metadata"].get("deletionTimestamp"))
+    requested = _time(meta["deletionTimestamp"]) - timedelta(
+        seconds=meta["deletionGracePeriodSeconds"]
+    )
+    return terminated, _time(terminated["finishedAt"]) - requested

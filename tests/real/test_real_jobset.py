@@ -14,10 +14,12 @@ training script that is not there fails the run at once on the launcher's config
 (exit 78 on every pod, no restart though restarts are left), and with `verify.enabled` every
 pod runs the fabric gate first, whose check cannot run here (NCCL needs the GPUs these nodes
 only advertise): the gate says so (75, not a failed fabric), no training starts, and the run
-fails."""
+fails. A pod of that run's template whose gate waits in its check is deleted: the gate, its
+container's PID 1, stops the check at the kubelet's SIGTERM."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,14 +27,16 @@ import pytest
 
 from gpu_cluster.facts.kueue import JOBSET_API
 from tests.conftest import stack_context
-from tests.real.cluster_state import paste, stack_engine
+from tests.real.cluster_state import end_of_deleted, paste, stack_engine
 from tests.real.conftest import RealCluster
 from tests.real.queue_state import condition, pods_of_an_admitted_run, run_pods
 from tests.real.training import (
     JOBSET,
     STACK,
     TRAIN_SCRIPT,
+    exec_in,
     kill_worker,
+    processes_in,
     provide_platform,
     stepped_on_every_rank,
     steps,
@@ -148,6 +152,60 @@ def test_a_queued_jobset_trains_by_itself_shows_its_start_and_restarts_a_killed_
             "fabric-gate: the fabric check could not run (exit 1; its ranks: a setup error)" in log
         )
         assert not steps(log), log
+    gate_stopped_by_a_delete(cluster, stack)
+
+
+# Far past the watch's wait for the delete (SETTLE_DEADLINE_S): a gate that ignored SIGTERM would
+# be killed only then, and the test would give up first.
+GATE_GRACE_SECONDS = 600
+# The label Kueue gives the pods of a run it admitted, which admitted.sh reads (KUEUE_PODSET).
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+
+
+def gate_stopped_by_a_delete(cluster: RealCluster, stack: StackRender) -> None:
+    """A pod of the run's own template (admitted.sh, then fabric-gate.sh: the container's PID
+    1) on real-node-0, the check's torchrun waiting in the rendezvous it hosts for a second node
+    that never comes. Deleted, as Kueue's preemption or a `pulumi up` that replaces the run
+    deletes its pods: the kubelet's SIGTERM reaches the gate, which stops the check and ends 143
+    without starting the launcher (a gate deaf to it: SIGKILL at the end of the grace period,
+    137)."""
+    kube, s = cluster.kube, stack.settings
+    (replicated,) = kube.get(JOBSET_API, "JobSet", s.name, s.namespace)["spec"]["replicatedJobs"]
+    spec = replicated["template"]["spec"]["template"]["spec"]
+    (training,) = spec["containers"]
+    rendezvous = {"NNODES": "2", "MASTER_ADDR": "127.0.0.1"}
+    training["env"] = [
+        *(e for e in training["env"] if e["name"] not in rendezvous),
+        *({"name": name, "value": value} for name, value in rendezvous.items()),
+    ]
+    # No GPUs (none is free on the node once a run holds them) and the message the kubelet
+    # keeps of its end.
+    training["resources"] = {}
+    training["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    spec.pop("affinity", None)
+    spec |= {"nodeName": "real-node-0", "terminationGracePeriodSeconds": GATE_GRACE_SECONDS}
+    name = "fabric-gate-stopped"
+    pod = kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": s.namespace, "labels": {PODSET_LABEL: "node"}},
+            "spec": spec,
+        }
+    )
+    in_pod = exec_in(cluster.tools.binary("kubectl"), pod, cluster.kubeconfig)
+
+    def waiting() -> bool:
+        live = kube.get("v1", "Pod", name, s.namespace)
+        return live["status"]["phase"] == "Running" and bool(
+            [args for _pid, args in processes_in(in_pod) if "torchrun" in args]
+        )
+
+    wait_for("the check's torchrun in its rendezvous", waiting)
+    terminated, _after = end_of_deleted(kube.delete_and_follow("v1", "Pod", name, s.namespace))
+    assert terminated["exitCode"] == 128 + signal.SIGTERM, terminated
+    said = "fabric-gate: stopped (SIGTERM) during the fabric check; not starting"
+    assert said in terminated.get("message", ""), terminated
 
 
 def restarts(cluster: RealCluster, stack: StackRender) -> int:

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.real.cluster_state import referenced_objects
+from tests.real.cluster_state import end_of_deleted, referenced_objects
 from tests.real.conftest import RealCluster, real_nodes_cluster
 from tests.real.health_checks import keys, labels, taints
 from tests.real.test_jobset_stack import OVERRIDES
@@ -109,24 +108,6 @@ def _running_pod(cluster: RealCluster, namespace: str, deployment: str) -> Objec
     return None
 
 
-def _time(stamp: str) -> datetime:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-
-def _end_of_deleted(states: list[Object]) -> tuple[dict[str, Any], timedelta]:
-    """The container's end as the kubelet last reported it, and how long after the delete
-    request it came: the first deletionTimestamp less its grace period (the API server sets it
-    to the request's time plus the grace; the kubelet's own delete once the pod has stopped
-    moves it to that moment, with no grace)."""
-    (status,) = states[-1]["status"]["containerStatuses"]
-    terminated: dict[str, Any] = status["state"]["terminated"]
-    meta = next(s["metadata"] for s in states if s["metadata"].get("deletionTimestamp"))
-    requested = _time(meta["deletionTimestamp"]) - timedelta(
-        seconds=meta["deletionGracePeriodSeconds"]
-    )
-    return terminated, _time(terminated["finishedAt"]) - requested
-
-
 def test_the_stacks_controllers_work_in_pods_and_stop_at_sigterm(
     controller_cluster: RealCluster, controller_stack: StackRender
 ) -> None:
@@ -189,6 +170,6 @@ def test_the_stacks_controllers_work_in_pods_and_stop_at_sigterm(
         log = kube.pod_log(pod["metadata"]["name"], s.namespace)
         assert "403" not in log, log  # nothing refused by the stack's RBAC or policy
         states = kube.delete_and_follow("v1", "Pod", pod["metadata"]["name"], s.namespace)
-        terminated, after = _end_of_deleted(states)
+        terminated, after = end_of_deleted(states)
         assert terminated["exitCode"] == HANDLED_SIGTERM_EXIT, (name, terminated)
         assert timedelta(0) <= after < EXIT_WELL_WITHIN_GRACE, (name, after, terminated)
