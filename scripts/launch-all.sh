@@ -16,8 +16,10 @@
 # remote command's exit 1) is no failure: the pod is asked whether its launcher still runs
 # (launch-status.sh) and, while it does, asked again every LAUNCH_ALL_POLL_SECONDS (10); its
 # exit code is then unknown, and counts as 1 when no pod failed. Stopping a pod is given
-# LAUNCH_ALL_STOP_SECONDS (60: launch-stop.sh's 30 s grace, and the exec around it). Written for
-# bash 3.2 too (macOS), which has no timeout(1).
+# LAUNCH_ALL_STOP_SECONDS (60: launch-stop.sh's 30 s grace, and the exec around it); a pod whose
+# stop did not end by then (a node that does not answer) is given up: its stream is closed, and
+# launch-all ends saying that its training may still run there. Written for bash 3.2 too
+# (macOS), which has no timeout(1).
 set -euo pipefail
 
 usage() {
@@ -77,8 +79,11 @@ state=$(mktemp -d)
 failed=$state/failed
 # One line per pod whose training ended while its stream was lost.
 unknown=$state/unknown
+# One line per pod (its index) whose stop did not end within STOP_SECONDS.
+unanswered=$state/unanswered
 : >"$failed"
 : >"$unknown"
+: >"$unanswered"
 
 # Usage: (on_pod I COMMAND...): COMMAND in pod I's training container, as this process (so
 # a signal to it reaches the CLI itself): call it in a subshell.
@@ -108,15 +113,38 @@ on_pod_within() {
   return "$rc"
 }
 
+# Usage: stop_on I: launch-stop.sh on pod I; noted in $unanswered when it did not end in time.
+stop_on() {
+  local rc=0
+  on_pod_within "$STOP_SECONDS" "$1" "$STOP" >&2 || rc=$?
+  ((rc != 124)) || echo "$1" >>"$unanswered"
+}
+
+# Stops the training on every pod; then gives up the pods whose stop did not end in time.
 stop_all() {
   local i pids=""
   for ((i = 0; i < nodes; i++)); do
-    on_pod_within "$STOP_SECONDS" "$i" "$STOP" >&2 &
+    stop_on "$i" &
     pids+=" $!"
   done
   for i in $pids; do
     wait "$i" || true
   done
+  while read -r i; do
+    give_up "$i"
+  done <"$unanswered"
+}
+
+# Usage: give_up I: stops following pod I, whose stop did not end: its launch (and the polls
+# that follow it), then its stream, which would otherwise stay open as long as the pod does not
+# answer.
+give_up() {
+  local stream=""
+  kill -TERM "${launches[$1]}" 2>/dev/null || true
+  read -r stream 2>/dev/null <"$state/stream-$1" || true
+  [[ -z $stream ]] || kill -TERM "$stream" 2>/dev/null || true
+  echo "launch-all: gave up on $sts-$1, which does not answer: its training may still run" \
+    "there (statusCommand asks, stopCommand stops it)" >&2
 }
 
 # Usage: launcher_runs I: whether the launcher on pod I still runs (launch-status.sh). A pod
@@ -146,7 +174,12 @@ launcher_runs() {
 launch_on() {
   local i=$1 rc=0 pod=$sts-$1
   shift
-  (on_pod "$i" "$@") || rc=$?
+  (
+    # The stream's PID, for give_up: this subshell's, which the CLI takes over (bash 3.2 has
+    # no BASHPID; a child's parent is this subshell).
+    sh -c 'echo "$PPID"' >"$state/stream-$i"
+    on_pod "$i" "$@"
+  ) || rc=$?
   ((rc != 0)) || return 0
   if ! launcher_runs "$i"; then
     echo "$pod $rc" >>"$failed"
@@ -164,18 +197,18 @@ stopped=0
 # The handler only takes note; the loop below looks once a second (bash 3.2 has no `wait -n`,
 # and checking then waiting would race with a signal arriving in between).
 trap 'interrupted=1' INT TERM
-pods=""
+launches=()
 for ((i = 0; i < nodes; i++)); do
   (
     trap - INT TERM
     launch_on "$i" "$@"
   ) &
-  pods+=" $!"
+  launches[i]=$!
 done
 
 running() {
   local pid
-  for pid in $pods; do
+  for pid in "${launches[@]}"; do
     kill -0 "$pid" 2>/dev/null && return 0
   done
   return 1
@@ -195,7 +228,7 @@ while running; do
     stop_all
   fi
 done
-for pid in $pods; do
+for pid in "${launches[@]}"; do
   wait "$pid" || true
 done
 

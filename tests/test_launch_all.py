@@ -15,6 +15,8 @@ from tests.test_scripts import SCRIPTS, run
 LAUNCH_ALL = SCRIPTS / "launch-all.sh"
 LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
 LAUNCH_STATUS = SCRIPTS / "launch-status.sh"
+# How long a frozen pod's stream stays open; no other test's process sleeps as long.
+FROZEN_SECONDS = 601
 
 
 @pytest.fixture
@@ -27,7 +29,8 @@ def fake_oc(tmp_path: Path) -> Path:
     - "hang": waits until launch-stop.sh is exec'd on that pod, then exits 143 as a SIGTERMed
       torchrun would; "peer": until it is exec'd on any pod (NCCL fails when a peer stops);
     - "drop": the stream is lost (kubectl's exit 1) while the launcher runs on in the pod for
-      the next two launch-status.sh queries.
+      the next two launch-status.sh queries;
+    - "frozen": never ends, a stop or not (a pod that does not answer: `sleep FROZEN_SECONDS`).
     launch-stop.sh is logged and ends the pod's launcher; with hangs-stop-<pod> it never
     answers. launch-status.sh is logged and answers 0 (running) or 3."""
     oc = tmp_path / "oc"
@@ -65,6 +68,7 @@ def fake_oc(tmp_path: Path) -> Path:
         "    remote_exit 134 ;;\n"
         '  drop) echo 2 >"$state/running-$pod"\n'
         '    echo "error: lost connection to pod" >&2; exit 1 ;;\n'
+        f"  frozen) exec sleep {FROZEN_SECONDS} ;;\n"
         "esac\n"
         'remote_exit "$rc"\n'
     )
@@ -179,20 +183,52 @@ def test_a_stop_that_never_answers_holds_up_no_other(fake_oc: Path) -> None:
     assert {"stop train-1", "stop train-2"} <= set(log_lines(fake_oc))
 
 
-def test_launch_all_on_ctrl_c_stops_the_remote_training(fake_oc: Path) -> None:
-    for i in range(2):
-        (fake_oc.parent / f"rc-train-{i}").write_text("hang\n")
-    proc = launch_all(fake_oc, nodes=2)
-    started = [fake_oc.parent / f"started-train-{i}" for i in range(2)]
-    for _ in range(1200):  # readiness, not timing: wait until both pods have started
+def interrupt_once_started(proc: subprocess.Popen[str], oc: Path, nodes: int) -> None:
+    """Ctrl-C once every pod's launch has started (readiness, not timing)."""
+    started = [oc.parent / f"started-train-{i}" for i in range(nodes)]
+    for _ in range(1200):
         if all(p.exists() for p in started):
             break
         subprocess.run(["sleep", "0.05"], check=True)
     proc.send_signal(signal.SIGINT)
+
+
+def test_launch_all_on_ctrl_c_stops_the_remote_training(fake_oc: Path) -> None:
+    for i in range(2):
+        (fake_oc.parent / f"rc-train-{i}").write_text("hang\n")
+    proc = launch_all(fake_oc, nodes=2)
+    interrupt_once_started(proc, fake_oc, nodes=2)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted; stopping the training on every pod" in err
     assert {"stop train-0", "stop train-1"} <= set(log_lines(fake_oc))
+
+
+def test_ctrl_c_gives_up_a_pod_that_does_not_answer_and_closes_its_stream(
+    fake_oc: Path,
+) -> None:
+    """train-0 does not answer (its stream stays open, its stop never ends): Ctrl-C stops
+    train-1, gives up on train-0 after LAUNCH_ALL_STOP_SECONDS, closes its stream and exits
+    130 saying so, instead of waiting for a stream that may never end."""
+    (fake_oc.parent / "rc-train-0").write_text("frozen\n")
+    (fake_oc.parent / "hangs-stop-train-0").touch()
+    (fake_oc.parent / "rc-train-1").write_text("hang\n")
+    proc = launch_all(fake_oc, nodes=2, env={"LAUNCH_ALL_STOP_SECONDS": "2"})
+    interrupt_once_started(proc, fake_oc, nodes=2)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "train-0: '/opt/gpu-cluster/launch-stop.sh' did not end within 2s" in err
+    assert "gave up on train-0, which does not answer: its training may still run" in err
+    assert "stop train-1" in log_lines(fake_oc)
+    frozen = f"sleep\0{FROZEN_SECONDS}\0".encode()
+    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if read_or_empty(p) == frozen]
+
+
+def read_or_empty(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # the process ended meanwhile
+        return b""
 
 
 def test_launch_all_without_its_cli_or_cluster_says_so_once_and_starts_nothing(
