@@ -164,9 +164,12 @@ def as_root_of_a_mount_namespace() -> tuple[str, ...]:
 
 def as_pid_1() -> tuple[str, ...]:
     """A command prefix under which the command is PID 1 of a PID namespace of its own, as in
-    its container (a user namespace too, so no privilege is needed), killed (SIGKILL) when the
-    prefix's process dies; skips the test where the machine does not allow one."""
-    prefix = _unshare("--user", "--map-root-user", "--pid", "--fork", "--kill-child")
+    its container (a user namespace too, so no privilege is needed), with that namespace's own
+    /proc, killed (SIGKILL) when the prefix's process dies; skips the test where the machine
+    does not allow one."""
+    prefix = _unshare(
+        "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc"
+    )
     if prefix is None:
         unavailable("unshare --user --map-root-user --pid is not allowed here")
     return prefix

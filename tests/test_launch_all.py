@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import as_pid_1
 from tests.test_scripts import SCRIPTS, run
 
 LAUNCH_ALL = SCRIPTS / "launch-all.sh"
 LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
 LAUNCH_STATUS = SCRIPTS / "launch-status.sh"
+IDLE_TRAINING = SCRIPTS / "idle-training.sh"
 # How long a frozen pod's stream stays open; no other test's process sleeps as long.
 FROZEN_SECONDS = 601
 
@@ -327,3 +329,59 @@ def test_launch_status_says_whether_the_recorded_launcher_runs(tmp_path: Path) -
     ended = run(LAUNCH_STATUS, env)
     assert (ended.returncode, ended.stdout) == (3, "launch-status: not running\n")
     assert run(LAUNCH_STATUS, {"LAUNCH_PID_FILE": str(tmp_path / "absent")}).returncode == 3
+
+
+def test_a_training_pods_pid_1_stops_its_training_on_sigterm_and_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    """idle-training.sh as its container's PID 1 (a PID namespace of its own), a training
+    started beside it and recorded as the launchers record theirs; SIGTERM from outside the
+    namespace, as the kubelet sends it: the training gets SIGTERM and saves, and PID 1 exits 0
+    once it has ended. (An idle command that exits on SIGTERM ends the namespace, whose other
+    processes the kernel then SIGKILLs: nothing saved.)"""
+    saved = tmp_path / "saved"
+    # The stand-in training takes a moment to save, as a checkpoint does.
+    training = f"trap 'sleep 1; touch {saved}; exit 143' TERM; sleep infinity & wait"
+    pod = f'bash -c "{training}" & echo "$!" >"$LAUNCH_PID_FILE"; exec bash {IDLE_TRAINING} 30'
+    proc = subprocess.Popen(
+        [*as_pid_1(), "bash", "-c", pod],
+        env={**os.environ, "LAUNCH_PID_FILE": str(tmp_path / "launch.pid")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        init = _child(proc.pid)  # PID 1 inside
+        # Readiness: PID 1 is idle-training.sh (its trap set) and idles.
+        while not (
+            b"idle-training.sh" in read_or_empty(Path(f"/proc/{init}/cmdline"))
+            and any(
+                read_or_empty(Path(f"/proc/{c}/cmdline")) == b"sleep\0infinity\0"
+                for c in Path(f"/proc/{init}/task/{init}/children").read_text().split()
+            )
+        ):
+            assert proc.poll() is None, proc.communicate()
+            subprocess.run(["sleep", "0.05"], check=True)
+        os.kill(int(init), signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "launch-stop: stopping training (pid " in out
+    assert saved.exists()
+
+
+def _child(pid: int) -> str:
+    """`pid`'s one child, once it has one."""
+    while True:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if children:
+            (child,) = children
+            return child
+        subprocess.run(["sleep", "0.05"], check=True)
+
+
+def test_idle_training_usage() -> None:
+    for args in ((), ("0",), ("30", "x"), ("thirty",)):
+        result = run(IDLE_TRAINING, {}, *args)
+        assert result.returncode == 2 and "usage: idle-training" in result.stderr, args

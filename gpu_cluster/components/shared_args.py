@@ -83,8 +83,9 @@ def scripts_data(s: Settings) -> dict[str, str]:
     storage = [STORAGE_CHECK] if s.verify.enabled and s.storage.volumes else []
     queued = s.workload.kind == "jobset"
     gates = [ADMISSION_GATE, *([FABRIC_GATE] if s.verify.enabled else [])] if queued else []
+    idle = [] if queued else [launch.IDLE_TRAINING]
     metrics = [RUN_METRICS_SCRIPT] if metrics_port(s) is not None else []
-    names = [*SHIPPED_SCRIPTS, *check, *storage, *gates, *metrics]
+    names = [*SHIPPED_SCRIPTS, *check, *storage, *gates, *idle, *metrics]
     data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
     data[launch.HOSTFILE] = launch.hostfile(s)
     data[launch.DEEPSPEED_CONFIG] = json.dumps(launch.deepspeed_config(s), indent=2) + "\n"

@@ -135,6 +135,16 @@ def launcher(s: Settings) -> str:
     return f"{SCRIPTS_DIR}/launch-{s.launcher.kind}.sh"
 
 
+# A StatefulSet's training container: idles, and on SIGTERM stops the training a user started in
+# it, giving it the pod's grace period.
+IDLE_TRAINING = "idle-training.sh"
+
+
+def idle_training_command(grace_seconds: int) -> tuple[str, ...]:
+    """What a StatefulSet's training container runs (scripts/idle-training.sh)."""
+    return (f"{SCRIPTS_DIR}/{IDLE_TRAINING}", str(grace_seconds))
+
+
 def run_command(s: Settings) -> tuple[str, ...]:
     """What a JobSet's training container runs: the launcher with the training script."""
     return (launcher(s), *s.workload.command)

@@ -18,7 +18,8 @@ to one pod is lost stops nothing (launch-all.sh follows that pod's launcher); a 
 launcher still checks its node (preflight) ends the launch there; the storage check stopped
 mid-write (SIGTERM, as when its pod is deleted) removes its files from the claim; preflight stops
 an nvidia-smi that does not answer; a pod that does not answer holds up no other pod's stop, and
-the launch gives it up."""
+the launch gives it up. And a deleted pod's training gets SIGTERM (its grace period to save)
+before the pod ends."""
 
 from __future__ import annotations
 
@@ -33,11 +34,14 @@ from typing import Any
 
 import pytest
 
-from tests.real.cluster_state import pods_of, read_live, stack_engine
+from tests.real.cluster_state import pods_of, read_live, stack_engine, statefulset_settled
 from tests.real.conftest import RealCluster
 from tests.real.training import (
+    EXPORTED_COMMAND_TIMEOUT_S,
     RESTRICTED_UID,
     STACK,
+    TRAIN,
+    TRAIN_SCRIPT,
     assert_nothing_trains,
     exec_in,
     in_training,
@@ -55,6 +59,7 @@ from tests.real.training import (
     training_overrides,
     training_stack_or_skip,
     user_env,
+    workspaces,
 )
 from tools.realtier.build import Tools
 from tools.realtier.images import NodeImages
@@ -407,3 +412,44 @@ def in_session(session: int) -> list[str]:
         except (OSError, IndexError):  # the process ended meanwhile
             continue
     return found
+
+
+# TRAIN, but a rank that gets SIGTERM leaves a file named for its pod in the workspace first, as
+# a training script saves a checkpoint then.
+NOTING_SIGTERM = "/workspace/train_noting_sigterm.py"
+TRAIN_NOTING_SIGTERM = TRAIN.replace(
+    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))",
+    "import socket\n"
+    "def noted(*_):\n"
+    "    open(f'/workspace/sigterm-{socket.gethostname()}', 'w').close()\n"
+    "    sys.exit(143)\n"
+    "signal.signal(signal.SIGTERM, noted)",
+)
+
+
+def test_a_deleted_pods_training_gets_sigterm_before_the_pod_ends(
+    training_pods: TrainingPods, two_nodes: RealCluster, training_stack: StackRender, tmp_path: Path
+) -> None:
+    """launchCommand as exported, with a training script that leaves a file for its pod on
+    SIGTERM, while both ranks step; then pod 1 is deleted, as `pulumi up` rolling the
+    StatefulSet, a drain or an eviction deletes it. Its container's PID 1 (idle-training.sh)
+    stops the training there as launch-stop.sh does, so pod 1's rank gets SIGTERM and leaves
+    its file (an idle PID 1 that exits on SIGTERM took the training with it: the kernel
+    SIGKILLs a PID namespace's processes when its init exits). The launch ends, and the
+    StatefulSet makes pod 1 again. Last in the module: pod 1 is a new pod after it."""
+    kube, stack, pods = two_nodes.kube, training_stack, training_pods.pods
+    assert TRAIN_NOTING_SIGTERM != TRAIN
+    put_in_workspaces(stack, training_pods.volumes, Path(NOTING_SIGTERM).name, TRAIN_NOTING_SIGTERM)
+    command = stack.run.outputs["launchCommand"]
+    assert command.count(TRAIN_SCRIPT) == 1, command
+    deleted = pods[1]["metadata"]["name"]
+    output = tmp_path / "launch.out"
+    with launched(
+        command.replace(TRAIN_SCRIPT, NOTING_SIGTERM), training_pods.env, output, len(pods)
+    ) as launch:
+        kube.delete("v1", "Pod", deleted, stack.settings.namespace)
+        assert launch.wait(timeout=EXPORTED_COMMAND_TIMEOUT_S) != 0
+    noted = [w / f"sigterm-{deleted}" for w in workspaces(stack, training_pods.volumes)]
+    assert any(n.exists() for n in noted), output.read_text(errors="replace")
+    (statefulset,) = stack.of_kind("StatefulSet")
+    wait_for("the StatefulSet's pods again", lambda: statefulset_settled(kube, statefulset))

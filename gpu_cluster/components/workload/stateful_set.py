@@ -20,7 +20,7 @@ from gpu_cluster.components.workload.kind import (
 from gpu_cluster.components.workload.pod_args import start_timeouts
 from gpu_cluster.facts.kubernetes import INSTANCE_LABEL
 from gpu_cluster.plan.claims import retention_annotations
-from gpu_cluster.plan.podspec import IDLE_COMMAND
+from gpu_cluster.plan.launch import idle_training_command
 from gpu_cluster.plan.scan_exceptions import skip_annotations
 
 # Label the StatefulSet controller sets on every pod (beta in 1.28, GA in 1.32).
@@ -40,8 +40,8 @@ class StatefulSetKind:
     def pod_role(self, a: TrainingWorkloadArgs) -> PodRole:
         return PodRole(
             node_rank_field=f"metadata.labels['{POD_INDEX_LABEL}']",
-            # Idle until a user starts the launcher on every pod.
-            command=IDLE_COMMAND,
+            # Idle until a user starts the launcher on every pod; on SIGTERM, stop it there.
+            command=idle_training_command(a.pod.termination_grace_seconds),
             # The run's metrics' label (scripts/run_metrics.py): the stack's one run.
             field_env=(
                 {"RUN_NAME": f"metadata.labels['{INSTANCE_LABEL}']"}
