@@ -6,9 +6,10 @@
 # `pulumi up`, evicted, its node drained) stops that training as launch-stop.sh does, giving it
 # GRACE_SECONDS (the pod's terminationGracePeriodSeconds) before SIGKILL, then exits 0. The
 # training started by `oc exec` is no child of PID 1, and a container's stop signal reaches
-# only its PID 1 (containerd's and CRI-O's StopContainer); when PID 1 exits, the kernel
-# SIGKILLs every other process of its PID namespace (pid_namespaces(7)). So an idle command
-# that only exits on SIGTERM ends the training at once, with no SIGTERM to save a checkpoint on.
+# only its PID 1 (the runtime's `kill` without `--all`: runc man/runc-kill.8.md); when PID 1
+# exits, the kernel SIGKILLs every other process of its PID namespace (pid_namespaces(7)). So an
+# idle command that only exits on SIGTERM ends the training at once, with no SIGTERM to save a
+# checkpoint on.
 set -euo pipefail
 readonly PROG=idle-training
 
