@@ -16,6 +16,8 @@ _GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", *GKE_RWX)
 # ... behind the node health gate; and asking for a check no checker labels.
 GATED_GKE_JOBSET = (*_GKE_JOBSET, "workload.queue.healthGate.enabled=true")
 UNKNOWN_HEALTH_CHECK = (*GATED_GKE_JOBSET, "workload.queue.healthGate.checks[0]=dcgm")
+# The longest label key Kubernetes takes: a 253-character prefix, '/', a 63-character name (317).
+_LONGEST_LABEL_KEY = f"{'a' * 63}.{'b' * 63}.{'c' * 63}.{'d' * 61}/{'n' * 63}"
 # (stack, --set overrides, fragments the message must contain)
 CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # wrong types
@@ -635,6 +637,17 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
             "workload.queue.topologyLevels[0]=example.com/rack",
         ),
         ("workload.queue.topologyLevels is only used when workload.queue.mode is 'create'",),
+    ),
+    # a level Kueue's Topology CRD refuses: a label key of 317 characters (a 253-character
+    # prefix and a 63-character name) is past its nodeLabel's maxLength of 316
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            f"workload.queue.topologyLevels[0]={_LONGEST_LABEL_KEY}",
+        ),
+        ("gpu-cluster:workload.queue.topologyLevels[0]", "has 317 characters", "at most 316"),
     ),
     # Kueue's preemption policies, on a queue the stack creates; classes named once, int32
     (

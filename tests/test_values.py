@@ -58,6 +58,13 @@ WITH_VALUE = {
     "network": lambda v: rdma_nic(network=v),
     "quantity": lambda v: openshift(pod={"cpuRequest": v}),
     "size": lambda v: openshift(storage={"workspaceSize": v}),
+    "priorityClass": lambda v: openshift(
+        workload={
+            "kind": "jobset",
+            "command": ["t.py"],
+            "queue": {"priorityClasses": [{"name": v, "value": 1}]},
+        }
+    ),
 }
 VALID = {
     "name": "gpu",
@@ -71,6 +78,7 @@ VALID = {
     "network": "eno5np0-network",
     "quantity": "32",
     "size": "100Gi",
+    "priorityClass": "high",
 }
 
 
@@ -206,6 +214,10 @@ NAMES = {
     "network": (grammar.subdomains, "gpu-cluster:rdma.nics[0].network"),
     "nodeName": (grammar.node_names, "gpu-cluster:openshift.nodeNames"),
     "secretEnv": (grammar.secret_env_names, "gpu-cluster:secretEnv"),
+    "priorityClass": (
+        grammar.priority_class_names,
+        "gpu-cluster:workload.queue.priorityClasses[0].name",
+    ),
 }
 
 

@@ -272,6 +272,15 @@ REVISION_LABEL = "controller-revision-hash"
 NODE_NAME = "must be a Kubernetes node name"
 
 
+def priority_class_names() -> list[Name]:
+    """Kueue WorkloadPriorityClass names where the stack puts them: the object's name (a custom
+    resource's, a DNS-1123 subdomain: apimachinery ValidateObjectMeta) and a run's
+    kueue.x-k8s.io/priority-class label value (at most 63: IsValidLabelValue)."""
+    values = ("high", "1high", "high.prio", "p-1", label(63), f"{label(31)}.{label(31)}")
+    refused = ("High", "high_prio", "a..b", "", "-high", "high-", subdomain(64), "high prio")
+    return [Name(n, True) for n in values] + [Name(n, False) for n in refused]
+
+
 def namespaces() -> list[Name]:
     """DNS-1123 labels, which may start with a digit (IsDNS1123Label, at most 63)."""
     return (

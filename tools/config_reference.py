@@ -58,6 +58,9 @@ VALUE_TYPES: dict[str, str] = {
     "NodeName": "a node name (DNS-1123 subdomain) of at most 63 characters (the pods' "
     "`kubernetes.io/hostname` affinity values)",
     "LabelKey": "a label key (a qualified name with an optional DNS prefix)",
+    "PriorityClassName": "a DNS-1123 subdomain of at most 63 characters (a Kueue "
+    "WorkloadPriorityClass's name, and a run's `kueue.x-k8s.io/priority-class` label value)",
+    "TopologyLevel": "a LabelKey of at most 316 characters (a Kueue Topology level's `nodeLabel`)",
     "Image": "an image reference the kubelet parses (registries with ports, IPv6 or upper case, "
     "`repo:tag@sha256:...`, sha384 and sha512 digests), with a tag or a digest; `:latest` "
     "without a digest is refused",

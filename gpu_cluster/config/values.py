@@ -41,7 +41,12 @@ from gpu_cluster.facts.kubernetes import (
     parse_image,
     qualified_name_problem,
 )
-from gpu_cluster.facts.kueue import JOBSET_MIN_VERSION, KUEUE_MIN_VERSION, release_text
+from gpu_cluster.facts.kueue import (
+    JOBSET_MIN_VERSION,
+    KUEUE_MIN_VERSION,
+    TOPOLOGY_NODE_LABEL_MAX,
+    release_text,
+)
 from gpu_cluster.facts.machines import MACHINES
 
 
@@ -89,6 +94,18 @@ def _node_name(value: str) -> str:
     return value
 
 
+def _priority_class(value: str) -> str:
+    """A Kueue WorkloadPriorityClass's name (a DNS-1123 subdomain, as every custom resource's)
+    that a run's kueue.x-k8s.io/priority-class label value can hold (at most 63)."""
+    if len(value) > LABEL_VALUE_MAX or not DNS_SUBDOMAIN.fullmatch(value):
+        raise ValueError(
+            "must be a Kueue WorkloadPriorityClass name a run's kueue.x-k8s.io/priority-class "
+            "label can hold: a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', "
+            f"starting and ending with a letter or digit) of at most {LABEL_VALUE_MAX} characters"
+        )
+    return value
+
+
 def _label_key(value: str) -> str:
     problem = qualified_name_problem(value)
     if problem is not None:
@@ -96,6 +113,16 @@ def _label_key(value: str) -> str:
             f"must be a label key: an optional DNS subdomain prefix and '/', then at most 63 "
             f"letters, digits, '-', '_' or '.', starting and ending with a letter or digit; it "
             f"{problem}"
+        )
+    return value
+
+
+def _topology_level(value: str) -> str:
+    value = _label_key(value)
+    if len(value) > TOPOLOGY_NODE_LABEL_MAX:
+        raise ValueError(
+            f"has {len(value)} characters: a Kueue Topology level's nodeLabel holds at most "
+            f"{TOPOLOGY_NODE_LABEL_MAX}"
         )
     return value
 
@@ -340,6 +367,8 @@ Subdomain = Annotated[str, AfterValidator(_subdomain)]
 StorageClassName = Annotated[str, AfterValidator(_storage_class)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
+PriorityClassName = Annotated[str, AfterValidator(_priority_class)]
+TopologyLevel = Annotated[str, AfterValidator(_topology_level)]  # a Kueue Topology level
 Image = Annotated[str, AfterValidator(_image)]
 LogPattern = Annotated[str, AfterValidator(_log_pattern)]
 

@@ -80,6 +80,10 @@ ADMISSION_CHECK_PARAMETERS_NAME_MAX = 63
 # A Topology holds at most 16 levels (kueue v0.19.2 8eab687 apis/kueue/v1beta2 topology_types.go
 # TopologySpec.Levels: MaxItems=16); the stack adds the node level to workload.queue's.
 TOPOLOGY_LEVELS_MAX = 16
+# A level's node label is at most 316 characters, one less than the longest label key (a
+# 253-character prefix, '/', a 63-character name) (kueue v0.19.2 charts/kueue/templates/crd/
+# kueue.x-k8s.io_topologies.yaml levels[].nodeLabel: maxLength 316).
+TOPOLOGY_NODE_LABEL_MAX = 316
 # The taint GKE puts on nodes it provisions for a ProvisioningRequest; the example's pods
 # tolerate it (key cloud.google.com/gke-queued, value true, NoSchedule).
 GKE_QUEUED_TAINT = "cloud.google.com/gke-queued"

@@ -16,8 +16,9 @@ from gpu_cluster.config.values import (
     Image,
     JobSetVersion,
     KueueVersion,
-    LabelKey,
+    PriorityClassName,
     Subdomain,
+    TopologyLevel,
 )
 from gpu_cluster.config.workload import installs_controllers
 from gpu_cluster.facts.health import DCGM_IMAGE, DCGM_LEVEL, GPU_CHECK
@@ -122,8 +123,9 @@ class HealthGateSettings(Section):
 class PriorityClassSettings(Section):
     """One Kueue WorkloadPriorityClass a run may ask for (`gpu-cluster run submit --priority`)."""
 
-    name: DnsLabel
-    """The class's name (a DNS label: Kueue's `kueue.x-k8s.io/priority-class` label value)."""
+    name: PriorityClassName
+    """The class's name: a WorkloadPriorityClass's (a DNS-1123 subdomain) that is also a run's
+    `kueue.x-k8s.io/priority-class` label value (at most 63 characters)."""
     # WorkloadPriorityClass.value is an int32 (kueue v0.19.2 8eab687 apis/kueue/v1beta2/
     # workloadpriorityclass_types.go).
     value: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
@@ -144,7 +146,7 @@ class QueueSettings(Section):
     name: DnsLabel | None = None
     """The LocalQueue's name; unset: `name`."""
     topology_levels: Annotated[
-        tuple[LabelKey, ...] | None,
+        tuple[TopologyLevel, ...] | None,
         _CREATED_QUEUE,
         Field(min_length=1, max_length=TOPOLOGY_LEVELS_MAX - 1),
     ] = None
@@ -154,7 +156,7 @@ class QueueSettings(Section):
     block, sub-block and host (cluster-toolkit's `gke-default`), except on a flex-start pool,
     which starts empty; on OpenShift none (no topology-aware placement).
     """
-    required_level: LabelKey | None = None
+    required_level: TopologyLevel | None = None
     """All pods of a run land in one domain of this level (Kueue's
     `podset-required-topology`); one of the levels. Unset: the block on GKE, the first level of
     `workload.queue.topologyLevels` on OpenShift. With `mode: reference`, a level of the
