@@ -649,6 +649,16 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ),
         ("gpu-cluster:workload.queue.topologyLevels[0]", "has 317 characters", "at most 316"),
     ),
+    # monitoring.dcgm: false while gkeComponents lists DCGM would be ignored (DCGM stays on)
+    (
+        "gcp-a3",
+        (
+            "monitoring.gkeComponents[0]=SYSTEM_COMPONENTS",
+            "monitoring.gkeComponents[1]=DCGM",
+            "monitoring.dcgm=false",
+        ),
+        ("gpu-cluster:monitoring.dcgm = false", "monitoring.gkeComponents lists 'DCGM'"),
+    ),
     # Kueue's preemption policies, on a queue the stack creates; classes named once, int32
     (
         "nerc-production",

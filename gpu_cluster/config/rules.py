@@ -28,6 +28,7 @@ from gpu_cluster.config.workload import (
 )
 from gpu_cluster.facts.fabric import GPU_LINK_MAX_GBPS
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
+from gpu_cluster.facts.gke_monitoring import DCGM
 from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
 from gpu_cluster.facts.health import RUNNER_CHECKS
 from gpu_cluster.facts.kubernetes import (
@@ -99,6 +100,13 @@ def cross_field_problems(s: Settings) -> list[str]:
     out.extend(_verify_problems(s))
     if s.workload.kind == "jobset":
         out.extend(workload_problems(s))
+    monitoring = s.monitoring
+    if s.platform == "gke" and not monitoring.dcgm and DCGM in monitoring.gke_components:
+        out.append(
+            f"gpu-cluster:monitoring.dcgm = false but monitoring.gkeComponents lists {DCGM!r}, "
+            "which turns GKE's DCGM metrics on all the same: remove it from gkeComponents to "
+            "turn them off, or set dcgm to true"
+        )
     metrics = s.monitoring.run_metrics
     if metrics.enabled and metrics.port == s.launcher.master_port:
         out.append(
