@@ -710,6 +710,19 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ),
         ("workload.queue.priorityClasses[0].name = 'High'",),
     ),
+    # a DCGM host engine no resolver looks up: a host name's label of 64 characters (RFC 1035)
+    (
+        "nerc-production",
+        (
+            "workload.kind=jobset",
+            "workload.command[0]=train.py",
+            "workload.queue.topologyLevels[0]=example.com/rack",
+            "workload.queue.healthGate.enabled=true",
+            "workload.queue.healthGate.runner.enabled=true",
+            f"workload.queue.healthGate.runner.dcgmHostEngine={'d' * 64}.example.com",
+        ),
+        ("gpu-cluster:workload.queue.healthGate.runner.dcgmHostEngine", "at most 63"),
+    ),
     # the node health gate needs node names before admission, and its keys only with it on
     (
         "nerc-production",

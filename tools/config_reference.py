@@ -54,6 +54,8 @@ VALUE_TYPES: dict[str, str] = {
     "`kube-system`, `kube-public`, `kube-node-lease`) nor `kube-*` or the platform's own "
     "(`openshift`, `openshift-*`, `kubernetes-*`; GKE's `gke-*`, `gmp-system`, `gmp-public`)",
     "Subdomain": "a DNS-1123 subdomain (dots allowed), at most 253 characters",
+    "HostName": "a host name or IPv4 address: a DNS-1123 subdomain whose every `.`-separated "
+    "part is at most 63 characters (RFC 1035)",
     "StorageClassName": 'a DNS-1123 subdomain, or `""`: no class (pre-provisioned volumes)',
     "NodeName": "a node name (DNS-1123 subdomain) of at most 63 characters (the pods' "
     "`kubernetes.io/hostname` affinity values)",

@@ -77,6 +77,20 @@ def _subdomain(value: str) -> str:
     return value
 
 
+def _host_name(value: str) -> str:
+    """A host a pod connects to by name or IPv4 address: a DNS-1123 subdomain whose every
+    dot-separated label a resolver looks up (RFC 1035 2.3.4: at most 63 octets each)."""
+    value = _subdomain(value)
+    longest = max(value.split("."), key=len)
+    if len(longest) > DNS_LABEL_MAX:
+        raise ValueError(
+            f"must be a host name or address: its part {longest[:20] + '...'!r} has "
+            f"{len(longest)} characters, and a DNS name's parts hold at most {DNS_LABEL_MAX} "
+            "(RFC 1035), so no resolver looks it up"
+        )
+    return value
+
+
 def _storage_class(value: str) -> str:
     """A claim's class: a StorageClass name, or "" for none (the claim binds to a pre-provisioned
     volume without a class; pkg/apis/core/validation ValidatePersistentVolumeClaimSpec)."""
@@ -364,6 +378,7 @@ Size = Annotated[
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Namespace = Annotated[str, AfterValidator(_namespace)]
 Subdomain = Annotated[str, AfterValidator(_subdomain)]
+HostName = Annotated[str, AfterValidator(_host_name)]
 StorageClassName = Annotated[str, AfterValidator(_storage_class)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]

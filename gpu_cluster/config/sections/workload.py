@@ -13,11 +13,11 @@ from gpu_cluster.config.sections.runs import RunsSettings
 from gpu_cluster.config.values import (
     DnsLabel,
     HealthCheck,
+    HostName,
     Image,
     JobSetVersion,
     KueueVersion,
     PriorityClassName,
-    Subdomain,
     TopologyLevel,
 )
 from gpu_cluster.config.workload import installs_controllers
@@ -86,7 +86,7 @@ class HealthRunnerSettings(Section):
     """The image the GPU check runs in: NVIDIA's DCGM image (`nv-hostengine`, `dcgmi`, bash),
     of the host engine's DCGM release."""
     # None: the platform's (dcgm_host_engine_of); "own": nv-hostengine in the check's pod.
-    dcgm_host_engine: Annotated[Literal["own"] | Subdomain | None, _RUNNING_GPU_CHECK] = None
+    dcgm_host_engine: Annotated[Literal["own"] | HostName | None, _RUNNING_GPU_CHECK] = None
     """The DCGM host engine the GPU check's `dcgmi diag` runs on: a host name or address (port
     5555), or `own`: the check starts one in its pod, unprivileged (some diagnostics need root).
     Unset: on OpenShift `nvidia-dcgm.nvidia-gpu-operator.svc`, the GPU Operator's (ClusterPolicy
