@@ -909,6 +909,12 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         )
         for where in ("/tmp/ckpt", "/data/ckpt", "/checkpointsx")
     ),
+    # ... nor a directory no file system takes: a name of 256 bytes (Linux NAME_MAX 255)
+    (
+        "gcp-a4",
+        (f"workload.runs.checkpointDir=/workspace/{'c' * 256}",),
+        ("gpu-cluster:workload.runs.checkpointDir", "256 bytes", "at most 255"),
+    ),
     (
         "barcelona",
         ("workload.runs.checkpointDir=/workspace/ckpt",),

@@ -95,7 +95,7 @@ VALUE_TYPES: dict[str, str] = {
     "BucketName": "a Cloud Storage bucket name: 3-63 lower-case letters, digits, `-`, `_`, "
     "starting and ending with a letter or digit, without `google` or a leading `goog`",
     "MountPath": "an absolute path in normal form (no empty, `.` or `..` parts, no trailing "
-    "`/`), not `/`",
+    "`/`), not `/`, each part at most 255 bytes (Linux NAME_MAX)",
     "KueueVersion": "a Kueue release, `MAJOR.MINOR.PATCH` without `v`, 0.15.0 or later",
     "JobSetVersion": "a JobSet release, `MAJOR.MINOR.PATCH` without `v`, 0.10.1 or later",
 }

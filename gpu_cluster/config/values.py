@@ -33,6 +33,7 @@ from gpu_cluster.facts.kubernetes import (
     GPU_RESOURCE,
     IMAGE_DEFAULT_TAG,
     LABEL_VALUE_MAX,
+    PATH_PART_MAX_BYTES,
     config_map_key_problem,
     container_resource_problem,
     interface_name_problem,
@@ -333,6 +334,13 @@ def _mount_path(value: str) -> str:
         raise ValueError(
             "must be an absolute path below / with no empty, '.' or '..' parts and no trailing "
             "'/', e.g. /data"
+        )
+    longest = max(parts, key=lambda p: len(p.encode()))
+    if len(longest.encode()) > PATH_PART_MAX_BYTES:
+        raise ValueError(
+            f"has a part of {len(longest.encode())} bytes ({longest[:20] + '...'!r}): a file "
+            f"name holds at most {PATH_PART_MAX_BYTES} (Linux NAME_MAX), so no directory there "
+            "can be made"
         )
     return value
 

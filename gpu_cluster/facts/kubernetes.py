@@ -65,6 +65,10 @@ PLATFORM_NAMESPACES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 # (dev_get_valid_name), so no interface is named with one.
 IFNAME_MAX_BYTES = 15
 IFNAME_FORBIDDEN_BYTES = frozenset(b"/:%\0\t\n\v\f\r \xa0")
+# A file or directory name: at most 255 bytes (NAME_MAX, torvalds/linux include/uapi/linux/
+# limits.h; ext4, XFS, Lustre and gcsfuse's mounts refuse a longer one with ENAMETOOLONG), so
+# no mount point or checkpoint directory has a longer part.
+PATH_PART_MAX_BYTES = 255
 
 # Environment variable names: printable ASCII but '=' (apimachinery IsRelaxedEnvVarName; the
 # API server uses it since RelaxedEnvironmentVariableValidation went GA, locked on, in 1.34).
