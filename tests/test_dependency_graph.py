@@ -99,14 +99,15 @@ NAMES_ITS_PREREQUISITES: dict[str, tuple[str, ...]] = {
     # A controller's chart (workload.controllers.install): its namespace, and Kueue's waits for
     # JobSet's (plan/controllers.py says why).
     "Chart": (*NAMESPACED, "Chart"),
-    # Kueue's objects: cluster-scoped ones find each other by name whenever they exist; all need
-    # Kueue's CRDs and webhooks, so the chart when the stack installs it, else the reads of the
-    # CRDs that check the cluster's Kueue and JobSet serve what it writes (a read waits for
-    # nothing).
+    # Kueue's objects: all need Kueue's CRDs and webhooks, so the chart when the stack installs
+    # it, else the reads of the CRDs that check the cluster's Kueue and JobSet serve what it
+    # writes (a read waits for nothing). The flavor names its Topology and the ClusterQueue its
+    # flavor, and waits for it: a new one (a new spec is a new name, plan/queue.py) is made
+    # first, and the old one deleted only once nothing names it (Kueue holds it until then).
     "CustomResourceDefinition": (),
     "Topology": ("Chart", "CustomResourceDefinition"),
-    "ResourceFlavor": ("Chart", "CustomResourceDefinition"),
-    "ClusterQueue": ("Chart", "CustomResourceDefinition"),
+    "ResourceFlavor": ("Chart", "CustomResourceDefinition", "Topology"),
+    "ClusterQueue": ("Chart", "CustomResourceDefinition", "ResourceFlavor"),
     "LocalQueue": (*NAMESPACED, "ClusterQueue"),
     "ProvisioningRequestConfig": ("Chart", "CustomResourceDefinition"),
     "AdmissionCheck": ("Chart", "CustomResourceDefinition"),

@@ -224,6 +224,33 @@ def test_openshift_places_by_the_levels_the_stack_names_or_not_at_all() -> None:
     assert nodes == {"nvidia.com/gpu.present": "true"}
 
 
+def test_other_levels_make_a_new_topology_and_flavor_that_the_queue_moves_to() -> None:
+    """Kueue's Topology levels are immutable, so is a flavor's topologyName (their CRDs), and
+    Kueue keeps either while it is in use: a level edit makes a Topology and a flavor of new
+    names, updates the ClusterQueue to the new flavor, and leaves the old ones to be deleted
+    after (a replacement's default order). Any other edit keeps both names."""
+    racks = (*STACKS[0][1], "workload.queue.topologyLevels[0]=example.com/rack")
+    blocks = ("workload.queue.topologyLevels[0]=example.com/block",)
+    steps = plan_from("nerc-production", racks, blocks)
+    kueue = {(s.type.rsplit(":", 1)[1], s.op) for s in steps if "kueue.x-k8s.io" in s.type}
+    assert kueue == {
+        ("Topology", "replace"),
+        ("ResourceFlavor", "replace"),
+        ("ClusterQueue", "update"),
+    }
+
+    def names(run: Any) -> dict[str, str]:
+        return {k: one(run, k)["metadata"]["name"] for k in ("Topology", "ResourceFlavor")}
+
+    before = run_stack("nerc-production", *racks)
+    after = run_stack("nerc-production", *racks, *blocks)
+    assert all(names(before)[k] != names(after)[k] for k in names(before))
+    assert one(after, "ResourceFlavor")["spec"]["topologyName"] == names(after)["Topology"]
+    (group,) = one(after, "ClusterQueue")["spec"]["resourceGroups"]
+    assert [f["name"] for f in group["flavors"]] == [names(after)["ResourceFlavor"]]
+    assert names(run_stack("nerc-production", *racks, "nodes=3")) == names(before)
+
+
 def test_a_referenced_queue_is_named_and_nothing_of_kueue_is_created() -> None:
     run = run_stack(
         "nerc-production", *STACKS[0][1], "workload.queue.mode=reference", "workload.queue.name=ml"

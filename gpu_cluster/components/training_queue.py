@@ -45,7 +45,11 @@ class TrainingQueue(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, depends_on=list(controllers))
 
         def cluster_object(
-            suffix: str, kind: str, object_name: str, spec: object
+            suffix: str,
+            kind: str,
+            object_name: str,
+            spec: object,
+            names: Sequence[pulumi.Resource] = (),
         ) -> ManifestResource:
             return ManifestResource(
                 f"{name}-{suffix}",
@@ -55,19 +59,25 @@ class TrainingQueue(pulumi.ComponentResource):
                     "metadata": {"name": object_name, "labels": labels},
                     "spec": spec,
                 },
-                child,
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(names))),
             )
 
+        # The flavor names the Topology, and the ClusterQueue the flavor: each is made after
+        # what it names and, when that is replaced (a new spec is a new name: plan.queue), moved
+        # to the new one before the old one is deleted.
         flavor_spec: dict[str, object] = {"nodeLabels": plan.node_labels}
+        topology: list[pulumi.Resource] = []
         if plan.topology is not None:
-            cluster_object(
-                "topology",
-                "Topology",
-                plan.topology,
-                {"levels": [{"nodeLabel": level} for level in plan.levels]},
+            topology.append(
+                cluster_object(
+                    "topology",
+                    "Topology",
+                    plan.topology,
+                    {"levels": [{"nodeLabel": level} for level in plan.levels]},
+                )
             )
             flavor_spec["topologyName"] = plan.topology
-        cluster_object("flavor", "ResourceFlavor", plan.flavor, flavor_spec)
+        flavor = cluster_object("flavor", "ResourceFlavor", plan.flavor, flavor_spec, topology)
         checks: list[str] = []
         if plan.provisioning_class is not None:
             # Before admitting a run Kueue asks the cluster autoscaler for all its nodes at
@@ -156,6 +166,7 @@ class TrainingQueue(pulumi.ComponentResource):
                 **strategy,
                 **preemption,
             },
+            [flavor],
         )
         ManifestResource(
             f"{name}-local-queue",

@@ -3,6 +3,8 @@ nodes' flavor, the placement levels and the quota of one run (pure)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,10 +77,17 @@ def queue_plan(
         **{name: Fraction(count) for name, count in extra_resources.items()},
     }
     per_pod = pod_requests(training, init_containers)
+    topology = _named_for(scoped, {"levels": levels}) if levels else None
+    # Without a Topology the flavor's node labels may change in place.
+    flavor = (
+        _named_for(scoped, {"nodeLabels": node_labels, "topologyName": topology})
+        if topology is not None
+        else scoped
+    )
     return QueuePlan(
         cluster_queue=scoped,
-        flavor=scoped,
-        topology=scoped if levels else None,
+        flavor=flavor,
+        topology=topology,
         local_queue=queue_name(s),
         levels=levels,
         node_labels=node_labels,
@@ -88,6 +97,19 @@ def queue_plan(
         preemption=s.workload.queue.preemption,
         priority_classes=priority_classes(s),
     )
+
+
+def _named_for(base: str, spec: object) -> str:
+    """`base` and a digest of `spec`: the name of a Kueue object whose spec cannot change once
+    it is in use. A Topology's levels are immutable, and so are a ResourceFlavor's node labels
+    and topologyName once it has one (kueue v0.19.2 charts/kueue/templates/crd/
+    kueue.x-k8s.io_topologies.yaml, kueue.x-k8s.io_resourceflavors.yaml x-kubernetes-
+    validations); and neither can be deleted and made again under its name while in use (Kueue
+    keeps its kueue.x-k8s.io/resource-in-use finalizer while a flavor names the Topology and a
+    ClusterQueue the flavor). A new spec is so a new object: created, the ClusterQueue moved to
+    it, and only then the old one deleted."""
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{base}-{digest}"
 
 
 def priority_classes(s: Settings) -> tuple[tuple[str, int], ...]:

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.components.workload.kind import JOB_SET_TYPE, STATEFUL_SET_TYPE
-from gpu_cluster.facts.kueue import JOBSET_API
+from gpu_cluster.facts.kueue import JOBSET_API, KUEUE_API
 from gpu_cluster.offline.replacements import destructive
 from gpu_cluster.plan.run_template import (
     JOB_SET_KEY,
@@ -348,6 +348,41 @@ def test_a_jobset_stack_runs_is_replaced_on_an_edit_and_switches_kind_keeping_th
     assert pods_of_an_admitted_run(cluster, stack_render)
     assert kube.list("apps/v1", "StatefulSet", s.namespace) == []
     assert claim_uids(kube, s.namespace) == claims
+
+
+PLACED_BY_RACK = (
+    *JOB_SET_STACK,
+    "namespaceMode=create",
+    "workload.queue.topologyLevels[0]=example.com/rack",
+)
+PLACED_BY_BLOCK = ("workload.queue.topologyLevels[0]=example.com/block",)
+
+
+def test_new_placement_levels_move_the_queue_to_a_new_topology_and_flavor(
+    openshift_queued_cluster: Cluster, tmp_path: Path
+) -> None:
+    """nerc-production as a JobSet stack placed by rack, with Kueue running. A Topology's levels
+    and a flavor's topologyName are immutable, and Kueue holds on to either while it is in use
+    (its resource-in-use finalizer): other levels make a new Topology and flavor, the
+    ClusterQueue moves to them, and the old ones go, as the offline plan says; `pulumi up`
+    takes it. (Updated in place, the API server refused the edit, "field is immutable"; deleted
+    and made again under its name, the Topology stayed, held by the flavor naming it.)"""
+    cluster, kube = openshift_queued_cluster, openshift_queued_cluster.kube
+    racks = render("nerc-production", PLACED_BY_RACK)
+    provision(kube, racks)
+    engine = stack_engine(cluster, "nerc-production", tmp_path)
+    engine.up(*PLACED_BY_RACK)
+    planned = plan_from("nerc-production", PLACED_BY_RACK, PLACED_BY_BLOCK)
+    assert engine_changes(engine.preview(*PLACED_BY_BLOCK)) == {
+        (s.type, s.name, s.op) for s in planned
+    }
+    engine.up(*PLACED_BY_BLOCK)
+    blocks = render("nerc-production", (*PLACED_BY_RACK, *PLACED_BY_BLOCK))
+    for kind in ("Topology", "ResourceFlavor"):
+        (old,), (new,) = racks.of_kind(kind), blocks.of_kind(kind)
+        live = kube.get(KUEUE_API, kind, new["metadata"]["name"])
+        assert live["spec"] == new["spec"]
+        assert not kube.exists(KUEUE_API, kind, old["metadata"]["name"])
 
 
 def switched(outcome: Outcome, old_type: str, new_type: str) -> bool:
