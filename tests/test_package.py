@@ -8,6 +8,7 @@ import ast
 import json
 import re
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,11 @@ def test_settings_built_in_code_are_held_to_the_rules_across_keys() -> None:
             "input": values,
         }
     ]
+
+
+def test_the_package_version_has_its_changelog_section() -> None:
+    """A release names its version in pyproject.toml and describes it in CHANGELOG.md."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    headings = re.findall(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
+    assert headings[0] == "Unreleased"
+    assert headings[1] == version, headings
