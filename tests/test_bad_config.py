@@ -16,6 +16,14 @@ _GKE_JOBSET = ("workload.kind=jobset", "workload.command[0]=t.py", *GKE_RWX)
 # ... behind the node health gate; and asking for a check no checker labels.
 GATED_GKE_JOBSET = (*_GKE_JOBSET, "workload.queue.healthGate.enabled=true")
 UNKNOWN_HEALTH_CHECK = (*GATED_GKE_JOBSET, "workload.queue.healthGate.checks[0]=dcgm")
+# nerc-production as a JobSet stack placed by rack, with the node health gate and its runner.
+NERC_RUNNER = (
+    "workload.kind=jobset",
+    "workload.command[0]=train.py",
+    "workload.queue.topologyLevels[0]=example.com/rack",
+    "workload.queue.healthGate.enabled=true",
+    "workload.queue.healthGate.runner.enabled=true",
+)
 # The longest label key Kubernetes takes: a 253-character prefix, '/', a 63-character name (317).
 _LONGEST_LABEL_KEY = f"{'a' * 63}.{'b' * 63}.{'c' * 63}.{'d' * 61}/{'n' * 63}"
 # (stack, --set overrides, fragments the message must contain)
@@ -714,11 +722,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "nerc-production",
         (
-            "workload.kind=jobset",
-            "workload.command[0]=train.py",
-            "workload.queue.topologyLevels[0]=example.com/rack",
-            "workload.queue.healthGate.enabled=true",
-            "workload.queue.healthGate.runner.enabled=true",
+            *NERC_RUNNER,
             f"workload.queue.healthGate.runner.dcgmHostEngine={'d' * 64}.example.com",
         ),
         ("gpu-cluster:workload.queue.healthGate.runner.dcgmHostEngine", "at most 63"),
@@ -782,11 +786,7 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (
         "nerc-production",
         (
-            "workload.kind=jobset",
-            "workload.command[0]=train.py",
-            "workload.queue.topologyLevels[0]=example.com/rack",
-            "workload.queue.healthGate.enabled=true",
-            "workload.queue.healthGate.runner.enabled=true",
+            *NERC_RUNNER,
             "kubernetesVersion=1.29",
         ),
         ("a ValidatingAdmissionPolicy, which needs kubernetesVersion 1.30 or newer",),
