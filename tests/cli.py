@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -160,6 +161,23 @@ def as_root_of_a_mount_namespace() -> tuple[str, ...]:
     if prefix is None:
         unavailable("unshare --user --map-root-user --mount is not allowed here")
     return prefix
+
+
+def children(pid: int | str) -> list[str]:
+    """The PIDs (as this namespace sees them) of `pid`'s children, once it has one."""
+    while True:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if found:
+            return found
+        time.sleep(0.05)
+
+
+def command_line(pid: int | str) -> list[str]:
+    """`pid`'s arguments; [] once it has ended."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
 
 
 def as_pid_1() -> tuple[str, ...]:

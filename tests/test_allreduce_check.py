@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import as_pid_1
+from tests.cli import as_pid_1, children, command_line
 from tests.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -977,7 +977,7 @@ def test_a_gate_stopped_during_its_check_stops_it_and_starts_nothing(tmp_path: P
     try:
         (gate_pid,) = children(proc.pid)  # PID 1 inside
         # The check's launcher has become torchrun (launch-torchrun.sh execs it) and waits.
-        while not any("torchrun" in cmdline(pid) for pid in children(gate_pid)):
+        while not any("torchrun" in " ".join(command_line(p)) for p in children(gate_pid)):
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         os.kill(int(gate_pid), signal.SIGTERM)
@@ -987,19 +987,3 @@ def test_a_gate_stopped_during_its_check_stops_it_and_starts_nothing(tmp_path: P
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "fabric-gate: stopped (SIGTERM) during the fabric check; not starting touch" in err
     assert not started.exists()
-
-
-def children(pid: int | str) -> list[str]:
-    """The PIDs (as this namespace sees them) of `pid`'s children; waits for the first."""
-    while True:
-        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        if found:
-            return found
-        time.sleep(0.1)
-
-
-def cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
-    except FileNotFoundError:
-        return ""

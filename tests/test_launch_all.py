@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import as_pid_1
+from tests.cli import as_pid_1, children, command_line
 from tests.test_scripts import SCRIPTS, run
 
 LAUNCH_ALL = SCRIPTS / "launch-all.sh"
@@ -222,15 +222,8 @@ def test_ctrl_c_gives_up_a_pod_that_does_not_answer_and_closes_its_stream(
     assert "train-0: '/opt/gpu-cluster/launch-stop.sh' did not end within 2s" in err
     assert "gave up on train-0, which does not answer: its training may still run" in err
     assert "stop train-1" in log_lines(fake_oc)
-    frozen = f"sleep\0{FROZEN_SECONDS}\0".encode()
-    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if read_or_empty(p) == frozen]
-
-
-def read_or_empty(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError:  # the process ended meanwhile
-        return b""
+    frozen = ["sleep", str(FROZEN_SECONDS)]
+    assert not [p for p in Path("/proc").glob("[0-9]*") if command_line(p.name) == frozen]
 
 
 def test_launch_all_without_its_cli_or_cluster_says_so_once_and_starts_nothing(
@@ -351,14 +344,11 @@ def test_a_training_pods_pid_1_stops_its_training_on_sigterm_and_waits_for_it(
         text=True,
     )
     try:
-        init = _child(proc.pid)  # PID 1 inside
+        (init,) = children(proc.pid)  # PID 1 inside
         # Readiness: PID 1 is idle-training.sh (its trap set) and idles.
         while not (
-            b"idle-training.sh" in read_or_empty(Path(f"/proc/{init}/cmdline"))
-            and any(
-                read_or_empty(Path(f"/proc/{c}/cmdline")) == b"sleep\0infinity\0"
-                for c in Path(f"/proc/{init}/task/{init}/children").read_text().split()
-            )
+            str(IDLE_TRAINING) in command_line(init)
+            and ["sleep", "infinity"] in [command_line(c) for c in children(init)]
         ):
             assert proc.poll() is None, proc.communicate()
             subprocess.run(["sleep", "0.05"], check=True)
@@ -369,16 +359,6 @@ def test_a_training_pods_pid_1_stops_its_training_on_sigterm_and_waits_for_it(
     assert proc.returncode == 0, err
     assert "launch-stop: stopping training (pid " in out
     assert saved.exists()
-
-
-def _child(pid: int) -> str:
-    """`pid`'s one child, once it has one."""
-    while True:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        if children:
-            (child,) = children
-            return child
-        subprocess.run(["sleep", "0.05"], check=True)
 
 
 def test_idle_training_usage() -> None:

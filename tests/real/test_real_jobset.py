@@ -36,7 +36,7 @@ from tests.real.training import (
     TRAIN_SCRIPT,
     exec_in,
     kill_worker,
-    processes_in,
+    left_running,
     provide_platform,
     stepped_on_every_rank,
     steps,
@@ -197,9 +197,7 @@ def gate_stopped_by_a_delete(cluster: RealCluster, stack: StackRender) -> None:
 
     def waiting() -> bool:
         live = kube.get("v1", "Pod", name, s.namespace)
-        return live["status"]["phase"] == "Running" and bool(
-            [args for _pid, args in processes_in(in_pod) if "torchrun" in args]
-        )
+        return live["status"]["phase"] == "Running" and bool(left_running(in_pod, None, "torchrun"))
 
     wait_for("the check's torchrun in its rendezvous", waiting)
     terminated, _after = end_of_deleted(kube.delete_and_follow("v1", "Pod", name, s.namespace))

@@ -432,7 +432,7 @@ def launch_status(
     return in_training(kubectl, pod, env, "/opt/gpu-cluster/launch-status.sh")
 
 
-def left_running(in_pod: list[str], env: dict[str, str], *words: str) -> list[str]:
+def left_running(in_pod: list[str], env: dict[str, str] | None, *words: str) -> list[str]:
     """The command lines of the processes in the container `in_pod` (exec_in) reaches that
     hold any of `words`."""
     return [args for _pid, args in processes_in(in_pod, env) if any(w in args for w in words)]
