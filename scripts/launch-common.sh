@@ -122,7 +122,8 @@ proc_start_time() {
 alive() {
   local stat=""
   kill -0 "$1" 2>/dev/null || return 1
-  read -r stat <"${PROC_ROOT:-/proc}/$1/stat" 2>/dev/null || return 0
+  # Braced: a redirection that fails is reported before a 2>/dev/null after it applies.
+  { read -r stat <"${PROC_ROOT:-/proc}/$1/stat"; } 2>/dev/null || return 0
   stat=${stat##*) }
   [[ ${stat%% *} != Z ]]
 }
@@ -144,20 +145,27 @@ running_launcher() {
   echo "$pid"
 }
 
-# Usage: descendants PID
-# Every process below PID (children first found by their parent in /proc/<pid>/stat).
-descendants() {
+# Usage: children PID
+# The processes whose parent is PID (field 4 of /proc/<pid>/stat).
+children() {
   local stat rest ppid child
   for stat in "${PROC_ROOT:-/proc}"/[0-9]*/stat; do
-    read -r rest <"$stat" 2>/dev/null || continue
+    { read -r rest <"$stat"; } 2>/dev/null || continue # ended since the glob
     child=${stat%/stat}
     child=${child##*/}
     rest=${rest##*) } # fields after the command name, which may hold spaces
     read -r _ ppid _ <<<"$rest"
-    if [[ $ppid == "$1" ]]; then
-      echo "$child"
-      descendants "$child"
-    fi
+    [[ $ppid != "$1" ]] || echo "$child"
+  done
+}
+
+# Usage: descendants PID
+# Every process below PID.
+descendants() {
+  local child
+  for child in $(children "$1"); do
+    echo "$child"
+    descendants "$child"
   done
 }
 

@@ -73,7 +73,25 @@ run_preflight deepspeed
 command -v "$DEEPSPEED_BIN" >/dev/null ||
   die "$DEEPSPEED_BIN not found: this image has no DeepSpeed. launcher.kind deepspeed needs DeepSpeed >= 0.14.5 (--no_ssh) in the image (e.g. pip install 'deepspeed>=0.14.5' in an image built from it); or set launcher.kind to torchrun"
 
-exec "$DEEPSPEED_BIN" \
+# Not exec'd, unlike torchrun: DeepSpeed's runner (`deepspeed`) sets a SIGTERM handler only for
+# pdsh (deepspeed/launcher/runner.py main), so in --no_ssh mode SIGTERM kills it at once and its
+# child, DeepSpeed's launcher (deepspeed.launcher.launch, which stops the workers on SIGTERM and
+# SIGINT: launch.py sigkill_handler), runs on; as its container's PID 1 (a JobSet pod, through
+# fabric-gate.sh) the runner would not even get the kubelet's SIGTERM, which the kernel gives a
+# namespace's init only for a signal it handles (pid_namespaces(7)). So this shell stays, stops
+# that launcher on SIGTERM or SIGINT, and exits with the runner's code.
+# DeepSpeed's launcher stops the workers alike on either signal; before the runner has started
+# it, the runner itself is stopped.
+stopping=""
+stop_launcher() {
+  stopping=1
+  [[ -n ${runner:-} ]] || return 0
+  local -a launchers
+  mapfile -t launchers < <(children "$runner")
+  kill -TERM "${launchers[@]:-$runner}" 2>/dev/null || true
+}
+trap stop_launcher TERM INT
+"$DEEPSPEED_BIN" \
   --no_ssh \
   --node_rank="$NODE_RANK" \
   --hostfile="$DEEPSPEED_HOSTFILE" \
@@ -82,4 +100,14 @@ exec "$DEEPSPEED_BIN" \
   --master_addr="$MASTER_ADDR" \
   --master_port="$MASTER_PORT" \
   "$@" \
-  --deepspeed_config "$DEEPSPEED_CONFIG"
+  --deepspeed_config "$DEEPSPEED_CONFIG" &
+runner=$!
+[[ -z $stopping ]] || stop_launcher
+rc=0
+wait "$runner" || rc=$?
+# A trapped signal ends `wait` (status 128+signal) while the runner goes on: wait again.
+while kill -0 "$runner" 2>/dev/null; do
+  rc=0
+  wait "$runner" || rc=$?
+done
+exit "$rc"

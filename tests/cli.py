@@ -172,6 +172,25 @@ def children(pid: int | str) -> list[str]:
         time.sleep(0.05)
 
 
+def descendants(pid: int | str) -> list[str]:
+    """Every process below `pid` now (the children of each of its threads, theirs, and on)."""
+    found: list[str] = []
+    for listed in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):  # a thread or the process ended meanwhile
+            for child in listed.read_text().split():
+                found += [child, *descendants(child)]
+    return found
+
+
+def running(pid: int | str) -> bool:
+    """`pid` is there and no zombie (ended, not yet reaped by its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def command_line(pid: int | str) -> list[str]:
     """`pid`'s arguments; [] once it has ended."""
     try:

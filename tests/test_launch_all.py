@@ -3,19 +3,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cli import as_pid_1, children, command_line
+from tests.cli import as_pid_1, children, command_line, descendants, running
+from tests.prerequisites import unavailable
+from tests.test_run_metrics import free_port
 from tests.test_scripts import SCRIPTS, run
 
 LAUNCH_ALL = SCRIPTS / "launch-all.sh"
 LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
 LAUNCH_STATUS = SCRIPTS / "launch-status.sh"
+DEEPSPEED = SCRIPTS / "launch-deepspeed.sh"
 IDLE_TRAINING = SCRIPTS / "idle-training.sh"
 # How long a frozen pod's stream stays open; no other test's process sleeps as long.
 FROZEN_SECONDS = 601
@@ -281,6 +288,107 @@ def test_launch_stop_terms_the_recorded_launcher(tmp_path: Path) -> None:
 def _start_time(pid: int) -> str:
     """Field 22 of /proc/<pid>/stat (proc(5)), as the launchers record it."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+
+
+# A worker that saves for a while on SIGTERM, as a training saving a checkpoint does: it says
+# when its save is done, beside itself.
+SAVING_WORKER = """\
+import os, pathlib, signal, sys, time
+here = pathlib.Path(__file__).parent
+def save(*_):
+    time.sleep(2)
+    (here / "saved").touch()
+    sys.exit(143)
+signal.signal(signal.SIGTERM, save)
+(here / "worker.pid").write_text(str(os.getpid()))
+while True:
+    time.sleep(0.1)
+"""
+
+
+@pytest.fixture
+def deepspeed_env(tmp_path: Path) -> dict[str, str]:
+    """What launch-deepspeed.sh reads to start DeepSpeed for real (the one installed beside these
+    tests) on one node of one worker, SAVING_WORKER, written in tmp_path."""
+    deepspeed = shutil.which("deepspeed", path=str(Path(sys.executable).parent))
+    if deepspeed is None:
+        unavailable("no DeepSpeed in this environment (.ci/run installs it)")
+    (tmp_path / "worker.py").write_text(SAVING_WORKER)
+    (tmp_path / "hostfile").write_text("localhost slots=1\n")
+    (tmp_path / "ds_config.json").write_text('{"train_batch_size": 1}\n')
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "NNODES": "1",
+        "GPUS_PER_NODE": "1",
+        "NODE_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "DEEPSPEED_BIN": deepspeed,
+        "DEEPSPEED_HOSTFILE": str(tmp_path / "hostfile"),
+        "DEEPSPEED_CONFIG": str(tmp_path / "ds_config.json"),
+        "LAUNCH_PID_FILE": str(tmp_path / "launch.pid"),
+        "NCCL_ENV_FILE": str(tmp_path / "absent.env"),
+    }
+
+
+@contextlib.contextmanager
+def deepspeed_training(
+    env: dict[str, str], where: Path, prefix: tuple[str, ...] = ()
+) -> Iterator[subprocess.Popen[bytes]]:
+    """launch-deepspeed.sh SAVING_WORKER (under `prefix`), once its worker runs; its output in
+    `where`/launch.out. Killed with all it started at the end."""
+    printed = where / "launch.out"
+    with printed.open("wb") as out:
+        launcher = subprocess.Popen(
+            [*prefix, "bash", str(DEEPSPEED), str(where / "worker.py")],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        while not (where / "worker.pid").exists():
+            assert launcher.poll() is None, printed.read_text()
+            subprocess.run(["sleep", "0.1"], check=True)
+        yield launcher
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # its session ended with the training
+            os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+
+
+def test_a_deepspeed_training_is_stopped_and_waited_for(
+    deepspeed_env: dict[str, str], tmp_path: Path
+) -> None:
+    """launch-deepspeed.sh and DeepSpeed for real (its --no_ssh runner, its launcher, a worker
+    that saves on SIGTERM): launch-stop.sh returns once the worker has saved and ended, nothing
+    of the training left. DeepSpeed's runner dies of SIGTERM (it has no handler) and its
+    launcher ran on: the stop used to return at once, the worker never told."""
+    with deepspeed_training(deepspeed_env, tmp_path) as launcher:
+        training = [launcher.pid, *map(int, descendants(launcher.pid))]
+        stop = run(LAUNCH_STOP, deepspeed_env)
+        assert stop.returncode == 0, stop.stderr
+        assert (tmp_path / "saved").exists(), (tmp_path / "launch.out").read_text()
+        assert not [pid for pid in training if running(pid)], stop.stdout
+
+
+def test_a_deepspeed_launch_as_pid_1_stops_its_workers_on_sigterm(
+    deepspeed_env: dict[str, str], tmp_path: Path
+) -> None:
+    """launch-deepspeed.sh as its container's PID 1 (a JobSet pod's, through fabric-gate.sh),
+    DeepSpeed for real; SIGTERM from outside the namespace, as the kubelet sends it: the worker
+    saves, and the launch ends with DeepSpeed's code for a stop. (The runner, PID 1 with no
+    handler, never got the signal: the kernel drops it.)"""
+    with deepspeed_training(deepspeed_env, tmp_path, as_pid_1()) as launcher:
+        (init,) = children(launcher.pid)  # PID 1 inside
+        os.kill(int(init), signal.SIGTERM)
+        try:
+            launcher.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("no end 60 s after SIGTERM: " + (tmp_path / "launch.out").read_text())
+        assert (tmp_path / "saved").exists(), (tmp_path / "launch.out").read_text()
+        assert launcher.returncode not in (0, -signal.SIGKILL), launcher.returncode
 
 
 def test_launch_stop_leaves_a_process_that_reuses_the_recorded_pid(tmp_path: Path) -> None:
