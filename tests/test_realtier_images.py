@@ -14,8 +14,13 @@ import sys
 import tarfile
 from pathlib import Path
 
+from tests.prerequisites import unavailable
 from tools.realtier.images import write_oci_archive
-from tools.realtier.torchimage import requirements_closure, write_packages_layer
+from tools.realtier.torchimage import (
+    installed_scripts,
+    requirements_closure,
+    write_packages_layer,
+)
 
 
 def _blob(archive: tarfile.TarFile, descriptor: dict[str, object]) -> bytes:
@@ -93,3 +98,18 @@ def test_the_packages_layer_holds_each_required_distribution_and_its_scripts(
     assert ran.stdout + ran.stderr == f"pytest {importlib.metadata.version('pytest')}\n"
     assert members[site].isdir()
     assert not any(name.startswith(("..", "/")) for name in members)
+
+
+def test_a_distributions_own_bin_scripts_get_the_images_python() -> None:
+    """DeepSpeed installs `deepspeed` as a plain script (setup.py's `scripts`, not a console
+    entry point), its first line naming this environment's Python: the image's copy names the
+    image's and is otherwise the same file."""
+    try:
+        deepspeed = importlib.metadata.distribution("deepspeed")
+    except importlib.metadata.PackageNotFoundError:
+        unavailable("DeepSpeed is not installed (.ci/run installs it)")
+    scripts = dict(installed_scripts(deepspeed))
+    installed = (Path(sys.executable).parent / "deepspeed").read_bytes()
+    first, _, rest = installed.partition(b"\n")
+    assert first.startswith(b"#!") and b"python" in first, first
+    assert scripts["deepspeed"] == b"#!/usr/bin/python3\n" + rest

@@ -19,7 +19,10 @@ launcher still checks its node (preflight) ends the launch there; the storage ch
 mid-write (SIGTERM, as when its pod is deleted) removes its files from the claim; preflight stops
 an nvidia-smi that does not answer; a pod that does not answer holds up no other pod's stop, and
 the launch gives it up. And a deleted pod's training gets SIGTERM (its grace period to save)
-before the pod ends."""
+before the pod ends.
+
+Last, the same stack with DeepSpeed as its launcher: it trains across the nodes and its stop
+leaves nothing running."""
 
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ from tests.real.training import (
     workspaces,
 )
 from tools.realtier.build import Tools
+from tools.realtier.engine import Engine
 from tools.realtier.images import NodeImages
 from tools.realtier.kube import wait_for
 from tools.realtier.stacks import StackRender
@@ -112,6 +116,7 @@ class TrainingPods:
     pods: list[dict[str, Any]]
     env: dict[str, str]
     volumes: Path
+    engine: Engine
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +139,7 @@ def training_pods(
     assert sorted(p["spec"]["nodeName"] for p in pods) == ["real-node-0", "real-node-1"]
     assert {p["spec"]["securityContext"].get("runAsUser") for p in pods} == {RESTRICTED_UID}
     assert all(p["status"]["phase"] == "Running" for p in pods), pods
-    return TrainingPods(pods, user_env(two_nodes, tmp_path), volumes)
+    return TrainingPods(pods, user_env(two_nodes, tmp_path), volumes, engine)
 
 
 def test_the_fabric_check_gives_its_verdict_across_two_real_nodes(
@@ -453,3 +458,31 @@ def test_a_deleted_pods_training_gets_sigterm_before_the_pod_ends(
     assert any(n.exists() for n in noted), output.read_text(errors="replace")
     (statefulset,) = stack.of_kind("StatefulSet")
     wait_for("the StatefulSet's pods again", lambda: statefulset_settled(kube, statefulset))
+
+
+def test_the_stack_with_deepspeed_trains_across_two_real_nodes_and_stops(
+    training_pods: TrainingPods, two_nodes: RealCluster, node_images: NodeImages, tmp_path: Path
+) -> None:
+    """The same stack with `launcher.kind: deepspeed`, by `pulumi up` (the pods roll: the
+    hostfile and DeepSpeed's config join the scripts): launchCommand as exported starts
+    launch-deepspeed.sh, DeepSpeed's runner with --no_ssh, on every pod; the ranks meet on pod 0
+    and step with equal weights. Its terminal gone, the training goes on until stopCommand, as
+    exported, stops it on every pod, DeepSpeed's launcher and workers included (they ran on
+    before: DeepSpeed's runner dies of SIGTERM and leaves them). After the module's other
+    tests: the stack is a DeepSpeed one from here on."""
+    kube = two_nodes.kube
+    stack = training_stack_or_skip(node_images, (*VERIFY, "launcher.kind=deepspeed"))
+    outputs = stack.run.outputs
+    assert "/opt/gpu-cluster/launch-deepspeed.sh" in outputs["launchCommand"], outputs
+    training_pods.engine.up(*training_overrides(node_images, (*VERIFY, "launcher.kind=deepspeed")))
+    (statefulset,) = stack.of_kind("StatefulSet")
+    wait_for("the StatefulSet's pods rolled", lambda: statefulset_settled(kube, statefulset))
+    pods = pods_of(kube, read_live(kube, statefulset))
+    env = training_pods.env
+    printed = launch_until_steps(
+        outputs["launchCommand"], env, tmp_path / "launch.out", len(pods), lost=True
+    )
+    assert "deepspeed.launcher.launch" in printed, printed
+    stop = run_exported(outputs["stopCommand"], env)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    assert_nothing_trains(two_nodes.tools.binary("kubectl"), pods, env)

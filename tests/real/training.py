@@ -439,10 +439,18 @@ def left_running(in_pod: list[str], env: dict[str, str] | None, *words: str) -> 
 
 
 def assert_nothing_trains(kubectl: Path, pods: list[dict[str, Any]], env: dict[str, str]) -> None:
-    """On every pod, launch-status.sh says no training runs (3) and neither torchrun nor the
-    training program is left."""
+    """On every pod, launch-status.sh says no training runs (3) and neither a launcher
+    (torchrun, DeepSpeed's) nor the training program is left."""
     for pod in pods:
         status = launch_status(kubectl, pod, env)
         assert status.returncode == 3, (pod["metadata"]["name"], status.stdout, status.stderr)
-        left = left_running(exec_in(kubectl, pod), env, "train.py", "torchrun")
-        assert not left, left
+        in_pod = exec_in(kubectl, pod)
+        if left_running(in_pod, env, "train.py", "torchrun", "deepspeed"):
+            listed = subprocess.run(
+                [*in_pod, "ps", "-eo", "pid,ppid,stat,etimes,args"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            pytest.fail(f"training left in {pod['metadata']['name']}:\n{listed.stdout}")

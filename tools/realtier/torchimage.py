@@ -25,8 +25,9 @@ from pathlib import Path, PurePosixPath
 from tools.realtier.build import Log, _digest, cache_root
 from tools.realtier.images import ImageArchive, write_oci_layout
 
-# What the training runs import: torch (with gloo) and numpy (torch warns without it).
-TRAINING_DISTRIBUTIONS = ("torch", "numpy")
+# What the training runs import: torch (with gloo) and numpy (torch warns without it); and
+# DeepSpeed, which launch-deepspeed.sh (launcher.kind: deepspeed) starts.
+TRAINING_DISTRIBUTIONS = ("torch", "numpy", "deepspeed")
 # Debian bookworm's python3 is 3.11; Debian's site.py adds /usr/local/lib/python3.X/dist-packages
 # for locally installed packages (Debian python3 README, "Installing modules").
 _IMAGE_PYTHON = (3, 11)
@@ -138,6 +139,23 @@ def _installed_files(distribution: importlib.metadata.Distribution) -> Iterator[
         yield Path(str(distribution.locate_file(record))), record.as_posix()
 
 
+def installed_scripts(
+    distribution: importlib.metadata.Distribution,
+) -> Iterator[tuple[str, bytes]]:
+    """(name, content for the image) of each script it installs in the environment's bin
+    directory that is no console script (DeepSpeed's `deepspeed`, from setup.py's `scripts`):
+    a Python one gets the image's interpreter, as pip rewrites its `#!python` line."""
+    entry_points = {e.name for e in distribution.entry_points.select(group="console_scripts")}
+    for record in distribution.files or []:
+        if record.parts[:4] != ("..", "..", "..", "bin") or record.name in entry_points:
+            continue
+        content = Path(str(distribution.locate_file(record))).read_bytes()
+        first, newline, rest = content.partition(b"\n")
+        if first.startswith(b"#!") and b"python" in first:
+            content = b"#!/usr/bin/python3" + newline + rest
+        yield record.name, content
+
+
 def write_packages_layer(
     distributions: list[importlib.metadata.Distribution], target: Path
 ) -> None:
@@ -163,10 +181,13 @@ def write_packages_layer(
                 info.uname = info.gname = "root"
                 with source.open("rb") as stream:
                     tar.addfile(info, stream)
-            for entry in distribution.entry_points.select(group="console_scripts"):
-                script = _SCRIPTS / entry.name
+            scripts = [
+                (entry.name, _console_script(entry.module, entry.attr).encode())
+                for entry in distribution.entry_points.select(group="console_scripts")
+            ]
+            for name, content in [*scripts, *installed_scripts(distribution)]:
+                script = _SCRIPTS / name
                 add_parents(script)
-                content = _console_script(entry.module, entry.attr).encode()
                 info = tarfile.TarInfo(str(script))
                 info.size, info.mode = len(content), 0o755
                 tar.addfile(info, io.BytesIO(content))
