@@ -7,6 +7,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 from tests.cli import as_pid_1, children, command_line, descendants, running
 from tests.prerequisites import unavailable
 from tests.test_run_metrics import free_port
-from tests.test_scripts import SCRIPTS, run
+from tests.test_scripts import SCRIPTS, TORCHRUN, run
 
 LAUNCH_ALL = SCRIPTS / "launch-all.sh"
 LAUNCH_STOP = SCRIPTS / "launch-stop.sh"
@@ -291,11 +292,12 @@ def _start_time(pid: int) -> str:
 
 
 # A worker that saves for a while on SIGTERM, as a training saving a checkpoint does: it says
-# when its save is done, beside itself.
+# when its save starts and when it is done, beside itself.
 SAVING_WORKER = """\
 import os, pathlib, signal, sys, time
 here = pathlib.Path(__file__).parent
 def save(*_):
+    (here / "saving").touch()
     time.sleep(2)
     (here / "saved").touch()
     sys.exit(143)
@@ -389,6 +391,102 @@ def test_a_deepspeed_launch_as_pid_1_stops_its_workers_on_sigterm(
             pytest.fail("no end 60 s after SIGTERM: " + (tmp_path / "launch.out").read_text())
         assert (tmp_path / "saved").exists(), (tmp_path / "launch.out").read_text()
         assert launcher.returncode not in (0, -signal.SIGKILL), launcher.returncode
+
+
+def test_a_stop_while_torchrun_shuts_down_after_a_lost_node_waits_for_its_worker(
+    tmp_path: Path,
+) -> None:
+    """launch-torchrun.sh and torchrun for real on two nodes (processes here), one worker each
+    that saves on SIGTERM. Node 0, the rendezvous store's host, is killed: node 1's torchrun
+    loses the store, shuts down and tells its worker to stop. launch-stop.sh on node 1 then
+    (launch-all.sh stops every pod when one fails): its SIGTERM ends torchrun at once, but the
+    stop returns only once the worker has saved and ended. (It used to return with torchrun,
+    the worker still running.)"""
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")},
+        "OMP_NUM_THREADS": "1",
+        "NNODES": "2",
+        "GPUS_PER_NODE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "TORCHRUN_BIN": str(Path(sys.executable).parent / "torchrun"),
+        "NCCL_ENV_FILE": str(tmp_path / "absent.env"),
+    }
+    nodes = [tmp_path / f"node-{i}" for i in range(2)]
+    launchers: list[subprocess.Popen[bytes]] = []
+    try:
+        for node in nodes:
+            node.mkdir()
+            (node / "worker.py").write_text(SAVING_WORKER)
+            with (node / "launch.out").open("wb") as out:
+                launchers.append(
+                    subprocess.Popen(
+                        ["bash", str(TORCHRUN), str(node / "worker.py")],
+                        env={**env, "LAUNCH_PID_FILE": str(node / "launch.pid")},
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
+            if node == nodes[0]:  # the store's host: the first to listen on the port
+                _wait_for_listener(port, launchers[0], node / "launch.out")
+        for node, launcher in zip(nodes, launchers, strict=True):
+            while not (node / "worker.pid").exists():
+                assert launcher.poll() is None, (node / "launch.out").read_text()
+                subprocess.run(["sleep", "0.1"], check=True)
+        os.killpg(launchers[0].pid, signal.SIGKILL)
+        while not (nodes[1] / "saving").exists():
+            assert launchers[1].poll() is None, (nodes[1] / "launch.out").read_text()
+            subprocess.run(["sleep", "0.1"], check=True)
+        worker = int((nodes[1] / "worker.pid").read_text())
+        stop = run(LAUNCH_STOP, {**env, "LAUNCH_PID_FILE": str(nodes[1] / "launch.pid")})
+        assert stop.returncode == 0, stop.stderr
+        assert (nodes[1] / "saved").exists(), (nodes[1] / "launch.out").read_text()
+        assert not running(worker)
+    finally:
+        for launcher in launchers:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+
+
+def test_what_ignores_the_stop_is_killed_after_the_grace(tmp_path: Path) -> None:
+    """A launcher that ignores SIGTERM, and a worker below it that does too: after
+    LAUNCH_STOP_GRACE both are SIGKILLed, and the stop returns once they are gone, saying so."""
+    launcher = subprocess.Popen(
+        ["bash", "-c", "trap '' TERM; sleep 600 & echo ready; wait"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert launcher.stdout is not None and launcher.stdout.readline() == "ready\n"
+        (worker,) = children(launcher.pid)
+        pid_file = tmp_path / "launch.pid"
+        pid_file.write_text(f"{launcher.pid} {_start_time(launcher.pid)}\n")
+        stop = run(LAUNCH_STOP, {"LAUNCH_PID_FILE": str(pid_file), "LAUNCH_STOP_GRACE": "1"})
+        assert stop.returncode == 0, stop.stderr
+        assert (
+            f"launch-stop: 2 processes of the training (pid {launcher.pid}) still running after "
+            "1s; killing them"
+        ) in stop.stderr
+        assert not running(worker)
+        assert launcher.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+
+
+def _wait_for_listener(port: int, process: subprocess.Popen[bytes], printed: Path) -> None:
+    """Until something listens on 127.0.0.1:`port`, `process` still running."""
+    while True:
+        assert process.poll() is None, printed.read_text()
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        subprocess.run(["sleep", "0.1"], check=True)
 
 
 def test_launch_stop_leaves_a_process_that_reuses_the_recorded_pid(tmp_path: Path) -> None:
