@@ -19,11 +19,14 @@
 # RDZV_ID, ...); TORCHRUN_NNODES and RDZV_ID are set here for the check: the whole run, and
 # <RDZV_ID>-fabric-check, so it never meets the training rendezvous.
 #   CHECK_SCRIPT  optional  default allreduce_check.py beside this script
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 readonly PROG=fabric-gate
 # allreduce_check.py's setup error and its failure (fabric_verdict.py); what this gate exits
 # with when the check could not run.
 readonly CHECK_SETUP=2 CHECK_FAIL=1 NOT_RUN=75
+# shellcheck source=launch-common.sh
+. "$(dirname "$0")/launch-common.sh" # wait_for_child
 
 usage() {
   echo "usage: $PROG [CHECK_ARGS...] -- [LAUNCHER [ARGS...]]" >&2
@@ -60,12 +63,7 @@ FABRIC_CHECK_EXIT_DIR=$ended TORCHRUN_NNODES=${NNODES:-} RDZV_ID="${RDZV_ID:-gpu
 check=$!
 [[ -z $stopped ]] || kill -s "$stopped" "$check" 2>/dev/null || true
 rc=0
-wait "$check" || rc=$?
-# A trapped signal ends `wait` early (128+signal) while the check is still ending.
-while kill -0 "$check" 2>/dev/null; do
-  rc=0
-  wait "$check" || rc=$?
-done
+wait_for_child "$check" || rc=$?
 said=$(cat "$ended"/rank-* 2>/dev/null || true)
 rm -rf "$ended"
 if [[ -n $stopped ]]; then

@@ -169,6 +169,19 @@ descendants() {
   done
 }
 
+# Usage: wait_for_child PID
+# Returns the exit status of this shell's child PID once it has ended: a trapped signal ends
+# `wait` early (status 128+signal) while the child goes on, so it is waited for again.
+wait_for_child() {
+  local rc=0
+  wait "$1" || rc=$?
+  while kill -0 "$1" 2>/dev/null; do
+    rc=0
+    wait "$1" || rc=$?
+  done
+  return "$rc"
+}
+
 # Write this shell's PID and start time where launch-stop.sh finds them, before anything else:
 # a stop while the launcher still checks its node (preflight) then reaches it, and it ends there
 # (exit 143) instead of going on into a rendezvous that waits for pods already stopped. The

@@ -104,10 +104,5 @@ trap stop_launcher TERM INT
 runner=$!
 [[ -z $stopping ]] || stop_launcher
 rc=0
-wait "$runner" || rc=$?
-# A trapped signal ends `wait` (status 128+signal) while the runner goes on: wait again.
-while kill -0 "$runner" 2>/dev/null; do
-  rc=0
-  wait "$runner" || rc=$?
-done
+wait_for_child "$runner" || rc=$?
 exit "$rc"

@@ -471,8 +471,8 @@ def test_what_ignores_the_stop_is_killed_after_the_grace(tmp_path: Path) -> None
             f"launch-stop: 2 processes of the training (pid {launcher.pid}) still running after "
             "1s; killing them"
         ) in stop.stderr
-        assert not running(worker)
-        assert launcher.wait(timeout=10) == -signal.SIGKILL
+        # Both gone already (the launcher a zombie until this test reaps it).
+        assert not running(worker) and not running(launcher.pid)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(launcher.pid, signal.SIGKILL)
