@@ -415,6 +415,8 @@ def test_a_stop_while_torchrun_shuts_down_after_a_lost_node_waits_for_its_worker
     }
     nodes = [tmp_path / f"node-{i}" for i in range(2)]
     launchers: list[subprocess.Popen[bytes]] = []
+    # Each node's processes: torchrun starts its workers in sessions of their own.
+    trees: list[list[int]] = []
     try:
         for node in nodes:
             node.mkdir()
@@ -435,7 +437,8 @@ def test_a_stop_while_torchrun_shuts_down_after_a_lost_node_waits_for_its_worker
             while not (node / "worker.pid").exists():
                 assert launcher.poll() is None, (node / "launch.out").read_text()
                 subprocess.run(["sleep", "0.1"], check=True)
-        os.killpg(launchers[0].pid, signal.SIGKILL)
+            trees.append([launcher.pid, *map(int, descendants(launcher.pid))])
+        _kill(trees[0])
         while not (nodes[1] / "saving").exists():
             assert launchers[1].poll() is None, (nodes[1] / "launch.out").read_text()
             subprocess.run(["sleep", "0.1"], check=True)
@@ -445,10 +448,17 @@ def test_a_stop_while_torchrun_shuts_down_after_a_lost_node_waits_for_its_worker
         assert (nodes[1] / "saved").exists(), (nodes[1] / "launch.out").read_text()
         assert not running(worker)
     finally:
+        _kill([pid for tree in trees for pid in tree])
         for launcher in launchers:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(launcher.pid, signal.SIGKILL)
             launcher.wait()
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_what_ignores_the_stop_is_killed_after_the_grace(tmp_path: Path) -> None:
