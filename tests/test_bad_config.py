@@ -976,3 +976,28 @@ def test_a_list_whose_one_item_is_bad_is_named_once_by_that_item(
         run_program(config, secret_keys, stack, record_into=ProgramRun())
     lines = str(info.value).splitlines()[1:]
     assert [line.split(" = ")[0].strip() for line in lines] == [f"gpu-cluster:{key}[0]"], lines
+
+
+def test_the_stacks_own_service_accounts_are_refused_as_run_submitters() -> None:
+    """Each ServiceAccount the stack renders (its training pods', the node health gate's and
+    runner's), listed among the run submitters beside one of the user's: refused, that entry
+    named, before anything is registered; the user's alone renders."""
+    config, secret_keys = edited_config("nerc-production", NERC_RUNNER)
+    rendered = ProgramRun()
+    run_program(config, secret_keys, "nerc-production", record_into=rendered)
+    own = [
+        r.inputs["metadata"]["name"] for r in rendered.of_type("kubernetes:core/v1:ServiceAccount")
+    ]
+    assert len(own) == 3, own
+    submitter = "workload.runs.submitters.serviceAccounts"
+    for account in own:
+        config, secret_keys = edited_config(
+            "nerc-production", (*NERC_RUNNER, f"{submitter}[0]=ci-bot", f"{submitter}[1]={account}")
+        )
+        run = ProgramRun()
+        with pytest.raises(pulumi.RunError) as info:
+            run_program(config, secret_keys, "nerc-production", record_into=run)
+        assert registered(run) == []
+        assert f"gpu-cluster:{submitter}[1] = {account!r} is the stack's own ServiceAccount" in (
+            str(info.value)
+        )

@@ -38,3 +38,18 @@ def gke_monitoring_components(m: MonitoringSettings) -> tuple[str, ...]:
     monitoring.dcgm, each once (cluster-toolkit modules/scheduler/gke-cluster main.tf
     `distinct(concat(var.monitoring_components, ["DCGM"]))`, 1047080)."""
     return tuple(dict.fromkeys((*m.gke_components, *((DCGM,) if m.dcgm else ()))))
+
+
+def training_service_account(s: Settings) -> str:
+    """The training pods' ServiceAccount (components/training_access.py names it)."""
+    return f"{s.name}-training"
+
+
+def health_gate_name(s: Settings) -> str:
+    """The node health gate's controller: its Deployment, ServiceAccount and roles."""
+    return f"{s.name}-node-health-gate"
+
+
+def health_runner_name(s: Settings) -> str:
+    """The node health runner's controller: its Deployment, ServiceAccount and roles."""
+    return f"{s.name}-node-health-runner"

@@ -6,7 +6,12 @@ imports Settings, so the schema never imports it (tests/test_layers.py refuses t
 from __future__ import annotations
 
 from gpu_cluster.config.checkpoints import checkpoint_problems
-from gpu_cluster.config.derived import elastic_range
+from gpu_cluster.config.derived import (
+    elastic_range,
+    health_gate_name,
+    health_runner_name,
+    training_service_account,
+)
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.netmodes import find_mode, mode_of, names_on
 from gpu_cluster.config.quantities import sweep_bytes
@@ -190,6 +195,7 @@ def workload_problems(s: Settings) -> list[str]:
         )
     out.extend(job_set_name_problems(s))
     out.extend(checkpoint_problems(s))
+    out.extend(_submitter_problems(s))
     if s.platform == "openshift" and w.controllers.install:
         out.append(
             "gpu-cluster:workload.controllers.install = true: on OpenShift Kueue and JobSet come "
@@ -248,6 +254,24 @@ def workload_problems(s: Settings) -> list[str]:
                 f"{HOSTNAME_LEVEL!r} (always the last level, added by the stack)"
             )
     return out
+
+
+def _submitter_problems(s: Settings) -> list[str]:
+    """The submitter Role bound to one of the stack's own ServiceAccounts would hand its
+    rights (create and delete runs) to every process that runs as it."""
+    own = {
+        training_service_account(s): "its training pods'",
+        health_gate_name(s): "its node health gate's",
+        health_runner_name(s): "its node health runner's",
+    }
+    return [
+        f"gpu-cluster:workload.runs.submitters.serviceAccounts[{i}] = {account!r} is the "
+        f"stack's own ServiceAccount ({own[account]}): bound to the submitter Role, every "
+        "process running as it could submit, stop and delete runs; name a ServiceAccount of "
+        "your own (a CI pipeline's)"
+        for i, account in enumerate(s.workload.runs.submitters.service_accounts)
+        if account in own
+    ]
 
 
 def _verify_problems(s: Settings) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_cluster.config.derived import health_gate_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.health import PASS, RESULT_LABEL
 from gpu_cluster.plan.podspec import NodeRequirement
@@ -70,7 +71,7 @@ def health_gate_plan(s: Settings) -> HealthGatePlan | None:
         return None
     return HealthGatePlan(
         check=check,
-        name=f"{s.name}-node-health-gate",
+        name=health_gate_name(s),
         namespace=s.namespace,
         checks=gate.checks,
         max_age_seconds=gate.max_age_hours * 3600,

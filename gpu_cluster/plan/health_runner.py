@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_cluster.config.derived import health_runner_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.gpudirect import POD_LIB_DIR
 from gpu_cluster.facts.health import (
@@ -202,7 +203,7 @@ def health_runner_plan(
     if not checks:
         return None
     gate = s.workload.queue.health_gate
-    name = f"{s.name}-node-health-runner"
+    name = health_runner_name(s)
     return HealthRunnerPlan(
         name=name,
         namespace=s.namespace,

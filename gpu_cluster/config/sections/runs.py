@@ -26,7 +26,9 @@ class RunSubmitters(Section):
     users: tuple[SubjectName, ...] = ()
     """Users, as the API server names them (an OpenShift user, a Google account's email)."""
     service_accounts: tuple[Subdomain, ...] = ()
-    """ServiceAccounts of the stack's namespace (a CI pipeline's)."""
+    """ServiceAccounts of the stack's namespace (a CI pipeline's); not the stack's own (its
+    training pods', the node health gate's or runner's), whose processes would all gain the
+    Role."""
 
 
 class RunsSettings(Section):
