@@ -441,7 +441,8 @@ def test_a_deleted_pods_training_gets_sigterm_before_the_pod_ends(
     stops the training there as launch-stop.sh does, so pod 1's rank gets SIGTERM and leaves
     its file (an idle PID 1 that exits on SIGTERM took the training with it: the kernel
     SIGKILLs a PID namespace's processes when its init exits). The launch ends, and the
-    StatefulSet makes pod 1 again. Last in the module: pod 1 is a new pod after it."""
+    StatefulSet makes pod 1 again. After the module's other tests but the last, which reads the
+    pods again: pod 1 is a new pod after it."""
     kube, stack, pods = two_nodes.kube, training_stack, training_pods.pods
     assert TRAIN_NOTING_SIGTERM != TRAIN
     put_in_workspaces(stack, training_pods.volumes, Path(NOTING_SIGTERM).name, TRAIN_NOTING_SIGTERM)
