@@ -15,6 +15,7 @@ from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
 from gpu_cluster.components.k8s_objects import ManifestResource
 from gpu_cluster.components.namespace import adopted, taken_over
+from gpu_cluster.config.derived import training_account_name
 from gpu_cluster.plan.security import (
     memlock_disruption,
     memlock_machine_config,
@@ -76,7 +77,7 @@ class TrainingAccess(pulumi.ComponentResource):
         account = k8s.core.v1.ServiceAccount(
             f"{name}-training",
             metadata=ObjectMetaArgs(
-                name=f"{a.prefix}-training", namespace=a.namespace, labels=a.labels
+                name=training_account_name(a.prefix), namespace=a.namespace, labels=a.labels
             ),
             automount_service_account_token=False,
             opts=child,

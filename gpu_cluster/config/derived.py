@@ -40,9 +40,9 @@ def gke_monitoring_components(m: MonitoringSettings) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*m.gke_components, *((DCGM,) if m.dcgm else ()))))
 
 
-def training_service_account(s: Settings) -> str:
-    """The training pods' ServiceAccount (components/training_access.py names it)."""
-    return f"{s.name}-training"
+def training_account_name(prefix: str) -> str:
+    """The training pods' ServiceAccount, of TrainingAccess's `prefix` (the stack's `name`)."""
+    return f"{prefix}-training"
 
 
 def health_gate_name(s: Settings) -> str:

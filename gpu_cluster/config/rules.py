@@ -10,7 +10,7 @@ from gpu_cluster.config.derived import (
     elastic_range,
     health_gate_name,
     health_runner_name,
-    training_service_account,
+    training_account_name,
 )
 from gpu_cluster.config.gke import gke_problems
 from gpu_cluster.config.netmodes import find_mode, mode_of, names_on
@@ -260,7 +260,7 @@ def _submitter_problems(s: Settings) -> list[str]:
     """The submitter Role bound to one of the stack's own ServiceAccounts would hand its
     rights (create and delete runs) to every process that runs as it."""
     own = {
-        training_service_account(s): "its training pods'",
+        training_account_name(s.name): "its training pods'",
         health_gate_name(s): "its node health gate's",
         health_runner_name(s): "its node health runner's",
     }
