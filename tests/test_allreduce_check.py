@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from tests.cli import as_pid_1, children, command_line
 from tests.script_modules import load_script
+from tests.test_run_metrics import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "allreduce_check.py"
@@ -593,13 +593,6 @@ def test_unknown_transport_is_rejected_by_argparse() -> None:
 # --- end to end: the real script under torchrun, gloo on CPU --------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def torchrun(
     *args: str, nproc: int = 2, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -612,7 +605,7 @@ def torchrun(
         "torch.distributed.run",
         f"--nproc-per-node={nproc}",
         "--nnodes=1",
-        f"--master-port={_free_port()}",
+        f"--master-port={free_port()}",
         str(SCRIPT),
         "--backend",
         "gloo",
@@ -887,7 +880,7 @@ def test_a_rank_leaves_no_nccl_log_directory_behind(tmp_path: Path) -> None:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("NCCL_")},
         **{"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"},
-        **{"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())},
+        **{"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())},
         "TMPDIR": str(tmp_path),
         "CUDA_VISIBLE_DEVICES": "",
     }
@@ -918,7 +911,7 @@ def gate_env(tmp_path: Path, nodes: int = 1) -> dict[str, str]:
         "NNODES": str(nodes),
         "GPUS_PER_NODE": "2",
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(_free_port()),
+        "MASTER_PORT": str(free_port()),
         "TORCHRUN_BIN": str(Path(sys.executable).parent / "torchrun"),
         "LAUNCH_PID_FILE": str(tmp_path / "launch.pid"),
         "NCCL_ENV_FILE": str(tmp_path / "absent.env"),

@@ -990,6 +990,8 @@ def test_the_stacks_own_service_accounts_are_refused_as_run_submitters() -> None
     ]
     assert len(own) == 3, own
     submitter = "workload.runs.submitters.serviceAccounts"
+    config, secret_keys = edited_config("nerc-production", (*NERC_RUNNER, f"{submitter}[0]=ci-bot"))
+    run_program(config, secret_keys, "nerc-production", record_into=ProgramRun())
     for account in own:
         config, secret_keys = edited_config(
             "nerc-production", (*NERC_RUNNER, f"{submitter}[0]=ci-bot", f"{submitter}[1]={account}")

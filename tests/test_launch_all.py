@@ -10,8 +10,9 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -350,14 +351,10 @@ def deepspeed_training(
             start_new_session=True,
         )
     try:
-        while not (where / "worker.pid").exists():
-            assert launcher.poll() is None, printed.read_text()
-            subprocess.run(["sleep", "0.1"], check=True)
+        _until((where / "worker.pid").exists, launcher, printed)
         yield launcher
     finally:
-        with contextlib.suppress(ProcessLookupError):  # its session ended with the training
-            os.killpg(launcher.pid, signal.SIGKILL)
-        launcher.wait()
+        _end(launcher)
 
 
 def test_a_deepspeed_training_is_stopped_and_waited_for(
@@ -432,16 +429,12 @@ def test_a_stop_while_torchrun_shuts_down_after_a_lost_node_waits_for_its_worker
                     )
                 )
             if node == nodes[0]:  # the store's host: the first to listen on the port
-                _wait_for_listener(port, launchers[0], node / "launch.out")
+                _until(lambda: _listened_on(port), launchers[0], node / "launch.out")
         for node, launcher in zip(nodes, launchers, strict=True):
-            while not (node / "worker.pid").exists():
-                assert launcher.poll() is None, (node / "launch.out").read_text()
-                subprocess.run(["sleep", "0.1"], check=True)
+            _until((node / "worker.pid").exists, launcher, node / "launch.out")
             trees.append([launcher.pid, *map(int, descendants(launcher.pid))])
         _kill(trees[0])
-        while not (nodes[1] / "saving").exists():
-            assert launchers[1].poll() is None, (nodes[1] / "launch.out").read_text()
-            subprocess.run(["sleep", "0.1"], check=True)
+        _until((nodes[1] / "saving").exists, launchers[1], nodes[1] / "launch.out")
         worker = int((nodes[1] / "worker.pid").read_text())
         stop = run(LAUNCH_STOP, {**env, "LAUNCH_PID_FILE": str(nodes[1] / "launch.pid")})
         assert stop.returncode == 0, stop.stderr
@@ -450,15 +443,33 @@ def test_a_stop_while_torchrun_shuts_down_after_a_lost_node_waits_for_its_worker
     finally:
         _kill([pid for tree in trees for pid in tree])
         for launcher in launchers:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(launcher.pid, signal.SIGKILL)
-            launcher.wait()
+            _end(launcher)
 
 
 def _kill(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _until(done: Callable[[], bool], process: subprocess.Popen[bytes], printed: Path) -> None:
+    """Until `done()`, `process` still running (what it printed, in `printed`, if not)."""
+    while not done():
+        assert process.poll() is None, printed.read_text()
+        subprocess.run(["sleep", "0.1"], check=True)
+
+
+def _listened_on(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _end(process: subprocess.Popen[Any]) -> None:
+    """`process` and the rest of its session (started with start_new_session) SIGKILLed and
+    reaped."""
+    with contextlib.suppress(ProcessLookupError):  # the session ended already
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def test_what_ignores_the_stop_is_killed_after_the_grace(tmp_path: Path) -> None:
@@ -484,19 +495,7 @@ def test_what_ignores_the_stop_is_killed_after_the_grace(tmp_path: Path) -> None
         # Both gone already (the launcher a zombie until this test reaps it).
         assert not running(worker) and not running(launcher.pid)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(launcher.pid, signal.SIGKILL)
-        launcher.wait()
-
-
-def _wait_for_listener(port: int, process: subprocess.Popen[bytes], printed: Path) -> None:
-    """Until something listens on 127.0.0.1:`port`, `process` still running."""
-    while True:
-        assert process.poll() is None, printed.read_text()
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        subprocess.run(["sleep", "0.1"], check=True)
+        _end(launcher)
 
 
 def test_launch_stop_leaves_a_process_that_reuses_the_recorded_pid(tmp_path: Path) -> None:

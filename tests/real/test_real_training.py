@@ -471,11 +471,11 @@ def test_the_stack_with_deepspeed_trains_across_two_real_nodes_and_stops(
     exported, stops it on every pod, DeepSpeed's launcher and workers included (they ran on
     before: DeepSpeed's runner dies of SIGTERM and leaves them). After the module's other
     tests: the stack is a DeepSpeed one from here on."""
-    kube = two_nodes.kube
-    stack = training_stack_or_skip(node_images, (*VERIFY, "launcher.kind=deepspeed"))
+    kube, deepspeed = two_nodes.kube, (*VERIFY, "launcher.kind=deepspeed")
+    stack = training_stack_or_skip(node_images, deepspeed)
     outputs = stack.run.outputs
     assert "/opt/gpu-cluster/launch-deepspeed.sh" in outputs["launchCommand"], outputs
-    training_pods.engine.up(*training_overrides(node_images, (*VERIFY, "launcher.kind=deepspeed")))
+    training_pods.engine.up(*training_overrides(node_images, deepspeed))
     (statefulset,) = stack.of_kind("StatefulSet")
     wait_for("the StatefulSet's pods rolled", lambda: statefulset_settled(kube, statefulset))
     pods = pods_of(kube, read_live(kube, statefulset))
