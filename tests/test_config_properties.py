@@ -141,6 +141,7 @@ KEYS: dict[str, list[Any]] = {
     "verify.preflight": [True, False],
     "verify.storageCheckBytes": ["1G", "64M", "4", "0"],
     "monitoring.gkeComponents": [["SYSTEM_COMPONENTS", "DCGM"], [], ["DCGM", "DCGM"], ["GPU"]],
+    "monitoring.dashboard": [True, False, "no"],
     "monitoring.dcgm": [True, False],
     "monitoring.runMetrics.enabled": [True, False, "yes"],
     "monitoring.runMetrics.port": [9464, 29500, 1023, 65536],

@@ -34,9 +34,9 @@ GCP_A3 = ("--stack", "gcp-a3", "--set", "gcp.project=team-b-training")
 GCP_A3_MINE = (*GCP_A3, "--set", "gcp.authorizedNetworks[0].cidrBlock=198.51.100.7/32")
 GCP_A3_READY = (*GCP_A3, "--set", "gcp.authorizedNetworks[0].cidrBlock=192.168.10.0/24")
 SERVICES = "services list --enabled --project team-b-training --format=value(config.name)"
-FOUR_APIS = (
+ENABLED_APIS = (
     "compute.googleapis.com\ncontainer.googleapis.com\niam.googleapis.com\n"
-    "cloudresourcemanager.googleapis.com\nstorage.googleapis.com\n"
+    "cloudresourcemanager.googleapis.com\nmonitoring.googleapis.com\nstorage.googleapis.com\n"
 )
 GKE_CONTEXT = "gke_team-b-training_us-central1-a_gpu-cluster"  # gpu-cluster: the default name
 KUBECTL_READY: Answers = {
@@ -350,7 +350,7 @@ def test_a_ready_gke_stack_passes_every_check(
 ) -> None:
     tools.update(
         pulumi=PULUMI_READY,
-        gcloud={SERVICES: (0, FOUR_APIS, "")},
+        gcloud={SERVICES: (0, ENABLED_APIS, "")},
         kubectl=KUBECTL_READY,
         **{"gke-gcloud-auth-plugin": {}},
     )
@@ -363,6 +363,8 @@ def test_a_ready_gke_stack_passes_every_check(
         "PASS GCP API container.googleapis.com: enabled in team-b-training",
         "PASS GCP API iam.googleapis.com: enabled in team-b-training",
         "PASS GCP API cloudresourcemanager.googleapis.com: enabled in team-b-training",
+        # The stack's dashboard (monitoring.dashboard, on for GKE).
+        "PASS GCP API monitoring.googleapis.com: enabled in team-b-training",
         "PASS placeholders: none left in Pulumi.gcp-a3.yaml",
     ]
     assert code == 0
@@ -375,7 +377,7 @@ def test_gke_before_its_first_pulumi_up(
     streaming's API is needed and not enabled: FAIL with the command that enables it."""
     tools.update(
         pulumi=PULUMI_READY,
-        gcloud={SERVICES: (0, FOUR_APIS, "")},
+        gcloud={SERVICES: (0, ENABLED_APIS, "")},
         kubectl={"config get-contexts -o name": (0, "", "")},
         **{"gke-gcloud-auth-plugin": {}},
     )

@@ -86,6 +86,11 @@ def test_root_ipc_lock_needs_an_scc_and_the_right_to_grant_it(
             ),
             ("auth can-i create workloadpriorityclasses.kueue.x-k8s.io\n",),
         ),
+        # The console reads dashboards from a namespace of OpenShift's own.
+        (
+            ("networkMode=tcp", "monitoring.dashboard=true"),
+            ("auth can-i create configmaps -n openshift-config-managed\n",),
+        ),
     ],
 )
 def test_each_mode_lists_what_it_needs_and_no_more(

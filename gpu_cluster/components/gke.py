@@ -11,6 +11,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from gpu_cluster.components.cloud_dashboard import (
+    CloudMonitoringDashboard,
+    CloudMonitoringDashboardArgs,
+)
 from gpu_cluster.components.gcp_vpc import GpuVpcs
 from gpu_cluster.components.gke_cluster import GkeCluster
 from gpu_cluster.components.gke_gcp import gke_cluster, gpu_networks, gpu_node_pool, pool_name
@@ -35,6 +39,7 @@ from gpu_cluster.components.training_storage import (
     TrainingStorage,
 )
 from gpu_cluster.components.workload import TrainingWorkload
+from gpu_cluster.config.derived import shows_dashboard
 from gpu_cluster.config.gke import cluster_problems
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.config.netmodes import mode_of
@@ -42,6 +47,7 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.sections.gcp import GcpSettings
 from gpu_cluster.facts.gcp_network import AddressPlan
 from gpu_cluster.facts.kueue import GKE_QUEUED_TAINT
+from gpu_cluster.plan.dashboard_forms import cloud_monitoring_dashboard
 from gpu_cluster.plan.data_volumes import (
     bucket_grants,
     buckets_to_create,
@@ -253,6 +259,10 @@ class GkePlatform(pulumi.ComponentResource):
         self.workload = _workload(
             name, s, g, account, secret_env, claims_after, pods_after, depends, in_this
         )
+
+        if shows_dashboard(s):
+            dashboard = CloudMonitoringDashboardArgs(g.project, cloud_monitoring_dashboard(s))
+            CloudMonitoringDashboard(name, dashboard, pulumi.ResourceOptions(parent=self))
 
         self.cluster = cluster.cluster
         self.system_pool = cluster.system_pool

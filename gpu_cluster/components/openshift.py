@@ -8,6 +8,7 @@ import dataclasses
 
 import pulumi
 
+from gpu_cluster.components.console_dashboard import ConsoleDashboard, ConsoleDashboardArgs
 from gpu_cluster.components.image_pre_pull import ImagePrePull, ImagePrePullArgs
 from gpu_cluster.components.moved import moved_from
 from gpu_cluster.components.namespace import TrainingNamespace
@@ -27,8 +28,11 @@ from gpu_cluster.components.training_access import (
     TrainingAccessArgs,
 )
 from gpu_cluster.components.workload import TrainingWorkload
+from gpu_cluster.config.derived import shows_dashboard
 from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.workload import cluster_scoped_name
+from gpu_cluster.plan.dashboard_forms import console_dashboard
 from gpu_cluster.plan.netmodes import pod_networking
 from gpu_cluster.plan.outputs import (
     COMMAND_OUTPUTS,
@@ -171,6 +175,11 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             queued(name, s, workload, depends, pulumi.ResourceOptions(parent=self)),
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
+        if shows_dashboard(s):
+            dashboard = ConsoleDashboardArgs(
+                f"{cluster_scoped_name(s)}-dashboard", labels(s), console_dashboard(s)
+            )
+            ConsoleDashboard(name, dashboard, pulumi.ResourceOptions(parent=self))
         self.outputs = self._stack_outputs(s, kube_target, secret_target)
         if not kube_target:
             pulumi.log.warn(no_context_message(OPENSHIFT_CLI), self)

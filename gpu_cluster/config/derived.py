@@ -53,3 +53,11 @@ def health_gate_name(s: Settings) -> str:
 def health_runner_name(s: Settings) -> str:
     """The node health runner's controller: its Deployment, ServiceAccount and roles."""
     return f"{s.name}-node-health-runner"
+
+
+def shows_dashboard(s: Settings) -> bool:
+    """monitoring.dashboard, else on for GKE only: OpenShift's console reads dashboards from
+    a namespace only a cluster admin may write to."""
+    if s.monitoring.dashboard is not None:
+        return s.monitoring.dashboard
+    return s.platform == "gke"

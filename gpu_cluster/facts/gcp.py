@@ -47,6 +47,10 @@ FLEX_START_MIN_GKE = "1.32.2-gke.1652000"
 # 2026-11-24).
 ARTIFACT_REGISTRY_IMAGE = r"^[a-z0-9]+(-[a-z0-9]+)*-docker\.pkg\.dev/"
 IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
+# Cloud Monitoring's API, which creates a dashboard (monitoring.dashboard;
+# cloud.google.com/monitoring/dashboards/api-dashboard, "Before you begin", consulted
+# 2026-11-29).
+MONITORING_API = "monitoring.googleapis.com"
 
 # The APIs a GKE stack's `pulumi up` calls, which the program does not enable (each page's
 # "Before you begin", consulted 2026-11-28): Compute Engine for the VPCs and subnets

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gpu_cluster.config.derived import shows_dashboard
 from gpu_cluster.config.gke import PLACEHOLDER_PROJECT, placeholders
 from gpu_cluster.config.workload import needs_namespace_opt_in
-from gpu_cluster.facts.gcp import GKE_STACK_APIS, IMAGE_STREAMING_API
+from gpu_cluster.facts.gcp import GKE_STACK_APIS, IMAGE_STREAMING_API, MONITORING_API
 from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
 from gpu_cluster.offline.external import NoAnswerError, run_tool
 from gpu_cluster.offline.stack_files import CheckedStack
@@ -293,7 +294,11 @@ def gcp_checks(stack: Stack) -> Iterator[Finding]:
     gcp = stack.checked.settings.gcp
     if gcp is None:
         return
-    needed = (*GKE_STACK_APIS, *((IMAGE_STREAMING_API,) if gcp.image_streaming else ()))
+    needed = (
+        *GKE_STACK_APIS,
+        *((IMAGE_STREAMING_API,) if gcp.image_streaming else ()),
+        *((MONITORING_API,) if shows_dashboard(stack.checked.settings) else ()),
+    )
     what = f"GCP APIs of project {gcp.project}"
     if gcp.project == PLACEHOLDER_PROJECT:
         yield Finding("SKIP", what, "gcp.project is the shipped placeholder (below)")

@@ -152,6 +152,8 @@ GCP_REPLACE_ON: dict[str, tuple[str, ...]] = {
         "project",
     ),
     "gcp:servicenetworking/connection:Connection": ("network", "service"),
+    # monitoring/resource_monitoring_dashboard.go (dashboard_json updates in place).
+    "gcp:monitoring/dashboard:Dashboard": ("project",),
 }
 
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from gpu_cluster.config.derived import shows_dashboard
 from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import installs_controllers
+from gpu_cluster.facts.dashboards import CONSOLE_DASHBOARD_NAMESPACE
 from gpu_cluster.plan.security import memlock_machine_config_name, training_scc_name
 
 SCCS = "securitycontextconstraints.security.openshift.io"
@@ -117,6 +119,15 @@ def cluster_rights(s: Settings) -> tuple[Right, ...]:
                 ((Check("create", PRIORITY_CLASSES),),),
                 "workload.queue.priorityClasses: [] (runs without priorities), or "
                 "workload.queue.mode: reference with classes an admin created",
+            )
+        )
+    if shows_dashboard(s):
+        rights.append(
+            Right(
+                f"monitoring.dashboard (a ConfigMap in {CONSOLE_DASHBOARD_NAMESPACE}, where the "
+                "console reads dashboards)",
+                ((Check("create", "configmaps", CONSOLE_DASHBOARD_NAMESPACE),),),
+                "monitoring.dashboard: false (the metrics are collected all the same)",
             )
         )
     return tuple(rights)

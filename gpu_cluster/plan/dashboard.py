@@ -1,0 +1,177 @@
+"""The stack's dashboard (monitoring.dashboard): what it shows, as PromQL over the metrics the
+platforms collect (GPUs: NVIDIA's DCGM exporter; runs: the launcher's exporter,
+scripts/run_metrics.py; queue: Kueue), one definition for both platforms' forms
+(plan/dashboard_forms.py). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from gpu_cluster.config.schema import Settings
+from gpu_cluster.config.workload import cluster_scoped_name
+from gpu_cluster.facts.dashboards import (
+    DCGM_GPU_UTILIZATION,
+    DCGM_MEMORY_USED,
+    DCGM_NODE_LABEL,
+    DCGM_POWER,
+    KUEUE_ADMISSION_WAIT,
+    KUEUE_ADMITTED,
+    KUEUE_EVICTED,
+    KUEUE_PENDING,
+)
+
+# What the launcher's exporter serves (scripts/run_metrics.py), labelled run, namespace, rank
+# and node.
+RUN_STEPS = "gpu_cluster_run_steps_total"
+RUN_STEP_DURATION = "gpu_cluster_run_step_duration_seconds"
+RUN_LAST_STEP = "gpu_cluster_run_last_step_timestamp_seconds"
+RUN_RESTARTS = "gpu_cluster_run_restarts_total"
+# MiB, DCGM's unit of GPU memory, in bytes.
+MIB = 1024 * 1024
+# The window rates and means are taken over: several scrapes at either platform's 30 s.
+WINDOW = "5m"
+
+
+class Unit(Enum):
+    """What a panel's values measure; each form names it its own way."""
+
+    RATIO = "ratio"  # 0..1
+    BYTES = "bytes"
+    SECONDS = "seconds"
+    WATTS = "watts"
+    PER_SECOND = "per second"
+    COUNT = "count"
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One chart: `query` (PromQL), each series named by `legend` (label names in `{{ }}`)."""
+
+    title: str
+    query: str
+    unit: Unit
+    legend: str
+
+
+@dataclass(frozen=True)
+class Row:
+    title: str
+    panels: tuple[Panel, ...]
+
+
+def dashboard_title(s: Settings) -> str:
+    return f"GPU training: {s.namespace}/{s.name}"
+
+
+def dashboard_rows(s: Settings) -> tuple[Row, ...]:
+    """The rows of stack `s`'s dashboard: its GPUs always, its runs when they serve metrics
+    (monitoring.runMetrics), its queue when it creates one (a referenced ClusterQueue's name is
+    not the stack's to know)."""
+    rows = [_gpus()]
+    if s.monitoring.run_metrics.enabled:
+        rows.append(_runs(_selector(namespace=s.namespace)))
+    if s.workload.kind == "jobset" and s.workload.queue.mode == "create":
+        rows.append(_queue(_selector(cluster_queue=cluster_scoped_name(s))))
+    return tuple(rows)
+
+
+def _selector(**labels: str) -> str:
+    inner = ", ".join(f'{key}="{value}"' for key, value in labels.items())
+    return f"{{{inner}}}"
+
+
+def _gpus() -> Row:
+    """Every GPU node's DCGM figures: the exporter labels GPUs by node, not by the pod that
+    holds them, on both platforms' collection."""
+    node = DCGM_NODE_LABEL
+    return Row(
+        "GPUs",
+        (
+            Panel(
+                "GPU utilization per node",
+                f"avg by ({node}) ({DCGM_GPU_UTILIZATION}) / 100",
+                Unit.RATIO,
+                f"{{{{{node}}}}}",
+            ),
+            Panel(
+                "GPU memory used per node",
+                f"sum by ({node}) ({DCGM_MEMORY_USED}) * {MIB}",
+                Unit.BYTES,
+                f"{{{{{node}}}}}",
+            ),
+            Panel(
+                "GPU power per node",
+                f"sum by ({node}) ({DCGM_POWER})",
+                Unit.WATTS,
+                f"{{{{{node}}}}}",
+            ),
+        ),
+    )
+
+
+def _runs(selector: str) -> Row:
+    """The runs' progress: a stalled run's last step ages, a straggling rank's steps slow."""
+    return Row(
+        "Training runs",
+        (
+            Panel(
+                "Steps per second",
+                f"max by (run) (rate({RUN_STEPS}{selector}[{WINDOW}]))",
+                Unit.PER_SECOND,
+                "{{run}}",
+            ),
+            Panel(
+                "Step time per rank",
+                f"rate({RUN_STEP_DURATION}_sum{selector}[{WINDOW}])"
+                f" / rate({RUN_STEP_DURATION}_count{selector}[{WINDOW}])",
+                Unit.SECONDS,
+                "{{run}} rank {{rank}}",
+            ),
+            Panel(
+                "Seconds since the last step",
+                f"time() - max by (run) ({RUN_LAST_STEP}{selector})",
+                Unit.SECONDS,
+                "{{run}}",
+            ),
+            Panel(
+                "Restarts",
+                f"max by (run) ({RUN_RESTARTS}{selector})",
+                Unit.COUNT,
+                "{{run}}",
+            ),
+        ),
+    )
+
+
+def _queue(selector: str) -> Row:
+    return Row(
+        "Queue",
+        (
+            Panel(
+                "Runs waiting",
+                f"sum by (status) ({KUEUE_PENDING}{selector})",
+                Unit.COUNT,
+                "{{status}}",
+            ),
+            Panel(
+                "Runs admitted",
+                f"sum({KUEUE_ADMITTED}{selector})",
+                Unit.COUNT,
+                "admitted",
+            ),
+            Panel(
+                "Admission wait, 90th percentile over an hour",
+                "histogram_quantile(0.9, sum by (le) "
+                f"(rate({KUEUE_ADMISSION_WAIT}_bucket{selector}[1h])))",
+                Unit.SECONDS,
+                "p90",
+            ),
+            Panel(
+                "Evictions in the last hour",
+                f"sum by (reason) (increase({KUEUE_EVICTED}{selector}[1h]))",
+                Unit.COUNT,
+                "{{reason}}",
+            ),
+        ),
+    )
