@@ -10,7 +10,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,8 @@ class Cluster:
     plane: ControlPlane
     kube: Kube
     tools: Tools
+    # Where Kueue serves its metrics (tools/realtier/controllers.py); None: no Kueue.
+    kueue_metrics: str | None = field(default=None, kw_only=True)
 
     @property
     def kubeconfig(self) -> Path:
@@ -150,8 +152,8 @@ def _queued(tools: Tools, tmp_path: Path, opt_in_label: str | None = None) -> It
     with plane:
         kube = Kube(plane.kubeconfig)
         install_crds(kube, tools.crds)
-        start_controllers(plane, kube, tools, opt_in_label)
-        yield Cluster(plane, kube, tools)
+        controllers = start_controllers(plane, kube, tools, opt_in_label)
+        yield Cluster(plane, kube, tools, kueue_metrics=controllers.kueue_metrics)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ from tests.real.cluster_state import (
     start_on_record,
 )
 from tests.real.conftest import Cluster
+from tests.real.prometheus import evaluated, query, running_prometheus, value_of
 from tests.real.queue_state import admitted, condition, explain, run_pods, running
+from tests.test_dashboard import cloud_queries
 from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.nodes import GKE_ACCELERATOR_LABEL, FakeNode
 from tools.realtier.stacks import StackRender, render, volumes_for
@@ -110,6 +113,57 @@ def job_set(kube: Kube, namespace: str, name: str) -> Object:
     return kube.get(JOBSET_API, "JobSet", name, namespace)
 
 
+def dashboard_shows_the_queue(cluster: Cluster, stack: StackRender, workdir: Path) -> None:
+    """The stack's dashboard (monitoring.dashboard, GKE's) on a real Prometheus scraping the
+    real Kueue as the chart's ServiceMonitor does (HTTPS, a token of its metrics-reader role):
+    with the stack's one run admitted, its Queue panels say so; every query parses."""
+    kube = cluster.kube
+    assert cluster.kueue_metrics is not None
+    account = {"apiVersion": "v1", "kind": "ServiceAccount"}
+    kube.create({**account, "metadata": {"name": "prometheus", "namespace": "default"}})
+    kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "prometheus-kueue-metrics"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "kueue-metrics-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "default"}],
+        }
+    )
+    target = urllib.parse.urlsplit(cluster.kueue_metrics)
+    scrape = {
+        "job_name": "kueue",
+        "scheme": target.scheme,
+        "metrics_path": target.path,
+        "static_configs": [{"targets": [target.netloc]}],
+        "authorization": {"credentials": kube.service_account_token("prometheus", "default")},
+        # Kueue's serving certificate is its own, self-signed (controller-runtime's metrics
+        # server), as the chart's ServiceMonitor accepts it (metrics.serviceMonitor.tlsConfig).
+        "tls_config": {"insecure_skip_verify": True},
+    }
+    shown = cloud_queries(stack.run)
+    waiting_runs, admitted_runs, admission_wait, _ = shown["Queue"]
+    with running_prometheus(cluster.tools, workdir / "prometheus", [scrape]) as prometheus:
+        wait_for(
+            "Prometheus seeing the run admitted", lambda: value_of(prometheus, admitted_runs) == 1
+        )
+        waiting = query(prometheus, waiting_runs)
+        assert sorted(s["metric"]["status"] for s in waiting) == ["active", "inadmissible"]
+        assert [float(s["value"][1]) for s in waiting] == [0, 0]
+        # A rate needs two scrapes of the histogram: a series (NaN: no admission since it was
+        # first scraped) from the second on.
+        wait_for(
+            "two scrapes of the admission wait",
+            lambda: len(query(prometheus, admission_wait)) == 1,
+        )
+        for expression in (q for row in shown.values() for q in row):
+            assert evaluated(prometheus, expression)["status"] == "success", expression
+
+
 def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
     queued_cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -141,6 +195,7 @@ def test_the_stack_s_jobset_is_queued_placed_in_one_block_and_restarted_whole(
     )
     # Both in block-2, the one block with two free GPU nodes.
     assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]
+    dashboard_shows_the_queue(queued_cluster, stack, tmp_path)
 
     # Rank i is the pod the launcher's MASTER_ADDR (rank 0) and podDnsNames call rank i.
     outputs = stack.run.outputs

@@ -1,22 +1,22 @@
 """The run's metrics as a real Prometheus sees them (issue #41): built from its Go module at a
 pinned release (tools/realtier), it scrapes the exporter a real launcher started for a fake
 trainer, and its series hold what the trainer printed; `promtool check metrics`, Prometheus' own
-linter of names, units and types, finds nothing in what the exporter serves."""
+linter of names, units and types, finds nothing in what the exporter serves; every query of the
+stack's dashboard (monitoring.dashboard) parses, and the run panels' return the run."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_stack
+from tests.real.prometheus import evaluated, query, running_prometheus, value_of
+from tests.test_dashboard import BARCELONA_JOBSET, METRICS, queries
 from tests.test_run_metrics import (
     LABELS,
-    free_port,
     launcher_environment,
     running_launcher,
     scrape,
@@ -26,8 +26,6 @@ from tools.realtier.build import Tools
 
 # The launcher it starts is given train.py, which must be there.
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("beside_a_training_script")]
-# Prometheus' smallest useful scrape interval: the test waits for a few scrapes.
-SCRAPE_INTERVAL = "1s"
 
 
 @pytest.fixture
@@ -45,53 +43,9 @@ def launched(launcher_env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
 def prometheus(tools: Tools, tmp_path: Path, launcher_env: dict[str, str]) -> Iterator[str]:
     """A real Prometheus scraping the launcher's exporter; yields its base URL."""
     target = f"127.0.0.1:{launcher_env['RUN_METRICS_PORT']}"
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": SCRAPE_INTERVAL},
-                "scrape_configs": [{"job_name": "run", "static_configs": [{"targets": [target]}]}],
-            }
-        )
-    )
-    listen = f"127.0.0.1:{free_port()}"
-    server = subprocess.Popen(
-        [
-            str(tools.binary("prometheus")),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address={listen}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        yield f"http://{listen}"
-    finally:
-        server.terminate()
-        server.communicate(timeout=30)
-
-
-def query(base: str, expression: str) -> list[dict[str, object]]:
-    url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expression})}"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            body = json.load(response)
-    except OSError:
-        return []
-    assert body["status"] == "success", body
-    result: list[dict[str, object]] = body["data"]["result"]
-    return result
-
-
-def value_of(base: str, expression: str) -> float | None:
-    result = query(base, expression)
-    if len(result) != 1:
-        return None
-    sample = result[0]["value"]
-    assert isinstance(sample, list)
-    return float(sample[1])
+    scrape = [{"job_name": "run", "static_configs": [{"targets": [target]}]}]
+    with running_prometheus(tools, tmp_path / "prometheus", scrape) as base:
+        yield base
 
 
 def test_prometheus_scrapes_the_runs_progress(
@@ -123,3 +77,26 @@ def test_prometheus_scrapes_the_runs_progress(
         check=False,
     )
     assert lint.returncode == 0 and lint.stdout + lint.stderr == "", lint.stdout + lint.stderr
+
+
+def test_every_dashboard_query_parses_and_the_run_panels_show_the_run(
+    launched: subprocess.Popen[str], prometheus: str
+) -> None:
+    # The stack the exporter's run belongs to: its namespace, its runs' metrics, its queue.
+    namespace = LABELS["namespace"]
+    shown = queries(run_stack("barcelona", *BARCELONA_JOBSET, METRICS, f"namespace={namespace}"))
+    assert list(shown) == ["GPUs", "Training runs", "Queue"]
+    wait_for(
+        lambda: value_of(prometheus, "count_over_time(gpu_cluster_run_steps_total[1m])") == 3,
+        "three scrapes of the run (a rate needs two)",
+    )
+    for row, row_queries in shown.items():
+        for expression in row_queries:
+            body = evaluated(prometheus, expression)
+            assert body["status"] == "success", (expression, body)
+            data = body["data"]
+            assert isinstance(data, dict)
+            # GPUs: DCGM's series need a GPU; Queue: Kueue's, not scraped here.
+            if row == "Training runs":
+                (series,) = data["result"]
+                assert series["metric"]["run"] == LABELS["run"], (expression, series)

@@ -11,8 +11,10 @@ of the ControlPlane (stopped with it) with its chart's Configuration and contain
   VisibilityOnDemand off;
 - the managers run out of process, so the Deployments are created as a dry run (validated and
   admitted in full, not stored: no pods), each Configuration's health, metrics and webhook
-  endpoints move to loopback ports (metrics off, nothing reads them), and its leader-election
-  lease to the chart's namespace, which a pod reads from its service account.
+  endpoints move to loopback ports (JobSet's metrics off, nothing reads them; Kueue's served
+  as in its pod, over HTTPS to a token its API server authorizes: `Controllers.kueue_metrics`),
+  and its leader-election lease to the chart's namespace, which a pod reads from its service
+  account.
 Certificates: Kueue's certificate rotator stays on, as the chart sets it, and is handed what it
 keeps its CA and pair in: the chart's Secret, holding a pair that is also valid for 127.0.0.1.
 The rotator finds them valid, keeps them, and injects that CA into the webhooks and CRDs
@@ -54,15 +56,28 @@ class _Manager:
     webhook_port: int
     health_port: int
     ca_bundle: str
+    metrics_port: int | None = None  # None: metrics off
 
     @property
     def name(self) -> str:
         return self.chart.release
 
+    def metrics_address(self) -> str:
+        return "0" if self.metrics_port is None else f"127.0.0.1:{self.metrics_port}"
+
+
+@dataclass(frozen=True)
+class Controllers:
+    """kueue_metrics: the URL Kueue serves its metrics on (HTTPS with a certificate of its own
+    making; a bearer token whose user may `get` the non-resource URL /metrics, as the chart's
+    <release>-metrics-reader ClusterRole grants)."""
+
+    kueue_metrics: str
+
 
 def start_controllers(
     plane: ControlPlane, kube: Kube, tools: Tools, opt_in_label: str | None = None
-) -> None:
+) -> Controllers:
     """Install JobSet's and Kueue's charts, start both managers on `plane`, and return once both
     report ready (their /readyz waits for the webhook server). `opt_in_label`: Kueue manages
     jobs only in namespaces with this label set to "true", as Red Hat's operator configures
@@ -87,7 +102,9 @@ def start_controllers(
     jobset_ca = CertificateAuthority(_mkdir(workdir / "jobset-pki"))
     jobset_pair = jobset_ca.issue("webhook", "jobset-webhook", server=True)
     jobset = _Manager(jobset_chart, free_port(), free_port(), _b64(jobset_ca.cert_path))
-    kueue = _Manager(kueue_chart, free_port(), free_port(), _b64(kueue_ca.cert_path))
+    kueue = _Manager(
+        kueue_chart, free_port(), free_port(), _b64(kueue_ca.cert_path), metrics_port=free_port()
+    )
     kueue_secret = {
         "ca.crt": kueue.ca_bundle,
         "ca.key": _b64(kueue_ca.key_path),
@@ -135,6 +152,7 @@ def start_controllers(
         )
     for manager in (jobset, kueue):
         plane.wait_http(manager.name, f"http://127.0.0.1:{manager.health_port}/readyz")
+    return Controllers(f"https://127.0.0.1:{kueue.metrics_port}/metrics")
 
 
 def _opt_in(webhook: Object, label: str) -> None:
@@ -166,15 +184,19 @@ def _jobset_config(manager: _Manager, cert_dir: Path) -> Object:
 
 
 def _out_of_pod(manager: _Manager, cert_dir: Path) -> Object:
-    """The chart's Configuration with the health probe and webhook on the manager's loopback
-    ports, metrics off, and the leader-election lease in the chart's namespace, which in its
+    """The chart's Configuration with the health probe, webhook and metrics (or none) on the
+    manager's loopback ports, and the leader-election lease in the chart's namespace, which in its
     pod controller-runtime reads from the service account's namespace file (pkg/leaderelection
     getInClusterNamespace)."""
     config = manager.chart.manager_config()
     return {
         **config,
         "health": {"healthProbeBindAddress": f"127.0.0.1:{manager.health_port}"},
-        "metrics": {"bindAddress": "0"},
+        "metrics": {
+            "bindAddress": "0"
+            if manager.metrics_port is None
+            else f"127.0.0.1:{manager.metrics_port}"
+        },
         "webhook": {"host": "127.0.0.1", "port": manager.webhook_port, "certDir": str(cert_dir)},
         "leaderElection": {
             **config.get("leaderElection", {}),
