@@ -125,6 +125,16 @@ def manifests(run: ProgramRun, kind: str) -> list[dict[str, Any]]:
     return [m for m in run.manifests() if m["kind"] == kind]
 
 
+def kueue_scrape_objects(run: ProgramRun) -> list[dict[str, Any]]:
+    """The objects with which a GKE stack has the Kueue it installs scraped (its
+    KueueMetricsScrape component)."""
+    return [
+        r.inputs
+        for r in run.kubernetes_objects()
+        if "gpu-cluster:monitoring:KueueMetricsScrape" in r.urn
+    ]
+
+
 def one(run: ProgramRun, kind: str) -> dict[str, Any]:
     found = manifests(run, kind)
     assert len(found) == 1, f"expected one {kind}, found {len(found)}"

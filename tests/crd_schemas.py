@@ -389,10 +389,33 @@ POD_MONITOR = _with_spec(
     ["selector"],
     {"selector": _MATCH_LABELS, "podMetricsEndpoints": _list_of(_SCRAPE_ENDPOINT, 1)},
 )
+# A PodMonitoring endpoint's scheme, authorization (a token from a Secret; type "Basic" refused
+# by the CRD's validation rule) and TLS (prometheus-engine v0.17.2 ScrapeEndpoint).
+_SECRET_SELECTOR = _closed(
+    [],
+    {"secret": _closed(["key", "name"], {"key": _STRING, "name": _STRING, "namespace": _STRING})},
+)
+_POD_MONITORING_ENDPOINT = _closed(
+    ["port", "interval"],
+    {
+        "port": _STRING,
+        "path": _STRING,
+        "interval": _DURATION,
+        "scheme": {"enum": ["http", "https"]},
+        "authorization": _closed(
+            [],
+            {
+                "type": {"type": "string", "not": {"const": "Basic"}},
+                "credentials": _SECRET_SELECTOR,
+            },
+        ),
+        "tls": _closed([], {"insecureSkipVerify": {"type": "boolean"}, "serverName": _STRING}),
+    },
+)
 POD_MONITORING = _with_spec(
     "monitoring.googleapis.com/v1",
     ["selector", "endpoints"],
-    {"selector": _MATCH_LABELS, "endpoints": _list_of(_SCRAPE_ENDPOINT, 1)},
+    {"selector": _MATCH_LABELS, "endpoints": _list_of(_POD_MONITORING_ENDPOINT, 1)},
 )
 
 BY_KIND = {

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from gpu_cluster.offline.engine import ProgramRun
-from tests.conftest import BARCELONA_RWX, manifests, one, run_stack
+from tests.conftest import BARCELONA_RWX, kueue_scrape_objects, manifests, one, run_stack
 from tests.test_vendor_scrape import covered, fields
 
 VENDOR = Path(__file__).parent / "vendor"
@@ -205,7 +205,11 @@ def cloud_queries(run: ProgramRun) -> dict[str, list[str]]:
 
 def test_the_cloud_dashboard_shows_the_stacks_own_runs_and_queue() -> None:
     run = run_stack("gcp-a4", METRICS)
-    namespace = one(run, "PodMonitoring")["metadata"]["namespace"]
+    (namespace,) = {
+        m["metadata"]["namespace"]
+        for m in manifests(run, "PodMonitoring")
+        if m not in kueue_scrape_objects(run)
+    }
     cluster_queue = one(run, "ClusterQueue")["metadata"]["name"]
     shown = cloud_queries(run)
     assert list(shown) == ["GPUs", "Training runs", "Queue"]

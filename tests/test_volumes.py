@@ -25,7 +25,7 @@ from gpu_cluster.offline.engine import (
     ProgramRun,
 )
 from gpu_cluster.plan.gke_storage import uses_filestore
-from tests.conftest import GKE_RWX, STACKS, manifests, one, run_stack
+from tests.conftest import GKE_RWX, STACKS, manifests, one, pod_spec, run_stack
 from tests.edits import A4_STATEFULSET
 from tests.test_jobset import job_of
 
@@ -146,7 +146,11 @@ def test_the_pods_get_the_least_role_on_each_bucket_as_their_own_service_account
     grants = {g["bucket"]: g for g in inputs(run, GRANT_TYPE).values()}
     assert grants["my-gpu-project-training-data"]["role"] == READ_ROLE  # mounted read-only
     assert grants["my-gpu-project-checkpoints"]["role"] == READ_WRITE_ROLE
-    account = one(run, "ServiceAccount")["metadata"]
+    (account,) = (
+        a["metadata"]
+        for a in manifests(run, "ServiceAccount")
+        if a["metadata"]["name"] == pod_spec(run)["serviceAccountName"]
+    )
     for grant in grants.values():
         assert grant["member"] == (
             f"principal://iam.googleapis.com/projects/{MOCK_PROJECT_NUMBER}/locations/global/"

@@ -29,7 +29,10 @@ QUEUE_CONTROLLERS_TYPE = "gpu-cluster:queue:QueueControllers"
 
 
 class QueueControllers(pulumi.ComponentResource):
-    """One namespace and one helm.v4.Chart per chart of `charts`, each after the one before."""
+    """One namespace and one helm.v4.Chart per chart of `charts`, each after the one before.
+    namespaces: each chart's, by its release."""
+
+    namespaces: dict[str, k8s.core.v1.Namespace]
 
     def __init__(
         self,
@@ -39,9 +42,10 @@ class QueueControllers(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(QUEUE_CONTROLLERS_TYPE, name, None, opts)
+        self.namespaces = {}
         before: list[pulumi.Resource] = []
         for chart in charts:
-            namespace = k8s.core.v1.Namespace(
+            namespace = self.namespaces[chart.release] = k8s.core.v1.Namespace(
                 f"{name}-{chart.release}-namespace",
                 metadata=ObjectMetaArgs(name=chart.namespace, labels=labels),
                 opts=pulumi.ResourceOptions(parent=self),

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pulumi
 
+from gpu_cluster.components.kueue_metrics import KueueMetricsScrape
 from gpu_cluster.components.namespace import TrainingNamespaceArgs
 from gpu_cluster.components.node_health_gate import NodeHealthGate
 from gpu_cluster.components.node_health_runner import NodeHealthRunner
@@ -36,6 +37,7 @@ from gpu_cluster.plan.codesync import code_sync
 from gpu_cluster.plan.controllers import controller_charts, existing_controllers
 from gpu_cluster.plan.data_volumes import data_claims, pod_annotations
 from gpu_cluster.plan.health_runner import health_runner_plan
+from gpu_cluster.plan.kueue_metrics import kueue_scrape_plan
 from gpu_cluster.plan.podspec import ClaimVolume, Mount, PodNetworking, PodPlacement
 from gpu_cluster.plan.queue import (
     ADMISSION_GATE,
@@ -155,9 +157,12 @@ def queued(
     existing = existing_controllers(s)
     controllers: tuple[pulumi.Resource, ...] = ()
     if charts:
-        controllers = (
-            QueueControllers(f"{name}-queue-controllers", charts, controller_labels, opts),
-        )
+        installed = QueueControllers(f"{name}-queue-controllers", charts, controller_labels, opts)
+        controllers = (installed,)
+        scrape = kueue_scrape_plan(s)
+        if scrape is not None:
+            namespace = installed.namespaces[scrape.release]
+            KueueMetricsScrape(f"{name}-kueue-metrics", scrape, controller_labels, namespace, opts)
     elif existing is not None:
         controllers = (ExistingQueueControllers(f"{name}-queue-controllers", existing, opts),)
     a = dataclasses.replace(a, pods_after=(*a.pods_after, *controllers))

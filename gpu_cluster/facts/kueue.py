@@ -100,6 +100,25 @@ JOBSET_NAMESPACE = "jobset-system"
 # versions the real tier builds and runs (tools/realtier/build.py).
 KUEUE_CHART_VERSION = "0.19.2"
 JOBSET_CHART_VERSION = "0.12.0"
+# How Kueue's chart serves its manager's metrics (kubernetes-sigs/kueue v0.19.2 charts/kueue):
+# on the manager pod's container port `metrics` (templates/manager/manager.yaml), HTTPS with a
+# certificate of its own making, to a token that may `get` /metrics, which the ClusterRole
+# <release>-metrics-reader grants (templates/rbac/metrics_reader_role.yaml); its ServiceMonitor
+# skips verifying that certificate (values.yaml metrics.serviceMonitor.tlsConfig).
+KUEUE_METRICS_PORT = "metrics"
+KUEUE_METRICS_READER_ROLE = "kueue-metrics-reader"  # release `kueue`
+
+
+def kueue_manager_pod_labels(release: str) -> dict[str, str]:
+    """The chart's selector labels of its manager's pod (templates/_helpers.tpl
+    kueue.selectorLabels)."""
+    return {
+        "app.kubernetes.io/name": "kueue",
+        "app.kubernetes.io/instance": release,
+        "control-plane": "controller-manager",
+    }
+
+
 # The oldest releases the program's objects work with: Kueue serves v1beta2 since v0.15.0
 # (apis/kueue/v1beta2); JobSet v0.10.1 is the oldest the real tier ran (through 1758bf2).
 KUEUE_MIN_VERSION = (0, 15, 0)

@@ -24,3 +24,8 @@ OPENSHIFT_MONITORING_NAMESPACES = {"network.openshift.io/policy-group": "monitor
 # collection); a namespace carries its name as this label (Kubernetes 1.22+,
 # kubernetes.io/metadata.name).
 GKE_MANAGED_COLLECTOR_NAMESPACES = {"kubernetes.io/metadata.name": "gke-gmp-system"}
+# The ServiceAccount Managed Service for Prometheus' collectors run as, which reads the Secrets
+# a PodMonitoring's endpoint names (prometheus-engine v0.17.2 manifests/operator.yaml `collector`;
+# examples/inference-optimized-gateway grants it the read of its token Secret), in GKE's managed
+# collection namespace.
+GKE_MANAGED_COLLECTOR_ACCOUNT = ("gke-gmp-system", "collector")

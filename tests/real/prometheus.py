@@ -54,13 +54,16 @@ def running_prometheus(
 
 def evaluated(base: str, expression: str) -> dict[str, Any]:
     """Prometheus' answer to an instant query, its error too (HTTP 400: not PromQL); status
-    `unreachable` while it does not answer yet."""
+    `unreachable` while it does not answer it yet."""
     url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expression})}"
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
             body: dict[str, Any] = json.load(response)
     except urllib.error.HTTPError as error:
-        body = json.load(error)
+        try:
+            body = json.load(error)
+        except ValueError:  # not the API's answer: 503 "Service Unavailable" while starting
+            body = {"status": "unreachable"}
     except OSError:
         body = {"status": "unreachable"}
     return body

@@ -13,6 +13,7 @@ Then GKE queued provisioning (gcp-a4), and an OpenShift stack placed by the rack
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime
 import functools
@@ -113,44 +114,39 @@ def job_set(kube: Kube, namespace: str, name: str) -> Object:
     return kube.get(JOBSET_API, "JobSet", name, namespace)
 
 
+def stack_token(kube: Kube, secret: Object) -> str | None:
+    """The token the token controller wrote into the stack's token Secret; None until then."""
+    meta = secret["metadata"]
+    data = kube.get("v1", "Secret", meta["name"], meta["namespace"]).get("data") or {}
+    return base64.b64decode(data["token"]).decode() if "token" in data else None
+
+
 def dashboard_shows_the_queue(cluster: Cluster, stack: StackRender, workdir: Path) -> None:
-    """The stack's dashboard (monitoring.dashboard, GKE's) on a real Prometheus scraping the
-    real Kueue as the chart's ServiceMonitor does (HTTPS, a token of its metrics-reader role):
-    with the stack's one run admitted, its Queue panels say so; every query parses."""
-    kube = cluster.kube
+    """The stack's dashboard (monitoring.dashboard, GKE's) on a real Prometheus that scrapes
+    the real Kueue as the stack's PodMonitoring says, with the token of the stack's own
+    ServiceAccount (so its grant of Kueue's metrics-reader role is what the real Kueue
+    authorizes): with the stack's one run admitted, its Queue panels say so; every query
+    parses."""
     assert cluster.kueue_metrics is not None
-    account = {"apiVersion": "v1", "kind": "ServiceAccount"}
-    kube.create({**account, "metadata": {"name": "prometheus", "namespace": "default"}})
-    kube.create(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "prometheus-kueue-metrics"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "kueue-metrics-reader",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "default"}],
-        }
-    )
-    target = urllib.parse.urlsplit(cluster.kueue_metrics)
+    (monitoring,) = (m for m in stack.of_kind("PodMonitoring") if "kueue" in m["metadata"]["name"])
+    (endpoint,) = monitoring["spec"]["endpoints"]
+    (secret,) = stack.of_kind("Secret")
+    assert secret["metadata"]["name"] == endpoint["authorization"]["credentials"]["secret"]["name"]
+    token = wait_for("the token controller's token", lambda: stack_token(cluster.kube, secret))
     scrape = {
         "job_name": "kueue",
-        "scheme": target.scheme,
-        "metrics_path": target.path,
-        "static_configs": [{"targets": [target.netloc]}],
-        "authorization": {"credentials": kube.service_account_token("prometheus", "default")},
-        # Kueue's serving certificate is its own, self-signed (controller-runtime's metrics
-        # server), as the chart's ServiceMonitor accepts it (metrics.serviceMonitor.tlsConfig).
-        "tls_config": {"insecure_skip_verify": True},
+        "scheme": endpoint["scheme"],
+        "metrics_path": endpoint["path"],
+        # Where the tier's Kueue serves the chart's `metrics` port (tools/realtier/controllers.py).
+        "static_configs": [{"targets": [urllib.parse.urlsplit(cluster.kueue_metrics).netloc]}],
+        "authorization": {"type": endpoint["authorization"]["type"], "credentials": token},
+        "tls_config": {"insecure_skip_verify": endpoint["tls"]["insecureSkipVerify"]},
     }
     shown = cloud_queries(stack.run)
     waiting_runs, admitted_runs, admission_wait, _ = shown["Queue"]
     with running_prometheus(cluster.tools, workdir / "prometheus", [scrape]) as prometheus:
-        wait_for(
-            "Prometheus seeing the run admitted", lambda: value_of(prometheus, admitted_runs) == 1
-        )
+        seen = lambda: value_of(prometheus, admitted_runs) == 1  # noqa: E731
+        wait_for("Prometheus seeing the run admitted", seen)
         waiting = query(prometheus, waiting_runs)
         assert sorted(s["metric"]["status"] for s in waiting) == ["active", "inadmissible"]
         assert [float(s["value"][1]) for s in waiting] == [0, 0]
