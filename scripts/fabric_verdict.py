@@ -5,10 +5,13 @@ Standard library only; shipped beside allreduce_check.py, which imports it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from fabric_figures import AVG_SIZES, Expectation, LineRate, Row, average_busbw, expectation
@@ -196,6 +199,32 @@ def result_document(
     }
 
 
+# Where rank 0 also writes its summary (the check pods' /dev/termination-log, which the node
+# health runner reads back from the pod's status).
+MESSAGE_FILE_ENV = "FABRIC_CHECK_MESSAGE_FILE"
+# A container's termination message is cut at 4096 bytes (the Pod API's
+# containerStatuses[].state.terminated.message).
+MESSAGE_BYTES = 4096
+
+
+def summary(rows: Sequence[Row], avg_sizes: int, verdict: Verdict) -> str:
+    """One line: the measured average busbw (`busbw <GB/s> GB/s over <from>..<to> B: `, the
+    form the node health runner reads it in, health_check_jobs.py BUSBW) and the verdict."""
+    if not rows:
+        return verdict.line()
+    busbw, window = average_busbw(rows, avg_sizes)
+    return f"busbw {busbw:.3f} GB/s over {window[0]}..{window[-1]} B: {verdict.line()}"
+
+
+def write_summary(line: str, environ: Mapping[str, str]) -> None:
+    """`line` into MESSAGE_FILE_ENV's file, when set (best effort: the check's verdict is its
+    exit code)."""
+    path = environ.get(MESSAGE_FILE_ENV)
+    if path:
+        with contextlib.suppress(OSError):
+            Path(path).write_bytes(line.encode()[:MESSAGE_BYTES])
+
+
 def conclude(
     args: argparse.Namespace,
     world_size: int,
@@ -224,6 +253,7 @@ def conclude(
         require_gdr=args.require_gdr,
         reports=reports if (args.backend == "nccl" or args.nccl_log) else (),
     )
+    write_summary(summary(rows, args.avg_sizes, verdict), os.environ)
     present = [report for report in reports if report is not None]
     kinds = unique(report.transport for report in present)
     detected = (kinds[0] if len(kinds) == 1 else "mixed") if kinds else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -85,13 +86,13 @@ def due(labels: Mapping[str, str], check: str, now: float, runner: Runner) -> bo
         ran = float(labels[TIME_LABEL.format(check)])
     except (KeyError, ValueError):
         return True
-    error = labels.get(RESULT_LABEL.format(check)) == ERROR
+    error = result_of(labels, check) == ERROR
     return now - ran > (runner.retry if error else runner.recheck)
 
 
 def passed(labels: Mapping[str, str], check: str, now: float, runner: Runner) -> bool:
     """Whether a node labelled `labels` passed `check` within the runner's recheck age."""
-    return labels.get(RESULT_LABEL.format(check)) == PASS and not due(labels, check, now, runner)
+    return result_of(labels, check) == PASS and not due(labels, check, now, runner)
 
 
 def tolerates(tolerations: Sequence[Mapping[str, str]], node: Mapping[str, Any]) -> bool:
@@ -284,6 +285,29 @@ def could_not_run(pods: Sequence[Mapping[str, Any]]) -> bool:
         for pod in pods
         for status in pod.get("status", {}).get("containerStatuses", [])
     )
+
+
+# How the fabric check's rank 0 states the bus bandwidth it measured, first in its termination
+# message (fabric_verdict.py summary).
+BUSBW = re.compile(r"^busbw ([0-9]+(?:\.[0-9]+)?) GB/s ")
+
+
+def result_of(labels: Mapping[str, str], check: str) -> str | None:
+    """A node's last result of `check` (its result label), None if never checked."""
+    return labels.get(RESULT_LABEL.format(check))
+
+
+def measured_busbw(pods: Sequence[Mapping[str, Any]]) -> float | None:
+    """The average bus bandwidth (GB/s) a pair's check measured, from the termination message
+    of its rank 0's pod; None when no pod states one (the check could not run, or ended
+    before measuring)."""
+    for pod in pods:
+        for status in pod.get("status", {}).get("containerStatuses", []):
+            ended = status.get("state", {}).get("terminated") or {}
+            found = BUSBW.match(ended.get("message") or "")
+            if found:
+                return float(found.group(1))
+    return None
 
 
 def why_failed(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str:

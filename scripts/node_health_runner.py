@@ -36,15 +36,20 @@ Environment (the stack's Deployment sets it):
   HEALTH_RUNNER_RECHECK_SECONDS  how old a result may get before the node is checked again
   HEALTH_RUNNER_RETRY_SECONDS    how old an `error` may get before the node is checked again
   HEALTH_RUNNER_POLL_SECONDS     how often it looks
+  HEALTH_RUNNER_METRICS_PORT     optional: serve health_metrics.py's metrics there (/metrics):
+                                 each pair's measured bus bandwidth (from its rank 0's
+                                 termination message), each node's results
   and kube_api.py's (the API server, the ServiceAccount)
 
-Standard library only (with health_check_jobs.py, its decisions, and kube_api.py beside it): it
-runs in a plain Python image. Exit 78 (EX_CONFIG) when the environment is incomplete.
+Standard library only (with health_check_jobs.py, its decisions, health_metrics.py and
+prometheus_text.py, its metrics, and kube_api.py beside it): it runs in a plain Python image.
+Exit 78 (EX_CONFIG) when the environment is incomplete.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,15 +70,19 @@ from health_check_jobs import (
     check_job,
     could_not_run,
     due,
+    measured_busbw,
     node_patch,
     outcome,
     pairs,
     passed,
+    result_of,
     tolerates,
     unchecked,
     why_failed,
 )
+from health_metrics import HealthMetrics
 from kube_api import CREATE, MERGE, Api, Object, every, from_env
+from prometheus_text import metrics_server
 
 PROGRAM = "node_health_runner"
 BATCH = "/apis/batch/v1"
@@ -91,6 +100,7 @@ class Pass:
     nodes: dict[str, Object]
     pods: list[Object]
     suspects: set[str]
+    metrics: HealthMetrics
     busy: set[str]
     written: set[str]
 
@@ -131,6 +141,9 @@ class Pass:
                 flush=True,
             )
             return
+        busbw = measured_busbw(pods) if check.paired else None
+        if busbw is not None:
+            self.metrics.measured(nodes, busbw, self.now)
         result = outcome(job)
         if result == PASS:
             for node in nodes:
@@ -204,16 +217,19 @@ def occupied(pods: Iterable[Mapping[str, Any]]) -> set[str]:
     return found
 
 
-def reconcile(api: Api, runner: Runner, now: float, suspects: set[str]) -> None:
+def reconcile(
+    api: Api, runner: Runner, now: float, suspects: set[str], metrics: HealthMetrics
+) -> None:
     """One pass: record every finished check, start each check on every node that is due.
-    `suspects`: nodes of failed untested pairs, kept by the caller from pass to pass."""
+    `suspects`: nodes of failed untested pairs; `metrics`: what it measured and wrote; both
+    kept by the caller from pass to pass."""
     nodes = {
         n["metadata"]["name"]: n
         for n in api.call("GET", "/api/v1/nodes", query={"labelSelector": runner.nodes})["items"]
     }
     suspects.intersection_update(nodes)
     pods = api.call("GET", f"/api/v1/namespaces/{runner.namespace}/pods")["items"]
-    state = Pass(api, runner, now, nodes, pods, suspects, busy=occupied(pods), written=set())
+    state = Pass(api, runner, now, nodes, pods, suspects, metrics, occupied(pods), written=set())
     jobs_path = f"{BATCH}/namespaces/{runner.namespace}/jobs"
     for job in api.call("GET", jobs_path, query={"labelSelector": CHECK_LABEL})["items"]:
         meta = job["metadata"]
@@ -232,6 +248,15 @@ def reconcile(api: Api, runner: Runner, now: float, suspects: set[str]) -> None:
         api.call("DELETE", f"{jobs_path}/{meta['name']}", query={"propagationPolicy": "Background"})
     for check in runner.checks:
         state.start(check)
+    metrics.observed(
+        nodes,
+        {
+            (name, check.name): result
+            for name, node in nodes.items()
+            for check in runner.checks
+            if (result := result_of(node["metadata"].get("labels", {}), check.name))
+        },
+    )
 
 
 def checks_from(setting: str) -> tuple[Check, ...]:
@@ -264,7 +289,16 @@ def main() -> None:
     checks = ", ".join(f"{c.name} ({runner.namespace}/{c.template})" for c in runner.checks)
     print(f"{PROGRAM}: checking {checks} on nodes {runner.nodes!r}", flush=True)
     suspects: set[str] = set()
-    every(PROGRAM, runner.poll, lambda: reconcile(api, runner, time.time(), suspects))
+    metrics = HealthMetrics()
+    port = os.environ.get("HEALTH_RUNNER_METRICS_PORT")
+    if port:
+        try:
+            httpd = metrics_server(int(port), metrics.exposition)
+        except (OSError, ValueError) as error:  # the checks matter more than their metrics
+            print(f"{PROGRAM}: metrics not served on {port!r}: {error}", flush=True)
+        else:
+            threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    every(PROGRAM, runner.poll, lambda: reconcile(api, runner, time.time(), suspects, metrics))
 
 
 if __name__ == "__main__":

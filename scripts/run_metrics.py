@@ -1,5 +1,6 @@
 """A run's progress as Prometheus metrics, from the lines its launcher prints: no change to the
-training code, standard library only (the user's image has no Prometheus client).
+training code, standard library only (the user's image has no Prometheus client; the text
+format from prometheus_text.py beside it).
 
 Usage: run_metrics.py FIFO_DIR LAUNCHER_PID
 
@@ -30,16 +31,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
+
+from prometheus_text import family, metrics_server, sample, text
 
 EX_CONFIG = 78
 STREAMS = ("stdout", "stderr")
 READY = "ready"
-# Prometheus' text exposition format, version 0.0.4 (prometheus/docs
-# content/docs/instrumenting/exposition_formats.md).
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # What torchrun's agent logs before it restarts a failed worker group (torch 2.13
 # torch/distributed/elastic/agent/server/api.py SimpleElasticAgent._invoke_run); a membership
 # change also restarts the group, but says "Detected N new nodes" and is no failure.
@@ -95,15 +94,15 @@ class RunProgress:
             last = self.last_step
             restarts = self._restart_attempt + self.restarts_in_pod
             lines = [
-                *_family("gpu_cluster_run_steps_total", "counter", "Step lines the run printed."),
-                _sample("gpu_cluster_run_steps_total", labels, self.steps),
-                *_family(
+                *family("gpu_cluster_run_steps_total", "counter", "Step lines the run printed."),
+                sample("gpu_cluster_run_steps_total", labels, self.steps),
+                *family(
                     "gpu_cluster_run_restarts_total",
                     "counter",
                     "Restarts of the run: its JobSet's before this pod, torchrun's in this pod.",
                 ),
-                _sample("gpu_cluster_run_restarts_total", labels, restarts),
-                *_family(
+                sample("gpu_cluster_run_restarts_total", labels, restarts),
+                *family(
                     "gpu_cluster_run_step_duration_seconds",
                     "histogram",
                     "Seconds between consecutive step lines, restarts excluded.",
@@ -111,36 +110,22 @@ class RunProgress:
             ]
             name = "gpu_cluster_run_step_duration_seconds"
             for bound, count in zip(DURATION_BUCKETS, self.bucket_counts, strict=True):
-                lines.append(_sample(f"{name}_bucket", {**labels, "le": repr(bound)}, count))
+                lines.append(sample(f"{name}_bucket", {**labels, "le": repr(bound)}, count))
             lines += [
-                _sample(f"{name}_bucket", {**labels, "le": "+Inf"}, self.duration_count),
-                _sample(f"{name}_sum", labels, self.duration_sum),
-                _sample(f"{name}_count", labels, self.duration_count),
+                sample(f"{name}_bucket", {**labels, "le": "+Inf"}, self.duration_count),
+                sample(f"{name}_sum", labels, self.duration_sum),
+                sample(f"{name}_count", labels, self.duration_count),
             ]
             if last is not None:
                 lines += [
-                    *_family(
+                    *family(
                         "gpu_cluster_run_last_step_timestamp_seconds",
                         "gauge",
                         "When the run last printed a step line, Unix seconds.",
                     ),
-                    _sample("gpu_cluster_run_last_step_timestamp_seconds", labels, last),
+                    sample("gpu_cluster_run_last_step_timestamp_seconds", labels, last),
                 ]
-        return "".join(f"{line}\n" for line in lines)
-
-
-def _family(name: str, kind: str, help_text: str) -> list[str]:
-    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-
-
-def _sample(name: str, labels: dict[str, str], value: float) -> str:
-    pairs = ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items())
-    return f"{name}{{{pairs}}} {value!r}" if pairs else f"{name} {value!r}"
-
-
-def _escape(value: str) -> str:
-    # The label value escapes of the text format: backslash, double quote, line feed.
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return text(lines)
 
 
 def follow(fd: int, progress: RunProgress, clock: Callable[[], float] = time.time) -> None:
@@ -173,27 +158,6 @@ def alive(pid: int) -> bool:
         return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
-
-
-def server(port: int, progress: RunProgress, labels: dict[str, str]) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] != "/metrics":
-                self.send_error(404)
-                return
-            body = progress.exposition(labels).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", CONTENT_TYPE)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # a scrape every few seconds would fill the training's log
-
-    httpd = ThreadingHTTPServer(("", port), Handler)
-    httpd.daemon_threads = True
-    return httpd
 
 
 def _config_error(message: str) -> int:
@@ -231,7 +195,7 @@ def main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     progress = RunProgress(step, int(attempt))
-    httpd = server(int(port), progress, labels)
+    httpd = metrics_server(int(port), lambda: progress.exposition(labels))
     for fd in open_fifos(fifo_dir):
         threading.Thread(target=follow, args=(fd, progress), daemon=True).start()
     threading.Thread(target=httpd.serve_forever, daemon=True).start()

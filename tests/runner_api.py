@@ -10,8 +10,9 @@ from typing import Any
 from tests.script_modules import load_script
 
 runner = load_script("node_health_runner")
-# Its decisions, the module it imports from beside it.
+# Its decisions and its metrics, the modules it imports from beside it.
 check_jobs = load_script("health_check_jobs")
+health_metrics = load_script("health_metrics")
 NAMESPACE = "training"
 JOBS_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
 NOW = 1_800_000_000.0

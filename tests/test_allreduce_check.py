@@ -33,6 +33,7 @@ ac = load_script("allreduce_check")
 figures = load_script("fabric_figures")
 nccl_logs = load_script("nccl_logs")
 fabric_verdict = load_script("fabric_verdict")
+check_jobs = load_script("health_check_jobs")
 
 
 def log(name: str) -> str:
@@ -729,8 +730,18 @@ def test_e2e_table() -> None:
     assert lines[-1] == "PASS: data check ok"
 
 
-def test_e2e_impossible_threshold_fails_on_every_rank() -> None:
-    result = torchrun("--max-bytes", "64K", "--json", "--expected-busbw-gbps", "1e9")
+def test_e2e_impossible_threshold_fails_on_every_rank(tmp_path: Path) -> None:
+    # Where a check pod's rank 0 leaves its summary for the node health runner (its container's
+    # termination message).
+    message = tmp_path / "termination-log"
+    result = torchrun(
+        "--max-bytes",
+        "64K",
+        "--json",
+        "--expected-busbw-gbps",
+        "1e9",
+        env={"FABRIC_CHECK_MESSAGE_FILE": str(message)},
+    )
     assert result.returncode == 1
     doc = json.loads(result.stdout)
     assert doc["verdict"] == "FAIL"
@@ -739,6 +750,18 @@ def test_e2e_impossible_threshold_fails_on_every_rank() -> None:
     assert any("below the expected 1e+09 GB/s" in reason for reason in doc["reasons"])
     assert doc["verdict_line"].startswith("FAIL: avg busbw ")
     assert rank_exit_codes(result.stderr) == {0: 1, 1: 1}  # both ranks, the same code
+    sizes = doc["avg_sizes_bytes"]
+    assert message.read_text() == (
+        f"busbw {doc['busbw_avg_gbps']:.3f} GB/s over {sizes[0]}..{sizes[-1]} B: "
+        f"{doc['verdict_line']}"
+    )
+    # ... in the form the runner reads the figure back from.
+    pod = {
+        "status": {
+            "containerStatuses": [{"state": {"terminated": {"message": message.read_text()}}}]
+        }
+    }
+    assert check_jobs.measured_busbw([pod]) == pytest.approx(doc["busbw_avg_gbps"], abs=5e-4)
 
 
 def test_e2e_impossible_threshold_table() -> None:

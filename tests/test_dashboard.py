@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from gpu_cluster.offline.engine import ProgramRun
-from tests.conftest import BARCELONA_RWX, kueue_scrape_objects, manifests, one, run_stack
+from tests.conftest import BARCELONA_RWX, GKE_RWX, kueue_scrape_objects, manifests, one, run_stack
 from tests.test_vendor_scrape import covered, fields
 
 VENDOR = Path(__file__).parent / "vendor"
@@ -215,3 +215,30 @@ def test_the_cloud_dashboard_shows_the_stacks_own_runs_and_queue() -> None:
     assert list(shown) == ["GPUs", "Training runs", "Queue"]
     assert all(f'{{namespace="{namespace}"}}' in query for query in shown["Training runs"])
     assert all(f'{{cluster_queue="{cluster_queue}"}}' in query for query in shown["Queue"])
+
+
+@pytest.mark.parametrize(
+    ("checks", "panels"), [(("nccl",), 2), (("gpu",), 1)], ids=["pairs", "gpu-only"]
+)
+def test_a_stack_with_a_health_runner_shows_its_nodes_and_their_fabric(
+    checks: tuple[str, ...], panels: int
+) -> None:
+    """The nodes by result; with the pairwise check, each pair's bus bandwidth too."""
+    runner = (
+        "workload.kind=jobset",
+        "workload.command[0]=t.py",
+        *GKE_RWX,
+        "workload.queue.healthGate.enabled=true",
+        *(f"workload.queue.healthGate.checks[{i}]={c}" for i, c in enumerate(checks)),
+        "workload.queue.healthGate.runner.enabled=true",
+    )
+    run = run_stack("gcp-a3", *runner)
+    shown = cloud_queries(run)
+    (namespace,) = {  # the runner's
+        m["metadata"]["namespace"]
+        for m in manifests(run, "PodMonitoring")
+        if m not in kueue_scrape_objects(run)
+    }
+    assert len(shown["Node health"]) == panels
+    assert all(f'{{namespace="{namespace}"}}' in query for query in shown["Node health"])
+    assert list(cloud_queries(run_stack("gcp-a3", *runner[:-1]))) == ["GPUs", "Queue"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpu_cluster.facts import health
 from gpu_cluster.plan.health_runner import CHECK_LABEL, PAIR
@@ -24,6 +25,7 @@ from tests.runner_api import (
     check_pod,
     finished,
     gpu_node,
+    health_metrics,
     ran,
     runner,
     training_pod,
@@ -167,7 +169,7 @@ def nccl_results(api: RecordedApi) -> dict[str, str]:
 def test_a_cold_pool_is_checked_two_by_two(capsys: pytest.CaptureFixture[str]) -> None:
     nodes = [gpu_node(n, ran("gpu", 60, "pass")) for n in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")]
     api = RecordedApi(nodes, [], TEMPLATES)
-    runner.reconcile(api, NCCL_ONLY, NOW, set())
+    runner.reconcile(api, NCCL_ONLY, NOW, set(), health_metrics.HealthMetrics())
     assert api.started() == [("gpu-0", "gpu-1"), ("gpu-2", "gpu-3")]
     assert capsys.readouterr().out.splitlines() == [
         "gpu-0, gpu-1: nccl: checking",
@@ -181,10 +183,10 @@ def test_no_check_starts_on_a_node_whose_gpus_a_training_pod_holds() -> None:
     nodes = [gpu_node(n, {}) for n in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")]
     pods = [training_pod("gpu-1"), training_pod("gpu-3", "Succeeded")]
     api = RecordedApi(nodes, [], TEMPLATES, pods)
-    runner.reconcile(api, SETTINGS, NOW, set())
+    runner.reconcile(api, SETTINGS, NOW, set(), health_metrics.HealthMetrics())
     assert api.started() == [("gpu-0",), ("gpu-2",), ("gpu-3",)]  # gpu; nccl waits for them
     api = RecordedApi(nodes, [], TEMPLATES, pods)
-    runner.reconcile(api, NCCL_ONLY, NOW, set())
+    runner.reconcile(api, NCCL_ONLY, NOW, set(), health_metrics.HealthMetrics())
     assert api.started() == [("gpu-0", "gpu-2")]
 
 
@@ -193,7 +195,7 @@ def test_a_pair_that_passed_passes_both_nodes() -> None:
     pods = [check_pod(job, "gpu-0", 0), check_pod(job, "gpu-1", 0)]
     nodes = [gpu_node("gpu-0", {}), gpu_node("gpu-1", {}, [NCCL_TAINT])]
     api = RecordedApi(nodes, [job], TEMPLATES, pods)
-    runner.reconcile(api, NCCL_ONLY, NOW, set())
+    runner.reconcile(api, NCCL_ONLY, NOW, set(), health_metrics.HealthMetrics())
     assert nccl_results(api) == {"gpu-0": "pass", "gpu-1": "pass"}
     gpu_1 = next(b for m, p, b in api.writes if p.endswith("/gpu-1"))
     assert gpu_1["spec"] == {"taints": None}  # a repaired node loses its taint
@@ -211,7 +213,7 @@ def test_a_pair_that_failed_beside_a_node_that_passed_is_checked_again_one_by_on
     nodes = [gpu_node("gpu-0", {}), gpu_node("gpu-1", {}), *(gpu_node(n, PASSED) for n in "yz")]
     suspects: set[str] = set()
     api = RecordedApi(nodes, [first], TEMPLATES, pods)
-    runner.reconcile(api, NCCL_ONLY, NOW, suspects)
+    runner.reconcile(api, NCCL_ONLY, NOW, suspects, health_metrics.HealthMetrics())
     assert api.patched() == {}
     assert suspects == {"gpu-0", "gpu-1"}
     said = capsys.readouterr().out.splitlines()
@@ -221,7 +223,7 @@ def test_a_pair_that_failed_beside_a_node_that_passed_is_checked_again_one_by_on
     )
     # The suspects are busy this pass (their Job was just read); the next pass pairs them.
     api = RecordedApi(nodes, [], TEMPLATES)
-    runner.reconcile(api, NCCL_ONLY, NOW, suspects)
+    runner.reconcile(api, NCCL_ONLY, NOW, suspects, health_metrics.HealthMetrics())
     assert api.started() == [("gpu-0", "y"), ("gpu-1", "z")]
     assert capsys.readouterr().out.splitlines() == [
         "gpu-0, y: nccl: checking with y, which passed",
@@ -236,7 +238,7 @@ def test_a_pair_that_failed_beside_a_node_that_passed_is_checked_again_one_by_on
         check_pod(good, "z", 0),
     ]
     api = RecordedApi(nodes, [bad, good], TEMPLATES, pods)
-    runner.reconcile(api, NCCL_ONLY, NOW, suspects)
+    runner.reconcile(api, NCCL_ONLY, NOW, suspects, health_metrics.HealthMetrics())
     assert nccl_results(api) == {"gpu-0": "fail", "gpu-1": "pass", "z": "pass"}
     tainted = next(b for m, p, b in api.writes if p.endswith("/gpu-0"))
     assert tainted["spec"]["taints"] == [NCCL_TAINT]
@@ -257,7 +259,7 @@ def test_a_pair_that_passed_in_the_same_pass_is_a_node_to_compare_with() -> None
     nodes = [gpu_node(n, {}) for n in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")]
     suspects: set[str] = set()
     api = RecordedApi(nodes, [good, bad], TEMPLATES, pods)
-    runner.reconcile(api, NCCL_ONLY, NOW, suspects)
+    runner.reconcile(api, NCCL_ONLY, NOW, suspects, health_metrics.HealthMetrics())
     assert nccl_results(api) == {"gpu-0": "pass", "gpu-1": "pass"}
     assert suspects == {"gpu-2", "gpu-3"}
 
@@ -269,7 +271,7 @@ def test_a_pair_that_failed_with_no_node_to_compare_with_fails_both() -> None:
     stale = gpu_node("gpu-2", ran("nccl", 13 * 3600, "pass"))  # passed, but too long ago
     api = RecordedApi([gpu_node("gpu-0", {}), gpu_node("gpu-1", {}), stale], [job], TEMPLATES, pods)
     suspects: set[str] = set()
-    runner.reconcile(api, NCCL_ONLY, NOW, suspects)
+    runner.reconcile(api, NCCL_ONLY, NOW, suspects, health_metrics.HealthMetrics())
     assert nccl_results(api) == {"gpu-0": "fail", "gpu-1": "fail"}
     assert suspects == set()
 
@@ -295,7 +297,7 @@ def test_a_pair_whose_pods_did_not_run_together_is_no_result(
     ]
     api = RecordedApi([gpu_node("gpu-0", {}), gpu_node("gpu-1", {})], [job], TEMPLATES, pods)
     suspects: set[str] = set()
-    runner.reconcile(api, NCCL_ONLY, NOW, suspects)
+    runner.reconcile(api, NCCL_ONLY, NOW, suspects, health_metrics.HealthMetrics())
     assert api.patched() == {} and suspects == set()
     assert [w[:2] for w in api.writes] == [("DELETE", f"{JOBS_PATH}/{job['metadata']['name']}")]
     missing = "gpu-1" if partner["exit_code"] is None else "gpu-0, gpu-1"
@@ -323,7 +325,7 @@ def test_a_node_is_written_once_a_pass_and_held_by_one_check_at_a_time() -> None
         gpu_node("gpu-3", {}),
     ]
     api = RecordedApi(nodes, [gpu_job, nccl_job], TEMPLATES, pods)
-    runner.reconcile(api, SETTINGS, NOW, set())
+    runner.reconcile(api, SETTINGS, NOW, set(), health_metrics.HealthMetrics())
     assert list(api.patched()) == ["gpu-0"]
     deleted = [p for m, p, _ in api.writes if m == "DELETE"]
     assert deleted == [f"{JOBS_PATH}/{gpu_job['metadata']['name']}"]
@@ -448,3 +450,51 @@ def test_the_runner_runs_both_checks_and_may_write_only_their_labels_and_taints(
         '!(t.key in ["aiinfra/gpu-healthcheck", "aiinfra/nccl-healthcheck"])'
         in (variables["taints"])
     )
+
+
+def exported(metrics: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The runner's metrics as Prometheus' own parser reads them: (name, labels) -> value."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(metrics.exposition())
+        for sample in family.samples
+    }
+
+
+def test_the_runner_exports_each_pair_s_bus_bandwidth_and_each_node_s_result() -> None:
+    """The bandwidth a pair measured, from its rank 0's termination message (the fabric check's
+    summary), both ways, whether the pair passed or failed together; each node's last result;
+    a node gone from the pool takes its pairs with it."""
+    good, slow = pair_job(["gpu-0", "gpu-1"], "pass"), pair_job(["gpu-2", "gpu-3"], "fail")
+    summary = "busbw {} GB/s over 2147483648..8589934592 B: {}"
+    pods = [
+        check_pod(good, "gpu-0", 0, summary.format("91.250", "PASS: data check ok")),
+        check_pod(good, "gpu-1", 0),
+        check_pod(slow, "gpu-2", 1, summary.format("12.000", "FAIL: avg busbw 12.00 GB/s ...")),
+        check_pod(slow, "gpu-3", 1),
+    ]
+    nodes = [gpu_node(n, {}) for n in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")] + [
+        gpu_node("z", PASSED)
+    ]
+    metrics = health_metrics.HealthMetrics()
+    runner.reconcile(
+        api := RecordedApi(nodes, [good, slow], TEMPLATES, pods), NCCL_ONLY, NOW, set(), metrics
+    )
+    assert nccl_results(api) == {"gpu-0": "pass", "gpu-1": "pass"}  # gpu-2, 3: suspects
+    busbw = "gpu_cluster_fabric_bus_bandwidth_bytes_per_second"
+    seen = exported(metrics)
+    assert {k[1]: v for k, v in seen.items() if k[0] == busbw} == {
+        (("node", "gpu-0"), ("peer", "gpu-1")): 91.25e9,
+        (("node", "gpu-1"), ("peer", "gpu-0")): 91.25e9,
+        (("node", "gpu-2"), ("peer", "gpu-3")): 12e9,
+        (("node", "gpu-3"), ("peer", "gpu-2")): 12e9,
+    }
+    result = "gpu_cluster_node_health_result"
+    assert sorted(dict(k[1])["node"] for k in seen if k[0] == result) == ["gpu-0", "gpu-1", "z"]
+    assert all(dict(k[1])["result"] == "pass" for k in seen if k[0] == result)
+    # gpu-3 leaves the pool.
+    runner.reconcile(
+        RecordedApi(nodes[:3] + nodes[4:], [], TEMPLATES), NCCL_ONLY, NOW, set(), metrics
+    )
+    pairs = {dict(k[1])["node"] for k in exported(metrics) if k[0] == busbw}
+    assert pairs == {"gpu-0", "gpu-1"}

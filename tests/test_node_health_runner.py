@@ -27,6 +27,7 @@ from tests.runner_api import (
     check_pod,
     finished,
     gpu_node,
+    health_metrics,
     runner,
 )
 from tests.script_modules import SCRIPTS
@@ -433,7 +434,13 @@ def test_the_runner_checks_the_flavor_s_nodes_with_the_training_pod_s_gpus(
     shipped = maps[volume["configMap"]["name"]]
     assert shipped == {
         n: (SCRIPTS / n).read_text()
-        for n in (HEALTH_RUNNER_SCRIPT, "health_check_jobs.py", KUBE_API_SCRIPT)
+        for n in (
+            HEALTH_RUNNER_SCRIPT,
+            "health_check_jobs.py",
+            "health_metrics.py",
+            "prometheus_text.py",
+            KUBE_API_SCRIPT,
+        )
     }
     # ... which are all it needs: from them alone it starts, and asks for its settings.
     for name, text in shipped.items():
@@ -570,7 +577,7 @@ def test_a_pass_records_finished_checks_clears_orphans_and_starts_the_due_ones(
         finished(runner.check_job(TEMPLATE, ["gone"], GPU, SETTINGS), None),  # node left
     ]
     api = RecordedApi(nodes, jobs, {GPU.template: TEMPLATE}, [check_pod(done, "done", 0)])
-    runner.reconcile(api, SETTINGS, NOW, set())
+    runner.reconcile(api, SETTINGS, NOW, set(), health_metrics.HealthMetrics())
     patch, *rest = api.writes
     assert patch[:2] == ("PATCH", "/api/v1/nodes/done")
     assert patch[2]["metadata"]["labels"]["aiinfra/gpu-healthcheck-result"] == "pass"
@@ -601,7 +608,7 @@ def test_a_failed_check_is_the_node_s_result_only_if_it_ran_there(
     job = finished(runner.check_job(TEMPLATE, ["gpu-1"], GPU, SETTINGS), "fail")
     pod = check_pod(job, "gpu-1", pod_exit, "dcgmi diag --run 2 (exit 226): | Memory | Fail |")
     api = RecordedApi([gpu_node("gpu-1", {})], [job], {GPU.template: TEMPLATE}, [pod])
-    runner.reconcile(api, SETTINGS, NOW, set())
+    runner.reconcile(api, SETTINGS, NOW, set(), health_metrics.HealthMetrics())
     assert {v[check_jobs.RESULT_LABEL.format("gpu")] for v in api.patched().values()} == written
     said = capsys.readouterr().out
     if written:
@@ -628,7 +635,7 @@ def test_a_check_that_could_not_run_is_an_error_and_never_taints_or_untaints(
     why = "no answer from the GPU Operator's host engine (nvidia-dcgm...:5555)"
     pod = check_pod(job, "gpu-1", 75, why)
     api = RecordedApi([gpu_node("gpu-1", {}, taints)], [job], {GPU.template: TEMPLATE}, [pod])
-    runner.reconcile(api, SETTINGS, NOW, set())
+    runner.reconcile(api, SETTINGS, NOW, set(), health_metrics.HealthMetrics())
     (patch,) = [body for method, _, body in api.writes if method == "PATCH"]
     assert patch["metadata"]["labels"]["aiinfra/gpu-healthcheck-result"] == "error"
     assert patch["spec"] == {"taints": taints or None}
@@ -661,3 +668,82 @@ def test_the_checks_setting_names_each_check_and_its_pod_template(
             runner.checks_from(setting)
     else:
         assert runner.checks_from(setting) == checks
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides", "kind", "endpoints", "scrapers"),
+    [
+        (*GKE, "PodMonitoring", "endpoints", {"kubernetes.io/metadata.name": "gke-gmp-system"}),
+        (
+            *OPENSHIFT,
+            "PodMonitor",
+            "podMetricsEndpoints",
+            {"network.openshift.io/policy-group": "monitoring"},
+        ),
+    ],
+    ids=["gke", "openshift"],
+)
+def test_the_platform_s_prometheus_scrapes_the_runner_and_nothing_else_reaches_it(
+    stack: str,
+    overrides: tuple[str, ...],
+    kind: str,
+    endpoints: str,
+    scrapers: dict[str, str],
+) -> None:
+    """The runner serves its metrics (scripts/health_metrics.py) on its container's `metrics`
+    port; the platform's scrape object selects its pod alone, and its NetworkPolicy lets only
+    the platform's Prometheus in, on that port (the namespaces OpenShift's and GKE's managed
+    collectors run in)."""
+    run = render(stack, overrides).run
+    deployment = by_name(run, "Deployment", "node-health-runner")
+    template = deployment["spec"]["template"]
+    (container,) = template["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    (port,) = container["ports"]
+    assert (port["name"], str(port["containerPort"])) == (
+        "metrics",
+        env["HEALTH_RUNNER_METRICS_PORT"],
+    )
+    pod_labels = template["metadata"]["labels"]
+    (scrape,) = (
+        m
+        for m in manifests(run, kind)
+        if m["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    )
+    # ... its pod alone: not the gate's, not the training pods.
+    others = [
+        d["spec"]["template"]["metadata"]["labels"]
+        for d in manifests(run, "Deployment")
+        if d is not deployment
+    ]
+    selector = scrape["spec"]["selector"]["matchLabels"]
+    assert all(not selector.items() <= labels.items() for labels in others)
+    (endpoint,) = scrape["spec"][endpoints]
+    assert endpoint["port"] == "metrics"
+    (policy,) = (
+        p
+        for p in manifests(run, "NetworkPolicy")
+        if p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    )
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [{"namespaceSelector": {"matchLabels": scrapers}}],
+            "ports": [{"port": "metrics", "protocol": "TCP"}],
+        }
+    ]
+
+
+def test_the_pair_check_leaves_its_summary_where_the_runner_reads_it() -> None:
+    """Rank 0 writes the summary to the file the kubelet takes the container's termination
+    message from (the container's terminationMessagePath, /dev/termination-log unless set)."""
+    run = render(
+        "gcp-a3",
+        (*JOB_SET, *GKE_RWX, *GATE[:1], "workload.queue.healthGate.checks[0]=nccl", RUNNER[-1]),
+    ).run
+    (template,) = manifests(run, "PodTemplate")
+    (container,) = (
+        c for c in template["template"]["spec"]["containers"] if c["name"] == "training"
+    )
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    path = container.get("terminationMessagePath", "/dev/termination-log")
+    assert env["FABRIC_CHECK_MESSAGE_FILE"] == path

@@ -86,6 +86,11 @@ def test_root_ipc_lock_needs_an_scc_and_the_right_to_grant_it(
             ),
             ("auth can-i create workloadpriorityclasses.kueue.x-k8s.io\n",),
         ),
+        # PodMonitors: OpenShift's monitoring-edit role, not a project admin's.
+        (
+            ("networkMode=tcp", "monitoring.runMetrics.enabled=true"),
+            ("auth can-i create podmonitors.monitoring.coreos.com -n nccl-test\n",),
+        ),
         # The console reads dashboards from a namespace of OpenShift's own.
         (
             ("networkMode=tcp", "monitoring.dashboard=true"),

@@ -26,6 +26,9 @@ from tests.script_modules import SCRIPTS, load_script
 pytestmark = pytest.mark.usefixtures("beside_a_training_script")
 
 run_metrics = load_script("run_metrics")
+# Prometheus' text format, version 0.0.4 (prometheus/docs
+# content/docs/instrumenting/exposition_formats.md).
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 TORCHRUN = SCRIPTS / "launch-torchrun.sh"
 LABELS = {"run": 'my "run"\\1', "namespace": "ml", "rank": "1", "node": "gpu-7"}
 # torchrun 2.13's line before it restarts a failed group, as its logger prints it
@@ -112,7 +115,7 @@ def free_port() -> int:
 def scrape(port: int) -> str | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            assert response.headers["Content-Type"] == run_metrics.CONTENT_TYPE
+            assert response.headers["Content-Type"] == TEXT_FORMAT
             return str(response.read().decode())
     except OSError:
         return None

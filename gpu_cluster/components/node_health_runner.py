@@ -52,6 +52,7 @@ from gpu_cluster.plan.health_runner import (
     GPU_CHECK_SCRIPT,
     HEALTH_RUNNER_MODULES,
     HEALTH_RUNNER_SCRIPT,
+    RUNNER_METRICS_PORT,
     GpuCheckPlan,
     HealthRunnerPlan,
 )
@@ -128,6 +129,8 @@ class NodeHealthRunner(pulumi.ComponentResource):
             annotations=skip_annotations(
                 script_controller_exceptions(plan.image, plan.run_as_user)
             ),
+            metrics_port=RUNNER_METRICS_PORT,
+            scrape=plan.scrape,
         )
         # Never unconfined: the runner starts once the policy binds it.
         self.deployment = run_script(self, name, controller, after, [policy, *templates])

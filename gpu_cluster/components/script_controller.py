@@ -1,6 +1,8 @@
 """A controller the stack runs as a script in one pod (the node health gate, the node health
 runner): its ServiceAccount with only the rights it is given, the script with kube_api.py in a
-ConfigMap, the Deployment that runs it in a plain Python image, and no ingress."""
+ConfigMap, the Deployment that runs it in a plain Python image, and no ingress but the
+platform's Prometheus on its metrics port, with the object that has it scraped, when it serves
+metrics."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pulumi_kubernetes.apps.v1 import DeploymentSpecArgs, DeploymentStrategyArgs
 from pulumi_kubernetes.core.v1 import (
     ConfigMapVolumeSourceArgs,
     ContainerArgs,
+    ContainerPortArgs,
     EnvVarArgs,
     PodSecurityContextArgs,
     PodSpecArgs,
@@ -24,11 +27,17 @@ from pulumi_kubernetes.core.v1 import (
     VolumeMountArgs,
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
-from pulumi_kubernetes.networking.v1 import NetworkPolicySpecArgs
+from pulumi_kubernetes.networking.v1 import (
+    NetworkPolicyIngressRuleArgs,
+    NetworkPolicyPeerArgs,
+    NetworkPolicyPortArgs,
+    NetworkPolicySpecArgs,
+)
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
 from gpu_cluster.components.workload.pod_args import security_context
 from gpu_cluster.plan.podspec import SCRIPTS_DIR
+from gpu_cluster.plan.run_metrics import METRICS_PORT_NAME, MetricsScrape
 from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
 from gpu_cluster.plan.shipped import KUBE_API_SCRIPT, SCRIPTS_PATH
 
@@ -61,6 +70,10 @@ class ScriptController:
     cluster_rules: Sequence[PolicyRuleArgs]
     annotations: dict[str, str]
     modules: tuple[str, ...] = ()
+    # The port the script serves metrics on (its container's port `metrics`), and how the
+    # platform's Prometheus scrapes it; None: none.
+    metrics_port: int | None = None
+    scrape: MetricsScrape | None = None
 
 
 def run_script(
@@ -126,6 +139,9 @@ def run_script(
         ),
         security_context=security_context((), read_only_root=True),
         volume_mounts=[VolumeMountArgs(name="script", mount_path=SCRIPTS_DIR, read_only=True)],
+        ports=[ContainerPortArgs(name=METRICS_PORT_NAME, container_port=c.metrics_port)]
+        if c.metrics_port is not None
+        else None,
     )
     template_annotations = {
         REQUIRED_SCC_ANNOTATION: RESTRICTED_SCC,
@@ -164,16 +180,42 @@ def run_script(
             parent=parent, depends_on=[config_map, *bindings, *after, *deployment_after]
         ),
     )
-    # Nobody calls the script; it calls the API server, whose address the program does not
-    # know (GKE's control plane is outside the cluster network): egress stays open.
+    # Nobody calls the script but the platform's Prometheus, on its metrics port when it serves
+    # metrics; it calls the API server, whose address the program does not know (GKE's control
+    # plane is outside the cluster network): egress stays open.
+    scrapers = (
+        [
+            NetworkPolicyIngressRuleArgs(
+                from_=[
+                    NetworkPolicyPeerArgs(
+                        namespace_selector=LabelSelectorArgs(match_labels=c.scrape.scrapers)
+                    )
+                ],
+                ports=[NetworkPolicyPortArgs(port=METRICS_PORT_NAME, protocol="TCP")],
+            )
+        ]
+        if c.scrape is not None
+        else None
+    )
     k8s.networking.v1.NetworkPolicy(
-        f"{prefix}-no-ingress",
-        metadata=ObjectMetaArgs(
-            name=f"{c.name}-no-ingress", namespace=c.namespace, labels=c.labels
-        ),
+        f"{prefix}-ingress",
+        metadata=ObjectMetaArgs(name=f"{c.name}-ingress", namespace=c.namespace, labels=c.labels),
         spec=NetworkPolicySpecArgs(
-            pod_selector=LabelSelectorArgs(match_labels=c.labels), policy_types=["Ingress"]
+            pod_selector=LabelSelectorArgs(match_labels=c.labels),
+            policy_types=["Ingress"],
+            ingress=scrapers,
         ),
         opts=child,
     )
+    if c.scrape is not None:
+        k8s.apiextensions.CustomResource(
+            f"{prefix}-metrics",
+            api_version=c.scrape.api_version,
+            kind=c.scrape.kind,
+            metadata=ObjectMetaArgs(
+                name=f"{c.name}-metrics", namespace=c.namespace, labels=c.labels
+            ),
+            spec=c.scrape.spec(c.labels),
+            opts=child,
+        )
     return deployment

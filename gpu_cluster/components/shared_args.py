@@ -47,6 +47,7 @@ from gpu_cluster.plan.queue import (
     run_annotations,
 )
 from gpu_cluster.plan.run_metrics import (
+    RUN_METRICS_MODULES,
     RUN_METRICS_SCRIPT,
     metrics_port,
     metrics_scrape,
@@ -86,7 +87,7 @@ def scripts_data(s: Settings) -> dict[str, str]:
     queued = s.workload.kind == "jobset"
     gates = [ADMISSION_GATE, *([FABRIC_GATE] if s.verify.enabled else [])] if queued else []
     idle = [] if queued else [launch.IDLE_TRAINING]
-    metrics = [RUN_METRICS_SCRIPT] if metrics_port(s) is not None else []
+    metrics = [RUN_METRICS_SCRIPT, *RUN_METRICS_MODULES] if metrics_port(s) is not None else []
     names = [*SHIPPED_SCRIPTS, *check, *storage, *gates, *idle, *metrics]
     data = {name: (SCRIPTS_PATH / name).read_text() for name in names}
     data[launch.HOSTFILE] = launch.hostfile(s)

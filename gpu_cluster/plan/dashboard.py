@@ -20,7 +20,13 @@ from gpu_cluster.facts.dashboards import (
     KUEUE_EVICTED,
     KUEUE_PENDING,
 )
+from gpu_cluster.facts.health import PAIR_CHECK
+from gpu_cluster.plan.health_runner import runner_checks
 
+# What the node health runner serves (scripts/health_metrics.py), labelled node and peer, or
+# node, check and result; its namespace the scrape's.
+FABRIC_BUSBW = "gpu_cluster_fabric_bus_bandwidth_bytes_per_second"
+NODE_RESULT = "gpu_cluster_node_health_result"
 # What the launcher's exporter serves (scripts/run_metrics.py), labelled run, namespace, rank
 # and node.
 RUN_STEPS = "gpu_cluster_run_steps_total"
@@ -38,6 +44,7 @@ class Unit(Enum):
 
     RATIO = "ratio"  # 0..1
     BYTES = "bytes"
+    BYTES_PER_SECOND = "bytes per second"
     SECONDS = "seconds"
     WATTS = "watts"
     PER_SECOND = "per second"
@@ -67,12 +74,15 @@ def dashboard_title(s: Settings) -> str:
 def dashboard_rows(s: Settings) -> tuple[Row, ...]:
     """The rows of stack `s`'s dashboard: its GPUs always, its runs when they serve metrics
     (monitoring.runMetrics), its queue when it creates one (a referenced ClusterQueue's name is
-    not the stack's to know)."""
+    not the stack's to know), its nodes' health and fabric when its health runner checks them."""
     rows = [_gpus()]
     if s.monitoring.run_metrics.enabled:
         rows.append(_runs(_selector(namespace=s.namespace)))
     if s.workload.kind == "jobset" and s.workload.queue.mode == "create":
         rows.append(_queue(_selector(cluster_queue=cluster_scoped_name(s))))
+    checks = runner_checks(s)
+    if checks:
+        rows.append(_node_health(_selector(namespace=s.namespace), PAIR_CHECK in checks))
     return tuple(rows)
 
 
@@ -175,3 +185,21 @@ def _queue(selector: str) -> Row:
             ),
         ),
     )
+
+
+def _node_health(selector: str, pairs: bool) -> Row:
+    """What the node health runner found: each node's results, each pair's bus bandwidth
+    (a link that degrades shows here before a run fails on it)."""
+    results = Panel(
+        "GPU nodes by check result",
+        f"count by (check, result) ({NODE_RESULT}{selector})",
+        Unit.COUNT,
+        "{{check}} {{result}}",
+    )
+    fabric = Panel(
+        "Bus bandwidth between nodes (fabric check)",
+        f"max by (node, peer) ({FABRIC_BUSBW}{selector})",
+        Unit.BYTES_PER_SECOND,
+        "{{node}} to {{peer}}",
+    )
+    return Row("Node health", (results, fabric) if pairs else (results,))

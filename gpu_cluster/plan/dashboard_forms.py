@@ -12,6 +12,7 @@ from gpu_cluster.plan.dashboard import Row, Unit, dashboard_rows, dashboard_titl
 CONSOLE_UNIT = {
     Unit.RATIO: "percentunit",
     Unit.BYTES: "bytes",
+    Unit.BYTES_PER_SECOND: "Bps",
     Unit.SECONDS: "s",
     Unit.WATTS: "short",
     Unit.PER_SECOND: "short",
@@ -22,6 +23,7 @@ CONSOLE_UNIT = {
 CLOUD_UNIT = {
     Unit.RATIO: "10^2.%",
     Unit.BYTES: "By",
+    Unit.BYTES_PER_SECOND: "By/s",
     Unit.SECONDS: "s",
     Unit.WATTS: "1",
     Unit.PER_SECOND: "1/s",

@@ -20,14 +20,16 @@ from gpu_cluster.facts.health import (
     TAINT_EFFECT,
     TAINT_KEY,
 )
+from gpu_cluster.facts.kubernetes import TERMINATION_MESSAGE_PATH
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.health_gate import HEALTH_GATE_POLL_SECONDS, NOBODY_UID, health_gate_check
 from gpu_cluster.plan.podspec import NodeRequirement
+from gpu_cluster.plan.run_metrics import MetricsScrape, platform_scrape
 from gpu_cluster.plan.verify import fabric_gate
 
 HEALTH_RUNNER_SCRIPT = "node_health_runner.py"
-# Its decisions, which it imports from beside it.
-HEALTH_RUNNER_MODULES = ("health_check_jobs.py",)
+# Its decisions and its metrics, which it imports from beside it.
+HEALTH_RUNNER_MODULES = ("health_check_jobs.py", "health_metrics.py", "prometheus_text.py")
 GPU_CHECK_SCRIPT = "gpu-check.sh"
 # Beyond a check's own time, a check pod's deadline (counted from when the kubelet took it, so
 # the image's pull included) allows this much.
@@ -42,6 +44,10 @@ PAIR_CHECK_MINUTES = 5
 CHECK_LABEL = "gpu-cluster.io/health-check"
 # Two nodes in a pairwise check.
 PAIR = 2
+# The port the runner serves its metrics on (scripts/health_metrics.py).
+RUNNER_METRICS_PORT = 9464
+# Where the fabric check's rank 0 writes its summary (scripts/fabric_verdict.py).
+MESSAGE_FILE_ENV = "FABRIC_CHECK_MESSAGE_FILE"
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,8 @@ class HealthRunnerPlan:
     run_as_user: int | None
     gpu: GpuCheckPlan | None
     nccl: PairCheckPlan | None
+    # How the platform's Prometheus scrapes its metrics.
+    scrape: MetricsScrape
 
     @property
     def user(self) -> str:
@@ -112,6 +120,7 @@ class HealthRunnerPlan:
             "HEALTH_RUNNER_RECHECK_SECONDS": str(self.recheck_seconds),
             "HEALTH_RUNNER_RETRY_SECONDS": str(self.retry_seconds),
             "HEALTH_RUNNER_POLL_SECONDS": str(HEALTH_GATE_POLL_SECONDS),
+            "HEALTH_RUNNER_METRICS_PORT": str(RUNNER_METRICS_PORT),
         }
 
 
@@ -186,6 +195,9 @@ def _pair_check(s: Settings, tolerations: tuple[tuple[str, str], ...]) -> PairCh
             "NNODES": str(PAIR),
             "TORCHRUN_NNODES": str(PAIR),
             "WORLD_SIZE": str(PAIR * s.gpus_per_node),
+            # Rank 0's summary, the measured bus bandwidth first, where the kubelet reads the
+            # container's termination message from, which the runner reads back.
+            MESSAGE_FILE_ENV: TERMINATION_MESSAGE_PATH,
         },
         deadline_seconds=minutes * 60,
         tolerations=(*tolerations, _own_taint(PAIR_CHECK)),
@@ -216,4 +228,5 @@ def health_runner_plan(
         run_as_user=None if s.platform == "openshift" else NOBODY_UID,
         gpu=_gpu_check(s, tolerations) if GPU_CHECK in checks else None,
         nccl=_pair_check(s, tolerations) if PAIR_CHECK in checks else None,
+        scrape=platform_scrape(s.platform),
     )

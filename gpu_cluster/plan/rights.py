@@ -20,6 +20,8 @@ from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import installs_controllers
 from gpu_cluster.facts.dashboards import CONSOLE_DASHBOARD_NAMESPACE
+from gpu_cluster.plan.health_runner import runner_checks
+from gpu_cluster.plan.run_metrics import metrics_port
 from gpu_cluster.plan.security import memlock_machine_config_name, training_scc_name
 
 SCCS = "securitycontextconstraints.security.openshift.io"
@@ -27,6 +29,7 @@ MACHINE_CONFIGS = "machineconfigs.machineconfiguration.openshift.io"
 ROLES = "roles.rbac.authorization.k8s.io"
 CRDS = "customresourcedefinitions.apiextensions.k8s.io"
 PRIORITY_CLASSES = "workloadpriorityclasses.kueue.x-k8s.io"
+POD_MONITORS = "podmonitors.monitoring.coreos.com"
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,18 @@ def cluster_rights(s: Settings) -> tuple[Right, ...]:
                 ((Check("create", PRIORITY_CLASSES),),),
                 "workload.queue.priorityClasses: [] (runs without priorities), or "
                 "workload.queue.mode: reference with classes an admin created",
+            )
+        )
+    if metrics_port(s) is not None or runner_checks(s):
+        rights.append(
+            Right(
+                "PodMonitors (the runs' metrics, monitoring.runMetrics; the node health runner's), "
+                "which a project admin may not create: OpenShift's monitoring-edit role may",
+                ((Check("create", POD_MONITORS, s.namespace),),),
+                f"a cluster admin's `oc policy add-role-to-user monitoring-edit <user> -n "
+                f"{s.namespace}` (OpenShift's monitoring docs, \"Granting users permission to "
+                'monitor user-defined projects"), or monitoring.runMetrics.enabled: false and '
+                "no health runner",
             )
         )
     if shows_dashboard(s):

@@ -19,6 +19,8 @@ from gpu_cluster.facts.metrics_scrape import (
 
 # The exporter, shipped beside the launchers in the scripts ConfigMap.
 RUN_METRICS_SCRIPT = "run_metrics.py"
+# What it imports from beside it.
+RUN_METRICS_MODULES = ("prometheus_text.py",)
 # The training container's port the scrape objects name.
 METRICS_PORT_NAME = "metrics"
 METRICS_PATH = "/metrics"
@@ -69,14 +71,19 @@ class MetricsScrape:
         return {"selector": {"matchLabels": pod_labels}, self.endpoints_key: [endpoint]}
 
 
-def metrics_scrape(s: Settings) -> MetricsScrape | None:
-    """How the stack's platform scrapes the run's metrics; None: they are not served."""
-    if metrics_port(s) is None:
-        return None
-    if s.platform == "gke":
+def platform_scrape(platform: str) -> MetricsScrape:
+    """How `platform`'s Prometheus scrapes a namespace's pods."""
+    if platform == "gke":
         return MetricsScrape(
             POD_MONITORING_API, POD_MONITORING_KIND, "endpoints", GKE_MANAGED_COLLECTOR_NAMESPACES
         )
     return MetricsScrape(
         POD_MONITOR_API, POD_MONITOR_KIND, "podMetricsEndpoints", OPENSHIFT_MONITORING_NAMESPACES
     )
+
+
+def metrics_scrape(s: Settings) -> MetricsScrape | None:
+    """How the stack's platform scrapes the run's metrics; None: they are not served."""
+    if metrics_port(s) is None:
+        return None
+    return platform_scrape(s.platform)

@@ -19,6 +19,7 @@ from tests.real.cluster_state import deploy_on
 from tests.real.queue_state import admitted, condition, explain, running, workload_of
 from tests.real.script_controllers import running_script
 from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
+from tests.test_run_metrics import free_port
 from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.stacks import StackRender, render
 
@@ -107,6 +108,8 @@ class GatedStack:
     log: Path
     gate_log: Path
     why: Callable[[], str]
+    # Where the runner serves its metrics (host:port, a free port of this host's).
+    metrics: str
 
     @property
     def settings(self) -> Settings:
@@ -165,11 +168,16 @@ def gated_stack(
     stack = render("gcp-a3", (*OVERRIDES, *overrides))
     s = stack.settings
     deploy_on(cluster.kube, nodes_in_blocks(stack), stack)
+    port = str(free_port())
+    runner = f"{s.name}-node-health-runner"
     with (
         running_script(cluster, stack, f"{s.name}-node-health-gate", tmp_path) as gate_log,
-        running_script(cluster, stack, f"{s.name}-node-health-runner", tmp_path) as log,
+        running_script(
+            cluster, stack, runner, tmp_path, {"HEALTH_RUNNER_METRICS_PORT": port}
+        ) as log,
     ):
-        yield GatedStack(stack, log, gate_log, functools.partial(explain, cluster, s.namespace))
+        why = functools.partial(explain, cluster, s.namespace)
+        yield GatedStack(stack, log, gate_log, why, f"127.0.0.1:{port}")
 
 
 def keys(check: str) -> tuple[str, str, str]:

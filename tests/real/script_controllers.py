@@ -46,10 +46,15 @@ def in_pod(cluster: Cluster, account: Path) -> dict[str, str]:
 
 @contextlib.contextmanager
 def running_script(
-    cluster: Cluster, stack: StackRender, deployment: str, tmp_path: Path
+    cluster: Cluster,
+    stack: StackRender,
+    deployment: str,
+    tmp_path: Path,
+    env_overrides: dict[str, str] | None = None,
 ) -> Iterator[Path]:
-    """The stack's Deployment `deployment` as a process until the block ends; yields its log.
-    Asserts at the end that the API server refused it nothing (RBAC's 403)."""
+    """The stack's Deployment `deployment` as a process until the block ends, its env with
+    `env_overrides` (a port of this host's, say); yields its log. Asserts at the end that the
+    API server refused it nothing (RBAC's 403)."""
     (found,) = (d for d in stack.of_kind("Deployment") if d["metadata"]["name"] == deployment)
     spec = found["spec"]["template"]["spec"]
     (container,) = spec["containers"]
@@ -60,7 +65,7 @@ def running_script(
     (account / "token").write_text(token)
     env = {e["name"]: e["value"] for e in container["env"]}
     env |= {k: "1" for k in env if k.endswith(POLL_SUFFIX)}
-    env |= {**in_pod(cluster, account), "PATH": os.environ["PATH"]}
+    env |= {**in_pod(cluster, account), "PATH": os.environ["PATH"], **(env_overrides or {})}
     interpreter, script = container["command"]
     assert interpreter == "python3"
     log = tmp_path / f"{deployment}.log"

@@ -23,10 +23,21 @@ import pytest
 
 from gpu_cluster.plan.health_runner import CHECK_LABEL
 from tests.real.conftest import Cluster
-from tests.real.health_checks import check_pods, end_check, gated_stack, keys, labels, taints
+from tests.real.health_checks import (
+    GatedStack,
+    check_pods,
+    end_check,
+    gated_stack,
+    keys,
+    labels,
+    taints,
+)
+from tests.real.prometheus import query, running_prometheus
 from tests.real.test_api_contract import admitted
 from tests.real.test_jobset_stack import OVERRIDES
 from tests.script_modules import load_script
+from tests.test_dashboard import cloud_queries
+from tools.realtier.build import Tools
 from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.stacks import render
 
@@ -42,7 +53,11 @@ RUNNER = (
 GPU_NODES = ("gpu-0", "gpu-1", "gpu-2", "gpu-3")
 BAD = "gpu-2"
 # What the fabric check's first rank says of a slow pair (allreduce_check.py's verdict line).
-SLOW = "FAIL: busbw 41.2 GB/s at 8 GiB < expected 150 GB/s"
+# What the fabric check's rank 0 leaves as its termination message (scripts/fabric_verdict.py
+# summary), for a pair that passes and for one that fails.
+WINDOW = "over 2147483648..8589934592 B"
+FAST = f"busbw 180.000 GB/s {WINDOW}: PASS: data check ok; avg busbw 180.00 GB/s {WINDOW} >= 150"
+SLOW = f"busbw 41.200 GB/s {WINDOW}: FAIL: avg busbw 41.20 GB/s {WINDOW} is below the expected 150"
 
 
 def pairs_of(kube: Kube, namespace: str) -> dict[tuple[str, ...], list[Object]]:
@@ -61,6 +76,45 @@ def pairs_running(kube: Kube, namespace: str) -> dict[tuple[str, ...], list[Obje
     found = pairs_of(kube, namespace)
     placed = sorted(p["spec"]["nodeName"] for pods in found.values() for p in pods)
     return found if placed == list(GPU_NODES) else None
+
+
+def dashboard_shows_the_checks(gated: GatedStack, tools: Tools, workdir: Path) -> None:
+    """The stack's dashboard (GKE's) on a real Prometheus scraping the runner as the stack's
+    scrape object does (its namespace the target's): the nodes by result, and each pair's bus
+    bandwidth both ways, as the check pods' termination messages gave them."""
+    namespace = gated.settings.namespace
+    scrape = {
+        "job_name": "node-health-runner",
+        "static_configs": [{"targets": [gated.metrics], "labels": {"namespace": namespace}}],
+    }
+    results, busbw = cloud_queries(gated.stack.run)["Node health"]
+    with running_prometheus(tools, workdir / "prometheus", [scrape]) as prometheus:
+        counted = wait_for(
+            "Prometheus holding the nodes' results",
+            lambda: (
+                {
+                    (s["metric"]["check"], s["metric"]["result"]): float(s["value"][1])
+                    for s in query(prometheus, results)
+                }
+                or None
+            ),
+        )
+        assert counted == {("nccl", "pass"): 3, ("nccl", "fail"): 1}
+        measured = {
+            (s["metric"]["node"], s["metric"]["peer"]): float(s["value"][1])
+            for s in query(prometheus, busbw)
+        }
+    fast, slow = 180e9, 41.2e9
+    assert measured == {
+        ("gpu-0", "gpu-1"): fast,
+        ("gpu-1", "gpu-0"): fast,
+        ("gpu-2", "gpu-3"): slow,
+        ("gpu-3", "gpu-2"): slow,
+        ("gpu-2", "gpu-0"): slow,
+        ("gpu-0", "gpu-2"): slow,
+        ("gpu-3", "gpu-1"): fast,
+        ("gpu-1", "gpu-3"): fast,
+    }
 
 
 def test_the_nccl_check_pairs_nodes_and_blames_only_the_node_that_fails_beside_a_good_one(
@@ -115,7 +169,7 @@ def test_the_nccl_check_pairs_nodes_and_blames_only_the_node_that_fails_beside_a
         assert published == {p["spec"]["hostname"] for ps in first.values() for p in ps}
 
         for pod in first[("gpu-0", "gpu-1")]:
-            end_check(kube, pod, "passed")
+            end_check(kube, pod, "passed", FAST)
         for pod in first[("gpu-2", "gpu-3")]:
             end_check(kube, pod, "failed", SLOW)
         wait_for(
@@ -138,7 +192,7 @@ def test_the_nccl_check_pairs_nodes_and_blames_only_the_node_that_fails_beside_a
         for pod in second[("gpu-2", "gpu-0")]:
             end_check(kube, pod, "failed", SLOW)
         for pod in second[("gpu-3", "gpu-1")]:
-            end_check(kube, pod, "passed")
+            end_check(kube, pod, "passed", FAST)
         bad_taint = {"key": taint, "value": "failed", "effect": "NoSchedule"}
         wait_for(
             "gpu-2 failed and tainted, gpu-3 passed",
@@ -153,6 +207,7 @@ def test_the_nccl_check_pairs_nodes_and_blames_only_the_node_that_fails_beside_a
         # The reference's own pass stands: it is not blamed for its partner.
         assert labels(kube, "gpu-0").get(result) == "pass"
         assert f"{BAD}: nccl: fail ({SLOW}); tainted {taint}" in log.read_text()
+        dashboard_shows_the_checks(gated, cluster.tools, tmp_path)
         wait_for(
             "the check Jobs deleted",
             lambda: (

@@ -115,6 +115,8 @@ def test_the_stacks_controllers_work_in_pods_and_stop_at_sigterm(
     s = stack.settings
     kube.create_all(volumes_for(stack.of_kind("PersistentVolumeClaim")))
     kube.create_all(referenced_objects(stack))
+    # No manager runs here, so no chart is installed; its namespace holds objects of the stack.
+    kube.create_all(stack.chart_namespaces())
     kube.create_all(_as_created_here(stack.objects()))
 
     def explain() -> str:

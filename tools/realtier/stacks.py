@@ -40,6 +40,15 @@ class StackRender:
         ]
         return sorted(created, key=kind_rank)
 
+    def chart_namespaces(self) -> list[Object]:
+        """The namespaces the stack installs the controllers' charts into (workload.controllers),
+        which objects of its own live in too (the scrape of Kueue's metrics on GKE)."""
+        return [
+            r.inputs
+            for r in self.run.kubernetes_objects()
+            if f"{QUEUE_CONTROLLERS_TYPE}$" in r.urn and r.inputs["kind"] == "Namespace"
+        ]
+
     def charts(self) -> list[dict[str, Any]]:
         """The inputs of each helm.v4.Chart the stack installs, in registration order."""
         return [dict(r.inputs) for r in self.run.of_type(CHART_TYPE)]

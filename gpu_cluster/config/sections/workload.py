@@ -78,8 +78,10 @@ class HealthRunnerSettings(Section):
     `nccl`: the fabric check (`verify`'s thresholds) in pods like the training pods, on two nodes
     at once; a pair that fails is checked again, each node with one that passed, to find the
     bad one. It may patch nodes, and an admission policy the stack creates lets it change
-    nothing on a node but those labels and taints. `false`: something else
-    (cluster-health-scanner) runs the checks."""
+    nothing on a node but those labels and taints. It serves each node's results and each
+    pair's measured bus bandwidth as metrics, which the platform's Prometheus scrapes (a
+    PodMonitor on OpenShift, a PodMonitoring on GKE) and the stack's dashboard shows.
+    `false`: something else (cluster-health-scanner) runs the checks."""
     dcgm_level: Annotated[Literal[1, 2, 3, 4], _RUNNING_GPU_CHECK] = DCGM_LEVEL
     """DCGM diagnostics' run level: 1 seconds, 2 about two minutes, 3 about 15, 4 longer."""
     dcgm_image: Annotated[Image, _RUNNING_GPU_CHECK] = DCGM_IMAGE
