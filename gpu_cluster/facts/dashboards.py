@@ -13,11 +13,6 @@ from __future__ import annotations
 CONSOLE_DASHBOARD_NAMESPACE = "openshift-config-managed"
 CONSOLE_DASHBOARD_LABEL = "console.openshift.io/dashboard"
 CONSOLE_PROJECT_DASHBOARD_LABEL = "console.openshift.io/odc-dashboard"
-# The panel types the console draws (any other is skipped) and the units of a panel's
-# `yaxes[0].format` it knows (monitoring-plugin 276015a
-# web/src/features/legacy-dashboards/components/LegacyDashboard.tsx, web/src/shared/utils/units.ts).
-CONSOLE_PANEL_TYPES = ("gauge", "grafana-piechart-panel", "graph", "singlestat", "table")
-CONSOLE_UNITS = ("Bytes", "bytes", "bps", "Bps", "pps", "ms", "s", "percentunit", "short")
 # A row of the console's grid is 12 columns wide (a panel's `span`; monitoring-plugin 276015a
 # LegacyDashboard.tsx getPanelSpan, PatternFly gridSpans).
 CONSOLE_ROW_SPAN = 12

@@ -8,7 +8,8 @@ from gpu_cluster.config.schema import Settings
 from gpu_cluster.facts.dashboards import CLOUD_MONITORING_COLUMNS, CONSOLE_ROW_SPAN
 from gpu_cluster.plan.dashboard import Row, Unit, dashboard_rows, dashboard_title
 
-# The console's unit names (facts CONSOLE_UNITS); it has none for watts.
+# The console's unit names (openshift/monitoring-plugin 276015a web/src/shared/utils/units.ts;
+# tests/vendor/console_dashboard.yaml); it has none for watts.
 CONSOLE_UNIT = {
     Unit.RATIO: "percentunit",
     Unit.BYTES: "bytes",
