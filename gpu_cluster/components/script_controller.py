@@ -27,14 +27,10 @@ from pulumi_kubernetes.core.v1 import (
     VolumeMountArgs,
 )
 from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
-from pulumi_kubernetes.networking.v1 import (
-    NetworkPolicyIngressRuleArgs,
-    NetworkPolicyPeerArgs,
-    NetworkPolicyPortArgs,
-    NetworkPolicySpecArgs,
-)
+from pulumi_kubernetes.networking.v1 import NetworkPolicySpecArgs
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs, RoleRefArgs, SubjectArgs
 
+from gpu_cluster.components.metrics_scrape import scrape_object, scrapers_ingress
 from gpu_cluster.components.workload.pod_args import security_context
 from gpu_cluster.plan.podspec import SCRIPTS_DIR
 from gpu_cluster.plan.run_metrics import METRICS_PORT_NAME, MetricsScrape
@@ -183,20 +179,7 @@ def run_script(
     # Nobody calls the script but the platform's Prometheus, on its metrics port when it serves
     # metrics; it calls the API server, whose address the program does not know (GKE's control
     # plane is outside the cluster network): egress stays open.
-    scrapers = (
-        [
-            NetworkPolicyIngressRuleArgs(
-                from_=[
-                    NetworkPolicyPeerArgs(
-                        namespace_selector=LabelSelectorArgs(match_labels=c.scrape.scrapers)
-                    )
-                ],
-                ports=[NetworkPolicyPortArgs(port=METRICS_PORT_NAME, protocol="TCP")],
-            )
-        ]
-        if c.scrape is not None
-        else None
-    )
+    scrapers = [scrapers_ingress(c.scrape)] if c.scrape is not None else None
     k8s.networking.v1.NetworkPolicy(
         f"{prefix}-ingress",
         metadata=ObjectMetaArgs(name=f"{c.name}-ingress", namespace=c.namespace, labels=c.labels),
@@ -208,14 +191,6 @@ def run_script(
         opts=child,
     )
     if c.scrape is not None:
-        k8s.apiextensions.CustomResource(
-            f"{prefix}-metrics",
-            api_version=c.scrape.api_version,
-            kind=c.scrape.kind,
-            metadata=ObjectMetaArgs(
-                name=f"{c.name}-metrics", namespace=c.namespace, labels=c.labels
-            ),
-            spec=c.scrape.spec(c.labels),
-            opts=child,
-        )
+        metadata = ObjectMetaArgs(name=f"{c.name}-metrics", namespace=c.namespace, labels=c.labels)
+        scrape_object(f"{prefix}-metrics", c.scrape, metadata, c.labels, child)
     return deployment

@@ -18,12 +18,11 @@ from pulumi_kubernetes.meta.v1 import LabelSelectorArgs, ObjectMetaArgs
 from pulumi_kubernetes.networking.v1 import (
     NetworkPolicyIngressRuleArgs,
     NetworkPolicyPeerArgs,
-    NetworkPolicyPortArgs,
     NetworkPolicySpecArgs,
 )
 
+from gpu_cluster.components.metrics_scrape import scrape_object, scrapers_ingress
 from gpu_cluster.components.workload.args import TrainingWorkloadArgs
-from gpu_cluster.plan.run_metrics import METRICS_PORT_NAME
 
 
 def scripts_config_map(
@@ -62,20 +61,7 @@ def peers_only_policy(
     """Peers reach each other on any port (NCCL picks them); the platform's Prometheus reaches
     their `metrics` port when they serve one; nothing else may connect in."""
     scrape = a.metrics_scrape
-    scrapers = (
-        [
-            NetworkPolicyIngressRuleArgs(
-                from_=[
-                    NetworkPolicyPeerArgs(
-                        namespace_selector=LabelSelectorArgs(match_labels=scrape.scrapers)
-                    )
-                ],
-                ports=[NetworkPolicyPortArgs(port=METRICS_PORT_NAME, protocol="TCP")],
-            )
-        ]
-        if scrape is not None
-        else []
-    )
+    scrapers = [scrapers_ingress(scrape)] if scrape is not None else []
     return k8s.networking.v1.NetworkPolicy(
         f"{name}-peers-only",
         metadata=ObjectMetaArgs(
@@ -135,11 +121,5 @@ def metrics_scrape_object(
     scrape = a.metrics_scrape
     if scrape is None:
         return None
-    return k8s.apiextensions.CustomResource(
-        f"{name}-metrics",
-        api_version=scrape.api_version,
-        kind=scrape.kind,
-        metadata=ObjectMetaArgs(name=f"{a.name}-metrics", namespace=a.namespace, labels=a.labels),
-        spec=scrape.spec(a.labels),
-        opts=opts,
-    )
+    metadata = ObjectMetaArgs(name=f"{a.name}-metrics", namespace=a.namespace, labels=a.labels)
+    return scrape_object(f"{name}-metrics", scrape, metadata, a.labels, opts)
