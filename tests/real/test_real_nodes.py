@@ -178,11 +178,17 @@ def test_statefulset_peers_on_two_nodes_reach_each_other_by_name(
         assert logs[me] == f"{peer}.peers at {peer_ip}: hello from {me} answered by {peer}\n"
 
 
+# A fabric check's summary (scripts/fabric_verdict.py summary).
+SUMMARY = "busbw 1.250 GB/s over 2097152..8388608 B: PASS: data check ok"
+
+
 def test_the_stacks_security_context_is_enforced(real_cluster: RealCluster) -> None:
     """nerc-production's training pod and container security context, with the UID OpenShift's
     restricted-v2 SCC assigns (MustRunAsRange: the first of the namespace's
     openshift.io/sa.scc.uid-range, 1000650000/10000 on a fresh project): the container starts,
-    runs as that user with no capabilities, no new privileges and the runtime's seccomp filter."""
+    runs as that user with no capabilities, no new privileges and the runtime's seccomp filter;
+    it may write its termination message, which the kubelet reports, as the fabric check's rank 0
+    leaves its summary for the node health runner (its pods are the training pod's)."""
     (statefulset,) = render("nerc-production").of_kind("StatefulSet")
     template = statefulset["spec"]["template"]["spec"]
     training = next(c for c in template["containers"] if c["name"] == "training")
@@ -191,7 +197,12 @@ def test_the_stacks_security_context_is_enforced(real_cluster: RealCluster) -> N
     _namespace(kube)
     pod = _pod(
         "confined",
-        ["sh", "-c", "id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status"],
+        [
+            "sh",
+            "-c",
+            "id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; "
+            f"echo '{SUMMARY}' > /dev/termination-log",
+        ],
         real_cluster.images.test.name,
         securityContext={**template["securityContext"], "runAsUser": uid},
     )
@@ -200,6 +211,8 @@ def test_the_stacks_security_context_is_enforced(real_cluster: RealCluster) -> N
     finished = _finished(real_cluster, "confined")
 
     assert finished["status"]["phase"] == "Succeeded", finished["status"]
+    (status,) = finished["status"]["containerStatuses"]
+    assert status["state"]["terminated"]["message"].strip() == SUMMARY
     lines = kube.pod_log("confined", NAMESPACE).split()
     # /proc/self/status (proc(5)): effective capabilities as a mask, 1 when no_new_privs is set,
     # 2 for a seccomp filter.

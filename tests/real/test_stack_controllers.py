@@ -120,7 +120,12 @@ def test_the_stacks_controllers_work_in_pods_and_stop_at_sigterm(
     kube.create_all(_as_created_here(stack.objects()))
 
     def explain() -> str:
-        return describe(kube, s.namespace) + controller_cluster.nodes.log_tail(0, "kubelet")
+        logs = "".join(
+            f"\n{pod['metadata']['name']}:\n{kube.pod_log(pod['metadata']['name'], s.namespace)}"
+            for name in CONTROLLERS
+            if (pod := _running_pod(controller_cluster, s.namespace, f"{s.name}-{name}"))
+        )
+        return describe(kube, s.namespace) + logs + controller_cluster.nodes.log_tail(0, "kubelet")
 
     pods = {
         name: wait_for(
