@@ -46,8 +46,11 @@ CONTROLLERS = ("node-health-gate", "node-health-runner")
 # Unhandled, the signal is dropped (the container's PID 1) and the kubelet's SIGKILL after the
 # grace period ends it with 137.
 HANDLED_SIGTERM_EXIT = 0
-# Far from the pods' 30 s grace period (a SIGKILL's), not a measure of speed.
-EXIT_WELL_WITHIN_GRACE = timedelta(seconds=10)
+# The controllers' pods' grace period, the default (k8s.io/api core/v1 PodSpec
+# terminationGracePeriodSeconds; their Deployments set none), after which the kubelet's SIGKILL
+# ends a container that ignored SIGTERM. Not a measure of speed: how soon a deleted pod's
+# container ends after the request varies with the host's load (3 s to 11 s seen here).
+GRACE = timedelta(seconds=30)
 
 
 @pytest.fixture
@@ -179,4 +182,4 @@ def test_the_stacks_controllers_work_in_pods_and_stop_at_sigterm(
         states = kube.delete_and_follow("v1", "Pod", pod["metadata"]["name"], s.namespace)
         terminated, after = end_of_deleted(states)
         assert terminated["exitCode"] == HANDLED_SIGTERM_EXIT, (name, terminated)
-        assert timedelta(0) <= after < EXIT_WELL_WITHIN_GRACE, (name, after, terminated)
+        assert timedelta(0) <= after < GRACE, (name, after, terminated)
