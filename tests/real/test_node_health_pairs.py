@@ -17,6 +17,8 @@ admitted onto gpu-1 and gpu-2.
 
 from __future__ import annotations
 
+import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -104,6 +106,17 @@ def dashboard_shows_the_checks(gated: GatedStack, tools: Tools, workdir: Path) -
             (s["metric"]["node"], s["metric"]["peer"]): float(s["value"][1])
             for s in query(prometheus, busbw)
         }
+    # What the runner serves passes Prometheus' own linter of names, units and types.
+    with urllib.request.urlopen(f"http://{gated.metrics}/metrics", timeout=5) as response:
+        served = response.read().decode()
+    lint = subprocess.run(
+        [str(tools.binary("promtool")), "check", "metrics"],
+        input=served,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lint.returncode == 0 and lint.stdout + lint.stderr == "", lint.stdout + lint.stderr
     fast, slow = 180e9, 41.2e9
     assert measured == {
         ("gpu-0", "gpu-1"): fast,
