@@ -52,11 +52,11 @@ class MonitoringSettings(Section):
     run_metrics: RunMetricsSettings = RunMetricsSettings()
     """A run's own metrics (steps, step time, restarts) from its launcher's output."""
     dashboard: bool | None = None
-    """The stack's dashboard of its GPUs, runs and queue (docs/operations.md, "Metrics and the
-    dashboard"): on GKE a Cloud Monitoring dashboard in the stack's project; on OpenShift a
-    ConfigMap in `openshift-config-managed` that the console shows under Observe > Dashboards,
-    which needs a cluster admin's right to create (`gpu-cluster rights`). Default: on for GKE,
-    off for OpenShift.
+    """The stack's dashboard of its GPUs, runs, queue and node health (docs/operations.md,
+    "Metrics and the dashboard"): on GKE a Cloud Monitoring dashboard in the stack's project; on
+    OpenShift a ConfigMap in `openshift-config-managed` that the console shows under Observe >
+    Dashboards, which needs a cluster admin's right to create (`gpu-cluster rights`). Default:
+    on for GKE, off for OpenShift.
     """
     dcgm: Annotated[bool, ON_GKE] = True
     """GKE: managed DCGM metrics of the GPU nodes (GPU utilization, memory, power, NVLink and
