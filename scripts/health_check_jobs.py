@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -277,14 +277,18 @@ def unchecked(nodes: Sequence[str], pods: Sequence[Mapping[str, Any]]) -> list[s
     return []
 
 
+def terminated_states(pods: Sequence[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """Each container's `terminated` state of the check's pods, in order ({} for one that has
+    not ended)."""
+    for pod in pods:
+        for status in pod.get("status", {}).get("containerStatuses", []):
+            yield status.get("state", {}).get("terminated") or {}
+
+
 def could_not_run(pods: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a pod of the check ended saying the check could not run (NOT_RUN_EXIT): then it
     judged none of its nodes, a pair's partner included."""
-    return any(
-        (status.get("state", {}).get("terminated") or {}).get("exitCode") == NOT_RUN_EXIT
-        for pod in pods
-        for status in pod.get("status", {}).get("containerStatuses", [])
-    )
+    return any(state.get("exitCode") == NOT_RUN_EXIT for state in terminated_states(pods))
 
 
 # How the fabric check's rank 0 states the bus bandwidth it measured, first in its termination
@@ -301,12 +305,10 @@ def measured_busbw(pods: Sequence[Mapping[str, Any]]) -> float | None:
     """The average bus bandwidth (GB/s) a pair's check measured, from the termination message
     of its rank 0's pod; None when no pod states one (the check could not run, or ended
     before measuring)."""
-    for pod in pods:
-        for status in pod.get("status", {}).get("containerStatuses", []):
-            ended = status.get("state", {}).get("terminated") or {}
-            found = BUSBW.match(ended.get("message") or "")
-            if found:
-                return float(found.group(1))
+    for state in terminated_states(pods):
+        found = BUSBW.match(state.get("message") or "")
+        if found:
+            return float(found.group(1))
     return None
 
 
@@ -314,12 +316,10 @@ def why_failed(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str
     """What the check's pods said when they ended (their termination messages, else the
     containers' or the Job's reason)."""
     said: list[str] = []
-    for pod in pods:
-        for status in pod.get("status", {}).get("containerStatuses", []):
-            ended = status.get("state", {}).get("terminated") or {}
-            text = (ended.get("message") or "").strip() or ended.get("reason")
-            if text and text not in said:
-                said.append(text)
+    for state in terminated_states(pods):
+        text = (state.get("message") or "").strip() or state.get("reason")
+        if text and text not in said:
+            said.append(text)
     if said:
         return "; ".join(said)
     failed = [c for c in job.get("status", {}).get("conditions", []) if c["type"] == "Failed"]
