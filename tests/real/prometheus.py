@@ -85,3 +85,17 @@ def value_of(base: str, expression: str) -> float | None:
     if len(result) != 1:
         return None
     return float(result[0]["value"][1])
+
+
+def lint_findings(tools: Tools, exposition: str) -> str:
+    """What `promtool check metrics`, Prometheus' own linter of names, units and types, says of
+    `exposition`: "" when it passes and says nothing."""
+    lint = subprocess.run(
+        [str(tools.binary("promtool")), "check", "metrics"],
+        input=exposition,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    said = lint.stdout + lint.stderr
+    return said if lint.returncode == 0 else f"exit {lint.returncode}: {said}"

@@ -17,8 +17,6 @@ admitted onto gpu-1 and gpu-2.
 
 from __future__ import annotations
 
-import subprocess
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -34,11 +32,12 @@ from tests.real.health_checks import (
     labels,
     taints,
 )
-from tests.real.prometheus import query, running_prometheus
+from tests.real.prometheus import lint_findings, query, running_prometheus
 from tests.real.test_api_contract import admitted
 from tests.real.test_jobset_stack import OVERRIDES
 from tests.script_modules import load_script
 from tests.test_dashboard import cloud_queries
+from tests.test_run_metrics import scrape
 from tools.realtier.build import Tools
 from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.stacks import render
@@ -85,12 +84,12 @@ def dashboard_shows_the_checks(gated: GatedStack, tools: Tools, workdir: Path) -
     scrape object does (its namespace the target's): the nodes by result, and each pair's bus
     bandwidth both ways, as the check pods' termination messages gave them."""
     namespace = gated.settings.namespace
-    scrape = {
+    target = {
         "job_name": "node-health-runner",
         "static_configs": [{"targets": [gated.metrics], "labels": {"namespace": namespace}}],
     }
     results, busbw = cloud_queries(gated.stack.run)["Node health"]
-    with running_prometheus(tools, workdir / "prometheus", [scrape]) as prometheus:
+    with running_prometheus(tools, workdir / "prometheus", [target]) as prometheus:
         counted = wait_for(
             "Prometheus holding the nodes' results",
             lambda: (
@@ -106,17 +105,10 @@ def dashboard_shows_the_checks(gated: GatedStack, tools: Tools, workdir: Path) -
             (s["metric"]["node"], s["metric"]["peer"]): float(s["value"][1])
             for s in query(prometheus, busbw)
         }
-    # What the runner serves passes Prometheus' own linter of names, units and types.
-    with urllib.request.urlopen(f"http://{gated.metrics}/metrics", timeout=5) as response:
-        served = response.read().decode()
-    lint = subprocess.run(
-        [str(tools.binary("promtool")), "check", "metrics"],
-        input=served,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert lint.returncode == 0 and lint.stdout + lint.stderr == "", lint.stdout + lint.stderr
+    # What the runner serves (in the text format's content type) passes Prometheus' linter.
+    served = scrape(int(gated.metrics.rsplit(":", 1)[1]))
+    assert served is not None
+    assert lint_findings(tools, served) == ""
     fast, slow = 180e9, 41.2e9
     assert measured == {
         ("gpu-0", "gpu-1"): fast,

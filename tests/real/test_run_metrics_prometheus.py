@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_stack
-from tests.real.prometheus import evaluated, query, running_prometheus, value_of
+from tests.real.prometheus import (
+    evaluated,
+    lint_findings,
+    query,
+    running_prometheus,
+    value_of,
+)
 from tests.test_dashboard import BARCELONA_JOBSET, METRICS, queries
 from tests.test_run_metrics import (
     LABELS,
@@ -69,14 +75,7 @@ def test_prometheus_scrapes_the_runs_progress(
     # Every metric the exporter serves passes Prometheus' own linter.
     text = scrape(int(launcher_env["RUN_METRICS_PORT"]))
     assert text is not None
-    lint = subprocess.run(
-        [str(tools.binary("promtool")), "check", "metrics"],
-        input=text,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert lint.returncode == 0 and lint.stdout + lint.stderr == "", lint.stdout + lint.stderr
+    assert lint_findings(tools, text) == ""
 
 
 def test_every_dashboard_query_parses_and_the_run_panels_show_the_run(
