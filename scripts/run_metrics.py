@@ -18,6 +18,9 @@ Environment:
   RUN_NAME, POD_NAMESPACE, NODE_RANK, NODE_NAME  the series' labels run, namespace, rank, node
   RUN_RESTART_ATTEMPT       optional  restarts of the whole run before this pod (JobSet's
                                       restart-attempt label); default 0
+  GPUS_PER_NODE             optional  the GPUs this pod holds for the run (the launchers' own
+                                      variable), served as a gauge to attribute GPU time to
+                                      runs; unset or not a count: no such series
 
 Exit 78 (EX_CONFIG) when the environment is incomplete.
 """
@@ -55,9 +58,12 @@ LAUNCHER_POLL_SECONDS = 1.0
 class RunProgress:
     """Steps, their durations and restarts, as read from the launcher's lines."""
 
-    def __init__(self, step: re.Pattern[str] | None, restart_attempt: int) -> None:
+    def __init__(
+        self, step: re.Pattern[str] | None, restart_attempt: int, gpus: int | None = None
+    ) -> None:
         self._step = step
         self._restart_attempt = restart_attempt
+        self._gpus = gpus
         self._lock = threading.Lock()
         self.steps = 0
         self.last_step: float | None = None
@@ -116,6 +122,15 @@ class RunProgress:
                 sample(f"{name}_sum", labels, self.duration_sum),
                 sample(f"{name}_count", labels, self.duration_count),
             ]
+            if self._gpus is not None:
+                lines += [
+                    *family(
+                        "gpu_cluster_run_gpus",
+                        "gauge",
+                        "GPUs this pod holds for the run; over time, the run's GPU time.",
+                    ),
+                    sample("gpu_cluster_run_gpus", labels, self._gpus),
+                ]
             if last is not None:
                 lines += [
                     *family(
@@ -194,7 +209,8 @@ def main(argv: Sequence[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    progress = RunProgress(step, int(attempt))
+    gpus = env.get("GPUS_PER_NODE", "")
+    progress = RunProgress(step, int(attempt), int(gpus) if gpus.isdigit() else None)
     httpd = metrics_server(int(port), lambda: progress.exposition(labels))
     for fd in open_fifos(fifo_dir):
         threading.Thread(target=follow, args=(fd, progress), daemon=True).start()

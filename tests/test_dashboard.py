@@ -183,9 +183,13 @@ def test_the_dashboard_shows_the_stacks_own_runs_and_queue() -> None:
     assert list(shown) == ["GPUs", "Training runs", "Queue"]
     assert all(f'{{namespace="{namespace}"}}' in query for query in shown["Training runs"])
     assert all(f'{{cluster_queue="{cluster_queue}"}}' in query for query in shown["Queue"])
+    # The GPUs each of the stack's runs holds, beside the nodes' DCGM figures.
+    assert f'gpu_cluster_run_gpus{{namespace="{namespace}"}}' in shown["GPUs"][-1]
     # Without run metrics nothing serves the run panels; a referenced queue's ClusterQueue is
     # the cluster's, unknown to the stack.
-    assert list(queries(run_stack("barcelona", "monitoring.dashboard=true"))) == ["GPUs"]
+    unmetered = queries(run_stack("barcelona", "monitoring.dashboard=true"))
+    assert list(unmetered) == ["GPUs"]
+    assert not [query for query in unmetered["GPUs"] if "gpu_cluster_run_" in query]
     referenced = (*BARCELONA_JOBSET, "workload.queue.mode=reference", "workload.queue.name=q")
     assert list(queries(run_stack("barcelona", *referenced))) == ["GPUs"]
 
@@ -214,6 +218,7 @@ def test_the_cloud_dashboard_shows_the_stacks_own_runs_and_queue() -> None:
     shown = cloud_queries(run)
     assert list(shown) == ["GPUs", "Training runs", "Queue"]
     assert all(f'{{namespace="{namespace}"}}' in query for query in shown["Training runs"])
+    assert f'gpu_cluster_run_gpus{{namespace="{namespace}"}}' in shown["GPUs"][-1]
     assert all(f'{{cluster_queue="{cluster_queue}"}}' in query for query in shown["Queue"])
 
 

@@ -90,6 +90,14 @@ def test_a_restart_is_counted_and_its_gap_is_no_step() -> None:
     assert found[("gpu_cluster_run_steps_total", "")] == 3
 
 
+def test_the_gpus_the_pod_holds_are_a_gauge_only_when_given() -> None:
+    """GPU time per run and namespace (a team's) is the sum of this gauge over the run's pods."""
+    held = run_metrics.RunProgress(None, 0, gpus=8)
+    assert samples(held.exposition(LABELS))[("gpu_cluster_run_gpus", "")] == 8
+    unknown = run_metrics.RunProgress(None, 0)
+    assert ("gpu_cluster_run_gpus", "") not in samples(unknown.exposition(LABELS))
+
+
 def test_a_membership_change_is_no_restart() -> None:
     found = progress_of([(1.0, MEMBERSHIP_LINE)])
     assert found[("gpu_cluster_run_restarts_total", "")] == 0
@@ -209,12 +217,15 @@ def test_the_launcher_serves_the_trainers_progress_and_keeps_its_output(
         lambda: samples(scrape(port) or "")[("gpu_cluster_run_steps_total", "")] == 2,
         "the trainer's two steps",
     )
+    gpus_served = samples(scrape(port) or "")[("gpu_cluster_run_gpus", "")]
     Path(launcher_env["GO"]).touch()
     out, err = launched.communicate(timeout=PATIENCE_SECONDS)
     assert launched.returncode == 0, err
     # The training's output still reaches the launcher's own stdout and stderr, whole.
     assert out.splitlines() == ["step 1", "step 2", "step 3"]
     assert RESTART_LINE in err.splitlines()
+    # The GPUs the pod holds, from the launchers' own GPUS_PER_NODE.
+    assert gpus_served == int(launcher_env["GPUS_PER_NODE"])
     # With the trainer gone, the exporter stops and frees its port.
     wait_for(lambda: scrape(port) is None, "the exporter stopping after the trainer")
 

@@ -33,6 +33,7 @@ RUN_STEPS = "gpu_cluster_run_steps_total"
 RUN_STEP_DURATION = "gpu_cluster_run_step_duration_seconds"
 RUN_LAST_STEP = "gpu_cluster_run_last_step_timestamp_seconds"
 RUN_RESTARTS = "gpu_cluster_run_restarts_total"
+RUN_GPUS = "gpu_cluster_run_gpus"
 # MiB, DCGM's unit of GPU memory, in bytes.
 MIB = 1024 * 1024
 # The window rates and means are taken over: several scrapes at either platform's 30 s.
@@ -75,9 +76,10 @@ def dashboard_rows(s: Settings) -> tuple[Row, ...]:
     """The rows of stack `s`'s dashboard: its GPUs always, its runs when they serve metrics
     (monitoring.runMetrics), its queue when it creates one (a referenced ClusterQueue's name is
     not the stack's to know), its nodes' health and fabric when its health runner checks them."""
-    rows = [_gpus()]
-    if s.monitoring.run_metrics.enabled:
-        rows.append(_runs(_selector(namespace=s.namespace)))
+    runs = _selector(namespace=s.namespace) if s.monitoring.run_metrics.enabled else None
+    rows = [_gpus(runs)]
+    if runs is not None:
+        rows.append(_runs(runs))
     if s.workload.kind == "jobset" and s.workload.queue.mode == "create":
         rows.append(_queue(_selector(cluster_queue=cluster_scoped_name(s))))
     checks = runner_checks(s)
@@ -91,10 +93,12 @@ def _selector(**labels: str) -> str:
     return f"{{{inner}}}"
 
 
-def _gpus() -> Row:
+def _gpus(runs: str | None) -> Row:
     """Every GPU node's DCGM figures: the exporter labels GPUs by node, not by the pod that
-    holds them, on both platforms' collection."""
+    holds them, on both platforms' collection. With the runs' metrics (`runs`, their selector),
+    the GPUs each run holds, from its pods: the area under a run's line is its GPU time."""
     node = DCGM_NODE_LABEL
+    held = Panel("GPUs held per run", f"sum by (run) ({RUN_GPUS}{runs})", Unit.COUNT, "{{run}}")
     return Row(
         "GPUs",
         (
@@ -116,6 +120,7 @@ def _gpus() -> Row:
                 Unit.WATTS,
                 f"{{{{{node}}}}}",
             ),
+            *((held,) if runs is not None else ()),
         ),
     )
 

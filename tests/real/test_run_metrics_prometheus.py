@@ -72,6 +72,7 @@ def test_prometheus_scrapes_the_runs_progress(
     assert {k: labels[k] for k in LABELS} == LABELS
     assert value_of(prometheus, "gpu_cluster_run_restarts_total") == 5
     assert value_of(prometheus, "count(gpu_cluster_run_last_step_timestamp_seconds)") == 1
+    assert value_of(prometheus, "gpu_cluster_run_gpus") == int(launcher_env["GPUS_PER_NODE"])
     # Every metric the exporter serves passes Prometheus' own linter.
     text = scrape(int(launcher_env["RUN_METRICS_PORT"]))
     assert text is not None
@@ -89,13 +90,12 @@ def test_every_dashboard_query_parses_and_the_run_panels_show_the_run(
         lambda: value_of(prometheus, "count_over_time(gpu_cluster_run_steps_total[1m])") == 3,
         "three scrapes of the run (a rate needs two)",
     )
-    for row, row_queries in shown.items():
-        for expression in row_queries:
-            body = evaluated(prometheus, expression)
-            assert body["status"] == "success", (expression, body)
-            data = body["data"]
-            assert isinstance(data, dict)
-            # GPUs: DCGM's series need a GPU; Queue: Kueue's, not scraped here.
-            if row == "Training runs":
-                (series,) = data["result"]
-                assert series["metric"]["run"] == LABELS["run"], (expression, series)
+    for expression in (each for row in shown.values() for each in row):
+        body = evaluated(prometheus, expression)
+        assert body["status"] == "success", (expression, body)
+        data = body["data"]
+        assert isinstance(data, dict)
+        # The run's metrics' panels; DCGM's series need a GPU, Kueue's are not scraped here.
+        if "gpu_cluster_run_" in expression:
+            (series,) = data["result"]
+            assert series["metric"]["run"] == LABELS["run"], (expression, series)

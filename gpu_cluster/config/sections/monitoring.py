@@ -15,9 +15,10 @@ class RunMetricsSettings(Section):
     """A run's own progress as Prometheus metrics, from the lines its launcher prints."""
 
     enabled: bool = False
-    """Serve every training pod's steps, step durations and restarts
+    """Serve every training pod's steps, step durations, restarts and the GPUs it holds
     (`gpu_cluster_run_steps_total`, `gpu_cluster_run_step_duration_seconds`,
-    `gpu_cluster_run_last_step_timestamp_seconds`, `gpu_cluster_run_restarts_total`, labelled
+    `gpu_cluster_run_last_step_timestamp_seconds`, `gpu_cluster_run_restarts_total`,
+    `gpu_cluster_run_gpus`: summed over a run's pods and over time, its GPU time; labelled
     `run`, `namespace`, `rank`, `node`) on `port`, the training container's port `metrics`: the
     launcher copies its output to a small exporter in the container (scripts/run_metrics.py), no
     change to the training code. A step is a line `launcher.firstStepPattern` matches (a pattern
