@@ -126,7 +126,8 @@ KEYS: dict[str, list[Any]] = {
     "launcher.maxNodes": [1, 2, 8],
     "launcher.maxRestarts": [0, 100, 101],
     "launcher.masterPort": [29500, 1023, 65535],
-    "launcher.firstStepPattern": [r"^step 1\b", "'loss': ", "(", ".*", "x" * 201],
+    # x{4294967295}: a repeat count past re's MAXREPEAT (an OverflowError, not re.error).
+    "launcher.firstStepPattern": [r"^step 1\b", "'loss': ", "(", ".*", "x" * 201, "x{4294967295}"],
     "launcher.deepspeed.zeroStage": [0, 3, 4],
     "launcher.deepspeed.precision": ["bf16", "fp8"],
     "launcher.deepspeed.microBatchSize": [1, 0],

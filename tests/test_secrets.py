@@ -109,6 +109,12 @@ ENV_VARIANTS = [
     ("gcp-a3", ("networkMode=tcp",)),
     ("a3-high", ()),
     ("gcp-a4", ()),
+    # The run's metrics' variables, in a StatefulSet's pods and a JobSet's.
+    (
+        "nerc-production",
+        ("monitoring.runMetrics.enabled=true", r"launcher.firstStepPattern=^step \d+"),
+    ),
+    ("gcp-a4", ("monitoring.runMetrics.enabled=true",)),
 ]
 
 

@@ -169,7 +169,8 @@ def _log_pattern(value: str) -> str:
         raise ValueError(f"must be at most {LOG_PATTERN_MAX} characters")
     try:
         re.compile(value)
-    except re.error as exc:
+    # A repeat count past the engine's MAXREPEAT is an OverflowError, not an re.error.
+    except (re.error, OverflowError) as exc:
         raise ValueError(f"must be a Python regular expression; {exc}") from None
     if re.search(value, ""):
         raise ValueError("matches an empty line, so every line: make it name the step's output")
@@ -256,6 +257,13 @@ PROGRAM_ENV_NAMES = frozenset(
         # run Kueue never admitted train.
         "KUEUE_PODSET",
         "POD_NAMESPACE",
+        # The run's metrics (monitoring.runMetrics, scripts/run_metrics.py): its port and step
+        # pattern, and its series' labels.
+        "RUN_METRICS_PORT",
+        "RUN_METRICS_STEP_PATTERN",
+        "RUN_NAME",
+        "RUN_RESTART_ATTEMPT",
+        "NODE_NAME",
     }
 )
 PROGRAM_ENV_PREFIX = "NCCL_"
