@@ -667,6 +667,26 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ),
         ("gpu-cluster:monitoring.dcgm = false", "monitoring.gkeComponents lists 'DCGM'"),
     ),
+    # A GKE dashboard with neither DCGM's nor the runs' GPU figures would show nothing
+    (
+        "gcp-a3",
+        (
+            "monitoring.gkeComponents[0]=SYSTEM_COMPONENTS",
+            "monitoring.dcgm=false",
+            "monitoring.dashboard=true",
+        ),
+        ("gpu-cluster:monitoring.dashboard = true", "GKE collects no GPU figure for it to show"),
+    ),
+    # GKE sends system metrics whenever it sends any (its managing-metrics guide)
+    (
+        "gcp-a3",
+        ("monitoring.gkeComponents[0]=POD",),
+        (
+            "gpu-cluster:monitoring.gkeComponents = ['POD']",
+            "GKE gets ['POD', 'DCGM']",
+            "leaves out 'SYSTEM_COMPONENTS'",
+        ),
+    ),
     # Kueue's preemption policies, on a queue the stack creates; classes named once, int32
     (
         "nerc-production",

@@ -194,6 +194,17 @@ def test_the_dashboard_shows_the_stacks_own_runs_and_queue() -> None:
     assert list(queries(run_stack("barcelona", *referenced))) == ["GPUs"]
 
 
+def test_gke_without_dcgm_shows_no_gpu_panel_nothing_serves() -> None:
+    """Only GKE's managed DCGM metrics give the GPUs' series there: without them the GPUs row
+    holds only what the runs' own pods serve, and with neither there is no dashboard by default
+    (an explicit one is refused: tests/test_bad_config.py)."""
+    no_dcgm = ("monitoring.dcgm=false", "monitoring.gkeComponents[0]=SYSTEM_COMPONENTS")
+    shown = cloud_queries(run_stack("gcp-a3", *no_dcgm, METRICS))
+    assert [q for q in shown["GPUs"] if "DCGM_" in q] == []
+    assert [q for q in shown["GPUs"] if "gpu_cluster_run_gpus" in q]
+    assert cloud_dashboards(run_stack("gcp-a3", *no_dcgm)) == []
+
+
 def cloud_queries(run: ProgramRun) -> dict[str, list[str]]:
     """The Cloud Monitoring dashboard's queries by group title, in the dashboard's order."""
     (dashboard,) = cloud_dashboards(run)

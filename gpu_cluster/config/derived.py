@@ -55,9 +55,16 @@ def health_runner_name(s: Settings) -> str:
     return f"{s.name}-node-health-runner"
 
 
+def shows_gpu_metrics(s: Settings) -> bool:
+    """Whether the GPUs' DCGM series exist: on GKE only with its managed DCGM metrics
+    (monitoring.dcgm); on OpenShift the GPU Operator's exporter serves them."""
+    return s.platform != "gke" or s.monitoring.dcgm
+
+
 def shows_dashboard(s: Settings) -> bool:
-    """monitoring.dashboard, else on for GKE only: OpenShift's console reads dashboards from
-    a namespace only a cluster admin may write to."""
+    """monitoring.dashboard, else on for GKE only, where it has GPU figures to show (DCGM's or
+    the runs'): OpenShift's console reads dashboards from a namespace only a cluster admin may
+    write to."""
     if s.monitoring.dashboard is not None:
         return s.monitoring.dashboard
-    return s.platform == "gke"
+    return s.platform == "gke" and (shows_gpu_metrics(s) or s.monitoring.run_metrics.enabled)

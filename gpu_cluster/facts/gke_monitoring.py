@@ -27,6 +27,10 @@ GkeMonitoringComponent = Literal[
 # with `enable_dcgm_monitoring` (default true; set true by examples/gke-a4 and gke-a3-ultragpu),
 # always with Managed Service for Prometheus on (main.tf `monitoring_config`, 1047080).
 DCGM: GkeMonitoringComponent = "DCGM"
+# "If you choose to send metrics to Cloud Monitoring, you must send system metrics"
+# (cloud.google.com/stackdriver/docs/solutions/gke/managing-metrics, "System metrics"): a
+# cluster's components are none, or include this one.
+SYSTEM_COMPONENTS: GkeMonitoringComponent = "SYSTEM_COMPONENTS"
 # cluster-toolkit modules/scheduler/gke-cluster variables.tf `monitoring_components` default
 # (GoogleCloudPlatform/cluster-toolkit 1047080).
 BLUEPRINT_COMPONENTS: tuple[GkeMonitoringComponent, ...] = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from gpu_cluster.config.derived import shows_gpu_metrics
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import cluster_scoped_name
 from gpu_cluster.facts.dashboards import (
@@ -77,7 +78,8 @@ def dashboard_rows(s: Settings) -> tuple[Row, ...]:
     (monitoring.runMetrics), its queue when it creates one (a referenced ClusterQueue's name is
     not the stack's to know), its nodes' health and fabric when its health runner checks them."""
     runs = _selector(namespace=s.namespace) if s.monitoring.run_metrics.enabled else None
-    rows = [_gpus(runs)]
+    # A dashboard is shown only with one or the other (config/rules.py, derived.py).
+    rows = [_gpus(shows_gpu_metrics(s), runs)]
     if runs is not None:
         rows.append(_runs(runs))
     if s.workload.kind == "jobset" and s.workload.queue.mode == "create":
@@ -93,36 +95,34 @@ def _selector(**labels: str) -> str:
     return f"{{{inner}}}"
 
 
-def _gpus(runs: str | None) -> Row:
-    """Every GPU node's DCGM figures: the exporter labels GPUs by node, not by the pod that
-    holds them, on both platforms' collection. With the runs' metrics (`runs`, their selector),
-    the GPUs each run holds, from its pods: the area under a run's line is its GPU time."""
+def _gpus(dcgm: bool, runs: str | None) -> Row:
+    """With `dcgm`, every GPU node's DCGM figures: the exporter labels GPUs by node, not by the
+    pod that holds them, on both platforms' collection. With the runs' metrics (`runs`, their
+    selector), the GPUs each run holds, from its pods: the area under a run's line is its GPU
+    time."""
     node = DCGM_NODE_LABEL
-    held = Panel("GPUs held per run", f"sum by (run) ({RUN_GPUS}{runs})", Unit.COUNT, "{{run}}")
-    return Row(
-        "GPUs",
-        (
-            Panel(
-                "GPU utilization per node",
-                f"avg by ({node}) ({DCGM_GPU_UTILIZATION}) / 100",
-                Unit.RATIO,
-                f"{{{{{node}}}}}",
-            ),
-            Panel(
-                "GPU memory used per node",
-                f"sum by ({node}) ({DCGM_MEMORY_USED}) * {MIB}",
-                Unit.BYTES,
-                f"{{{{{node}}}}}",
-            ),
-            Panel(
-                "GPU power per node",
-                f"sum by ({node}) ({DCGM_POWER})",
-                Unit.WATTS,
-                f"{{{{{node}}}}}",
-            ),
-            *((held,) if runs is not None else ()),
+    per_node = (
+        Panel(
+            "GPU utilization per node",
+            f"avg by ({node}) ({DCGM_GPU_UTILIZATION}) / 100",
+            Unit.RATIO,
+            f"{{{{{node}}}}}",
+        ),
+        Panel(
+            "GPU memory used per node",
+            f"sum by ({node}) ({DCGM_MEMORY_USED}) * {MIB}",
+            Unit.BYTES,
+            f"{{{{{node}}}}}",
+        ),
+        Panel(
+            "GPU power per node",
+            f"sum by ({node}) ({DCGM_POWER})",
+            Unit.WATTS,
+            f"{{{{{node}}}}}",
         ),
     )
+    held = Panel("GPUs held per run", f"sum by (run) ({RUN_GPUS}{runs})", Unit.COUNT, "{{run}}")
+    return Row("GPUs", (*(per_node if dcgm else ()), *((held,) if runs is not None else ())))
 
 
 def _runs(selector: str) -> Row:

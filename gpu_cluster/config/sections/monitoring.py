@@ -47,8 +47,9 @@ class MonitoringSettings(Section):
     `monitoringConfig.enableComponents`, with Managed Service for Prometheus always on). Default:
     cluster-toolkit's GPU blueprints' list, `SYSTEM_COMPONENTS`, `POD`, `DAEMONSET`,
     `DEPLOYMENT`, `STATEFULSET`, `STORAGE`, `HPA`, `CADVISOR`, `KUBELET`, `JOBSET`; `[]` with
-    `dcgm: false`: none (cluster-toolkit: GKE monitoring off). A change updates the cluster in
-    place.
+    `dcgm: false`: none (cluster-toolkit: GKE monitoring off). Any other list holds
+    `SYSTEM_COMPONENTS`, which GKE sends whenever it sends metrics. A change updates the cluster
+    in place.
     """
     run_metrics: RunMetricsSettings = RunMetricsSettings()
     """A run's own metrics (steps, step time, restarts) from its launcher's output."""
@@ -57,9 +58,11 @@ class MonitoringSettings(Section):
     "Metrics and the dashboard"): on GKE a Cloud Monitoring dashboard in the stack's project; on
     OpenShift a ConfigMap in `openshift-config-managed` that the console shows under Observe >
     Dashboards, which needs a cluster admin's right to create (`gpu-cluster rights`). Default:
-    on for GKE, off for OpenShift.
+    on for GKE, off for OpenShift. On GKE its GPU figures come from `dcgm` and from
+    `runMetrics`: with both off it has none, so it is off by default and refused when asked for.
     """
     dcgm: Annotated[bool, ON_GKE] = True
     """GKE: managed DCGM metrics of the GPU nodes (GPU utilization, memory, power, NVLink and
     PCIe traffic; `DCGM` added to `gkeComponents`), on as in cluster-toolkit's GPU blueprints.
+    Off, the dashboard's GPUs row has no per-node panels (nothing else serves those series).
     """
