@@ -75,7 +75,9 @@ class RunProgress:
         self.duration_sum = 0.0
 
     def read(self, line: str, now: float) -> None:
-        """Counts `line`, printed at `now` (Unix seconds)."""
+        """Counts `line`, printed at `now` (Unix seconds); matched without its line end, as the
+        config's check of the pattern and the timeline read lines."""
+        line = line.rstrip("\r\n")
         with self._lock:
             if TORCHRUN_RESTART.search(line):
                 self.restarts_in_pod += 1

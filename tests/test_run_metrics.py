@@ -98,6 +98,16 @@ def test_the_gpus_the_pod_holds_are_a_gauge_only_when_given() -> None:
     assert ("gpu_cluster_run_gpus", "") not in samples(unknown.exposition(LABELS))
 
 
+def test_a_pattern_sees_the_line_without_its_end() -> None:
+    r"""As the config checks a pattern (it may not match an empty line) and the timeline reads
+    lines: `\n` or `\s$` match no line."""
+    for pattern in (r"\n", r"\s$"):
+        progress = run_metrics.RunProgress(re.compile(pattern), 0)
+        for at, line in enumerate(("step 1\n", "step 2\r\n", "eval\n")):
+            progress.read(line, float(at))
+        assert samples(progress.exposition(LABELS))[("gpu_cluster_run_steps_total", "")] == 0
+
+
 def test_a_membership_change_is_no_restart() -> None:
     found = progress_of([(1.0, MEMBERSHIP_LINE)])
     assert found[("gpu_cluster_run_restarts_total", "")] == 0

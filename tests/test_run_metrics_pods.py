@@ -162,3 +162,14 @@ def test_the_scrape_object_reaches_the_training_pods_metrics_port(
     assert [rule["ports"] for rule in from_scrapers] == [
         [{"port": endpoint["port"], "protocol": "TCP"}]
     ]
+
+
+def test_run_metrics_without_a_step_pattern_warn_that_no_step_is_counted() -> None:
+    def warned(*sets: str) -> list[str]:
+        return [w for w in run_stack("nerc-production", *sets).warnings if "firstStepPattern" in w]
+
+    (warning,) = warned("monitoring.runMetrics.enabled=true")
+    assert "no line counts as a step" in warning
+    stepped = ("monitoring.runMetrics.enabled=true", r"launcher.firstStepPattern=^step \d+")
+    assert warned(*stepped) == []
+    assert warned() == []

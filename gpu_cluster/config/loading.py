@@ -24,6 +24,7 @@ from gpu_cluster.config.gke import (
     support_window,
 )
 from gpu_cluster.config.messages import ConfigError, clipped, format_errors
+from gpu_cluster.config.monitoring_rules import run_metrics_warnings
 from gpu_cluster.config.openshift_warnings import rdma_warnings
 from gpu_cluster.config.providers import edit_distance, provider_key_problems
 from gpu_cluster.config.reads import dormant_sections, read_rule
@@ -378,6 +379,7 @@ def settings_from(
         *placeholder_warnings(settings),
         *opt_in_warnings(settings),
         *runner_warnings(settings),
+        *run_metrics_warnings(settings),
         *gdr_warnings(settings),
         *kind_warnings(settings),
         *rdma_warnings(settings),

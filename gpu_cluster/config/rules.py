@@ -8,13 +8,12 @@ from __future__ import annotations
 from gpu_cluster.config.checkpoints import checkpoint_problems
 from gpu_cluster.config.derived import (
     elastic_range,
-    gke_monitoring_components,
     health_gate_name,
     health_runner_name,
-    shows_gpu_metrics,
     training_account_name,
 )
 from gpu_cluster.config.gke import gke_problems
+from gpu_cluster.config.monitoring_rules import monitoring_problems
 from gpu_cluster.config.netmodes import find_mode, mode_of, names_on
 from gpu_cluster.config.quantities import sweep_bytes
 from gpu_cluster.config.rdma_rules import rdma_problems
@@ -35,7 +34,6 @@ from gpu_cluster.config.workload import (
 )
 from gpu_cluster.facts.fabric import GPU_LINK_MAX_GBPS
 from gpu_cluster.facts.gcp import GCP_NAME_MAX, GKE_CLUSTER_NAME_MAX
-from gpu_cluster.facts.gke_monitoring import DCGM, SYSTEM_COMPONENTS
 from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
 from gpu_cluster.facts.health import RUNNER_CHECKS
 from gpu_cluster.facts.kubernetes import (
@@ -107,32 +105,7 @@ def cross_field_problems(s: Settings) -> list[str]:
     out.extend(_verify_problems(s))
     if s.workload.kind == "jobset":
         out.extend(workload_problems(s))
-    monitoring = s.monitoring
-    if s.platform == "gke" and not monitoring.dcgm and DCGM in monitoring.gke_components:
-        out.append(
-            f"gpu-cluster:monitoring.dcgm = false but monitoring.gkeComponents lists {DCGM!r}, "
-            "which turns GKE's DCGM metrics on all the same: remove it from gkeComponents to "
-            "turn them off, or set dcgm to true"
-        )
-    components = gke_monitoring_components(monitoring)
-    if s.platform == "gke" and components and SYSTEM_COMPONENTS not in components:
-        out.append(
-            f"gpu-cluster:monitoring.gkeComponents = {list(monitoring.gke_components)} (with "
-            f"dcgm: GKE gets {list(components)}) leaves out {SYSTEM_COMPONENTS!r}, which GKE "
-            "needs whenever it sends any metrics: add it, or give [] with dcgm: false for none"
-        )
-    metrics = s.monitoring.run_metrics
-    if monitoring.dashboard and not shows_gpu_metrics(s) and not metrics.enabled:
-        out.append(
-            "gpu-cluster:monitoring.dashboard = true, but with monitoring.dcgm false and "
-            "monitoring.runMetrics.enabled false GKE collects no GPU figure for it to show: "
-            "turn one of them on, or leave the dashboard off"
-        )
-    if metrics.enabled and metrics.port == s.launcher.master_port:
-        out.append(
-            f"gpu-cluster:monitoring.runMetrics.port = {metrics.port} is launcher.masterPort, the "
-            "rendezvous': give the metrics another port"
-        )
+    out.extend(monitoring_problems(s))
     lo, hi = elastic_range(s)
     if not lo <= s.nodes <= hi:
         out.append(
