@@ -43,10 +43,44 @@ def test_gke_zone_change_names_the_cluster_and_pool_and_why(tmp_path: Path) -> N
     ]
 
 
+@pytest.mark.parametrize(
+    ("stack", "edit", "row"),
+    [
+        # Any change of a JobSet's spec replaces it (replaceOnChanges): the run starts again.
+        (
+            "gcp-a4",
+            "monitoring.runMetrics.enabled=true",
+            "| **replace** | `kubernetes:jobset.x-k8s.io/v1alpha2:JobSet` | "
+            "`gpu-cluster-workload` | `spec` |",
+        ),
+        # A StatefulSet's new pod template replaces every pod.
+        (
+            "barcelona",
+            "monitoring.runMetrics.enabled=true",
+            "| **update** | `kubernetes:apps/v1:StatefulSet` | `gpu-cluster-workload` | "
+            "`spec.template` |",
+        ),
+    ],
+    ids=["jobset", "statefulset"],
+)
+def test_an_edit_that_restarts_the_training_says_so(
+    tmp_path: Path, stack: str, edit: str, row: str
+) -> None:
+    base, head = _renders(tmp_path, stack, edit)
+    text = summary(base, head)
+    assert f"**Restarts the training:** `{stack}`." in text
+    assert "change(s) that stop or restart the training pods" in text
+    assert row in text
+
+
 def test_a_resize_destroys_nothing(tmp_path: Path) -> None:
     base, head = _renders(tmp_path, "barcelona", "nodes=4")
     change = compare("barcelona", base / "barcelona", head / "barcelona")
     assert change.is_changed and change.destructive == []
+    # It restarts the training: every pod's world size (NNODES, WORLD_SIZE) changes.
+    assert [(s.type, s.op, s.fields) for s in change.restarts] == [
+        ("kubernetes:apps/v1:StatefulSet", "update", ("spec.template",))
+    ]
     assert "data-holding" not in summary(base, head)
 
 

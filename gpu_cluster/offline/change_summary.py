@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu_cluster.offline.replacements import PRECIOUS, Row, Step, destructive, index, plan
+from gpu_cluster.offline.replacements import (
+    PRECIOUS,
+    Row,
+    Step,
+    destructive,
+    index,
+    plan,
+    training_restarts,
+)
 
 # Per stack: enough to review a resize or a setting change in place, small enough that four
 # stacks stay far below GitHub's limits (65,536 characters per comment, 1 MiB per job summary).
@@ -49,6 +57,8 @@ class StackChange:
     outputs: list[str] = field(default_factory=list)  # names of outputs added/removed/changed
     # Replacements and deletions of precious resources (gpu_cluster.offline.replacements.PRECIOUS).
     destructive: list[Step] = field(default_factory=list)
+    # What stops or restarts the training pods (replacements.training_restarts).
+    restarts: list[Step] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)  # kubernetes.yaml unified diff lines
 
     @property
@@ -96,6 +106,7 @@ def clip_line(line: str, limit: int = MAX_LINE_CHARS) -> str:
 def compare(stack: str, base: Path, head: Path) -> StackChange:
     """Compare one stack's render directories (either may be missing)."""
     before, after = _resources(base), _resources(head)
+    steps = plan(before, after)
     old_out, new_out = _outputs(base), _outputs(head)
     diff = difflib.unified_diff(
         _lines(base / "kubernetes.yaml"),
@@ -113,7 +124,8 @@ def compare(stack: str, base: Path, head: Path) -> StackChange:
         outputs=sorted(
             k for k in old_out.keys() | new_out.keys() if old_out.get(k) != new_out.get(k)
         ),
-        destructive=destructive(plan(before, after)),
+        destructive=destructive(steps),
+        restarts=training_restarts(steps, before, after),
         diff=[clip_line(line) for line in diff],
     )
 
@@ -140,7 +152,12 @@ def stack_markdown(change: StackChange, max_diff_lines: int = MAX_DIFF_LINES) ->
         title += " (new stack)"
     elif not change.in_head:
         title += " (stack removed)"
-    lines = [f"{title}: {counts}", "", *_destructive_markdown(change.destructive)]
+    lines = [
+        f"{title}: {counts}",
+        "",
+        *_destructive_markdown(change.destructive),
+        *_restarts_markdown(change.restarts),
+    ]
     rows = [
         (what, type_, names)
         for what, grouped in (
@@ -203,6 +220,24 @@ def _destructive_markdown(steps: list[Step]) -> list[str]:
     return [*lines, ""]
 
 
+def _restarts_markdown(steps: list[Step]) -> list[str]:
+    """What stops the training running on the stack: its pods end, a run starts again from its
+    last checkpoint."""
+    if not steps:
+        return []
+    lines = [
+        f"**{len(steps)} change(s) that stop or restart the training pods** (a running run starts "
+        "again from its last checkpoint):",
+        "",
+        "| | type | resource | forced by |",
+        "|---|---|---|---|",
+    ]
+    for s in steps:
+        forced = ", ".join(f"`{f}`" for f in s.fields) or ("removed" if s.op == "delete" else "")
+        lines.append(f"| **{s.op}** | `{s.type}` | `{s.name}` | {forced} |")
+    return [*lines, ""]
+
+
 def _stacks(*roots: Path) -> list[str]:
     return sorted({p.name for root in roots if root.is_dir() for p in root.iterdir() if p.is_dir()})
 
@@ -233,6 +268,9 @@ def summary(base_root: Path, head_root: Path, max_diff_lines: int = MAX_DIFF_LIN
             + ", ".join(f"`{s}`" for s in risky)
             + " (see each stack's first table).",
         ]
+    restarted = [c.stack for c in changes if c.restarts]
+    if restarted:
+        head += ["", "**Restarts the training:** " + ", ".join(f"`{s}`" for s in restarted) + "."]
     head.append("")
     return "\n".join(head + [stack_markdown(c, max_diff_lines) for c in changes])
 

@@ -397,6 +397,35 @@ def _moved_steps(key: Key, old: Row, new: Row) -> list[Step]:
     return [Step(*key, "update")] if is_new_side and changed else []
 
 
+# The training's own controllers, whose pods a step stops: a JobSet replaced (any change of its
+# spec, replaceOnChanges) or deleted ends its run's pods, and the JobSet controller starts the
+# run again; a StatefulSet replaced or deleted ends its pods, and one whose pod template changes
+# replaces every pod (its RollingUpdate; kubernetes apps/v1 StatefulSetUpdateStrategy).
+JOBSET_TYPE = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+STATEFULSET_TYPE = "kubernetes:apps/v1:StatefulSet"
+POD_TEMPLATE = "spec.template"
+
+
+def training_restarts(
+    steps: Iterable[Step], before: Mapping[Key, Row], after: Mapping[Key, Row]
+) -> list[Step]:
+    """The steps that stop or restart the training pods: a training controller replaced or
+    deleted, or a StatefulSet updated with a new pod template (`fields` then names it)."""
+    out: list[Step] = []
+    for s in steps:
+        if s.type not in (JOBSET_TYPE, STATEFULSET_TYPE):
+            continue
+        if s.op in ("replace", "delete"):
+            out.append(s)
+        elif s.op == "update" and s.type == STATEFULSET_TYPE:
+            key = (s.type, s.name)
+            old, new = before[key], after[key]
+            template = ((old.get("inputs") or {}).get("spec") or {}).get("template")
+            if (effective_inputs(old, new).get("spec") or {}).get("template") != template:
+                out.append(Step(s.type, s.name, "update", (POD_TEMPLATE,)))
+    return out
+
+
 def destructive(steps: Iterable[Step]) -> list[Step]:
     """Replacements and deletions of precious resources, the ones a reviewer must see first."""
     return [s for s in steps if s.precious and s.op in ("replace", "delete")]
