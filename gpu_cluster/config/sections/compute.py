@@ -86,10 +86,12 @@ class LauncherSettings(Section):
     master_port: int = Field(default=29500, ge=1024, le=65535)
     """Rendezvous port on pod 0."""
     first_step_pattern: LogPattern | None = None
-    """A line the training prints at its first step, as a Python regular expression matched
-    anywhere in the line (e.g. `^step 1\\b` or `'loss': `): `timelineCommand`'s `first step` is
-    when pod 0's training container first printed such a line. Unset: no such phase (the
-    program cannot tell a step from the training's output by itself).
+    """The line the training prints at every step, as a Python regular expression matched
+    anywhere in the line (e.g. `^step \\d+` or `'loss': `): `timelineCommand`'s `first step` is
+    when pod 0's training container first printed such a line, `gpu-cluster run status`'s ledger
+    and the runs' metrics (`monitoring.runMetrics`) count each one. Unset: no such phase, ledger
+    or step metrics (the program cannot tell a step from the training's output by itself). With
+    the runs' metrics on it is in the training pods' environment, so a change restarts them.
     """
     deepspeed: DeepSpeedSettings = DeepSpeedSettings()
     """`ds_config.json` settings (`launcher.kind: deepspeed`, or a script that calls
