@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from gpu_cluster.facts.kueue import JOBSET_RESTART_ATTEMPT_LABEL
+from gpu_cluster.facts.kueue import JOB_COMPLETION_INDEX_ANNOTATION, JOBSET_RESTART_ATTEMPT_LABEL
 from gpu_cluster.timeline import _condition, _last, _started, _time, timestamped
 
 Object = dict[str, Any]
@@ -187,6 +187,27 @@ def job_failures(events: Sequence[Object], run: str) -> list[datetime]:
             if at is not None:
                 found.append(at)
     return sorted(found)
+
+
+def workload_of(workloads: Sequence[Object], job_set: Object) -> Object | None:
+    """The Kueue Workload that stands for `job_set` (the one it owns)."""
+    uid = job_set["metadata"].get("uid")
+    for workload in workloads:
+        owners = workload["metadata"].get("ownerReferences") or []
+        if any(o.get("kind") == "JobSet" and o.get("uid") == uid for o in owners):
+            return workload
+    return None
+
+
+def rank_zero(pods: Sequence[Object]) -> Object | None:
+    """The newest pod of completion index 0 (a restarted run's current one), whose log the
+    ledger reads."""
+    ranks_zero = [
+        p
+        for p in pods
+        if (p["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION) == "0"
+    ]
+    return max(ranks_zero, key=lambda p: p["metadata"]["creationTimestamp"], default=None)
 
 
 def _finished(job_set: Object) -> datetime | None:

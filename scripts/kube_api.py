@@ -75,6 +75,15 @@ class Api:
             found: Object = json.load(response)
             return found
 
+    def text(self, path: str, query: Mapping[str, str]) -> str:
+        """The plain text at `path` (a container's log)."""
+        headers = {"Authorization": f"Bearer {self.token_file.read_text().strip()}"}
+        url = f"{self.base}{path}?{urllib.parse.urlencode(query)}"
+        request = urllib.request.Request(url, headers=headers)
+        with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
+            body: bytes = response.read()
+            return body.decode("utf-8", errors="replace")
+
     def get(self, path: str) -> Object | None:
         """The object at `path`; None when there is none."""
         try:

@@ -146,6 +146,7 @@ KEYS: dict[str, list[Any]] = {
     "monitoring.dcgm": [True, False],
     "monitoring.runMetrics.enabled": [True, False, "yes"],
     "monitoring.runMetrics.port": [9464, 29500, 1023, 65536],
+    "monitoring.runMetrics.ledgerImage": ["python:3.13-slim", "Bad Image"],
     "tcp.socketIfname": ["^lo,docker", "eth0"],
     "tcp.socketNthreads": [4, 16, 17],
     "tcp.nsocksPerThread": [4, 64],

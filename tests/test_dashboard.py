@@ -194,6 +194,20 @@ def test_the_dashboard_shows_the_stacks_own_runs_and_queue() -> None:
     assert list(queries(run_stack("barcelona", *referenced))) == ["GPUs"]
 
 
+def test_the_goodput_row_where_the_ledger_exporter_serves_it() -> None:
+    """Each run's ledger (the runs' ledger exporter: run metrics on a JobSet stack with a step
+    line): the share of its time spent stepping, per run of the stack's namespace."""
+    stepped = (*BARCELONA_JOBSET, METRICS, r"launcher.firstStepPattern=^step \d+")
+    run = run_stack("barcelona", *stepped)
+    namespace = one(run, "JobSet")["metadata"]["namespace"]
+    share, split = queries(run)["Goodput"]
+    productive = f'{{namespace="{namespace}", bucket="productive_steps"}}'
+    assert f"gpu_cluster_run_ledger_seconds{productive}" in share
+    assert f'gpu_cluster_run_wall_seconds{{namespace="{namespace}"}}' in share
+    assert "by (run, bucket)" in split
+    assert "Goodput" not in queries(run_stack("barcelona", *BARCELONA_JOBSET, METRICS))
+
+
 def test_gke_without_dcgm_shows_no_gpu_panel_nothing_serves() -> None:
     """Only GKE's managed DCGM metrics give the GPUs' series there: without them the GPUs row
     holds only what the runs' own pods serve, and with neither there is no dashboard by default

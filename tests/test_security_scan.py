@@ -42,6 +42,17 @@ VARIANTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         )
         for runner in ((), RUNNER)
     ),
+    # The runs' metrics, and their ledger exporter.
+    (
+        "gcp-a3",
+        (
+            *JOB_SET,
+            *GKE_RWX,
+            "monitoring.runMetrics.enabled=true",
+            r"launcher.firstStepPattern=^step \d+",
+        ),
+        (),
+    ),
 ]
 
 

@@ -277,6 +277,8 @@ SWITCHED: list[Variant] = [
             "workload.queue.healthGate.enabled=true",
         ),
     ),
+    # The runs' metrics without the ledger exporter (a StatefulSet stack).
+    ("nerc-production", ("monitoring.runMetrics.enabled=true",)),
 ]
 UNREAD = [
     (v, k) for v in SHIPPED + SWITCHED for k in sorted(KEYS) if _unread_by(v, k) and not _lone(v, k)

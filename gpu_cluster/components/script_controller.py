@@ -18,6 +18,7 @@ from pulumi_kubernetes.core.v1 import (
     ContainerArgs,
     ContainerPortArgs,
     EnvVarArgs,
+    KeyToPathArgs,
     PodSecurityContextArgs,
     PodSpecArgs,
     PodTemplateSpecArgs,
@@ -35,7 +36,7 @@ from gpu_cluster.components.workload.pod_args import security_context
 from gpu_cluster.plan.podspec import SCRIPTS_DIR
 from gpu_cluster.plan.run_metrics import METRICS_PORT_NAME, MetricsScrape
 from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
-from gpu_cluster.plan.shipped import KUBE_API_SCRIPT, SCRIPTS_PATH
+from gpu_cluster.plan.shipped import KUBE_API_SCRIPT, PACKAGE, PACKAGE_PATH, SCRIPTS_PATH
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 # One pass of a script needs a few MiB; Python's own start is most of it.
@@ -52,7 +53,9 @@ class ScriptController:
     platform assigns one).
     `rules`: its rights in the namespace; `cluster_rules`: cluster-wide ones. `annotations`:
     the Deployment's (the security scan's exceptions). `modules`: what the script imports from
-    beside it besides kube_api.py, shipped with it."""
+    beside it besides kube_api.py, shipped with it. `package_modules`: this package's modules
+    it imports (paths in the package; pure, standard library only), shipped beside it as the
+    package with their folders' `__init__.py`."""
 
     name: str
     namespace: str
@@ -66,6 +69,10 @@ class ScriptController:
     cluster_rules: Sequence[PolicyRuleArgs]
     annotations: dict[str, str]
     modules: tuple[str, ...] = ()
+    package_modules: tuple[str, ...] = ()
+    # Its CPU and memory (requests; the CPU also its limit) and its memory limit.
+    requests: tuple[tuple[str, str], ...] = tuple(RESOURCES.items())
+    memory_limit: str = MEMORY_LIMIT["memory"]
     # The port the script serves metrics on (its container's port `metrics`), and how the
     # platform's Prometheus scrapes it; None: none.
     metrics_port: int | None = None
@@ -89,36 +96,51 @@ def run_script(
     account = k8s.core.v1.ServiceAccount(f"{prefix}-account", metadata=meta, opts=child)
     subject = SubjectArgs(kind="ServiceAccount", name=c.name, namespace=c.namespace)
     role = k8s.rbac.v1.Role(f"{prefix}-role", metadata=meta, rules=list(c.rules), opts=child)
-    cluster_role = k8s.rbac.v1.ClusterRole(
-        f"{prefix}-cluster-role",
-        metadata=cluster_meta,
-        rules=list(c.cluster_rules),
-        opts=pulumi.ResourceOptions(parent=parent),
-    )
-    bindings = [
+    bindings: list[pulumi.Resource] = [
         k8s.rbac.v1.RoleBinding(
             f"{prefix}-binding",
             metadata=meta,
             role_ref=RoleRefArgs(api_group=RBAC_GROUP, kind="Role", name=c.name),
             subjects=[subject],
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[role, account]),
-        ),
-        k8s.rbac.v1.ClusterRoleBinding(
-            f"{prefix}-cluster-binding",
-            metadata=cluster_meta,
-            role_ref=RoleRefArgs(api_group=RBAC_GROUP, kind="ClusterRole", name=cluster_name),
-            subjects=[subject],
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster_role, account]),
-        ),
+        )
     ]
+    # Cluster-scoped objects only for cluster-wide rights: creating them is a cluster admin's.
+    if c.cluster_rules:
+        cluster_role = k8s.rbac.v1.ClusterRole(
+            f"{prefix}-cluster-role",
+            metadata=cluster_meta,
+            rules=list(c.cluster_rules),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        bindings.append(
+            k8s.rbac.v1.ClusterRoleBinding(
+                f"{prefix}-cluster-binding",
+                metadata=cluster_meta,
+                role_ref=RoleRefArgs(api_group=RBAC_GROUP, kind="ClusterRole", name=cluster_name),
+                subjects=[subject],
+                opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster_role, account]),
+            )
+        )
     shipped = (c.script, *c.modules, KUBE_API_SCRIPT)
     scripts = {name: (SCRIPTS_PATH / name).read_text() for name in shipped}
-    digest = hashlib.sha256("".join(scripts[k] for k in sorted(scripts)).encode()).hexdigest()
+    # A ConfigMap's keys name no folder: the package's files by dotted key, put in place by
+    # the volume's items.
+    packaged = {_package_key(path): (PACKAGE_PATH / path).read_text() for path in _package(c)}
+    digest = hashlib.sha256(
+        "".join(text for _, text in sorted({**scripts, **packaged}.items())).encode()
+    ).hexdigest()
     config_map = k8s.core.v1.ConfigMap(
         f"{prefix}-script",
         metadata=ObjectMetaArgs(name=f"{c.name}-script", namespace=c.namespace, labels=c.labels),
-        data=scripts,
+        data={**scripts, **packaged},
         opts=child,
+    )
+    items = (
+        [KeyToPathArgs(key=name, path=name) for name in scripts]
+        + [KeyToPathArgs(key=_package_key(path), path=f"{PACKAGE}/{path}") for path in _package(c)]
+        if packaged
+        else None
     )
     container = ContainerArgs(
         name=c.container,
@@ -131,7 +153,7 @@ def run_script(
             for k, v in {**c.env, "PYTHONDONTWRITEBYTECODE": "1"}.items()
         ],
         resources=ResourceRequirementsArgs(
-            requests=RESOURCES, limits={**RESOURCES, **MEMORY_LIMIT}
+            requests=dict(c.requests), limits={**dict(c.requests), "memory": c.memory_limit}
         ),
         security_context=security_context((), read_only_root=True),
         volume_mounts=[VolumeMountArgs(name="script", mount_path=SCRIPTS_DIR, read_only=True)],
@@ -166,7 +188,9 @@ def run_script(
                     volumes=[
                         VolumeArgs(
                             name="script",
-                            config_map=ConfigMapVolumeSourceArgs(name=f"{c.name}-script"),
+                            config_map=ConfigMapVolumeSourceArgs(
+                                name=f"{c.name}-script", items=items
+                            ),
                         )
                     ],
                 ),
@@ -194,3 +218,17 @@ def run_script(
         metadata = ObjectMetaArgs(name=f"{c.name}-metrics", namespace=c.namespace, labels=c.labels)
         scrape_object(f"{prefix}-metrics", c.scrape, metadata, c.labels, child)
     return deployment
+
+
+def _package(c: ScriptController) -> list[str]:
+    """`c.package_modules` and every `__init__.py` on their way, in the package."""
+    inits = {
+        "/".join([*parts[:depth], "__init__.py"])
+        for parts in (path.split("/") for path in c.package_modules)
+        for depth in range(len(parts))
+    }
+    return sorted(inits | set(c.package_modules)) if c.package_modules else []
+
+
+def _package_key(path: str) -> str:
+    return f"{PACKAGE}.{path.replace('/', '.')}"

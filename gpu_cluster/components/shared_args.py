@@ -15,6 +15,7 @@ from gpu_cluster.components.namespace import TrainingNamespaceArgs
 from gpu_cluster.components.node_health_gate import NodeHealthGate
 from gpu_cluster.components.node_health_runner import NodeHealthRunner
 from gpu_cluster.components.queue_controllers import ExistingQueueControllers, QueueControllers
+from gpu_cluster.components.run_ledger import RunLedgerExporter
 from gpu_cluster.components.stack_config import code_sync_secret
 from gpu_cluster.components.training_queue import TrainingQueue
 from gpu_cluster.components.training_storage import (
@@ -46,6 +47,7 @@ from gpu_cluster.plan.queue import (
     queue_plan,
     run_annotations,
 )
+from gpu_cluster.plan.run_ledger import run_ledger_plan
 from gpu_cluster.plan.run_metrics import (
     RUN_METRICS_MODULES,
     RUN_METRICS_SCRIPT,
@@ -167,6 +169,9 @@ def queued(
     elif existing is not None:
         controllers = (ExistingQueueControllers(f"{name}-queue-controllers", existing, opts),)
     a = dataclasses.replace(a, pods_after=(*a.pods_after, *controllers))
+    ledger = run_ledger_plan(s)
+    if ledger is not None:
+        RunLedgerExporter(f"{name}-run-ledger", ledger, a.labels, after, opts)
     node_labels = {
         r.key: r.values[0]
         for r in a.placement.node_requirements

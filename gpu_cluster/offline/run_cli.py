@@ -14,6 +14,7 @@ from pathlib import Path
 from gpu_cluster.config.checkpoints import CHECKPOINT_DIR_ENV
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.facts.kueue import JOB_COMPLETION_INDEX_ANNOTATION, JOBSET_NAME_LABEL, QUEUE_LABEL
+from gpu_cluster.ledger import workload_of
 from gpu_cluster.offline.project import ProjectError
 from gpu_cluster.offline.run_cluster import (
     CONFLICT,
@@ -40,7 +41,6 @@ from gpu_cluster.offline.run_state import (
     pod_rows,
     restarts,
     state,
-    workload_of,
 )
 from gpu_cluster.plan.run_template import (
     JOB_SET_KEY,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_cluster.facts.kueue import JOB_COMPLETION_INDEX_ANNOTATION
+from gpu_cluster.ledger import rank_zero
 from gpu_cluster.offline.run_cluster import NOT_FOUND, Right, RunCluster, RunCommandError, is_status
 from gpu_cluster.plan.health_gate import health_gate_check
 from gpu_cluster.timeline import Run, first_step_at, table, timestamped
@@ -37,16 +37,6 @@ class RunRecords:
     log: str
     tail: str
     nodes: list[Object] | None
-
-
-def rank_zero(pods: Sequence[Object]) -> Object | None:
-    """The newest pod of completion index 0 (a restarted run's current one)."""
-    ranks_zero = [
-        p
-        for p in pods
-        if (p["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION) == "0"
-    ]
-    return max(ranks_zero, key=lambda p: p["metadata"]["creationTimestamp"], default=None)
 
 
 def _log(cluster: RunCluster, pod: Object | None, container: str, **window: int) -> str:

@@ -25,18 +25,6 @@ def holds(obj: dict[str, Any], kind: str) -> bool:
     return found is not None and found.get("status") == "True"
 
 
-def workload_of(
-    workloads: Sequence[dict[str, Any]], job_set: dict[str, Any]
-) -> dict[str, Any] | None:
-    """The Kueue Workload that stands for `job_set` (the one it owns)."""
-    uid = job_set["metadata"].get("uid")
-    for workload in workloads:
-        owners = workload["metadata"].get("ownerReferences") or []
-        if any(o.get("kind") == "JobSet" and o.get("uid") == uid for o in owners):
-            return workload
-    return None
-
-
 def state(job_set: dict[str, Any], workload: dict[str, Any] | None, running_pods: int) -> State:
     """stopped: being deleted (`run stop`); succeeded, failed: JobSet's own verdict; running: a
     pod of it runs; admitted: Kueue admitted it, its pods are not running yet; else queued."""

@@ -23,6 +23,7 @@ from gpu_cluster.facts.dashboards import (
 )
 from gpu_cluster.facts.health import PAIR_CHECK
 from gpu_cluster.plan.health_runner import runner_checks
+from gpu_cluster.plan.run_ledger import run_ledger_plan
 
 # What the node health runner serves (scripts/health_metrics.py), labelled node and peer, or
 # node, check and result; its namespace the scrape's.
@@ -35,6 +36,11 @@ RUN_STEP_DURATION = "gpu_cluster_run_step_duration_seconds"
 RUN_LAST_STEP = "gpu_cluster_run_last_step_timestamp_seconds"
 RUN_RESTARTS = "gpu_cluster_run_restarts_total"
 RUN_GPUS = "gpu_cluster_run_gpus"
+# What the runs' ledger exporter serves (scripts/run_ledger.py), labelled namespace and run (and
+# bucket: the ledger's bucket as a label value).
+RUN_LEDGER = "gpu_cluster_run_ledger_seconds"
+RUN_WALL = "gpu_cluster_run_wall_seconds"
+PRODUCTIVE_BUCKET = "productive_steps"
 # MiB, DCGM's unit of GPU memory, in bytes.
 MIB = 1024 * 1024
 # The window rates and means are taken over: several scrapes at either platform's 30 s.
@@ -75,13 +81,16 @@ def dashboard_title(s: Settings) -> str:
 
 def dashboard_rows(s: Settings) -> tuple[Row, ...]:
     """The rows of stack `s`'s dashboard: its GPUs always, its runs when they serve metrics
-    (monitoring.runMetrics), its queue when it creates one (a referenced ClusterQueue's name is
-    not the stack's to know), its nodes' health and fabric when its health runner checks them."""
+    (monitoring.runMetrics) and their goodput where the ledger exporter serves it, its queue
+    when it creates one (a referenced ClusterQueue's name is not the stack's to know), its
+    nodes' health and fabric when its health runner checks them."""
     runs = _selector(namespace=s.namespace) if s.monitoring.run_metrics.enabled else None
     # A dashboard is shown only with one or the other (config/rules.py, derived.py).
     rows = [_gpus(shows_gpu_metrics(s), runs)]
     if runs is not None:
         rows.append(_runs(runs))
+    if runs is not None and run_ledger_plan(s) is not None:
+        rows.append(_goodput(runs))
     if s.workload.kind == "jobset" and s.workload.queue.mode == "create":
         rows.append(_queue(_selector(cluster_queue=cluster_scoped_name(s))))
     checks = runner_checks(s)
@@ -154,6 +163,29 @@ def _runs(selector: str) -> Row:
                 f"max by (run) ({RUN_RESTARTS}{selector})",
                 Unit.COUNT,
                 "{{run}}",
+            ),
+        ),
+    )
+
+
+def _goodput(selector: str) -> Row:
+    """Each run's goodput ledger: the share of its wall time spent stepping, and where the
+    rest went (queue, start, restarts, re-done steps)."""
+    productive = selector.replace("}", f', bucket="{PRODUCTIVE_BUCKET}"}}')
+    return Row(
+        "Goodput",
+        (
+            Panel(
+                "Share of each run's time spent stepping",
+                f"sum by (run) ({RUN_LEDGER}{productive}) / sum by (run) ({RUN_WALL}{selector})",
+                Unit.RATIO,
+                "{{run}}",
+            ),
+            Panel(
+                "Where each run's time went",
+                f"sum by (run, bucket) ({RUN_LEDGER}{selector})",
+                Unit.SECONDS,
+                "{{run}} {{bucket}}",
             ),
         ),
     )

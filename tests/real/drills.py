@@ -36,8 +36,14 @@ COMMAND = (SCRIPT, "--steps", "100000", "--save-every", str(SAVE_EVERY), "--step
 STEP_LINE = r"^step (\d+) loss "
 STEP = re.compile(STEP_LINE, re.MULTILINE)
 # The stack, a JobSet stack whose runs a person submits; its step line the example's, whose
-# number the ledger of `gpu-cluster run status` reads.
-CONFIG = (*JOBSET, "workload.maxRestarts=4", f"launcher.firstStepPattern={STEP_LINE}")
+# number the ledger of `gpu-cluster run status` reads; the runs' metrics on, so that the stack's
+# ledger exporter serves the same ledgers.
+CONFIG = (
+    *JOBSET,
+    "workload.maxRestarts=4",
+    f"launcher.firstStepPattern={STEP_LINE}",
+    "monitoring.runMetrics.enabled=true",
+)
 RESUMED = re.compile(r"^resumed from step (\d+) ", re.MULTILINE)
 
 

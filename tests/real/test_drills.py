@@ -13,8 +13,9 @@ CHECKPOINT_DIR the submit gave it on the shared workspace claim (tests/real/dril
   the restarted run is scheduled on the spare and resumes where it stopped.
 
 After the kill, the run's goodput ledger (`gpu-cluster run status`) counts the restart as the
-drill timed it. Each drill's recovery time is a measurement (bench/recovery.py prints them),
-never asserted.
+drill timed it, and the stack's ledger exporter (scripts/run_ledger.py, with its own
+ServiceAccount's rights) serves the same ledger to a real Prometheus. Each drill's recovery
+time is a measurement (bench/recovery.py prints them), never asserted.
 
 - Preempted (tests/real/preemption.py): the stack's queue has `workload.queue.preemption:
   LowerPriority` and two priority classes, `low` and `high` (the drills above run on it too, as
@@ -37,7 +38,9 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.facts.kueue import JOBSET_API
-from tests.conftest import stack_context
+from gpu_cluster.ledger import BUCKETS
+from gpu_cluster.plan.dashboard import dashboard_rows
+from tests.conftest import ROOT, stack_context
 from tests.real.cluster_state import paste
 from tests.real.conftest import RealCluster
 from tests.real.drills import (
@@ -57,12 +60,19 @@ from tests.real.drills import (
     submit_run,
 )
 from tests.real.preemption import HIGH, LOW, PRIORITIES, preemption_drill
+from tests.real.prometheus import lint_findings, query, running_prometheus, value_of
+from tests.real.script_controllers import running_script
 from tests.real.training import kill_worker, training_cluster
+from tests.script_modules import load_script
+from tests.test_run_metrics import free_port, scrape
 from tools.realtier.build import Tools
 from tools.realtier.images import NodeImages
+from tools.realtier.kube import wait_for
 from tools.realtier.stacks import StackRender, render
 
 pytestmark = pytest.mark.real
+# A bucket as the ledger exporter labels it.
+label = load_script("run_ledger").bucket_label
 
 
 @pytest.fixture
@@ -89,8 +99,49 @@ def nodes(
         yield cluster
 
 
+def exported_ledger(
+    tools: Tools, cluster: RealCluster, stack: StackRender, tmp_path: Path
+) -> dict[str, float]:
+    """The drill run's ledger as a real Prometheus scraped it from the stack's exporter, run as
+    a process with its Deployment's environment and its ServiceAccount's token: seconds per
+    bucket (as run status names them) and the wall time. Its exposition passes promtool."""
+    port = free_port()
+    exporter = f"{stack.settings.name}-run-ledger"
+    env = {"RUN_LEDGER_METRICS_PORT": str(port), "PYTHONPATH": str(ROOT)}
+    with running_script(cluster, stack, exporter, tmp_path, env):
+        target = [{"job_name": "ledger", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]
+        with running_prometheus(tools, tmp_path / "prometheus", target) as prometheus:
+            wall = f'gpu_cluster_run_wall_seconds{{run="{RUN}"}}'
+            wait_for(
+                "the exporter's ledger scraped",
+                lambda: value_of(prometheus, wall) is not None,
+                explain=lambda: str(query(prometheus, "up")),
+            )
+            served: dict[str, float | None] = {
+                bucket: value_of(
+                    prometheus,
+                    f'gpu_cluster_run_ledger_seconds{{run="{RUN}", bucket="{label(bucket)}"}}',
+                )
+                for bucket in BUCKETS
+            }
+            served["wall time"] = value_of(prometheus, wall)
+            # The dashboard's goodput panels over what Prometheus scraped: the run.
+            (goodput,) = (r for r in dashboard_rows(stack.settings) if r.title == "Goodput")
+            for panel in goodput.panels:
+                found = query(prometheus, panel.query)
+                assert found and {s["metric"]["run"] for s in found} == {RUN}, (panel, found)
+        exposition = scrape(port)
+    assert exposition is not None and lint_findings(tools, exposition) == ""
+    assert all(value is not None for value in served.values()), served
+    return {bucket: float(value or 0) for bucket, value in served.items()}
+
+
 def test_a_run_resumes_from_its_checkpoints_after_a_killed_rank_a_deleted_pod_and_a_lost_node(
-    nodes: RealCluster, stack: StackRender, config: tuple[str, ...], tmp_path: Path
+    tools: Tools,
+    nodes: RealCluster,
+    stack: StackRender,
+    config: tuple[str, ...],
+    tmp_path: Path,
 ) -> None:
     cluster, namespace = nodes, stack.settings.namespace
     volumes = tmp_path / "volumes"
@@ -122,6 +173,15 @@ def test_a_run_resumes_from_its_checkpoints_after_a_killed_rank_a_deleted_pod_an
     assert killed.seconds - 30 <= spent["restarts"] <= killed.seconds + 1, (killed, spent)
     assert spent["earlier attempts (not on record)"] > 0 and spent["productive steps"] > 0, spent
     assert picture.read_text().count("<title>") == len(spent), picture.read_text()
+    served = exported_ledger(tools, cluster, stack, tmp_path)
+    # The buckets the restart closed, as run status printed them (to the second); the wall
+    # time has gone on since.
+    for bucket in ("earlier attempts (not on record)", "restarts", "queue wait"):
+        assert served[bucket] == pytest.approx(spent[bucket], abs=1), (bucket, served, spent)
+    assert served["wall time"] >= wall - 1, (served, wall)
+    assert sum(v for k, v in served.items() if k != "wall time") == pytest.approx(
+        served["wall time"], abs=0.01
+    )
 
     deleted = drill(cluster, namespace, "pod deleted", lambda pod: delete_pod(cluster, pod))
     # Saved on SIGTERM: the run resumes at or after the last step seen, nothing lost.

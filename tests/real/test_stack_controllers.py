@@ -3,11 +3,13 @@ the node health gate, with the stack's health runner and its `gpu` check, on a c
 with Kueue's and JobSet's CRDs (no managers: no run starts) and two real nodes, a system node and
 a GPU node labelled and tainted as the stack's node pools are (no GPU in it, no DCGM).
 
-The gate and the runner run in their Deployments' pods on the system node, reach the API server
-through the `kubernetes` Service (kube-proxy) with their ServiceAccounts' tokens and the stack's
-RBAC and admission policy, and do their job: the gate marks its AdmissionCheck Active; the
-runner starts the GPU check on the GPU node, whose pod (gpu-check.sh) finds no DCGM host engine
-and says the check could not run, and the runner labels the node `error` without a taint.
+The gate, the runner and the runs' ledger exporter run in their Deployments' pods on the system
+node, reach the API server through the `kubernetes` Service (kube-proxy) with their
+ServiceAccounts' tokens and the stack's RBAC and admission policy, and do their job: the gate
+marks its AdmissionCheck Active; the runner starts the GPU check on the GPU node, whose pod
+(gpu-check.sh) finds no DCGM host engine and says the check could not run, and the runner
+labels the node `error` without a taint; the exporter, with the package modules its ConfigMap
+ships, reads the queue's runs (none starts) and is refused nothing.
 Deleted, each controller's container ends on the SIGTERM the kubelet sends, with the exit status
 of its handler, inside the grace period.
 
@@ -41,7 +43,7 @@ from tools.realtier.stacks import StackRender, render, volumes_for
 pytestmark = pytest.mark.real
 
 SYSTEM_NODE, GPU_NODE = "real-node-0", "real-node-1"
-CONTROLLERS = ("node-health-gate", "node-health-runner")
+CONTROLLERS = ("node-health-gate", "node-health-runner", "run-ledger")
 # What a controller's handler exits with on SIGTERM (scripts/kube_api.py stop_on_sigterm).
 # Unhandled, the signal is dropped (the container's PID 1) and the kubelet's SIGKILL after the
 # grace period ends it with 137.
@@ -65,6 +67,10 @@ def controller_stack(node_images: NodeImages) -> StackRender:
             "workload.queue.healthGate.runner.enabled=true",
             f"workload.queue.healthGate.image={image}",
             f"workload.queue.healthGate.runner.dcgmImage={image}",
+            # The runs' ledger exporter, with the package modules its ConfigMap ships.
+            "monitoring.runMetrics.enabled=true",
+            r"launcher.firstStepPattern=^step \d+",
+            f"monitoring.runMetrics.ledgerImage={image}",
         ),
     )
 
@@ -174,6 +180,17 @@ def test_the_stacks_controllers_work_in_pods_and_stop_at_sigterm(
         "the runner's line for the result",
         lambda: said in kube.pod_log(runner, s.namespace),
         explain=lambda: kube.pod_log(runner, s.namespace),
+    )
+
+    # The exporter: started from what its ConfigMap ships, past its first pass.
+    exporter = pods["run-ledger"]["metadata"]["name"]
+    wait_for(
+        "the ledger exporter reading the queue's runs",
+        lambda: (
+            "run-ledger: the ledgers of the runs in LocalQueue"
+            in kube.pod_log(exporter, s.namespace)
+        ),
+        explain=lambda: kube.pod_log(exporter, s.namespace),
     )
 
     for name, pod in pods.items():

@@ -8,7 +8,20 @@ from pydantic import Field
 
 from gpu_cluster.config.base import Section
 from gpu_cluster.config.reads import ON_GKE, ReadWhen
+from gpu_cluster.config.values import Image
 from gpu_cluster.facts.gke_monitoring import BLUEPRINT_COMPONENTS, GkeMonitoringComponent
+from gpu_cluster.facts.kueue import HEALTH_GATE_IMAGE
+
+# The runs' ledgers are served for a JobSet stack whose step lines the ledger can read.
+_LEDGERS = ReadWhen(
+    lambda s: (
+        s.monitoring.run_metrics.enabled
+        and s.workload.kind == "jobset"
+        and s.launcher.first_step_pattern is not None
+    ),
+    "monitoring.runMetrics.enabled is true, workload.kind is 'jobset' and "
+    "launcher.firstStepPattern is set",
+)
 
 
 class RunMetricsSettings(Section):
@@ -37,6 +50,14 @@ class RunMetricsSettings(Section):
         ),
     ] = Field(default=9464, ge=1024, le=65535)
     """The port the training pods serve `/metrics` on; not `launcher.masterPort`."""
+    ledger_image: Annotated[Image, _LEDGERS] = HEALTH_GATE_IMAGE
+    """The image of the runs' ledger exporter (scripts/run_ledger.py, one pod in the namespace):
+    on a JobSet stack with `launcher.firstStepPattern` it serves every run's goodput ledger,
+    where its wall time went by the buckets `gpu-cluster run status` shows
+    (`gpu_cluster_run_ledger_seconds{run, bucket}`, `gpu_cluster_run_wall_seconds{run}`), read
+    with a Role that only reads the runs, Workloads, pods, their logs and events. Any image
+    with Python 3.11 or later.
+    """
 
 
 class MonitoringSettings(Section):
