@@ -306,6 +306,20 @@ def test_runs_command_lists_the_stack_s_named_runs_on_its_context(tmp_path: Path
     ), result.stderr
 
 
+def test_ledger_command_is_the_stack_s_own_run_s_status_where_its_steps_are_known() -> None:
+    """`gpu-cluster run status` of the stack's own JobSet, its goodput ledger last, as
+    runsCommand is run; only with a step pattern, which the ledger reads steps by (runsCommand's
+    test runs the command's CLI)."""
+    pattern = r"launcher.firstStepPattern=^step \d+"
+    outputs = run_stack("gcp-a4", pattern).outputs
+    (job_set,) = [m for m in run_stack("gcp-a4", pattern).manifests() if m["kind"] == "JobSet"]
+    assert shlex.split(str(outputs["ledgerCommand"])) == [
+        "python3", "-m", "gpu_cluster", "run", "status", job_set["metadata"]["name"],
+        "--stack", "gcp-a4",
+    ]  # fmt: skip
+    assert "ledgerCommand" not in run_stack("gcp-a4").outputs
+
+
 CPU = "cpu"
 
 

@@ -55,7 +55,7 @@ from gpu_cluster.plan.run_metrics import (
     metrics_scrape,
     run_metrics_env,
 )
-from gpu_cluster.plan.runs import runs_command, submit_command
+from gpu_cluster.plan.runs import ledger_command, runs_command, submit_command
 from gpu_cluster.plan.scan_exceptions import training_exceptions
 from gpu_cluster.plan.shipped import SCRIPTS_PATH
 from gpu_cluster.plan.verify import CHECK_MODULES, CHECK_SCRIPT, FABRIC_GATE, STORAGE_CHECK, gated
@@ -231,14 +231,18 @@ def training_storage(
 
 def run_outputs(s: Settings, workload: TrainingWorkload) -> dict[str, object]:
     """A JobSet stack's `submitCommand` (Pulumi replaces the stack's own run, its JobSet, and
-    nothing else) and `runsCommand` (the named runs `gpu-cluster run` submits)."""
+    nothing else), `runsCommand` (the named runs `gpu-cluster run` submits) and, with a step
+    pattern to read its steps by, `ledgerCommand` (its own run's status and goodput ledger)."""
     if s.workload.kind != "jobset":
         return {}
     stack = pulumi.get_stack()
-    return {
+    outputs: dict[str, object] = {
         "submitCommand": workload.controller_urn.apply(lambda urn: submit_command(stack, urn)),
         "runsCommand": runs_command(stack),
     }
+    if s.launcher.first_step_pattern is not None:
+        outputs["ledgerCommand"] = ledger_command(stack, s.name)
+    return outputs
 
 
 def workload_args(

@@ -33,6 +33,12 @@ def runs_command(stack: str) -> str:
     return shlex.join(["python3", "-m", "gpu_cluster", "run", "list", "--stack", stack])
 
 
+def ledger_command(stack: str, run: str) -> str:
+    """`gpu-cluster run status` of `run` (the stack's own): where its time went, its goodput
+    ledger, besides its pods and start; run as runs_command is."""
+    return shlex.join(["python3", "-m", "gpu_cluster", "run", "status", run, "--stack", stack])
+
+
 def status_command(s: Settings, kube: Kube) -> str:
     """The run (restarts, completion, suspended while queued), its Kueue Workload (admitted,
     why not yet) and its pods with their nodes."""
