@@ -25,6 +25,8 @@ CONSOLE = yaml.safe_load((VENDOR / "console_dashboard.yaml").read_text())
 CLOUD_DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
 CONSOLE_NAMESPACE = "openshift-config-managed"
 METRICS = "monitoring.runMetrics.enabled=true"
+# With the runs' metrics on a JobSet stack: its ledger exporter and the Goodput row.
+STEP_LINE = r"launcher.firstStepPattern=^step \d+"
 # Widget fields that are not its content (the API takes one content field per widget).
 WIDGET_FRAME = {"title", "id", "visibilityCondition"}
 # barcelona as a queued JobSet stack on TCP, its dashboard on.
@@ -92,7 +94,7 @@ def overlaps(a: dict[str, int], b: dict[str, int]) -> bool:
 
 @pytest.mark.parametrize(
     "stack_and_sets",
-    [("gcp-a3",), ("gcp-a3", METRICS), ("gcp-a4", METRICS)],
+    [("gcp-a3",), ("gcp-a3", METRICS), ("gcp-a4", METRICS, STEP_LINE)],
     ids=lambda v: "+".join(v),
 )
 def test_the_cloud_dashboard_is_one_the_monitoring_api_takes(
@@ -143,7 +145,7 @@ def test_the_console_dashboard_is_an_operators_but_where_it_says_why() -> None:
 
 @pytest.mark.parametrize(
     "sets",
-    [("monitoring.dashboard=true", METRICS), BARCELONA_JOBSET],
+    [("monitoring.dashboard=true", METRICS), (*BARCELONA_JOBSET, METRICS, STEP_LINE)],
     ids=["statefulset", "jobset"],
 )
 def test_the_console_reads_every_panel(sets: tuple[str, ...]) -> None:
@@ -197,7 +199,7 @@ def test_the_dashboard_shows_the_stacks_own_runs_and_queue() -> None:
 def test_the_goodput_row_where_the_ledger_exporter_serves_it() -> None:
     """Each run's ledger (the runs' ledger exporter: run metrics on a JobSet stack with a step
     line): the share of its time spent stepping, per run of the stack's namespace."""
-    stepped = (*BARCELONA_JOBSET, METRICS, r"launcher.firstStepPattern=^step \d+")
+    stepped = (*BARCELONA_JOBSET, METRICS, STEP_LINE)
     run = run_stack("barcelona", *stepped)
     namespace = one(run, "JobSet")["metadata"]["namespace"]
     share, split = queries(run)["Goodput"]
