@@ -76,7 +76,7 @@ TORCHRUN_RESTART = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepLine:
     at: datetime
     number: int | None
@@ -226,10 +226,25 @@ def ledger(
 ) -> Ledger:
     """The run's ledger from its JobSet, Kueue Workload, current pods, the namespace's events
     and rank 0's current log read with timestamps."""
+    steps, in_log = step_lines(rank_zero_log, step_pattern), torchrun_restarts(rank_zero_log)
+    return ledger_of(job_set, workload, pods, events, steps, in_log, health_check, now)
+
+
+def ledger_of(
+    job_set: Object,
+    workload: Object | None,
+    pods: Sequence[Object],
+    events: Sequence[Object],
+    steps: Sequence[StepLine],
+    in_log: Sequence[datetime],
+    health_check: str | None,
+    now: datetime,
+) -> Ledger:
+    """ledger() with rank 0's log already read: its step lines (`steps`) and torchrun's restart
+    lines' times (`in_log`), in the order printed."""
     begin = _time(job_set["metadata"]["creationTimestamp"])
     assert begin is not None
     end = _finished(job_set) or now
-    steps = step_lines(rank_zero_log, step_pattern)
     first_step = steps[0].at if steps else None
     admitted = _condition(workload, "Admitted") if workload else None
     quota = (_condition(workload, "QuotaReserved") if workload else None) or admitted
@@ -259,5 +274,4 @@ def ledger(
             ("image pull", _last([_started(p) for p in pods])),
             ("rendezvous", first_step),
         ]
-    in_log = torchrun_restarts(rank_zero_log)
     return split(chain, begin, end, steps, sorted([*failures, *in_log]))

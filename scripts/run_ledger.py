@@ -42,7 +42,16 @@ from kube_api import Api, every, from_env
 from prometheus_text import family, metrics_server, sample, text
 
 from gpu_cluster.facts.kueue import JOBSET_API, KUEUE_API, QUEUE_LABEL
-from gpu_cluster.ledger import BUCKETS, TORCHRUN_RESTART, Ledger, ledger, rank_zero, workload_of
+from gpu_cluster.ledger import (
+    BUCKETS,
+    Ledger,
+    StepLine,
+    ledger_of,
+    rank_zero,
+    step_lines,
+    torchrun_restarts,
+    workload_of,
+)
 from gpu_cluster.timeline import JOBSET_NAME_LABEL, timestamped
 
 PROGRAM = "run-ledger"
@@ -77,25 +86,28 @@ def settings_from(env: Mapping[str, str]) -> Settings:
 
 @dataclass
 class KeptLog:
-    """Rank 0's lines the ledger reads, and when the last line read was printed."""
+    """What the ledger reads of rank 0's log, read once: its step lines and torchrun's restart
+    lines' times, and when the last line read was printed."""
 
-    lines: list[str] = field(default_factory=list)
+    steps: list[StepLine] = field(default_factory=list)
+    restarts: list[datetime] = field(default_factory=list)
     last: datetime | None = None
 
-    def add(self, log: str, step: re.Pattern[str], cut: bool = False) -> None:
-        """Keeps `log`'s (timestamped) lines after `last` that are steps or restarts; of a log
-        `cut` at its size limit the last line, which may be part of one, is left to the next
-        read."""
+    def add(self, log: str, step_pattern: str, cut: bool = False) -> None:
+        """Reads `log`'s (timestamped) lines after `last`; of a log `cut` at its size limit the
+        last line, which may be part of one, is left to the next read."""
         lines = list(timestamped(log))
-        for at, said in lines[:-1] if cut else lines:
-            if self.last is not None and at <= self.last:
-                continue
-            self.last = at
-            if step.search(said) or TORCHRUN_RESTART.search(said):
-                self.lines.append(f"{at:%Y-%m-%dT%H:%M:%S.%f}Z {said}")
-
-    def text(self) -> str:
-        return "".join(f"{line}\n" for line in self.lines)
+        fresh = [
+            (at, said)
+            for at, said in (lines[:-1] if cut else lines)
+            if self.last is None or at > self.last
+        ]
+        if not fresh:
+            return
+        chunk = "".join(f"{at:%Y-%m-%dT%H:%M:%S.%f}Z {said}\n" for at, said in fresh)
+        self.steps += step_lines(chunk, step_pattern)
+        self.restarts += torchrun_restarts(chunk)
+        self.last = fresh[-1][0]
 
 
 def bucket_label(bucket: str) -> str:
@@ -149,7 +161,7 @@ def read_new_log(api: Api, s: Settings, pod: Object, kept: KeptLog) -> None:
         if error.code in (400, 404):  # not started yet, or gone
             return
         raise
-    kept.add(log, s.step, cut=len(log.encode()) >= LOG_BYTES)
+    kept.add(log, s.step.pattern, cut=len(log.encode()) >= LOG_BYTES)
 
 
 def items(api: Api, path: str, **query: str) -> list[Object]:
@@ -176,8 +188,8 @@ def reconcile(api: Api, s: Settings, ledgers: Ledgers, now: datetime) -> None:
             current.add(uid)
             kept = ledgers.logs.setdefault(uid, kept)
             read_new_log(api, s, pod, kept)
-        found[name] = ledger(
-            run, workload_of(workloads, run), own, events, kept.text(), s.step.pattern,
+        found[name] = ledger_of(
+            run, workload_of(workloads, run), own, events, kept.steps, kept.restarts,
             s.health_check, now,
         )  # fmt: skip
     with ledgers.lock:
