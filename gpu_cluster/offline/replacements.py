@@ -418,8 +418,10 @@ def training_restarts(
         if s.op in ("replace", "delete"):
             out.append(s)
         elif s.op == "update" and s.type == STATEFULSET_TYPE:
-            key = (s.type, s.name)
-            old, new = before[key], after[key]
+            old, new = before.get((s.type, s.name)), after.get((s.type, s.name))
+            if old is None or new is None:  # moved from the JobSet's type: new pods anyway
+                out.append(Step(s.type, s.name, "update", (POD_TEMPLATE,)))
+                continue
             template = ((old.get("inputs") or {}).get("spec") or {}).get("template")
             if (effective_inputs(old, new).get("spec") or {}).get("template") != template:
                 out.append(Step(s.type, s.name, "update", (POD_TEMPLATE,)))
