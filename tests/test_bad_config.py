@@ -738,6 +738,45 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ),
         ("workload.queue.priorityClasses[0].name = 'High'",),
     ),
+    # a DCGM host engine at the check pod's own loopback, where nothing listens; a number that
+    # is no IPv4 address (a host name's last part is never all digits, RFC 1123)
+    (
+        "nerc-production",
+        (*NERC_RUNNER, "workload.queue.healthGate.runner.dcgmHostEngine=localhost"),
+        ("runner.dcgmHostEngine = 'localhost'", "own loopback"),
+    ),
+    (
+        "nerc-production",
+        (*NERC_RUNNER, "workload.queue.healthGate.runner.dcgmHostEngine=127.0.0.1"),
+        ("runner.dcgmHostEngine = '127.0.0.1'", "own loopback"),
+    ),
+    (
+        "nerc-production",
+        (*NERC_RUNNER, "workload.queue.healthGate.runner.dcgmHostEngine=1.2.3"),
+        ("runner.dcgmHostEngine = '1.2.3'", "four numbers 0-255"),
+    ),
+    # run submitters the API server makes of everyone (or every ServiceAccount)
+    (
+        "nerc-production",
+        (*NERC_RUNNER, "workload.runs.submitters.groups[0]=system:authenticated"),
+        ("submitters.groups[0] = 'system:authenticated'", "every requester"),
+    ),
+    (
+        "nerc-production",
+        (*NERC_RUNNER, "workload.runs.submitters.groups[0]=system:serviceaccounts:coops-767192"),
+        ("submitters.groups[0] = 'system:serviceaccounts:coops-767192'", "every requester"),
+    ),
+    (
+        "nerc-production",
+        (*NERC_RUNNER, "workload.runs.submitters.users[0]=system:anonymous"),
+        ("submitters.users[0] = 'system:anonymous'", "without credentials"),
+    ),
+    # the training in the namespace the stack installs Kueue into
+    (
+        "gcp-a3",
+        (*_GKE_JOBSET, "namespace=kueue-system"),
+        ("gpu-cluster:namespace = 'kueue-system'", "installs Kueue and JobSet"),
+    ),
     # a DCGM host engine no resolver looks up: a host name's label of 64 characters (RFC 1035)
     (
         "nerc-production",
@@ -1000,26 +1039,32 @@ def test_a_list_whose_one_item_is_bad_is_named_once_by_that_item(
 
 def test_the_stacks_own_service_accounts_are_refused_as_run_submitters() -> None:
     """Each ServiceAccount the stack renders (its training pods', the node health gate's and
-    runner's), listed among the run submitters beside one of the user's: refused, that entry
-    named, before anything is registered; the user's alone renders."""
-    config, secret_keys = edited_config("nerc-production", NERC_RUNNER)
+    runner's, the runs' ledger exporter's), listed among the run submitters beside one of the
+    user's, by its name or by its user name: refused, that entry named, before anything is
+    registered; the user's alone renders."""
+    stack = (*NERC_RUNNER, "monitoring.runMetrics.enabled=true", r"launcher.firstStepPattern=^s")
+    config, secret_keys = edited_config("nerc-production", stack)
     rendered = ProgramRun()
     run_program(config, secret_keys, "nerc-production", record_into=rendered)
-    own = [
-        r.inputs["metadata"]["name"] for r in rendered.of_type("kubernetes:core/v1:ServiceAccount")
-    ]
-    assert len(own) == 3, own
-    submitter = "workload.runs.submitters.serviceAccounts"
-    config, secret_keys = edited_config("nerc-production", (*NERC_RUNNER, f"{submitter}[0]=ci-bot"))
+    accounts = rendered.of_type("kubernetes:core/v1:ServiceAccount")
+    own = [(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]) for r in accounts]
+    assert len(own) == 4, own
+    submitters = "workload.runs.submitters"
+    config, secret_keys = edited_config("nerc-production", (*stack, f"{submitters}.users[0]=ci"))
     run_program(config, secret_keys, "nerc-production", record_into=ProgramRun())
-    for account in own:
-        config, secret_keys = edited_config(
-            "nerc-production", (*NERC_RUNNER, f"{submitter}[0]=ci-bot", f"{submitter}[1]={account}")
-        )
-        run = ProgramRun()
-        with pytest.raises(pulumi.RunError) as info:
-            run_program(config, secret_keys, "nerc-production", record_into=run)
-        assert registered(run) == []
-        assert f"gpu-cluster:{submitter}[1] = {account!r} is the stack's own ServiceAccount" in (
-            str(info.value)
-        )
+    for namespace, account in own:
+        for key, name in (
+            ("serviceAccounts", account),
+            ("users", f"system:serviceaccount:{namespace}:{account}"),
+        ):
+            config, secret_keys = edited_config(
+                "nerc-production",
+                (*stack, f"{submitters}.{key}[0]=ci-bot", f"{submitters}.{key}[1]={name}"),
+            )
+            run = ProgramRun()
+            with pytest.raises(pulumi.RunError) as info:
+                run_program(config, secret_keys, "nerc-production", record_into=run)
+            assert registered(run) == []
+            assert f"gpu-cluster:{submitters}.{key}[1] = {name!r} is the stack's own" in (
+                str(info.value)
+            )

@@ -55,6 +55,11 @@ def health_runner_name(s: Settings) -> str:
     return f"{s.name}-node-health-runner"
 
 
+def run_ledger_name(s: Settings) -> str:
+    """The runs' ledger exporter: its Deployment, ServiceAccount and Role."""
+    return f"{s.name}-run-ledger"
+
+
 def shows_gpu_metrics(s: Settings) -> bool:
     """Whether the GPUs' DCGM series exist: on GKE only with its managed DCGM metrics
     (monitoring.dcgm); on OpenShift the GPU Operator's exporter serves them."""

@@ -21,6 +21,7 @@ from gpu_cluster.config.gke import (
     image_streaming_warnings,
     net_plugin_warnings,
     placeholder_warnings,
+    submitter_group_warnings,
     support_window,
 )
 from gpu_cluster.config.messages import ConfigError, clipped, format_errors
@@ -377,6 +378,7 @@ def settings_from(
         *flex_start_gang_warnings(settings),
         *net_plugin_warnings(settings),
         *placeholder_warnings(settings),
+        *submitter_group_warnings(settings),
         *opt_in_warnings(settings),
         *runner_warnings(settings),
         *run_metrics_warnings(settings),

@@ -10,6 +10,7 @@ from gpu_cluster.config.derived import (
     elastic_range,
     health_gate_name,
     health_runner_name,
+    run_ledger_name,
     training_account_name,
 )
 from gpu_cluster.config.gke import gke_problems
@@ -27,6 +28,7 @@ from gpu_cluster.config.storage_rules import (
 )
 from gpu_cluster.config.volume_rules import volume_problems
 from gpu_cluster.config.workload import (
+    installs_controllers,
     job_set_name_problems,
     nodes_on_demand,
     required_level,
@@ -38,14 +40,18 @@ from gpu_cluster.facts.gpudirect import RDMA_NIC_COUNT, RELEASES
 from gpu_cluster.facts.health import RUNNER_CHECKS
 from gpu_cluster.facts.kubernetes import (
     ADMISSION_POLICY_MINOR,
+    ANONYMOUS_USER,
+    EVERYONE_GROUPS,
     KUBERNETES_NAMESPACE_PREFIXES,
     MIN_KUBERNETES_MINOR,
     NATIVE_SIDECAR_MINOR,
     PLATFORM_NAMESPACES,
+    SERVICE_ACCOUNT_USER_PREFIX,
+    SERVICE_ACCOUNTS_GROUP_PREFIX,
     STATEFULSET_NAME_MAX,
     SYSTEM_NAMESPACES,
 )
-from gpu_cluster.facts.kueue import HOSTNAME_LEVEL
+from gpu_cluster.facts.kueue import HOSTNAME_LEVEL, JOBSET_NAMESPACE, KUEUE_NAMESPACE
 
 # Smallest all_gather of the fabric check's sweep (scripts/allreduce_check.py --min-bytes).
 CHECK_MIN_BYTES = 8
@@ -246,20 +252,46 @@ def workload_problems(s: Settings) -> list[str]:
 
 def _submitter_problems(s: Settings) -> list[str]:
     """The submitter Role bound to one of the stack's own ServiceAccounts would hand its
-    rights (create and delete runs) to every process that runs as it."""
+    rights (create and delete runs) to every process that runs as it; bound to a group the API
+    server puts everyone (or every ServiceAccount) in, to all of them."""
     own = {
         training_account_name(s.name): "its training pods'",
         health_gate_name(s): "its node health gate's",
         health_runner_name(s): "its node health runner's",
+        run_ledger_name(s): "its runs' ledger exporter's",
     }
-    return [
-        f"gpu-cluster:workload.runs.submitters.serviceAccounts[{i}] = {account!r} is the "
-        f"stack's own ServiceAccount ({own[account]}): bound to the submitter Role, every "
-        "process running as it could submit, stop and delete runs; name a ServiceAccount of "
-        "your own (a CI pipeline's)"
-        for i, account in enumerate(s.workload.runs.submitters.service_accounts)
+    submitters = s.workload.runs.submitters
+    key = "gpu-cluster:workload.runs.submitters"
+    out = [
+        f"{key}.serviceAccounts[{i}] = {account!r} is the stack's own ServiceAccount "
+        f"({own[account]}): bound to the submitter Role, every process running as it could "
+        "submit, stop and delete runs; name a ServiceAccount of your own (a CI pipeline's)"
+        for i, account in enumerate(submitters.service_accounts)
         if account in own
     ]
+    for i, user in enumerate(submitters.users):
+        namespace, _, account = user.removeprefix(SERVICE_ACCOUNT_USER_PREFIX).rpartition(":")
+        if user.startswith(SERVICE_ACCOUNT_USER_PREFIX) and (namespace, account) in {
+            (s.namespace, name) for name in own
+        }:
+            out.append(
+                f"{key}.users[{i}] = {user!r} is the stack's own ServiceAccount "
+                f"({own[account]}) by its user name: every process running as it could submit, "
+                "stop and delete runs; name a ServiceAccount of your own"
+            )
+        elif user == ANONYMOUS_USER:
+            out.append(
+                f"{key}.users[{i}] = {user!r} is every request without credentials: anyone "
+                "who reaches the API server could submit, stop and delete runs; name people"
+            )
+    for i, group in enumerate(submitters.groups):
+        if group in EVERYONE_GROUPS or group == f"{SERVICE_ACCOUNTS_GROUP_PREFIX}{s.namespace}":
+            out.append(
+                f"{key}.groups[{i}] = {group!r} is a group the API server puts every requester "
+                "of its kind in (the stack's own ServiceAccounts among them): all could submit, "
+                "stop and delete runs; name a group of people, or ServiceAccounts one by one"
+            )
+    return out
 
 
 def _verify_problems(s: Settings) -> list[str]:
@@ -290,10 +322,16 @@ def _verify_problems(s: Settings) -> list[str]:
 
 def namespace_problems(s: Settings) -> list[str]:
     """A namespace the stack is to create that every cluster has, or that Kubernetes or the
-    platform keeps for itself."""
+    platform keeps for itself; in any mode, one the stack's own Kueue and JobSet go into."""
+    key, name = f"gpu-cluster:namespace = {s.namespace!r}", s.namespace
+    if installs_controllers(s) and name in (KUEUE_NAMESPACE, JOBSET_NAMESPACE):
+        return [
+            f"{key}: the stack installs Kueue and JobSet into "
+            f"{KUEUE_NAMESPACE} and {JOBSET_NAMESPACE}, whose charts' objects would be in the "
+            "training's namespace (and the stack would create it twice); choose another name"
+        ]
     if s.namespace_mode != "create":
         return []
-    key, name = f"gpu-cluster:namespace = {s.namespace!r}", s.namespace
     if name in SYSTEM_NAMESPACES:
         return [
             f"{key}: the API server creates it in every cluster, so namespaceMode 'create' "

@@ -89,6 +89,23 @@ def _host_name(value: str) -> str:
             f"{len(longest)} characters, and a DNS name's parts hold at most {DNS_LABEL_MAX} "
             "(RFC 1035), so no resolver looks it up"
         )
+    loopback = value == "localhost" or value.endswith((".localhost", ".localdomain"))
+    # A host name's last part is never all digits (RFC 1123 2.1): that is an address, of four
+    # numbers 0-255 written plainly (resolvers read 1.2.3 or 010.0.0.1 as other addresses).
+    if value.rsplit(".", 1)[-1].isdigit():
+        try:
+            address = ipaddress.IPv4Address(value)
+        except ValueError:
+            raise ValueError(
+                "must be a host name or an IPv4 address of four numbers 0-255 (a.b.c.d, no "
+                "leading zeros); a name's last part is never all digits (RFC 1123)"
+            ) from None
+        loopback = address.is_loopback or address.is_unspecified
+    if loopback:
+        raise ValueError(
+            "is the connecting pod's own loopback (RFC 6761, RFC 1122), where nothing listens "
+            "unless the pod starts it: give another host's name or address"
+        )
     return value
 
 

@@ -40,6 +40,15 @@ POD_START_MINUTES = 30
 # pkg/controlplane/apiserver/options/options.go SystemNamespaces, and kube-node-lease from
 # cmd/kube-apiserver/app/options/options.go): creating one fails with AlreadyExists.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# The groups and user the API server gives requests by who made them, not by whom
+# (kubernetes.io/docs/reference/access-authn-authz/authentication, "Anonymous requests" and
+# "Service account tokens"; staging/src/k8s.io/apiserver/pkg/authentication/user/user.go
+# AllAuthenticated, AllUnauthenticated, Anonymous; serviceaccount/util.go AllServiceAccountsGroup,
+# ServiceAccountGroupPrefix, ServiceAccountUsernamePrefix).
+EVERYONE_GROUPS = ("system:authenticated", "system:unauthenticated", "system:serviceaccounts")
+ANONYMOUS_USER = "system:anonymous"
+SERVICE_ACCOUNTS_GROUP_PREFIX = "system:serviceaccounts:"
+SERVICE_ACCOUNT_USER_PREFIX = "system:serviceaccount:"
 # Kubernetes keeps kube-* for its own namespaces (kubernetes/website d402f4b
 # content/en/docs/concepts/overview/working-with-objects/namespaces.md: "Avoid creating
 # namespaces with the prefix kube-").

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_cluster.config.derived import queue_name
+from gpu_cluster.config.derived import queue_name, run_ledger_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.plan.health_gate import NOBODY_UID, health_gate_check
 from gpu_cluster.plan.launch import TRAINING_CONTAINER
@@ -61,7 +61,7 @@ def run_ledger_plan(s: Settings) -> RunLedgerPlan | None:
     if not s.monitoring.run_metrics.enabled or s.workload.kind != "jobset" or pattern is None:
         return None
     return RunLedgerPlan(
-        name=f"{s.name}-run-ledger",
+        name=run_ledger_name(s),
         namespace=s.namespace,
         image=s.monitoring.run_metrics.ledger_image,
         run_as_user=None if s.platform == "openshift" else NOBODY_UID,

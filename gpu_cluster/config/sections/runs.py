@@ -21,8 +21,10 @@ class RunSubmitters(Section):
     template, in the stack's namespace only. Empty: the Role is there, bound to no one."""
 
     groups: tuple[SubjectName, ...] = ()
-    """Groups, as the cluster's identity provider names them (`oc get groups`, a Google group
-    with GKE's Google Groups for RBAC)."""
+    """Groups, as the cluster's identity provider names them (`oc get groups`; on GKE a Google
+    group, only where the cluster has Google Groups for RBAC, which the stack does not turn on:
+    it warns). Not a group the API server puts every requester in (`system:authenticated`,
+    `system:serviceaccounts`...)."""
     users: tuple[SubjectName, ...] = ()
     """Users, as the API server names them (an OpenShift user, a Google account's email)."""
     service_accounts: tuple[Subdomain, ...] = ()
