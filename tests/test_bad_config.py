@@ -755,6 +755,17 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (*NERC_RUNNER, "workload.queue.healthGate.runner.dcgmHostEngine=1.2.3"),
         ("runner.dcgmHostEngine = '1.2.3'", "four numbers 0-255"),
     ),
+    # a boolean in a number's key (pydantic's lax mode would read true as 1: an hour)
+    (
+        "nerc-production",
+        (*NERC_RUNNER, "workload.queue.healthGate.maxAgeHours=true"),
+        ("healthGate.maxAgeHours = True", "is a boolean, but the key takes a number"),
+    ),
+    (
+        "nerc-production",
+        (*NERC_RUNNER, "workload.queue.healthGate.runner.dcgmLevel=true"),
+        ("runner.dcgmLevel = True", "is a boolean, but the key takes a number"),
+    ),
     # run submitters the API server makes of everyone (or every ServiceAccount)
     (
         "nerc-production",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import types
+import typing
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -18,3 +22,28 @@ class Section(BaseModel):
         validate_default=True,
         use_attribute_docstrings=True,
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """Pydantic reads true as 1 in a number's key (its lax mode): `maxAgeHours: true`
+        would be an hour. A number's key takes a number (or its text), never a boolean."""
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and _is_number(field.annotation):
+            raise ValueError("is a boolean, but the key takes a number")
+        return value
+
+
+def _is_number(annotation: Any) -> bool:
+    """Whether `annotation` takes numbers and no boolean: int, float, a Literal of numbers,
+    or a union of them with None."""
+    if annotation in (int, float):
+        return True
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal:
+        return all(isinstance(a, int | float) and not isinstance(a, bool) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        arms = [a for a in args if a is not type(None)]
+        return bool(arms) and all(_is_number(a) for a in arms)
+    return False
