@@ -755,6 +755,21 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (*NERC_RUNNER, "workload.queue.healthGate.runner.dcgmHostEngine=1.2.3"),
         ("runner.dcgmHostEngine = '1.2.3'", "four numbers 0-255"),
     ),
+    # run submitters no authenticator names so, or named twice
+    (
+        "nerc-production",
+        (*NERC_RUNNER, "workload.runs.submitters.users[0]=alice "),
+        ("submitters.users[0] = 'alice '", "whitespace at an end"),
+    ),
+    (
+        "nerc-production",
+        (
+            *NERC_RUNNER,
+            "workload.runs.submitters.users[0]=a",
+            "workload.runs.submitters.users[1]=a",
+        ),
+        ("workload.runs.submitters.users lists 'a' twice",),
+    ),
     # a boolean in a number's key (pydantic's lax mode would read true as 1: an hour)
     (
         "nerc-production",

@@ -262,12 +262,24 @@ def _submitter_problems(s: Settings) -> list[str]:
     }
     submitters = s.workload.runs.submitters
     key = "gpu-cluster:workload.runs.submitters"
+    repeated = [
+        f"{key}.{name} lists {entry!r} twice: name each subject once"
+        for name, entries in (
+            ("groups", submitters.groups),
+            ("users", submitters.users),
+            ("serviceAccounts", submitters.service_accounts),
+        )
+        for entry in sorted({e for e in entries if entries.count(e) > 1})
+    ]
     out = [
-        f"{key}.serviceAccounts[{i}] = {account!r} is the stack's own ServiceAccount "
-        f"({own[account]}): bound to the submitter Role, every process running as it could "
-        "submit, stop and delete runs; name a ServiceAccount of your own (a CI pipeline's)"
-        for i, account in enumerate(submitters.service_accounts)
-        if account in own
+        *repeated,
+        *(
+            f"{key}.serviceAccounts[{i}] = {account!r} is the stack's own ServiceAccount "
+            f"({own[account]}): bound to the submitter Role, every process running as it could "
+            "submit, stop and delete runs; name a ServiceAccount of your own (a CI pipeline's)"
+            for i, account in enumerate(submitters.service_accounts)
+            if account in own
+        ),
     ]
     for i, user in enumerate(submitters.users):
         namespace, _, account = user.removeprefix(SERVICE_ACCOUNT_USER_PREFIX).rpartition(":")

@@ -5,14 +5,25 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from gpu_cluster.config.base import Section
 from gpu_cluster.config.values import MountPath, Subdomain
 
-# A user or group name as the API server's authenticator reports it: any non-empty string
-# (kubernetes pkg/apis/rbac/validation: a Subject's name only has to be set).
-SubjectName = Annotated[str, Field(min_length=1)]
+
+# A user or group name as the API server's authenticator reports it: RBAC takes any non-empty
+# string (kubernetes pkg/apis/rbac/validation: a Subject's name only has to be set), but no
+# authenticator reports one with whitespace at its ends or a control character in it.
+def _subject_name(value: str) -> str:
+    if value != value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(
+            "has whitespace at an end or a control character, which no identity provider puts "
+            "in a user's or group's name: write it as the cluster names it"
+        )
+    return value
+
+
+SubjectName = Annotated[str, Field(min_length=1), AfterValidator(_subject_name)]
 
 
 class RunSubmitters(Section):
