@@ -13,7 +13,7 @@ from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs
 from gpu_cluster.components.script_controller import ScriptController, run_script
 from gpu_cluster.facts.kueue import JOBSET_API, KUEUE_API
 from gpu_cluster.plan.run_ledger import (
-    RUN_LEDGER_MEMORY_LIMIT,
+    RUN_LEDGER_LIMITS,
     RUN_LEDGER_METRICS_PORT,
     RUN_LEDGER_MODULES,
     RUN_LEDGER_PACKAGE_MODULES,
@@ -66,7 +66,7 @@ class RunLedgerExporter(pulumi.ComponentResource):
             metrics_port=RUN_LEDGER_METRICS_PORT,
             scrape=plan.scrape,
             requests=tuple(RUN_LEDGER_REQUESTS.items()),
-            memory_limit=RUN_LEDGER_MEMORY_LIMIT,
+            limits=tuple(RUN_LEDGER_LIMITS.items()),
         )
         self.deployment = run_script(self, name, controller, after)
         self.register_outputs({"deployment": self.deployment.metadata.name})

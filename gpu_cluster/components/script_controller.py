@@ -39,9 +39,12 @@ from gpu_cluster.plan.security import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
 from gpu_cluster.plan.shipped import KUBE_API_SCRIPT, PACKAGE, PACKAGE_PATH, SCRIPTS_PATH
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
-# One pass of a script needs a few MiB; Python's own start is most of it.
+# One pass of a script needs a few MiB and milliseconds of CPU; Python's own start is most of
+# it: 0.2-0.4 CPU s to import the scripts (measured here), which a 10m limit (1 ms of CPU per
+# 100 ms) stretched to minutes on a loaded node, the gate's AdmissionCheck inactive meanwhile.
+# So a small request, and a limit that lets the start take a second or two.
 RESOURCES = {"cpu": "10m", "memory": "64Mi"}
-MEMORY_LIMIT = {"memory": "128Mi"}
+LIMITS = {"cpu": "200m", "memory": "128Mi"}
 # The pod's template carries the scripts' digest, so an edit of them starts a new pod.
 SCRIPTS_DIGEST_ANNOTATION = "gpu-cluster.io/scripts-sha256"
 
@@ -70,9 +73,9 @@ class ScriptController:
     annotations: dict[str, str]
     modules: tuple[str, ...] = ()
     package_modules: tuple[str, ...] = ()
-    # Its CPU and memory (requests; the CPU also its limit) and its memory limit.
+    # Its CPU and memory, requested and at most.
     requests: tuple[tuple[str, str], ...] = tuple(RESOURCES.items())
-    memory_limit: str = MEMORY_LIMIT["memory"]
+    limits: tuple[tuple[str, str], ...] = tuple(LIMITS.items())
     # The port the script serves metrics on (its container's port `metrics`), and how the
     # platform's Prometheus scrapes it; None: none.
     metrics_port: int | None = None
@@ -152,9 +155,7 @@ def run_script(
             EnvVarArgs(name=k, value=v)
             for k, v in {**c.env, "PYTHONDONTWRITEBYTECODE": "1"}.items()
         ],
-        resources=ResourceRequirementsArgs(
-            requests=dict(c.requests), limits={**dict(c.requests), "memory": c.memory_limit}
-        ),
+        resources=ResourceRequirementsArgs(requests=dict(c.requests), limits=dict(c.limits)),
         security_context=security_context((), read_only_root=True),
         volume_mounts=[VolumeMountArgs(name="script", mount_path=SCRIPTS_DIR, read_only=True)],
         ports=[ContainerPortArgs(name=METRICS_PORT_NAME, container_port=c.metrics_port)]

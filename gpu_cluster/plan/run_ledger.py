@@ -22,10 +22,10 @@ RUN_LEDGER_METRICS_PORT = 9464
 RUN_LEDGER_POLL_SECONDS = 60
 # It keeps every step line of each run's current rank 0 (read once) and splits them again each
 # pass: for a million steps, about 130 MiB and 7 CPU seconds a pass (measured here, on a loaded
-# 2-core VM). A tenth of a core and 512Mi, where the stack's other controllers, which read a few
-# objects, have 10m and 128Mi; past a few million steps its metrics lag by minutes.
+# 2-core VM). A tenth of a core, half at most, and 512Mi, where the stack's other controllers,
+# which read a few objects, ask for 10m and 64Mi; past a few million steps its metrics lag.
 RUN_LEDGER_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
-RUN_LEDGER_MEMORY_LIMIT = "512Mi"
+RUN_LEDGER_LIMITS = {"cpu": "500m", "memory": "512Mi"}
 
 
 @dataclass(frozen=True)
