@@ -25,7 +25,7 @@ from gpu_cluster.facts.kueue import (
 from tests.real.cluster_state import provision, referenced_objects
 from tests.real.conftest import Cluster
 from tests.real.queue_state import pods_of_an_admitted_run, run_pods, running, workload_of
-from tools.realtier.kube import Kube, wait_for
+from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.stacks import render
 
 pytestmark = pytest.mark.real
@@ -79,10 +79,32 @@ def test_in_a_namespace_red_hat_s_kueue_does_not_manage_the_pods_carry_no_admiss
             },
         }
     )
-    kube.create(job_set)
+    wait_for(
+        "Kueue to see the label",
+        functools.partial(submitted_suspended, kube, job_set),
+        explain=lambda: f"{s.namespace} labelled, but Kueue's webhook left the JobSet running",
+    )
     for pod in pods_of_an_admitted_run(cluster, stack):
         assert pod["metadata"]["labels"][PODSET_LABEL] == REPLICATED_JOB
 
 
 def no_pods(kube: Kube, namespace: str, name: str) -> bool:
     return not run_pods(kube, namespace, name)
+
+
+def submitted_suspended(kube: Kube, job_set: Object) -> bool:
+    """Submit the run; True when Kueue's webhook suspended it (queued). Kueue reads the
+    namespace's label through its informer, so a submit right after `oc label` can still find
+    it unmanaged (seen once in CI): that submit is taken back and tried again."""
+    created = kube.create(job_set)
+    if created["spec"].get("suspend"):
+        return True
+    meta = job_set["metadata"]
+    kube.delete(JOBSET_API, "JobSet", meta["name"], meta["namespace"])
+    wait_for("the unqueued run gone", functools.partial(no_jobset, kube, meta))
+    return False
+
+
+def no_jobset(kube: Kube, meta: Object) -> bool:
+    gone = not kube.exists(JOBSET_API, "JobSet", meta["name"], meta["namespace"])
+    return gone and no_pods(kube, meta["namespace"], meta["name"])
