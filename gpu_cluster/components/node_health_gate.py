@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs
 
 from gpu_cluster.components.script_controller import ScriptController, run_script
+from gpu_cluster.facts.kubernetes import COMPONENT_LABEL
 from gpu_cluster.facts.kueue import KUEUE_API
 from gpu_cluster.plan.health_gate import HEALTH_GATE_SCRIPT, HealthGatePlan
 from gpu_cluster.plan.scan_exceptions import script_controller_exceptions, skip_annotations
@@ -39,7 +40,7 @@ class NodeHealthGate(pulumi.ComponentResource):
         controller = ScriptController(
             name=plan.name,
             namespace=plan.namespace,
-            labels={**labels, "app.kubernetes.io/component": "node-health-gate"},
+            labels={**labels, COMPONENT_LABEL: "node-health-gate"},
             container="gate",
             script=HEALTH_GATE_SCRIPT,
             env=plan.env(),

@@ -46,7 +46,7 @@ from gpu_cluster.components.workload.args import TrainingWorkloadArgs
 from gpu_cluster.components.workload.check_pods import pair_check_pods
 from gpu_cluster.components.workload.pod_args import security_context
 from gpu_cluster.facts.health import GPU_CHECK, PAIR_CHECK, RESULT_LABEL, TAINT_KEY, TIME_LABEL
-from gpu_cluster.facts.kubernetes import GPU_RESOURCE
+from gpu_cluster.facts.kubernetes import COMPONENT_LABEL, GPU_RESOURCE
 from gpu_cluster.plan.health_runner import (
     CHECK_LABEL,
     GPU_CHECK_SCRIPT,
@@ -69,7 +69,6 @@ from gpu_cluster.plan.shipped import SCRIPTS_PATH
 CHECK_RESOURCES = {"cpu": "1", "memory": "2Gi"}
 CHECK_MEMORY_LIMIT = {"memory": "8Gi"}
 CHECK_DIR = "/tmp"
-COMPONENT_LABEL = "app.kubernetes.io/component"
 # The component label of the check pods (and of the NCCL check's objects).
 CHECK_COMPONENT = "node-health-check"
 

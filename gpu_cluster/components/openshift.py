@@ -32,6 +32,7 @@ from gpu_cluster.config.derived import shows_dashboard
 from gpu_cluster.config.netmodes import mode_of
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import cluster_scoped_name
+from gpu_cluster.facts.kubernetes import COMPONENT_LABEL
 from gpu_cluster.plan.dashboard_forms import console_dashboard
 from gpu_cluster.plan.netmodes import pod_networking
 from gpu_cluster.plan.outputs import (
@@ -208,7 +209,7 @@ class OpenShiftPlatform(pulumi.ComponentResource):
             ImagePrePullArgs(
                 name=f"{s.name}-image-pre-pull",
                 namespace=s.namespace,
-                labels={**labels(s), "app.kubernetes.io/component": PRE_PULL_COMPONENT},
+                labels={**labels(s), COMPONENT_LABEL: PRE_PULL_COMPONENT},
                 image=s.image,
                 placement=placement,
                 service_account=account,

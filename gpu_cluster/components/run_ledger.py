@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.rbac.v1 import PolicyRuleArgs
 
 from gpu_cluster.components.script_controller import ScriptController, run_script
+from gpu_cluster.facts.kubernetes import COMPONENT_LABEL
 from gpu_cluster.facts.kueue import JOBSET_API, KUEUE_API
 from gpu_cluster.plan.run_ledger import (
     RUN_LEDGER_LIMITS,
@@ -22,8 +23,6 @@ from gpu_cluster.plan.run_ledger import (
     RunLedgerPlan,
 )
 from gpu_cluster.plan.scan_exceptions import script_controller_exceptions, skip_annotations
-
-COMPONENT_LABEL = "app.kubernetes.io/component"
 
 
 class RunLedgerExporter(pulumi.ComponentResource):

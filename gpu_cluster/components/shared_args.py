@@ -30,7 +30,7 @@ from gpu_cluster.config.checkpoints import checkpoint_root
 from gpu_cluster.config.derived import queue_name
 from gpu_cluster.config.schema import Settings
 from gpu_cluster.config.workload import needs_namespace_opt_in, required_level
-from gpu_cluster.facts.kubernetes import INSTANCE_LABEL
+from gpu_cluster.facts.kubernetes import COMPONENT_LABEL, INSTANCE_LABEL
 from gpu_cluster.facts.kueue import OPENSHIFT_MANAGED_NAMESPACE_LABEL
 from gpu_cluster.plan import launch
 from gpu_cluster.plan.claims import retention_annotations
@@ -78,7 +78,7 @@ def labels(s: Settings) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "gpu-cluster",
         INSTANCE_LABEL: s.name,
-        "app.kubernetes.io/component": "training",
+        COMPONENT_LABEL: "training",
     }
 
 
@@ -156,7 +156,7 @@ def queued(
     if a.run is None:
         return a
     charts = controller_charts(s)
-    controller_labels = {**a.labels, "app.kubernetes.io/component": "queue-controllers"}
+    controller_labels = {**a.labels, COMPONENT_LABEL: "queue-controllers"}
     existing = existing_controllers(s)
     controllers: tuple[pulumi.Resource, ...] = ()
     if charts:

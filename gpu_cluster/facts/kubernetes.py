@@ -405,6 +405,8 @@ def _suffix(suffix: str) -> tuple[int, int]:
 # The recommended label naming an application's instance, here the stack's run (kubernetes
 # website content/en/docs/concepts/overview/working-with-objects/common-labels.md).
 INSTANCE_LABEL = "app.kubernetes.io/instance"
+# The same page's label for the part an object plays (training, node-health-gate, ...).
+COMPONENT_LABEL = "app.kubernetes.io/component"
 
 # Where the kubelet reads a container's termination message from by default
 # (k8s.io/api core/v1 types.go Container.terminationMessagePath; kubernetes.io/docs/tasks/
