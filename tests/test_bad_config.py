@@ -797,6 +797,17 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         (*NERC_RUNNER, "workload.runs.submitters.users[0]=system:anonymous"),
         ("submitters.users[0] = 'system:anonymous'", "without credentials"),
     ),
+    # Google Groups for RBAC takes only GKE's group name, in a domain
+    (
+        "gcp-a4",
+        ("gcp.rbacSecurityGroup=ml-team@example.com",),
+        ("gcp.rbacSecurityGroup = 'ml-team@example.com'", "gke-security-groups@<your domain>"),
+    ),
+    (
+        "gcp-a4",
+        ("gcp.rbacSecurityGroup=gke-security-groups@localhost",),
+        ("gcp.rbacSecurityGroup = 'gke-security-groups@localhost'", "GKE takes a group"),
+    ),
     # the training in the namespace the stack installs Kueue into
     (
         "gcp-a3",
@@ -1061,6 +1072,19 @@ def test_a_list_whose_one_item_is_bad_is_named_once_by_that_item(
         run_program(config, secret_keys, stack, record_into=ProgramRun())
     lines = str(info.value).splitlines()[1:]
     assert [line.split(" = ")[0].strip() for line in lines] == [f"gpu-cluster:{key}[0]"], lines
+
+
+@pytest.mark.parametrize("value", ["1.2.3", "127.0.0.1"])
+def test_a_union_key_is_refused_on_one_line_that_names_each_kind_of_value(value: str) -> None:
+    """`dcgmHostEngine` is `own` or a host: one line, the host's reason and then `own`, not
+    pydantic's line per member that led with "Input should be 'own'"."""
+    key = "workload.queue.healthGate.runner.dcgmHostEngine"
+    config, secret_keys = engine_config("nerc-production", (*NERC_RUNNER, f"{key}={value}"))
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(config, secret_keys, "nerc-production", record_into=ProgramRun())
+    (line,) = [line for line in str(info.value).splitlines() if f"{key} =" in line]
+    assert line.endswith("; or else 'own'"), line
+    assert "Input should be" not in line
 
 
 def test_the_stacks_own_service_accounts_are_refused_as_run_submitters() -> None:

@@ -226,6 +226,12 @@ KEYS: dict[str, list[Any]] = {
     "gcp.allowUncatalogued": [["us-central1-z"], [], ["us-central1-a"], "x"],
     "gcp.authorizedNetworks[0].cidrBlock": ["198.51.100.7/32", "0.0.0.0/0", "10.0.0.1/8", "x"],
     "gcp.authorizedNetworks[0].displayName": ["ci-runner", ""],
+    "gcp.rbacSecurityGroup": [
+        "gke-security-groups@example.com",
+        None,
+        "gke-security-groups@Example.com",
+        "ml@example.com",
+    ],
 }
 KEYS["secretEnv"] = [{"HF_TOKEN": "hf_x"}, {"hf-token": "x"}, {"HF_TOKEN": 5}, ["HF_TOKEN"]]
 

@@ -167,6 +167,21 @@ def test_the_upgrade_replaces_both_pools_once_and_updates_the_cluster_in_place()
     assert ("gpu-cluster-cluster", "update", ()) in steps
 
 
+def test_google_groups_for_rbac_turns_on_in_place() -> None:
+    """gcp.rbacSecurityGroup sets GKE's security group on the cluster; on a deployed stack the
+    edit updates the cluster alone (the field is not force-new in the pinned provider:
+    test_gcp_force_new holds the replacement table to its source)."""
+    group = "gke-security-groups@example.com"
+    plain = run_stack("gcp-a4")
+    grouped = run_stack("gcp-a4", f"gcp.rbacSecurityGroup={group}")
+    (cluster,) = gcp_inputs(grouped, "gcp:container/cluster:Cluster")
+    assert cluster["authenticatorGroupsConfig"] == {"securityGroup": group}
+    (before,) = gcp_inputs(plain, "gcp:container/cluster:Cluster")
+    assert "authenticatorGroupsConfig" not in before
+    steps = {(s.name, s.op, s.fields) for s in plan(rows(plain), rows(grouped))}
+    assert steps == {("gpu-cluster-cluster", "update", ())}
+
+
 def test_a3_mega_pool() -> None:
     pool = gpu_pool(run_stack("gcp-a3"))
     assert pool["nodeCount"] == 2

@@ -320,16 +320,20 @@ def test_ledger_command_is_the_stack_s_own_run_s_status_where_its_steps_are_know
     assert "ledgerCommand" not in run_stack("gcp-a4").outputs
 
 
-def test_submitters_named_by_group_on_gke_warn_that_the_cluster_does_not_pass_groups() -> None:
+def test_submitters_named_by_group_on_gke_warn_unless_the_cluster_passes_groups() -> None:
     """GKE gives RBAC a user's Google groups only with Google Groups for RBAC, which the stack's
-    cluster does not turn on: the groups' members could not submit (users can)."""
+    cluster turns on only with gcp.rbacSecurityGroup: without it the groups' members could not
+    submit (users can)."""
 
     def warned(*sets: str) -> list[str]:
         return [w for w in run_stack("gcp-a4", *sets).warnings if "submitters.groups" in w]
 
-    (warning,) = warned("workload.runs.submitters.groups[0]=ml@example.com")
+    group = "workload.runs.submitters.groups[0]=ml@example.com"
+    (warning,) = warned(group)
     assert "Google Groups for RBAC (authenticatorGroupsConfig)" in warning
+    assert "set gcp.rbacSecurityGroup" in warning
     assert warned("workload.runs.submitters.users[0]=ml@example.com") == []
+    assert warned(group, "gcp.rbacSecurityGroup=gke-security-groups@example.com") == []
 
 
 CPU = "cpu"

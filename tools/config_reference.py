@@ -56,6 +56,8 @@ VALUE_TYPES: dict[str, str] = {
     "Subdomain": "a DNS-1123 subdomain (dots allowed), at most 253 characters",
     "HostName": "a host name or IPv4 address: a DNS-1123 subdomain whose every `.`-separated "
     "part is at most 63 characters (RFC 1035)",
+    "RbacSecurityGroup": "`gke-security-groups@` and a lower-case domain name (GKE's name for "
+    "the Google Groups for RBAC group)",
     "StorageClassName": 'a DNS-1123 subdomain, or `""`: no class (pre-provisioned volumes)',
     "NodeName": "a node name (DNS-1123 subdomain) of at most 63 characters (the pods' "
     "`kubernetes.io/hostname` affinity values)",

@@ -14,6 +14,7 @@ from pulumi_gcp.container import (
     ClusterAddonsConfigGcsFuseCsiDriverConfigArgs,
     ClusterAddonsConfigLustreCsiDriverConfigArgs,
     ClusterArgs,
+    ClusterAuthenticatorGroupsConfigArgs,
     ClusterIpAllocationPolicyArgs,
     ClusterMaintenancePolicyArgs,
     ClusterMaintenancePolicyDailyMaintenanceWindowArgs,
@@ -80,7 +81,8 @@ class GkeClusterArgs:
     nodes_after: what the pools wait for (that account and its roles). gcs_fuse_csi,
     lustre_csi, filestore_csi: turn on GKE's Cloud Storage FUSE, Lustre or Filestore CSI driver
     (the stack mounts buckets or Lustre instances, or its claims name a Filestore class).
-    monitoring_components: what GKE sends to Cloud Monitoring (Managed Prometheus always on)."""
+    monitoring_components: what GKE sends to Cloud Monitoring (Managed Prometheus always on).
+    rbac_security_group: gke-security-groups@<domain> for Google Groups for RBAC, or None."""
 
     cluster_name: str
     project: str
@@ -100,6 +102,7 @@ class GkeClusterArgs:
     lustre_csi: bool = False
     filestore_csi: bool = False
     monitoring_components: Sequence[str] = ()
+    rbac_security_group: str | None = None
 
 
 def _addons(a: GkeClusterArgs) -> ClusterAddonsConfigArgs | None:
@@ -285,6 +288,11 @@ class GkeCluster(pulumi.ComponentResource):
                 master_authorized_networks_config=_authorized_networks(a),
                 addons_config=_addons(a),
                 monitoring_config=_monitoring_config(a),
+                authenticator_groups_config=(
+                    ClusterAuthenticatorGroupsConfigArgs(security_group=a.rbac_security_group)
+                    if a.rbac_security_group
+                    else None
+                ),
                 workload_identity_config=ClusterWorkloadIdentityConfigArgs(
                     workload_pool=workload_pool(a.project)
                 ),

@@ -78,6 +78,7 @@ def gke_cluster(
             lustre_csi=uses_lustre(s),
             filestore_csi=uses_filestore(s),
             monitoring_components=gke_monitoring_components(s.monitoring),
+            rbac_security_group=g.rbac_security_group,
         ),
         opts,
     )

@@ -278,16 +278,20 @@ def submitter_group_warnings(s: Settings) -> list[str]:
     """A warning for run submitters named by group on GKE: a Google group reaches RBAC only on a
     cluster with Google Groups for RBAC (its authenticatorGroupsConfig, the security group
     gke-security-groups@<domain>; cloud.google.com/kubernetes-engine/docs/how-to/
-    google-groups-rbac), which the stack's cluster does not turn on. Not a refusal: it may be
-    turned on outside the stack."""
+    google-groups-rbac), which the stack's cluster turns on only with gcp.rbacSecurityGroup.
+    Not a refusal: it may be turned on outside the stack."""
     groups = s.workload.runs.submitters.groups
-    if s.platform != "gke" or s.workload.kind != "jobset" or not groups:
+    if s.gcp is None or s.workload.kind != "jobset" or not groups:
+        return []
+    if s.gcp.rbac_security_group is not None:
         return []
     return [
         f"gpu-cluster:workload.runs.submitters.groups = {list(groups)}: GKE puts a Google group "
         "in a user's groups only when the cluster has Google Groups for RBAC "
         "(authenticatorGroupsConfig), which this stack's cluster does not set; until it does, "
-        "these groups' members cannot submit runs: name them in users"
+        "these groups' members cannot submit runs: set gcp.rbacSecurityGroup "
+        "(gke-security-groups@<your domain>, with these groups among its members) or name the "
+        "people in users"
     ]
 
 

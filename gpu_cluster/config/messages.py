@@ -83,20 +83,43 @@ def _long_enough_but_for_bad_items(too_short: Any, errors: Collection[Any]) -> b
     )
 
 
+def _literal_branch(err: Any) -> bool:
+    """Whether `err` is a union's Literal member refusing the value (`Literal["own"] | HostName`
+    fails in each member: one error per branch, all at the same key)."""
+    loc = err["loc"]
+    return err["type"] == "literal_error" and bool(loc) and str(loc[-1]).startswith("literal[")
+
+
+def _union_alternatives(errors: Collection[Any]) -> dict[str, str]:
+    """For each key whose union refused a value in a Literal member and in another: the
+    Literal's allowed words, which that other member's line then ends with."""
+    keys = {_key_path(e["loc"]) for e in errors if not _literal_branch(e)}
+    return {
+        _key_path(e["loc"]): e["ctx"]["expected"]
+        for e in errors
+        if _literal_branch(e) and _key_path(e["loc"]) in keys
+    }
+
+
 def format_errors(exc: ValidationError, secret: Collection[str] = ()) -> str:
     """One line per problem: the key as written, the value (clipped) and what is allowed. The
     input of a problem under a `secret` top-level key is never formatted: `[secret]` stands in
     its place. (The problem's wording there is pydantic's own, which never quotes the input:
     the parts of a secret `codeSync` that have validators of ours are refused before.)"""
     errors = exc.errors()
+    alternatives = _union_alternatives(errors)
     lines = []
     for err in errors:
         loc = err["loc"]
         if err["type"] == "too_short" and _long_enough_but_for_bad_items(err, errors):
             continue  # pydantic counts only the valid items; the bad ones are named already
         key = _key_path(loc)
+        if key in alternatives and _literal_branch(err):
+            continue  # said at the end of the other member's line
         shown = SECRET_MASK if loc and loc[0] in secret else clipped(repr(err["input"]))
         msg = err["msg"].removeprefix("Value error, ")
+        if key in alternatives:
+            msg = f"{msg}; or else {alternatives[key]}"
         if err["type"] == "extra_forbidden":
             allowed = ", ".join(_allowed_keys(loc))
             lines.append(f"{PROJECT}:{key}: unknown key (a typo?); allowed here: {allowed}")

@@ -109,6 +109,22 @@ def _host_name(value: str) -> str:
     return value
 
 
+# GKE's security group for Google Groups for RBAC: "Group name must be in format
+# gke-security-groups@yourdomain.com" (pulumi_gcp container.Cluster authenticatorGroupsConfig).
+RBAC_SECURITY_GROUP_NAME = "gke-security-groups"
+_DOMAIN = re.compile(r"([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _rbac_security_group(value: str) -> str:
+    local, at, domain = value.partition("@")
+    if local != RBAC_SECURITY_GROUP_NAME or not at or not _DOMAIN.fullmatch(domain):
+        raise ValueError(
+            f"must be {RBAC_SECURITY_GROUP_NAME}@<your domain> (lower case, e.g. "
+            f"{RBAC_SECURITY_GROUP_NAME}@example.com): GKE takes a group of that name only"
+        )
+    return value
+
+
 def _storage_class(value: str) -> str:
     """A claim's class: a StorageClass name, or "" for none (the claim binds to a pre-provisioned
     volume without a class; pkg/apis/core/validation ValidatePersistentVolumeClaimSpec)."""
@@ -412,6 +428,7 @@ DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Namespace = Annotated[str, AfterValidator(_namespace)]
 Subdomain = Annotated[str, AfterValidator(_subdomain)]
 HostName = Annotated[str, AfterValidator(_host_name)]
+RbacSecurityGroup = Annotated[str, AfterValidator(_rbac_security_group)]
 StorageClassName = Annotated[str, AfterValidator(_storage_class)]
 NodeName = Annotated[str, AfterValidator(_node_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]

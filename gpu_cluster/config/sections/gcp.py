@@ -14,6 +14,7 @@ from gpu_cluster.config.values import (
     Cidr,
     MachineType,
     PrivateCidr,
+    RbacSecurityGroup,
 )
 from gpu_cluster.facts.gcp import FLEX_START_MAX_SECONDS, RESERVATION_PATTERN
 from gpu_cluster.facts.machines import MACHINES, Provisioning
@@ -238,6 +239,17 @@ class GcpSettings(Section):
     Kubernetes objects through that endpoint, so an empty list is refused. `0.0.0.0/0` opens it
     to the whole internet (authentication still applies), as before this key existed. Edits
     apply in place.
+    """
+
+    # Google Groups for RBAC: GKE adds the Google groups a user belongs to (the groups that are
+    # members of this one) to the user's Kubernetes groups (cloud.google.com/kubernetes-engine/
+    # docs/how-to/google-groups-rbac). Not ForceNew (terraform-provider-google-beta v7.45.0;
+    # tests/vendor/gcp_force_new.json lists no authenticatorGroupsConfig): set in place.
+    rbac_security_group: RbacSecurityGroup | None = None
+    """Google Groups for RBAC on the cluster (its `authenticatorGroupsConfig`): the group
+    `gke-security-groups@<your domain>` whose member groups GKE passes to RBAC, so that
+    `workload.runs.submitters.groups` may name Google groups (without it they warn). The groups
+    must exist in your Google Workspace or Cloud Identity domain first. Edits apply in place.
     """
 
     @model_validator(mode="before")

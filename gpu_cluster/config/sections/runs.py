@@ -33,8 +33,8 @@ class RunSubmitters(Section):
 
     groups: tuple[SubjectName, ...] = ()
     """Groups, as the cluster's identity provider names them (`oc get groups`; on GKE a Google
-    group, only where the cluster has Google Groups for RBAC, which the stack does not turn on:
-    it warns). Not a group the API server puts every requester in (`system:authenticated`,
+    group, only where the cluster has Google Groups for RBAC: `gcp.rbacSecurityGroup`; without
+    it, it warns). Not a group the API server puts every requester in (`system:authenticated`,
     `system:serviceaccounts`...)."""
     users: tuple[SubjectName, ...] = ()
     """Users, as the API server names them (an OpenShift user, a Google account's email)."""
