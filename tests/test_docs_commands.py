@@ -99,7 +99,8 @@ def shell_blocks(doc: Path) -> Iterator[str]:
 
 def line_commands(doc: str, line: str, block: str) -> Iterator[Command]:
     """The simple commands of one line. A `VAR=value` before a command is skipped; an
-    assignment of a command's output, `NAME="$(command)"`, is that command (assigns NAME)."""
+    assignment of a command's output, `NAME="$(command)"`, is that command (assigns NAME), and
+    so is one before a command (`NAME="$(a)" b`: a, then b with NAME in its environment)."""
     lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
     lexer.commenters = "#"
@@ -113,9 +114,17 @@ def line_commands(doc: str, line: str, block: str) -> Iterator[Command]:
             if previous is not None:
                 yield previous
             argv, assigns, operator = [], None, token
-        elif not argv and (assignment := ASSIGNMENT.fullmatch(token)):
+        elif assignment := ASSIGNMENT.fullmatch(token) if not argv or assigns else None:
             if output_of := re.fullmatch(r"\$\((.*)\)", assignment.group("value")):
+                if argv:
+                    previous = Command(doc, argv, block, assigns, previous, operator)
+                    yield previous
+                    operator = ""
                 argv, assigns = shlex.split(output_of.group(1)), assignment.group("name")
+        elif assigns:  # the command the assignment is the environment of
+            previous = Command(doc, argv, block, assigns, previous, operator)
+            yield previous
+            argv, assigns, operator = [token], None, ""
         else:
             argv.append(token)
 
@@ -166,7 +175,7 @@ def check_pulumi(c: Command, ctx: Context) -> None:
 
 
 def check_kube(c: Command, ctx: Context) -> None:
-    verbs = {"get", "delete", "exec", "apply", "rsync", "describe", "logs", "auth"}
+    verbs = {"get", "delete", "exec", "apply", "rsync", "describe", "logs", "auth", "whoami"}
     assert c.argv[1] in verbs, f"{c}: a {c.argv[0]} verb the docs do not use yet"
     if "-n" in c.argv:
         assert re.fullmatch(r"[a-z0-9-]+", c.argv[c.argv.index("-n") + 1]), c
@@ -287,6 +296,7 @@ def module_of(c: Command) -> str | None:
 CHECKED_SUBCOMMANDS = {
     "doctor": "checks the Pulumi CLI, its login, the cluster and the cloud",
     "run": "submits, lists, reads and stops runs on the stack's cluster",
+    "dashboard": "reads the stack's Prometheus (OpenShift's Thanos Querier, Google's API)",
 }
 
 

@@ -25,6 +25,7 @@ from gpu_cluster.config.dates import pinned
 from gpu_cluster.config.messages import ConfigError
 from gpu_cluster.offline.change_summary import add_arguments as add_summary_arguments
 from gpu_cluster.offline.change_summary import write_summary
+from gpu_cluster.offline.dashboard_cli import add_dashboard_arguments, dashboard_command
 from gpu_cluster.offline.doctor import Stack, doctor
 from gpu_cluster.offline.new_stack import new_stack, write_new_stack
 from gpu_cluster.offline.project import Project, ProjectError, find_project, read_project
@@ -43,13 +44,15 @@ from gpu_cluster.offline.secret_digest import SecretDigestError
 from gpu_cluster.offline.stack_files import checked_settings
 
 EXIT_CODES = """exit codes:
-  0  rendered (diff: no change; rights --check: every right held; doctor: no FAIL; run: done)
+  0  rendered (diff: no change; rights --check: every right held; doctor: no FAIL; run: done;
+     dashboard: drawn)
   1  diff: the render differs from the earlier one; rights --check: a right is missing;
      doctor: something to fix (a FAIL line)
   2  bad config or usage, a project, output or earlier-render directory that cannot be used,
      a key for secret digests that cannot be kept, or a program that refuses its config as
      `pulumi preview` would (one message; nothing written); rights --check: no answer;
-     run: refused (no context, no right, no template, no queue, no such run, over quota)
+     run: refused (no context, no right, no template, no queue, no such run, over quota);
+     dashboard: nothing to draw, or the Prometheus API did not answer
   3  a crash: an error the command did not expect (its traceback on stderr)"""
 # Any exit code from this one up: neither "changed" (1) nor "refused" (2) to a script.
 CRASHED = 3
@@ -371,6 +374,12 @@ def main(argv: list[str] | None = None) -> int:
         "'gpu-cluster[runs]')",
     )
     add_run_arguments(run_cmd, _stack_arguments)
+    dashboard_cmd = command(
+        "dashboard",
+        "draw the stack's dashboard (GPUs, runs, goodput, queue, node health) as an SVG from "
+        "a Prometheus HTTP API's answers over the last hour (--since)",
+    )
+    add_dashboard_arguments(dashboard_cmd, _stack_arguments)
 
     args = parser.parse_args(argv)
     if args.command == "run":
@@ -379,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_command(args, lambda: _project(args.project_dir).directory)
     if args.command == "doctor":
         return _doctor(args)
+    if args.command == "dashboard":
+        return dashboard_command(args, lambda: _project(args.project_dir).directory)
     if args.command == "rights":
         return _rights(args)
     if args.command == "summary":

@@ -60,13 +60,18 @@ def provide_stack(cluster: RealCluster, stack: StackRender, volumes: Path) -> No
     cluster.kube.create_all(o for o in stack.objects() if o["kind"] != "JobSet")
 
 
-def run_command(config: tuple[str, ...], verb: str, *args: str) -> str:
-    """`gpu-cluster run VERB ARGS` on the drill's stack, as a shell line."""
+def cli_command(config: tuple[str, ...], *subcommand: str, args: tuple[str, ...] = ()) -> str:
+    """`gpu-cluster SUBCOMMAND --stack <the drill's> --set ... ARGS`, as a shell line."""
     sets = " ".join(f"--set {shlex.quote(c)}" for c in config)
     return (
-        f"{shlex.quote(sys.executable)} -m gpu_cluster run {verb} --stack {STACK} {sets} "
-        f"{shlex.join(args)}"
+        f"{shlex.quote(sys.executable)} -m gpu_cluster {shlex.join(subcommand)} --stack {STACK} "
+        f"{sets} {shlex.join(args)}"
     )
+
+
+def run_command(config: tuple[str, ...], verb: str, *args: str) -> str:
+    """`gpu-cluster run VERB ARGS` on the drill's stack, as a shell line."""
+    return cli_command(config, "run", verb, args=args)
 
 
 def submit_run(

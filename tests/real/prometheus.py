@@ -4,11 +4,12 @@ test gives, asked with its HTTP API."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,16 @@ SCRAPE_INTERVAL = "1s"
 
 @contextmanager
 def running_prometheus(
-    tools: Tools, workdir: Path, scrape_configs: list[dict[str, Any]]
+    tools: Tools,
+    workdir: Path,
+    scrape_configs: list[dict[str, Any]],
+    *,
+    host: str = "127.0.0.1",
+    enter: Callable[[list[str]], list[str]] = list,
 ) -> Iterator[str]:
     """Prometheus scraping `scrape_configs` (its configuration file's own form), its data in
-    `workdir`; yields its base URL."""
+    `workdir`, listening on `host`, started through `enter` (a network namespace's nsenter);
+    yields its base URL."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
     config.write_text(
@@ -33,14 +40,16 @@ def running_prometheus(
             {"global": {"scrape_interval": SCRAPE_INTERVAL}, "scrape_configs": scrape_configs}
         )
     )
-    listen = f"127.0.0.1:{free_port()}"
+    listen = f"{host}:{free_port()}"
     server = subprocess.Popen(
-        [
-            str(tools.binary("prometheus")),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={workdir / 'tsdb'}",
-            f"--web.listen-address={listen}",
-        ],
+        enter(
+            [
+                str(tools.binary("prometheus")),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={workdir / 'tsdb'}",
+                f"--web.listen-address={listen}",
+            ]
+        ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -50,6 +59,60 @@ def running_prometheus(
     finally:
         server.terminate()
         server.communicate(timeout=30)
+
+
+# A label name as prometheus-operator writes a Kubernetes label into a meta label's name
+# (v0.85.0 pkg/prometheus/promcfg.go sanitizeLabelName).
+_NOT_IN_A_LABEL_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def pod_monitor_scrape(monitor: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
+    """The scrape configuration prometheus-operator writes for `monitor`, a PodMonitor with one
+    endpoint (v0.85.0 pkg/prometheus/promcfg.go generatePodMonitorConfig): the pods of its
+    namespace found through the API (`kubeconfig`), running, with its selector's labels and a
+    container port of the endpoint's name, labelled with their namespace, container and pod.
+    The scrape interval stays the test's (SCRAPE_INTERVAL)."""
+    meta, spec = monitor["metadata"], monitor["spec"]
+    (endpoint,) = spec["podMetricsEndpoints"]
+
+    def meta_label(kind: str, key: str) -> str:
+        return f"__meta_kubernetes_pod_{kind}_{_NOT_IN_A_LABEL_NAME.sub('_', key)}"
+
+    relabel: list[dict[str, Any]] = [
+        {
+            "action": "drop",
+            "source_labels": ["__meta_kubernetes_pod_phase"],
+            "regex": "(Failed|Succeeded)",
+        },
+        *(
+            {
+                "action": "keep",
+                "source_labels": [meta_label("label", key), meta_label("labelpresent", key)],
+                "regex": f"({value});true",
+            }
+            for key, value in sorted(spec["selector"]["matchLabels"].items())
+        ),
+        {
+            "action": "keep",
+            "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+            "regex": endpoint["port"],
+        },
+        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+        {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
+        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+    ]
+    return {
+        "job_name": f"podMonitor/{meta['namespace']}/{meta['name']}/0",
+        "metrics_path": endpoint.get("path", "/metrics"),
+        "kubernetes_sd_configs": [
+            {
+                "role": "pod",
+                "kubeconfig_file": str(kubeconfig),
+                "namespaces": {"names": [meta["namespace"]]},
+            }
+        ],
+        "relabel_configs": relabel,
+    }
 
 
 def evaluated(base: str, expression: str) -> dict[str, Any]:
@@ -77,6 +140,17 @@ def query(base: str, expression: str) -> list[dict[str, Any]]:
     assert body["status"] == "success", body
     result: list[dict[str, Any]] = body["data"]["result"]
     return result
+
+
+def targets(base: str) -> list[str]:
+    """Each active target's job, URL, health and last scrape error, as Prometheus reports them
+    (/api/v1/targets): what a failure message shows of the scraping."""
+    with urllib.request.urlopen(f"{base}/api/v1/targets", timeout=5) as response:
+        active = json.load(response)["data"]["activeTargets"]
+    return [
+        f"{t['scrapePool']} {t['scrapeUrl']} {t['health']} {t['lastError']}".rstrip()
+        for t in active
+    ]
 
 
 def value_of(base: str, expression: str) -> float | None:

@@ -1,0 +1,118 @@
+"""`gpu-cluster dashboard`'s picture (offline/dashboard_svg.py) from given answers, and the
+command's refusals. What it draws from a real Prometheus scraping a real launcher:
+tests/real/test_run_metrics_prometheus.py."""
+
+from __future__ import annotations
+
+import math
+import socket
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gpu_cluster.offline.cli import main
+from gpu_cluster.offline.dashboard_svg import (
+    CHART_HEIGHT,
+    LEGEND_SHOWN,
+    NO_DATA,
+    PanelData,
+    Series,
+    legend_name,
+    picture,
+    shown,
+)
+from gpu_cluster.plan.dashboard import Panel, Unit
+
+SVG = "{http://www.w3.org/2000/svg}"
+STEP_TIME = Panel("Step time per rank", "q", Unit.SECONDS, "{{run}} rank {{rank}}")
+
+
+def drawn(*series: Series, panel: Panel = STEP_TIME) -> ET.Element:
+    """The picture of one row with one panel holding `series` over t = 0..100."""
+    return ET.fromstring(picture("t", [("Runs", [PanelData(panel, series)])], 0.0, 100.0))
+
+
+def lines(root: ET.Element) -> list[list[tuple[float, float]]]:
+    return [
+        [(float(x), float(y)) for x, y in (p.split(",") for p in line.get("points", "").split())]
+        for line in root.iter(f"{SVG}polyline")
+    ]
+
+
+def texts(root: ET.Element) -> list[str]:
+    return [t.text or "" for t in root.iter(f"{SVG}text")]
+
+
+def test_a_series_spans_the_chart_from_zero_to_its_highest_value() -> None:
+    root = drawn(Series({"run": "a", "rank": "0"}, ((0.0, 0.0), (50.0, 2.0), (100.0, 4.0))))
+    ((first, middle, last),) = lines(root)
+    assert first[1] - last[1] == pytest.approx(CHART_HEIGHT)  # 0 at the bottom, 4 at the top
+    assert middle == pytest.approx(((first[0] + last[0]) / 2, (first[1] + last[1]) / 2))
+    assert "a rank 0" in texts(root)  # the legend, filled from the series' labels
+    assert {"0 s", "4 s"} <= set(texts(root))  # the axis' ends in the panel's unit
+
+
+def test_a_value_that_is_no_number_breaks_the_line() -> None:
+    points = ((0.0, 1.0), (25.0, 2.0), (50.0, math.nan), (75.0, 3.0), (100.0, 1.0))
+    assert [len(line) for line in lines(drawn(Series({"run": "a"}, points)))] == [2, 2]
+
+
+def test_a_panel_without_data_is_named_on_its_row_s_no_data_line_not_drawn() -> None:
+    nan_only = Series({"run": "a"}, ((0.0, math.nan),))
+    other = Panel("Restarts", "q", Unit.COUNT, "{{run}}")
+    rows = [
+        ("Runs", [PanelData(STEP_TIME, ()), PanelData(other, (nan_only,))]),
+        ("Queue", [PanelData(other, (Series({"run": "b"}, ((0.0, 1.0),)),))]),
+    ]
+    root = ET.fromstring(picture("t", rows, 0.0, 100.0))
+    assert [t for t in texts(root) if t.startswith(NO_DATA)] == [
+        f"{NO_DATA}Step time per rank, Restarts"
+    ]
+    assert len(lines(root)) == 1 and "Step time per rank" not in texts(root)
+
+
+def test_past_the_legend_s_room_series_are_counted() -> None:
+    series = [Series({"run": f"r{i}", "rank": "0"}, ((0.0, float(i)),)) for i in range(6)]
+    root = drawn(*series)
+    assert f"and {6 - LEGEND_SHOWN} more" in texts(root)
+    assert [t for t in texts(root) if t.startswith("r")] == [
+        f"r{i} rank 0" for i in range(LEGEND_SHOWN)
+    ]
+
+
+def test_legend_and_units() -> None:
+    assert legend_name(STEP_TIME, {"run": "lr-1"}) == "lr-1 rank"
+    assert shown(0.93, Unit.RATIO) == "93%"
+    assert shown(48e9, Unit.BYTES_PER_SECOND) == "48 GB/s"
+    assert shown(512.0, Unit.BYTES) == "512 B"
+    assert shown(700.0, Unit.WATTS) == "700 W"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_an_api_that_does_not_answer_is_a_refusal_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    picture_file = tmp_path / "d.svg"
+    argv = ["dashboard", "--stack", "barcelona", "--prometheus", url, "--svg", str(picture_file)]
+    assert main(argv) == 2
+    assert f"error: {url} could not be reached" in capsys.readouterr().err
+    assert not picture_file.exists()
+
+
+def test_a_stack_that_collects_nothing_has_nothing_to_draw(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        *("dashboard", "--stack", "gcp-a3", "--set", "monitoring.dcgm=false"),
+        *("--prometheus", "http://127.0.0.1:1", "--svg", str(tmp_path / "d.svg")),
+    ]
+    assert main(argv) == 2
+    assert "collects neither GPU metrics" in capsys.readouterr().err
