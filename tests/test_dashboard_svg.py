@@ -116,3 +116,26 @@ def test_a_stack_that_collects_nothing_has_nothing_to_draw(
     ]
     assert main(argv) == 2
     assert "collects neither GPU metrics" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://host", "http://[::1", "http://host:port"])
+def test_an_api_url_that_is_none_is_a_usage_error(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["dashboard", "--stack", "barcelona", "--prometheus", url, "--svg", "d.svg"]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert f"argument --prometheus: '{url}': " in capsys.readouterr().err
+
+
+def test_a_picture_in_no_directory_is_refused_before_any_query(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    picture_file = tmp_path / "absent" / "d.svg"
+    argv = [
+        *("dashboard", "--stack", "barcelona", "--prometheus", "http://127.0.0.1:1"),
+        *("--svg", str(picture_file)),
+    ]
+    assert main(argv) == 2
+    assert f"no directory {picture_file.parent}" in capsys.readouterr().err

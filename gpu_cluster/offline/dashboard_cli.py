@@ -53,6 +53,18 @@ def duration_seconds(text: str) -> int:
     return int(match[1]) * _SECONDS[match[2]]
 
 
+def api_base(text: str) -> str:
+    """An http(s) URL with a host, for argparse (anything else is its usage error)."""
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018  # raises ValueError for a port that is no number
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r}: an http:// or https:// URL with a host")
+    return text
+
+
 def add_dashboard_arguments(
     parser: argparse.ArgumentParser, stack_arguments: Callable[[argparse.ArgumentParser], None]
 ) -> None:
@@ -60,6 +72,7 @@ def add_dashboard_arguments(
     parser.add_argument(
         "--prometheus",
         required=True,
+        type=api_base,
         metavar="URL",
         help="the Prometheus HTTP API's base, before /api/v1 (OpenShift: https://<the "
         "thanos-querier route>; GKE: https://monitoring.googleapis.com/v1/projects/<project>/"
@@ -118,6 +131,9 @@ def dashboard_command(args: argparse.Namespace, project_dir: Callable[[], Path])
         settings = checked_settings(args.stack, tuple(args.set), project_dir()).settings
     except (ConfigError, FileNotFoundError, ProjectError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.svg.parent.is_dir():
+        print(f"error: --svg {args.svg}: no directory {args.svg.parent}", file=sys.stderr)
         return 2
     if not (shows_gpu_metrics(settings) or settings.monitoring.run_metrics.enabled):
         print(
