@@ -865,3 +865,11 @@ def test_placeholders_and_an_open_endpoint_are_warned_by_key() -> None:
         "the control plane's endpoint; list the addresses pulumi up, CI and kubectl run from"
     ]
     assert not any("placeholder" in w for w in run_stack("nerc-production").warnings)
+    # A Google Groups for RBAC group in a documentation domain (RFC 2606) is no one's.
+    for domain in ("example.com", "ml.example.org", "corp.test"):
+        group = f"gcp.rbacSecurityGroup=gke-security-groups@{domain}"
+        assert [w.split(" is ")[0] for w in run_stack("gcp-a3", *own, group).warnings] == [
+            f"gpu-cluster:gcp.rbacSecurityGroup = 'gke-security-groups@{domain}'"
+        ]
+    owned = "gcp.rbacSecurityGroup=gke-security-groups@examples.com"
+    assert run_stack("gcp-a3", *own, owned).warnings == []

@@ -234,6 +234,19 @@ DOCUMENTATION_RANGES = tuple(
 )
 
 
+# Domain names reserved for documentation and tests, which no one's Google Workspace or Cloud
+# Identity domain is (RFC 2606: example.com/.net/.org and the TLDs .example, .test, .invalid,
+# .localhost).
+DOCUMENTATION_DOMAINS = ("example.com", "example.net", "example.org")
+RESERVED_TLDS = ("example", "test", "invalid", "localhost")
+
+
+def documentation_domain(domain: str) -> bool:
+    return domain in DOCUMENTATION_DOMAINS or domain.endswith(
+        tuple(f".{d}" for d in (*DOCUMENTATION_DOMAINS, *RESERVED_TLDS))
+    )
+
+
 @dataclass(frozen=True)
 class Placeholder:
     """A value a GKE stack file must not keep before `pulumi up`: the warning naming it and the
@@ -245,7 +258,8 @@ class Placeholder:
 
 def placeholders(s: Settings) -> list[Placeholder]:
     """The shipped placeholder project, an authorized network no client is in (a documentation
-    range: `pulumi up` could not reach the cluster it creates), and one every address is in."""
+    range: `pulumi up` could not reach the cluster it creates), one every address is in, and a
+    Google Groups for RBAC group in a documentation domain."""
     if s.gcp is None:
         return []
     out = []
@@ -271,6 +285,17 @@ def placeholders(s: Settings) -> list[Placeholder]:
             continue
         listed = "list the addresses pulumi up, CI and kubectl run from"
         out.append(Placeholder(f"{key} {problem}; {listed}", fix))
+    group = s.gcp.rbac_security_group
+    if group is not None and documentation_domain(group.partition("@")[2]):
+        fix = "pulumi config set --path gcp.rbacSecurityGroup gke-security-groups@YOUR_DOMAIN"
+        out.append(
+            Placeholder(
+                f"gpu-cluster:gcp.rbacSecurityGroup = {group!r} is in a domain reserved for "
+                f"documentation (RFC 2606), which is no one's Google Workspace: set your "
+                f"domain's ({fix})",
+                fix,
+            )
+        )
     return out
 
 

@@ -20,7 +20,7 @@ from gpu_cluster.config.quantities import (
     integer_text,
     quantity_text,
 )
-from gpu_cluster.facts.gcp import USABLE_PRIVATE_RANGES
+from gpu_cluster.facts.gcp import RBAC_SECURITY_GROUP_NAME, USABLE_PRIVATE_RANGES
 from gpu_cluster.facts.gcs import BUCKET_NAME, BUCKET_NAME_FORBIDDEN
 from gpu_cluster.facts.kubernetes import (
     DNS_1035_LABEL,
@@ -109,9 +109,6 @@ def _host_name(value: str) -> str:
     return value
 
 
-# GKE's security group for Google Groups for RBAC: "Group name must be in format
-# gke-security-groups@yourdomain.com" (pulumi_gcp container.Cluster authenticatorGroupsConfig).
-RBAC_SECURITY_GROUP_NAME = "gke-security-groups"
 _DOMAIN = re.compile(r"([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 

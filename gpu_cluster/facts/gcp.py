@@ -64,3 +64,7 @@ GKE_STACK_APIS = (
     "iam.googleapis.com",
     "cloudresourcemanager.googleapis.com",
 )
+
+# GKE's security group for Google Groups for RBAC: "Group name must be in format
+# gke-security-groups@yourdomain.com" (pulumi_gcp container.Cluster authenticatorGroupsConfig).
+RBAC_SECURITY_GROUP_NAME = "gke-security-groups"

@@ -249,7 +249,8 @@ class GcpSettings(Section):
     """Google Groups for RBAC on the cluster (its `authenticatorGroupsConfig`): the group
     `gke-security-groups@<your domain>` whose member groups GKE passes to RBAC, so that
     `workload.runs.submitters.groups` may name Google groups (without it they warn). The groups
-    must exist in your Google Workspace or Cloud Identity domain first. Edits apply in place.
+    must exist in your Google Workspace or Cloud Identity domain first (a documentation domain
+    such as `example.com` warns, and `gpu-cluster doctor` fails it). Edits apply in place.
     """
 
     @model_validator(mode="before")
