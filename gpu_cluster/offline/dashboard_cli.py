@@ -22,7 +22,7 @@ from typing import Any
 
 from gpu_cluster.config.derived import shows_gpu_metrics
 from gpu_cluster.config.messages import ConfigError
-from gpu_cluster.offline.dashboard_svg import PanelData, Series, picture
+from gpu_cluster.offline.dashboard_svg import PanelData, Series, has_data, picture
 from gpu_cluster.offline.project import ProjectError
 from gpu_cluster.offline.stack_files import checked_settings
 from gpu_cluster.plan.dashboard import dashboard_rows, dashboard_title
@@ -163,7 +163,7 @@ def dashboard_command(args: argparse.Namespace, project_dir: Callable[[], Path])
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.svg.write_text(picture(dashboard_title(settings), rows, start, end))
-    drawn = sum(1 for _, panels in rows for data in panels if data.series)
+    drawn = sum(1 for _, panels in rows for data in panels if has_data(data))
     total = sum(len(panels) for _, panels in rows)
     print(f"wrote {args.svg}: {drawn} of {total} panels with data over the last {args.since} s")
     return 0
