@@ -808,6 +808,11 @@ CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("gcp.rbacSecurityGroup=gke-security-groups@localhost",),
         ("gcp.rbacSecurityGroup = 'gke-security-groups@localhost'", "GKE takes a group"),
     ),
+    (
+        "gcp-a4",
+        (f"gcp.rbacSecurityGroup=gke-security-groups@{'.'.join(['a' * 63] * 4)}.com",),
+        ("gcp.rbacSecurityGroup = 'gke-security-groups@aaa", "a domain of 259 characters"),
+    ),
     # the training in the namespace the stack installs Kueue into
     (
         "gcp-a3",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpu_cluster.offline.cli import main
+from gpu_cluster.offline.dashboard_cli import PrometheusError, matrix_of
 from gpu_cluster.offline.dashboard_svg import (
     CHART_HEIGHT,
     LEGEND_SHOWN,
@@ -53,9 +54,29 @@ def test_a_series_spans_the_chart_from_zero_to_its_highest_value() -> None:
     assert {"0 s", "4 s"} <= set(texts(root))  # the axis' ends in the panel's unit
 
 
-def test_a_value_that_is_no_number_breaks_the_line() -> None:
+def test_a_value_that_is_no_number_breaks_the_line_and_a_lone_point_is_a_dot() -> None:
     points = ((0.0, 1.0), (25.0, 2.0), (50.0, math.nan), (75.0, 3.0), (100.0, 1.0))
     assert [len(line) for line in lines(drawn(Series({"run": "a"}, points)))] == [2, 2]
+    lone = drawn(Series({"run": "a"}, ((0.0, 1.0), (50.0, math.nan), (100.0, 2.0))))
+    assert lines(lone) == [] and len(list(lone.iter(f"{SVG}circle"))) == 2
+
+
+@pytest.mark.parametrize(
+    "values",
+    [(-1e16, -1e16), (1.7e308, -1.7e308), (0.0, 0.0), (5e-324, 5e-324)],
+    ids=["a flat line far below zero", "a span past the largest float", "zero", "tiny"],
+)
+def test_any_finite_values_lie_on_the_chart(values: tuple[float, float]) -> None:
+    """Whatever the values, each point is a number inside the chart (none overflowed to inf or
+    divided by a zero span)."""
+    ((first, last),) = lines(drawn(Series({"run": "a"}, ((0.0, values[0]), (100.0, values[1])))))
+    ys = (first[1], last[1])
+    assert all(math.isfinite(y) for y in ys) and max(ys) - min(ys) <= CHART_HEIGHT + 0.1, ys
+
+
+def test_characters_xml_cannot_hold_are_replaced_not_written() -> None:
+    root = drawn(Series({"run": "a\x01b\ufffe", "rank": "<0>"}, ((0.0, 1.0), (1.0, 2.0))))
+    assert "a\ufffdb\ufffd rank <0>" in texts(root)
 
 
 def test_a_panel_without_data_is_named_on_its_row_s_no_data_line_not_drawn() -> None:
@@ -63,7 +84,7 @@ def test_a_panel_without_data_is_named_on_its_row_s_no_data_line_not_drawn() -> 
     other = Panel("Restarts", "q", Unit.COUNT, "{{run}}")
     rows = [
         ("Runs", [PanelData(STEP_TIME, ()), PanelData(other, (nan_only,))]),
-        ("Queue", [PanelData(other, (Series({"run": "b"}, ((0.0, 1.0),)),))]),
+        ("Queue", [PanelData(other, (Series({"run": "b"}, ((0.0, 1.0), (9.0, 2.0))),))]),
     ]
     root = ET.fromstring(picture("t", rows, 0.0, 100.0))
     assert [t for t in texts(root) if t.startswith(NO_DATA)] == [
@@ -138,4 +159,77 @@ def test_a_picture_in_no_directory_is_refused_before_any_query(
         *("--svg", str(picture_file)),
     ]
     assert main(argv) == 2
-    assert f"no directory {picture_file.parent}" in capsys.readouterr().err
+    assert "not a file in a directory that exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b'{"status": "success"}',
+        b'{"status": "success", "data": {"result": null}}',
+        b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, '
+        b'"value": [1, "1"]}]}}',
+        b'{"status": "success", "data": {"result": [{"metric": {}, "histograms": []}]}}',
+        b'{"status": "success", "data": {"result": [{"metric": {}, "values": [[1, "abc"]]}]}}',
+        b'{"status": "success", "data": {"result": [{"values": [[1, "1"]]}]}}',
+        b"[" * 100000,
+        b"<html>proxy error</html>",
+        b'{"status": "error", "error": "bad_data"}',
+    ],
+    ids=[
+        "a list",
+        "no data",
+        "a null result",
+        "a vector",
+        "a native histogram",
+        "no number",
+        "no labels",
+        "nested past the recursion limit",
+        "HTML",
+        "a refusal",
+    ],
+)
+def test_an_answer_that_is_no_matrix_is_a_refusal_naming_the_api(body: bytes) -> None:
+    with pytest.raises(PrometheusError, match=r"^http://p (answered|refused) "):
+        matrix_of("http://p", body)
+
+
+def test_a_matrix_answer_is_its_series_with_labels_as_text() -> None:
+    body = (
+        b'{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": '
+        b'{"run": "a", "n": 1}, "values": [[1.5, "NaN"], [2, "3"]]}]}}'
+    )
+    (series,) = matrix_of("http://p", body)
+    assert series.labels == {"run": "a", "n": "1"}
+    assert series.points[1] == (2.0, 3.0) and math.isnan(series.points[0][1])
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://exa mple.com", "without spaces"),
+        ("http://a..b:9090", "label"),
+        ("http://user:secret@host", "credentials"),
+        ("http://host:9090?x=1", "ends with its path"),
+        ("http://host/sin\u20acgle", "in ASCII"),
+    ],
+)
+def test_an_api_url_the_request_could_not_use_is_a_usage_error_that_shows_no_secret(
+    url: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["dashboard", "--stack", "barcelona", "--prometheus", url, "--svg", "d.svg"])
+    err = capsys.readouterr().err
+    assert said in err and "secret" not in err.replace("credentials", "")
+
+
+def test_a_token_no_header_carries_is_refused_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROMETHEUS_TOKEN", "tok\n")
+    url = f"http://127.0.0.1:{closed_port()}"
+    argv = ["dashboard", "--stack", "barcelona", "--prometheus", url, "--svg", str(tmp_path / "d")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "$PROMETHEUS_TOKEN holds a line break" in err and "could not be reached" not in err

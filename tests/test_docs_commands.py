@@ -115,7 +115,7 @@ def line_commands(doc: str, line: str, block: str) -> Iterator[Command]:
                 yield previous
             argv, assigns, operator = [], None, token
         elif assignment := ASSIGNMENT.fullmatch(token) if not argv or assigns else None:
-            if output_of := re.fullmatch(r"\$\((.*)\)", assignment.group("value")):
+            if output_of := re.fullmatch(r"\$\((.+)\)", assignment.group("value")):
                 if argv:
                     previous = Command(doc, argv, block, assigns, previous, operator)
                     yield previous

@@ -116,8 +116,13 @@ def _rbac_security_group(value: str) -> str:
     local, at, domain = value.partition("@")
     if local != RBAC_SECURITY_GROUP_NAME or not at or not _DOMAIN.fullmatch(domain):
         raise ValueError(
-            f"must be {RBAC_SECURITY_GROUP_NAME}@<your domain> (lower case, e.g. "
-            f"{RBAC_SECURITY_GROUP_NAME}@example.com): GKE takes a group of that name only"
+            f"must be {RBAC_SECURITY_GROUP_NAME}@<your domain>, in lower case: GKE takes a "
+            "group of that name only"
+        )
+    if len(domain) > DNS_SUBDOMAIN_MAX:
+        raise ValueError(
+            f"has a domain of {len(domain)} characters; a domain name holds at most "
+            f"{DNS_SUBDOMAIN_MAX} (RFC 1035)"
         )
     return value
 

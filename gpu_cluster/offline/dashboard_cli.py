@@ -7,6 +7,7 @@ terminal, an incident report, CI)."""
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import math
 import os
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_cluster.config.derived import shows_gpu_metrics
-from gpu_cluster.config.messages import ConfigError
+from gpu_cluster.config.messages import ConfigError, clipped
 from gpu_cluster.offline.dashboard_svg import PanelData, Series, has_data, picture
 from gpu_cluster.offline.project import ProjectError
 from gpu_cluster.offline.stack_files import checked_settings
@@ -37,7 +38,11 @@ POINTS = 240
 # Prometheus' own floor for a useful step: its scrape interval on both platforms (30 s) is
 # coarser, so a finer step only repeats samples.
 MIN_STEP_S = 15
-_DURATION = re.compile(r"^(\d+)([smhd])$")
+# The longest --since: Managed Service for Prometheus keeps samples 24 months (Cloud Monitoring
+# quotas, "Data retention"); further back every API answers nothing, which would draw as if no
+# series existed.
+MAX_SINCE_S = 730 * 86400
+_DURATION = re.compile(r"^([0-9]+)([smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -50,19 +55,50 @@ def duration_seconds(text: str) -> int:
     match = _DURATION.fullmatch(text)
     if match is None or int(match[1]) == 0:
         raise argparse.ArgumentTypeError(f"{text!r}: a duration such as 30m, 6h or 2d")
-    return int(match[1]) * _SECONDS[match[2]]
+    seconds = int(match[1]) * _SECONDS[match[2]]
+    if seconds > MAX_SINCE_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: at most {MAX_SINCE_S // 86400}d (24 months, the longest any of the APIs "
+            "keeps samples)"
+        )
+    return seconds
 
 
 def api_base(text: str) -> str:
-    """An http(s) URL with a host, for argparse (anything else is its usage error)."""
+    """An http(s) URL with a host and nothing after its path, in ASCII (percent-encoded), for
+    argparse (anything else is its usage error). No credentials: a URL shows in the process
+    list and in messages; the token goes in $PROMETHEUS_TOKEN."""
+    usage = "an http:// or https:// URL with a host, e.g. https://prometheus.example.com:9090"
+    if not text.isascii() or any(c.isspace() or not c.isprintable() for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r}: {usage}, in ASCII without spaces")
     try:
         parts = urllib.parse.urlsplit(text)
         parts.port  # noqa: B018  # raises ValueError for a port that is no number
-    except ValueError as exc:
+        (parts.hostname or "").encode("idna")  # an empty or over-long label
+    except (ValueError, UnicodeError) as exc:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(f"{text!r}: an http:// or https:// URL with a host")
+        raise argparse.ArgumentTypeError(f"{text!r}: {usage}")
+    if parts.username is not None or parts.password is not None:
+        raise argparse.ArgumentTypeError(
+            "the URL holds credentials, which would show in the process list and in messages: "
+            f"put a bearer token in ${TOKEN_VARIABLE} instead"
+        )
+    if parts.query or parts.fragment or text.endswith(("?", "#")):
+        raise argparse.ArgumentTypeError(f"{text!r}: the API's base ends with its path")
     return text
+
+
+def bearer_token() -> str | None:
+    """$PROMETHEUS_TOKEN, if set; one that no HTTP header carries is refused before any
+    request."""
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    if token is not None and not (token.isascii() and token.isprintable()):
+        raise PrometheusError(
+            f"${TOKEN_VARIABLE} holds a line break, a control character or a character outside "
+            "ASCII, which no token has and no HTTP header carries: set it to the token alone"
+        )
+    return token
 
 
 def add_dashboard_arguments(
@@ -78,7 +114,9 @@ def add_dashboard_arguments(
         "thanos-querier route>; GKE: https://monitoring.googleapis.com/v1/projects/<project>/"
         "location/global/prometheus); a bearer token, if it wants one, in $PROMETHEUS_TOKEN",
     )
-    parser.add_argument("--svg", required=True, type=Path, help="the picture's file")
+    parser.add_argument(
+        "--svg", required=True, type=Path, help="the picture's file; `-`: standard output"
+    )
     parser.add_argument(
         "--since",
         type=duration_seconds,
@@ -102,19 +140,37 @@ def query_range(
     )
     try:
         with urllib.request.urlopen(request, timeout=QUERY_TIMEOUT_S) as response:
-            answer: dict[str, Any] = json.load(response)
+            body = response.read()
     except urllib.error.HTTPError as exc:
         raise PrometheusError(f"{base} answered {exc.code} {exc.reason}: {_said(exc)}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise PrometheusError(f"{base} could not be reached: {exc}") from None
-    except ValueError:
+    except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as exc:
+        raise PrometheusError(f"{base} could not be reached: {exc!r}") from None
+    return matrix_of(base, body)
+
+
+def matrix_of(base: str, body: bytes) -> tuple[Series, ...]:
+    """The series of a query_range answer `body` from `base`; PrometheusError for an answer
+    that is no JSON, a refusal, or no matrix (a vector, a native histogram, a field missing or
+    of another type)."""
+    try:
+        answer = json.loads(body)
+    except (ValueError, RecursionError):
         raise PrometheusError(f"{base} answered something other than JSON") from None
-    if answer.get("status") != "success":
-        raise PrometheusError(f"{base} refused the query: {answer.get('error', answer)}")
-    return tuple(
-        Series(one["metric"], tuple((float(t), float(v)) for t, v in one["values"]))
-        for one in answer["data"]["result"]
-    )
+    if isinstance(answer, dict) and answer.get("status") != "success":
+        said = answer.get("error", answer)
+        raise PrometheusError(f"{base} refused the query: {clipped(str(said))}")
+    try:
+        return tuple(_series(one) for one in answer["data"]["result"])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise PrometheusError(
+            f"{base} answered something other than a query_range matrix ({exc!r})"
+        ) from None
+
+
+def _series(one: dict[str, Any]) -> Series:
+    """One series of a matrix answer: its labels (as text) and its (time, value) points."""
+    labels = {str(k): str(v) for k, v in one["metric"].items()}
+    return Series(labels, tuple((float(t), float(v)) for t, v in one["values"]))
 
 
 def _said(exc: urllib.error.HTTPError) -> str:
@@ -134,8 +190,9 @@ def dashboard_command(args: argparse.Namespace, project_dir: Callable[[], Path])
     except (ConfigError, FileNotFoundError, ProjectError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not args.svg.parent.is_dir():
-        print(f"error: --svg {args.svg}: no directory {args.svg.parent}", file=sys.stderr)
+    to_stdout = str(args.svg) == "-"
+    if not to_stdout and (args.svg.is_dir() or not args.svg.parent.is_dir()):
+        print(f"error: --svg {args.svg}: not a file in a directory that exists", file=sys.stderr)
         return 2
     if not (shows_gpu_metrics(settings) or settings.monitoring.run_metrics.enabled):
         print(
@@ -149,8 +206,8 @@ def dashboard_command(args: argparse.Namespace, project_dir: Callable[[], Path])
     # A whole number of steps back: Prometheus evaluates at start + k * step, so the last
     # point is now, and a series that began in the last step still shows.
     start = end - math.ceil(args.since / step) * step
-    token = os.environ.get(TOKEN_VARIABLE) or None
     try:
+        token = bearer_token()
         rows = [
             (
                 row.title,
@@ -164,8 +221,18 @@ def dashboard_command(args: argparse.Namespace, project_dir: Callable[[], Path])
     except PrometheusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    args.svg.write_text(picture(dashboard_title(settings), rows, start, end))
+    drawing = picture(dashboard_title(settings), rows, start, end)
     drawn = sum(1 for _, panels in rows for data in panels if has_data(data))
     total = sum(len(panels) for _, panels in rows)
-    print(f"wrote {args.svg}: {drawn} of {total} panels with data over the last {args.since} s")
+    said = f"{drawn} of {total} panels with data over the last {end - start:.0f} s"
+    if to_stdout:
+        sys.stdout.write(drawing)
+        print(f"drew {said}", file=sys.stderr)
+        return 0
+    try:
+        args.svg.write_text(drawing)
+    except OSError as exc:
+        print(f"error: --svg {args.svg}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.svg}: {said}")
     return 0

@@ -61,6 +61,26 @@ def shown(value: float, unit: Unit) -> str:
     return f"{value:.3g}{symbol}"
 
 
+def _axis(values: Sequence[float]) -> tuple[float, float]:
+    """The y axis' bottom (0, or the lowest value below it) and half its span, halved so that
+    no difference of two finite values overflows; a flat line gets a span of its own size (at
+    least 1), so that it lies on the bottom of a readable axis."""
+    low, high = min(0.0, min(values)), max(values)
+    half_span = high / 2 - low / 2
+    if not half_span > 0:
+        half_span = max(0.5, abs(low) / 2)
+    return low, half_span
+
+
+# Characters XML 1.0 forbids (its Char production), which label values may hold.
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def text_of(value: str) -> str:
+    """`value` as XML character data: escaped, and each character XML cannot hold a U+FFFD."""
+    return escape(_NOT_XML.sub("\ufffd", value))
+
+
 def _finite(series: Sequence[Series]) -> list[float]:
     return [v for s in series for _, v in s.points if math.isfinite(v)]
 
@@ -83,45 +103,53 @@ def _panel(data: PanelData, x0: float, y0: float, start: float, end: float) -> l
     parts = [
         f'<rect x="{x0}" y="{y0}" width="{PANEL_WIDTH}" height="{PANEL_HEIGHT}" fill="#fafafa" '
         'stroke="#ddd"/>',
-        f'<text x="{x0 + 10}" y="{y0 + 19}" font-weight="bold">{escape(panel.title)}</text>',
+        f'<text x="{x0 + 10}" y="{y0 + 19}" font-weight="bold">{text_of(panel.title)}</text>',
         f'<line x1="{left}" y1="{bottom}" x2="{left + CHART_WIDTH}" y2="{bottom}" stroke="#999"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#999"/>',
         f'<text x="{left}" y="{bottom + 15}" font-size="11">{_clock(start)}</text>',
         f'<text x="{left + CHART_WIDTH}" y="{bottom + 15}" font-size="11" '
         f'text-anchor="end">{_clock(end)}</text>',
     ]
-    values = _finite(series)
-    low, high = min(0.0, min(values)), max(values)
-    high = high if high > low else low + 1
-    for fraction, anchor in ((0.0, bottom), (1.0, top)):
+    low, half_span = _axis(_finite(series))
+    for anchor, value in ((bottom, low), (top, low + 2 * half_span)):
         parts.append(
             f'<text x="{left - 6}" y="{anchor + 4}" font-size="11" text-anchor="end">'
-            f"{escape(shown(low + fraction * (high - low), panel.unit))}</text>"
+            f"{text_of(shown(value, panel.unit))}</text>"
         )
     span = end - start if end > start else 1.0
+
+    def x(t: float) -> float:
+        return left + (t - start) / span * CHART_WIDTH
+
+    def y(v: float) -> float:
+        return bottom - (v / 2 - low / 2) / half_span * CHART_HEIGHT
+
     for i, one in enumerate(series):
         colour = COLOURS[i % len(COLOURS)]
-        name = escape(legend_name(panel, one.labels))
+        name = text_of(legend_name(panel, one.labels))
         for stretch in _runs(one.points):
-            xy = " ".join(
-                f"{left + (t - start) / span * CHART_WIDTH:.1f},"
-                f"{bottom - (v - low) / (high - low) * CHART_HEIGHT:.1f}"
-                for t, v in stretch
-            )
+            if len(stretch) == 1:  # a lone point: a dot, as a line through it has no length
+                ((t, v),) = stretch
+                parts.append(
+                    f'<circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="2.5" fill="{colour}">'
+                    f"<title>{name}</title></circle>"
+                )
+                continue
+            xy = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in stretch)
             parts.append(
                 f'<polyline points="{xy}" fill="none" stroke="{colour}" stroke-width="2">'
                 f"<title>{name}</title></polyline>"
             )
         if i < LEGEND_SHOWN:
-            y = bottom + 22 + (i + 1) * LEGEND_LINE
+            line = bottom + 22 + (i + 1) * LEGEND_LINE
             parts += [
-                f'<rect x="{x0 + 10}" y="{y - 9}" width="10" height="10" fill="{colour}"/>',
-                f'<text x="{x0 + 26}" y="{y}" font-size="11">{name}</text>',
+                f'<rect x="{x0 + 10}" y="{line - 9}" width="10" height="10" fill="{colour}"/>',
+                f'<text x="{x0 + 26}" y="{line}" font-size="11">{name}</text>',
             ]
     if len(series) > LEGEND_SHOWN:
-        y = bottom + 22 + (LEGEND_SHOWN + 1) * LEGEND_LINE
+        line = bottom + 22 + (LEGEND_SHOWN + 1) * LEGEND_LINE
         more = len(series) - LEGEND_SHOWN
-        parts.append(f'<text x="{x0 + 26}" y="{y}" font-size="11">and {more} more</text>')
+        parts.append(f'<text x="{x0 + 26}" y="{line}" font-size="11">and {more} more</text>')
     return parts
 
 
@@ -144,7 +172,7 @@ def picture(
     for row_title, panels in rows:
         body.append(
             f'<text x="{MARGIN}" y="{y + 20}" font-size="15" font-weight="bold">'
-            f"{escape(row_title)}</text>"
+            f"{text_of(row_title)}</text>"
         )
         y += ROW_TITLE
         drawn = [data for data in panels if has_data(data)]
@@ -156,7 +184,7 @@ def picture(
         if empty:
             body.append(
                 f'<text x="{MARGIN}" y="{y + 6}" fill="#888">'
-                f"{escape(NO_DATA + ', '.join(empty))}</text>"
+                f"{text_of(NO_DATA + ', '.join(empty))}</text>"
             )
             y += ROW_TITLE
     height = y + MARGIN
@@ -167,7 +195,7 @@ def picture(
                 f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
                 f'<rect width="{width}" height="{height}" fill="white"/>',
                 f'<text x="{MARGIN}" y="{MARGIN + 14}" font-size="17" font-weight="bold">'
-                f"{escape(title)}</text>",
+                f"{text_of(title)}</text>",
                 *body,
                 "</svg>",
             ]
