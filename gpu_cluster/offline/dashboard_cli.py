@@ -38,9 +38,9 @@ POINTS = 240
 # Prometheus' own floor for a useful step: its scrape interval on both platforms (30 s) is
 # coarser, so a finer step only repeats samples.
 MIN_STEP_S = 15
-# The longest --since: Managed Service for Prometheus keeps samples 24 months (Cloud Monitoring
-# quotas, "Data retention"); further back every API answers nothing, which would draw as if no
-# series existed.
+# The longest --since: Managed Service for Prometheus keeps data 24 months, the longest of the
+# three (cloud.google.com/stackdriver/docs/managed-prometheus, overview); further back every API
+# answers nothing, which would draw as if no series existed.
 MAX_SINCE_S = 730 * 86400
 _DURATION = re.compile(r"^([0-9]+)([smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
