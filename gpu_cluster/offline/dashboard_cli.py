@@ -133,9 +133,9 @@ def query_range(
     the parameters in the URL: the form every implementation takes (Managed Service for
     Prometheus documents GET with an empty body: cloud.google.com/monitoring/api/ref_v3/rest/v1/
     projects.location.prometheus.api.v1/query_range)."""
-    form = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:.0f}"}
+    params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:.0f}"}
     request = urllib.request.Request(
-        f"{base.rstrip('/')}/api/v1/query_range?{urllib.parse.urlencode(form)}",
+        f"{base.rstrip('/')}/api/v1/query_range?{urllib.parse.urlencode(params)}",
         headers={"Authorization": f"Bearer {token}"} if token else {},
     )
     try:
