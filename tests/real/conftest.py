@@ -27,6 +27,13 @@ from tools.realtier.nodenet import NodeNetwork
 from tools.realtier.realnodes import NodeSpec, RealNodes
 
 
+def on_one_worker(module: str) -> pytest.MarkDecorator:
+    """Keeps a module's tests on one pytest-xdist worker (`--dist loadgroup`, as .ci/run runs
+    the tier): a module-scoped cluster is then set up once, not again on each worker that takes
+    one of the module's tests, and two such clusters training at once never starve each other."""
+    return pytest.mark.xdist_group(module)
+
+
 @dataclass(frozen=True)
 class Cluster:
     plane: ControlPlane
@@ -125,15 +132,6 @@ def real_nodes_cluster(
                 yield RealCluster(plane, kube, node_tools, nodes, node_images)
     finally:
         network.down()
-
-
-@pytest.fixture
-def real_cluster(
-    node_tools: Tools, node_images: NodeImages, tmp_path: Path
-) -> Iterator[RealCluster]:
-    """Two real nodes with the test image."""
-    with real_nodes_cluster(node_tools, node_images, tmp_path) as cluster:
-        yield cluster
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ from tests.real.cluster_state import (
     stack_engine,
     statefulset_settled,
 )
-from tests.real.conftest import Cluster
+from tests.real.conftest import Cluster, on_one_worker
 from tests.real.queue_state import pods_of_an_admitted_run
 from tests.test_edit_matrix import FROM_DEPLOYED, MATRIX, NAMESPACE
 from tools.realtier.build import Tools
@@ -234,6 +234,7 @@ def deployed(
         yield deploy
 
 
+@on_one_worker("engine-previews")  # `deployed` deploys each stack once
 @pytest.mark.parametrize(
     ("stack", "edit"), OPENSHIFT_EDITS, ids=[" ".join((s, *e))[:60] for s, e in OPENSHIFT_EDITS]
 )

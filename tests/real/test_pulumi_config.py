@@ -22,6 +22,7 @@ from gpu_cluster.offline.stack_files import engine_config, stack_file_config
 from tests.as_of import AS_OF
 from tests.cli import by_case
 from tests.conftest import ROOT, STACKS
+from tests.real.conftest import on_one_worker
 from tests.stack_scalars import (
     READ_AS_WRITTEN,
     SCALARS,
@@ -37,7 +38,7 @@ from tests.stack_scalars import (
 from tools.realtier.build import Tools
 from tools.realtier.pulumi_cli import PulumiCli
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, on_one_worker(__name__)]
 
 
 def cli_values(listing: dict[str, Any]) -> dict[str, Any]:

@@ -33,7 +33,7 @@ import pytest
 
 from tests.conftest import BARCELONA_CREATES_NADS
 from tests.real.cluster_state import pods_of, read_live, stack_engine, statefulset_settled
-from tests.real.conftest import RealCluster, real_nodes_cluster
+from tests.real.conftest import RealCluster, on_one_worker, real_nodes_cluster
 from tests.real.training import (
     assert_nothing_trains,
     exec_in,
@@ -55,7 +55,7 @@ from tools.realtier.realnodes import NodeSpec
 from tools.realtier.stacks import StackRender
 from tools.realtier.torchimage import locate_training_image
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, on_one_worker(__name__)]
 
 STACK = "barcelona"
 # The seed's NICs behind its four NADs (k8s/network-attachments/: eno5np0..eno8np0), as the

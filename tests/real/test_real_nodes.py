@@ -13,23 +13,42 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.real.conftest import REAL_NODES, RealCluster
+from tests.real.conftest import REAL_NODES, RealCluster, on_one_worker, real_nodes_cluster
+from tools.realtier.build import Tools
+from tools.realtier.images import NodeImages
 from tools.realtier.kube import Kube, describe, wait_for
 from tools.realtier.stacks import render
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, on_one_worker(__name__)]
 
 NAMESPACE = "real-nodes"
 # A TCP port the peers serve on (any unprivileged port).
 PEER_PORT = 7000
 
 
-def _namespace(kube: Kube) -> None:
+@pytest.fixture(scope="module")
+def module_nodes(
+    node_tools: Tools, node_images: NodeImages, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RealCluster]:
+    """Two real nodes for all of the module's tests (one worker runs them: on_one_worker)."""
+    workdir = tmp_path_factory.mktemp("real-nodes")
+    with real_nodes_cluster(node_tools, node_images, workdir) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def nodes(module_nodes: RealCluster) -> Iterator[RealCluster]:
+    """The module's nodes with NAMESPACE created afresh for one test, and deleted after it until
+    it is gone: its pods have let go of the GPUs they asked for before the next test's ask."""
+    kube = module_nodes.kube
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    yield module_nodes
+    kube.delete_and_follow("v1", "Namespace", NAMESPACE)
 
 
 def _pod_phase(kube: Kube, name: str, phases: tuple[str, ...]) -> dict[str, Any] | None:
@@ -60,11 +79,10 @@ def _pod(name: str, command: list[str], image: str, **spec: Any) -> dict[str, An
     }
 
 
-def test_a_pod_runs_its_command_on_a_real_node(real_cluster: RealCluster) -> None:
+def test_a_pod_runs_its_command_on_a_real_node(nodes: RealCluster) -> None:
     """Scheduled by the GPUs the node advertises (an extended resource), run by containerd, its
     output read back as `kubectl logs` reads it (API server -> kubelet -> container log)."""
-    kube = real_cluster.kube
-    _namespace(kube)
+    kube = nodes.kube
     pod = _pod(
         "hello",
         [
@@ -73,11 +91,11 @@ def test_a_pod_runs_its_command_on_a_real_node(real_cluster: RealCluster) -> Non
             "import platform, socket; print('ran on', socket.gethostname(), "
             "'python', platform.python_version())",
         ],
-        real_cluster.images.test.name,
+        nodes.images.test.name,
     )
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
     kube.create(pod)
-    finished = _finished(real_cluster, "hello")
+    finished = _finished(nodes, "hello")
 
     assert finished["status"]["phase"] == "Succeeded", finished["status"]
     assert finished["spec"]["nodeName"] in {n.name for n in REAL_NODES}
@@ -119,13 +137,12 @@ signal.pause()
 
 
 def test_statefulset_peers_on_two_nodes_reach_each_other_by_name(
-    real_cluster: RealCluster,
+    nodes: RealCluster,
 ) -> None:
     """As the stack's training pods: a StatefulSet behind a headless Service, one pod per GPU
     node (each asks for all of a node's GPUs); each resolves `<peer>.<service>` through cluster
     DNS and the bytes cross from one node's network namespace into the other's."""
-    kube = real_cluster.kube
-    _namespace(kube)
+    kube = nodes.kube
     labels = {"app": "peers"}
     kube.create(
         {
@@ -138,7 +155,7 @@ def test_statefulset_peers_on_two_nodes_reach_each_other_by_name(
     gpus = REAL_NODES[0].extended_resources["nvidia.com/gpu"]
     container = {
         "name": "peer",
-        "image": real_cluster.images.test.name,
+        "image": nodes.images.test.name,
         "command": ["python3", "-c", PEER_SCRIPT],
         "env": [{"name": "SERVICE", "value": "peers"}],
         "resources": {"limits": {"nvidia.com/gpu": gpus}},
@@ -169,7 +186,7 @@ def test_statefulset_peers_on_two_nodes_reach_each_other_by_name(
     logs = wait_for(
         "both peers to greet each other",
         greeted,
-        explain=lambda: describe(kube, NAMESPACE) + real_cluster.nodes.log_tail(0, "kubelet"),
+        explain=lambda: describe(kube, NAMESPACE) + nodes.nodes.log_tail(0, "kubelet"),
     )
     pods = {name: kube.get("v1", "Pod", name, NAMESPACE) for name in logs}
     assert pods["rank-0"]["spec"]["nodeName"] != pods["rank-1"]["spec"]["nodeName"]
@@ -182,7 +199,7 @@ def test_statefulset_peers_on_two_nodes_reach_each_other_by_name(
 SUMMARY = "busbw 1.250 GB/s over 2097152..8388608 B: PASS: data check ok"
 
 
-def test_the_stacks_security_context_is_enforced(real_cluster: RealCluster) -> None:
+def test_the_stacks_security_context_is_enforced(nodes: RealCluster) -> None:
     """nerc-production's training pod and container security context, with the UID OpenShift's
     restricted-v2 SCC assigns (MustRunAsRange: the first of the namespace's
     openshift.io/sa.scc.uid-range, 1000650000/10000 on a fresh project): the container starts,
@@ -193,8 +210,7 @@ def test_the_stacks_security_context_is_enforced(real_cluster: RealCluster) -> N
     template = statefulset["spec"]["template"]["spec"]
     training = next(c for c in template["containers"] if c["name"] == "training")
     uid = 1000650000
-    kube = real_cluster.kube
-    _namespace(kube)
+    kube = nodes.kube
     pod = _pod(
         "confined",
         [
@@ -203,12 +219,12 @@ def test_the_stacks_security_context_is_enforced(real_cluster: RealCluster) -> N
             "id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; "
             f"echo '{SUMMARY}' > /dev/termination-log",
         ],
-        real_cluster.images.test.name,
+        nodes.images.test.name,
         securityContext={**template["securityContext"], "runAsUser": uid},
     )
     pod["spec"]["containers"][0]["securityContext"] = training["securityContext"]
     kube.create(pod)
-    finished = _finished(real_cluster, "confined")
+    finished = _finished(nodes, "confined")
 
     assert finished["status"]["phase"] == "Succeeded", finished["status"]
     (status,) = finished["status"]["containerStatuses"]
@@ -250,20 +266,17 @@ for host in (os.environ["KUBERNETES_SERVICE_HOST"], "kubernetes.default.svc"):
 
 
 def test_a_pod_reaches_the_api_server_through_the_kubernetes_service(
-    real_cluster: RealCluster,
+    nodes: RealCluster,
 ) -> None:
     """The `kubernetes` Service's cluster IP and DNS name lead to the API server, whose
     certificate is valid for both, and the pod's service-account token authenticates it."""
-    kube = real_cluster.kube
-    _namespace(kube)
+    kube = nodes.kube
     wait_for(
         "the namespace's default service account",
         lambda: kube.exists("v1", "ServiceAccount", "default", NAMESPACE),
     )
-    kube.create(
-        _pod("in-cluster", ["python3", "-c", IN_CLUSTER_SCRIPT], real_cluster.images.test.name)
-    )
-    finished = _finished(real_cluster, "in-cluster")
+    kube.create(_pod("in-cluster", ["python3", "-c", IN_CLUSTER_SCRIPT], nodes.images.test.name))
+    finished = _finished(nodes, "in-cluster")
 
     log = kube.pod_log("in-cluster", NAMESPACE)
     assert finished["status"]["phase"] == "Succeeded", log

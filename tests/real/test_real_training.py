@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from tests.real.cluster_state import pods_of, read_live, stack_engine, statefulset_settled
-from tests.real.conftest import RealCluster
+from tests.real.conftest import RealCluster, on_one_worker
 from tests.real.training import (
     EXPORTED_COMMAND_TIMEOUT_S,
     RESTRICTED_UID,
@@ -70,7 +70,7 @@ from tools.realtier.images import NodeImages
 from tools.realtier.kube import wait_for
 from tools.realtier.stacks import StackRender
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, on_one_worker(__name__)]
 
 # The fabric check's sweep kept small (two ranks on two shared cores) and a floor any working
 # pod network clears: what is shown is the check's path and verdict, not a speed. A shared data
