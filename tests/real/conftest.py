@@ -34,6 +34,21 @@ def on_one_worker(module: str) -> pytest.MarkDecorator:
     return pytest.mark.xdist_group(module)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """on_one_worker rides on pytest-xdist renaming each grouped test's node ID `<id>@<group>`
+    on its workers, which pytest 9.2's node IDs silently undo (pytest-dev/pytest-xdist#1386):
+    such a test fails before its fixtures, rather than set its module's cluster up again on
+    every worker."""
+    grouped = item.get_closest_marker("xdist_group") is not None
+    # config.option.loadgroup: set on pytest-xdist's workers under --dist loadgroup.
+    if grouped and getattr(item.config.option, "loadgroup", False) and "@" not in item.nodeid:
+        pytest.fail(
+            "--dist loadgroup does not group this test's module onto one worker here "
+            "(pytest-dev/pytest-xdist#1386): pytest < 9.2 (requirements-dev.txt)"
+        )
+
+
 @dataclass(frozen=True)
 class Cluster:
     plane: ControlPlane
