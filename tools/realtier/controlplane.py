@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import random
 import shutil
 import signal
 import socket
@@ -45,6 +46,10 @@ KUBERNETES_SERVICE_NAMES = (
     f"kubernetes.default.svc.{CLUSTER_DOMAIN}",
 )
 STOP_GRACE_S = 20.0
+# Where outgoing connections take their local ports (Linux; 32768-60999 by default), and the
+# first port free_port() picks from: below them, above the well-known and common service ports.
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORTS_FROM = 20000
 # kwok manages the nodes that carry this annotation (kwok --manage-nodes-with-annotation-selector).
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -57,10 +62,19 @@ def _die_with_parent() -> None:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A port free on 127.0.0.1 now, taken at random below the kernel's ephemeral range
+    (ip-sysctl.rst, ip_local_port_range), from which every outgoing connection gets its local
+    port: a port the kernel hands out for bind(0) can be taken by a client's connection before
+    the component binds it (Kueue's health probe once failed so, "address already in use")."""
+    ephemeral_low = int(EPHEMERAL_PORTS.read_text().split()[0])
+    while True:
+        port = random.randrange(PORTS_FROM, ephemeral_low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:  # in use
+                continue
+            return port
 
 
 class StartError(RuntimeError):

@@ -21,7 +21,6 @@ import contextlib
 import functools
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 import yaml
 
 from tools.realtier.build import Tools
-from tools.realtier.controlplane import CLUSTER_DOMAIN, ControlPlane
+from tools.realtier.controlplane import CLUSTER_DOMAIN, ControlPlane, free_port
 from tools.realtier.controlplane import _die_with_parent as die_with_parent
 from tools.realtier.images import ImageArchive
 from tools.realtier.kube import Kube, Object, wait_for
@@ -199,7 +198,7 @@ class RealNodes:
     # --- cluster DNS -------------------------------------------------------------------------
 
     def _start_coredns(self) -> None:
-        ready_port = _free_port()
+        ready_port = free_port()
         corefile = self.workdir / "Corefile"
         self.workdir.mkdir(parents=True, exist_ok=True)
         # The kubernetes plugin as kubeadm's Corefile sets it (cmd/kubeadm/app/phases/addons/dns/
@@ -409,9 +408,3 @@ def _answers(url: str) -> bool:
     with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as response:
         return bool(response.status == 200)
     return False
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
