@@ -47,7 +47,7 @@ KUBERNETES_SERVICE_NAMES = (
 )
 STOP_GRACE_S = 20.0
 # Where outgoing connections take their local ports (Linux; 32768-60999 by default), and the
-# first port free_port() picks from: below them, above the well-known and common service ports.
+# first port free_port() picks from, outside them: above the well-known and common services'.
 EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
 PORTS_FROM = 20000
 # kwok manages the nodes that carry this annotation (kwok --manage-nodes-with-annotation-selector).
@@ -62,13 +62,16 @@ def _die_with_parent() -> None:
 
 
 def free_port() -> int:
-    """A port free on 127.0.0.1 now, taken at random below the kernel's ephemeral range
+    """A port free on 127.0.0.1 now, taken at random outside the kernel's ephemeral range
     (ip-sysctl.rst, ip_local_port_range), from which every outgoing connection gets its local
     port: a port the kernel hands out for bind(0) can be taken by a client's connection before
     the component binds it (Kueue's health probe once failed so, "address already in use")."""
-    ephemeral_low = int(EPHEMERAL_PORTS.read_text().split()[0])
+    low, high = (int(bound) for bound in EPHEMERAL_PORTS.read_text().split())
+    outside = [*range(PORTS_FROM, low), *range(high + 1, 65536)]
+    if not outside:
+        raise RuntimeError(f"no port outside the ephemeral range {low}-{high} ({EPHEMERAL_PORTS})")
     while True:
-        port = random.randrange(PORTS_FROM, ephemeral_low)
+        port: int = random.choice(outside)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind(("127.0.0.1", port))
