@@ -21,7 +21,7 @@ import pytest
 
 from tests.cli import as_pid_1, children, command_line
 from tests.script_modules import load_script
-from tests.test_run_metrics import free_port
+from tools.realtier.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "allreduce_check.py"

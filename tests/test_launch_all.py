@@ -18,8 +18,8 @@ import pytest
 
 from tests.cli import as_pid_1, children, command_line, descendants, running
 from tests.prerequisites import unavailable
-from tests.test_run_metrics import free_port
 from tests.test_scripts import SCRIPTS, TORCHRUN, run
+from tools.realtier.controlplane import free_port
 
 LAUNCH_ALL = SCRIPTS / "launch-all.sh"
 LAUNCH_STOP = SCRIPTS / "launch-stop.sh"

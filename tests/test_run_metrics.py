@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from tests.script_modules import SCRIPTS, load_script
+from tools.realtier.controlplane import free_port
 
 # The launchers they start are given train.py, which must be there.
 pytestmark = pytest.mark.usefixtures("beside_a_training_script")
@@ -122,12 +123,6 @@ def test_before_any_step_there_is_no_last_step_and_without_a_pattern_no_step() -
 
 
 # --- the launcher and the exporter, for real --------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> str | None:

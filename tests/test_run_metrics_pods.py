@@ -18,11 +18,11 @@ from tests.conftest import manifests, pod_spec, pod_template, run_stack, scripts
 from tests.test_run_metrics import (
     PATIENCE_SECONDS,
     RESTART_LINE,
-    free_port,
     samples,
     scrape,
     wait_for,
 )
+from tools.realtier.controlplane import free_port
 
 # The launchers it starts are given train.py, which must be there.
 pytestmark = pytest.mark.usefixtures("beside_a_training_script")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from gpu_cluster.plan.health_gate import HEALTH_GATE_SCRIPT
 from gpu_cluster.plan.health_runner import HEALTH_RUNNER_SCRIPT
 from tests.cli import as_pid_1
 from tests.script_modules import SCRIPTS
+from tools.realtier.controlplane import free_port
 
 SETTINGS = {
     HEALTH_GATE_SCRIPT: {
@@ -42,14 +42,6 @@ SETTINGS = {
 }
 
 
-def refused_port() -> int:
-    """A local port nothing listens on (bound, then let go)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def ns_pids(pid: str) -> list[str]:
     """The process's PID in each PID namespace it is in, outermost first (proc(5), NSpid)."""
     status = Path(f"/proc/{pid}/status").read_text().splitlines()
@@ -66,7 +58,7 @@ def test_a_controller_as_pid_1_stops_on_sigterm(script: str, tmp_path: Path) -> 
     env = {
         **SETTINGS[script],
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-        "KUBERNETES_SERVICE_PORT": str(refused_port()),
+        "KUBERNETES_SERVICE_PORT": str(free_port()),  # nothing listens there
         "SERVICEACCOUNT_DIR": str(account),
         "PYTHONUNBUFFERED": "1",
     }

@@ -19,7 +19,7 @@ from tests.real.cluster_state import deploy_on
 from tests.real.queue_state import admitted, condition, explain, running, workload_of
 from tests.real.script_controllers import running_script
 from tests.real.test_jobset_stack import OVERRIDES, nodes_in_blocks
-from tests.test_run_metrics import free_port
+from tools.realtier.controlplane import free_port
 from tools.realtier.kube import Kube, Object, wait_for
 from tools.realtier.stacks import StackRender, render
 

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.test_run_metrics import free_port
 from tools.realtier.build import Tools
+from tools.realtier.controlplane import free_port
 
 # Prometheus' smallest useful scrape interval: tests wait for a few scrapes.
 SCRAPE_INTERVAL = "1s"

@@ -77,8 +77,9 @@ from tests.real.prometheus import (
 from tests.real.script_controllers import running_script
 from tests.real.training import kill_worker, training_cluster
 from tests.script_modules import load_script
-from tests.test_run_metrics import free_port, scrape
+from tests.test_run_metrics import scrape
 from tools.realtier.build import Tools
+from tools.realtier.controlplane import free_port
 from tools.realtier.images import NodeImages
 from tools.realtier.kube import wait_for
 from tools.realtier.stacks import StackRender, render
