@@ -4,12 +4,12 @@ secrets provider in a directory of the caller's, no update check, no plugin down
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from tools.realtier.build import Tools
+from tools.realtier.controlplane import tool_env
 
 # A throwaway passphrase for test stacks' secrets (pkg/secrets/passphrase reads it from here).
 TEST_PASSPHRASE = "realtier-test-passphrase"
@@ -21,7 +21,7 @@ class PulumiCli:
         self.project_dir = project_dir
         state_dir.mkdir(parents=True, exist_ok=True)
         self.env = {
-            **os.environ,
+            **tool_env(),
             "PULUMI_HOME": str(state_dir / "home"),
             "PULUMI_BACKEND_URL": f"file://{state_dir / 'backend'}",
             "PULUMI_CONFIG_PASSPHRASE": TEST_PASSPHRASE,

@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 
 from tools.realtier.build import Tools
-from tools.realtier.controlplane import CLUSTER_DOMAIN, ControlPlane, free_port
+from tools.realtier.controlplane import CLUSTER_DOMAIN, ControlPlane, free_port, tool_env
 from tools.realtier.controlplane import _die_with_parent as die_with_parent
 from tools.realtier.images import ImageArchive
 from tools.realtier.kube import Kube, Object, wait_for
@@ -355,6 +355,7 @@ class RealNodes:
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 cwd=node.directory,
+                env=tool_env(),
                 start_new_session=True,
                 preexec_fn=die_with_parent,
             )
