@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.realtier.build import Tools
-from tools.realtier.controlplane import free_port
+from tools.realtier.controlplane import free_port, tool_env
 
 # Prometheus' smallest useful scrape interval: tests wait for a few scrapes.
 SCRAPE_INTERVAL = "1s"
@@ -53,6 +53,7 @@ def running_prometheus(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env=tool_env(),
     )
     try:
         yield f"http://{listen}"
