@@ -118,6 +118,14 @@ def preemption_drill(
     saved_step, saved_at = saved
     stepping_past(cluster, namespace, 0, HIGH)
     paste(cluster, tmp_path, stack_context(STACK), run_command(config, "stop", HIGH))
+    # Kueue frees the high run's quota only once its pods are gone (each gets SIGTERM and its
+    # grace period to save): waited for on its own, so a slow shutdown is named as such and does
+    # not eat the re-admission's time (on a loaded VM the two took more than one wait's 180 s).
+    wait_for(
+        "the high run's pods are gone",
+        lambda: not pods_of(cluster, namespace, HIGH),
+        explain=lambda: describe(cluster.kube, namespace),
+    )
     readmitted = wait_for(
         "Kueue admitted the low run again",
         lambda: workload_turned(cluster, namespace, LOW, "Admitted", evicted),
