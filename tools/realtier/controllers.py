@@ -13,8 +13,7 @@ of the ControlPlane (stopped with it) with its chart's Configuration and contain
   admitted in full, not stored: no pods), each Configuration's health, metrics and webhook
   endpoints move to loopback ports (JobSet's metrics off, nothing reads them; Kueue's served
   as in its pod, over HTTPS to a token its API server authorizes: `Controllers.kueue_metrics`),
-  and its leader-election lease to the chart's namespace, which a pod reads from its service
-  account.
+  and leader election is off (below).
 Certificates: Kueue's certificate rotator stays on, as the chart sets it, and is handed what it
 keeps its CA and pair in: the chart's Secret, holding a pair that is also valid for 127.0.0.1.
 The rotator finds them valid, keeps them, and injects that CA into the webhooks and CRDs
@@ -185,9 +184,13 @@ def _jobset_config(manager: _Manager, cert_dir: Path) -> Object:
 
 def _out_of_pod(manager: _Manager, cert_dir: Path) -> Object:
     """The chart's Configuration with the health probe, webhook and metrics (or none) on the
-    manager's loopback ports, and the leader-election lease in the chart's namespace, which in its
-    pod controller-runtime reads from the service account's namespace file (pkg/leaderelection
-    getInClusterNamespace)."""
+    manager's loopback ports, and no leader election: each control plane runs one manager of
+    each, as it runs one controller-manager and one scheduler (controlplane.py, also without).
+    With it on, as the charts set it, a lease renewal later than the renew deadline ends the
+    manager ("leader election lost" exits the process: controller-runtime pkg/manager/
+    internal.go, OnStoppedLeading), which nothing here restarts as a Deployment would: the
+    likely cause (its log was gone) of JobSet's webhooks refusing connections in three tests of
+    one run on a loaded VM (load 8-16)."""
     config = manager.chart.manager_config()
     return {
         **config,
@@ -198,10 +201,7 @@ def _out_of_pod(manager: _Manager, cert_dir: Path) -> Object:
             else f"127.0.0.1:{manager.metrics_port}"
         },
         "webhook": {"host": "127.0.0.1", "port": manager.webhook_port, "certDir": str(cert_dir)},
-        "leaderElection": {
-            **config.get("leaderElection", {}),
-            "resourceNamespace": manager.chart.namespace,
-        },
+        "leaderElection": {**config.get("leaderElection", {}), "leaderElect": False},
     }
 
 
