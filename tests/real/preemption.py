@@ -64,6 +64,15 @@ def pods_of(cluster: RealCluster, namespace: str, run: str) -> list[Object]:
     return cluster.kube.list("v1", "Pod", namespace, label_selector=selector)
 
 
+def wait_pods_gone(cluster: RealCluster, namespace: str, run: str) -> None:
+    """Wait until run `run` has no pod left, terminating ones included."""
+    wait_for(
+        f"the {run} run's pods are gone",
+        lambda: not pods_of(cluster, namespace, run),
+        explain=lambda: describe(cluster.kube, namespace),
+    )
+
+
 def saved_after(checkpoints: Path, after: float) -> tuple[int, float] | None:
     """The step and time of the newest complete checkpoint written at or after `after`."""
     found = [
@@ -108,11 +117,7 @@ def preemption_drill(
     )
     # Evicted pods step on (and may save on schedule) until SIGTERM reaches them: the save on
     # SIGTERM is the newest once they are gone.
-    wait_for(
-        "the low run's pods are gone",
-        lambda: not pods_of(cluster, namespace, LOW),
-        explain=lambda: describe(cluster.kube, namespace),
-    )
+    wait_pods_gone(cluster, namespace, LOW)
     saved = saved_after(checkpoints, evicted)
     assert saved is not None, f"no save in {checkpoints} since the eviction"
     saved_step, saved_at = saved
@@ -121,11 +126,7 @@ def preemption_drill(
     # Kueue frees the high run's quota only once its pods are gone (each gets SIGTERM and its
     # grace period to save): waited for on its own, so a slow shutdown is named as such and does
     # not eat the re-admission's time (on a loaded VM the two took more than one wait's 180 s).
-    wait_for(
-        "the high run's pods are gone",
-        lambda: not pods_of(cluster, namespace, HIGH),
-        explain=lambda: describe(cluster.kube, namespace),
-    )
+    wait_pods_gone(cluster, namespace, HIGH)
     readmitted = wait_for(
         "Kueue admitted the low run again",
         lambda: workload_turned(cluster, namespace, LOW, "Admitted", evicted),
