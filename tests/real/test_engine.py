@@ -218,17 +218,25 @@ def deployed(
     module (an edit is only previewed, so the state stays as deployed), whose cluster has Kueue's
     and JobSet's CRDs (an OpenShift cluster with Red Hat's builds: a JobSet edit reads them)."""
     engines: dict[str, Engine] = {}
+    failed: dict[str, str] = {}
     with contextlib.ExitStack() as planes:
 
         def deploy(stack: str) -> Engine:
+            if stack in failed:  # each later edit would preview against a half-made stack
+                pytest.fail(f"deploying {stack} failed in an earlier test: {failed[stack]}")
             if stack not in engines:
                 workdir = tmp_path_factory.mktemp(stack)
                 plane = planes.enter_context(ControlPlane(tools, workdir=workdir / "plane"))
                 kube = Kube(plane.kubeconfig)
                 install_crds(kube, tools.crds)
                 install_crd_objects(kube, chart_crds(tools))
-                engines[stack] = engine_for(Cluster(plane, kube, tools), render(stack), workdir)
-                engines[stack].up()
+                engine = engine_for(Cluster(plane, kube, tools), render(stack), workdir)
+                try:
+                    engine.up()
+                except Exception as error:
+                    failed[stack] = str(error)[-2000:]
+                    raise
+                engines[stack] = engine
             return engines[stack]
 
         yield deploy

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -38,6 +39,25 @@ class Kube:
 
     def _resource(self, api_version: str, kind: str) -> Any:
         return self._client.resources.get(api_version=api_version, kind=kind)
+
+    def openapi_v2_kinds(self) -> set[tuple[str, str, str]]:
+        """(group, version, kind) of each definition in the API server's /openapi/v2, the
+        document pulumi-kubernetes reads before it creates or diffs an object (client-go's
+        discovery OpenAPISchema, with its 32 s timeout). The server builds it on the first read
+        after a CRD changes; this read waits for that as long as the tier waits for anything."""
+        response = self._api.call_api(
+            "/openapi/v2",
+            "GET",
+            header_params={"Accept": "application/json"},
+            _preload_content=False,
+            _request_timeout=SETTLE_DEADLINE_S,
+        )
+        document = json.loads(response[0].data)
+        return {
+            (gvk["group"], gvk["version"], gvk["kind"])
+            for definition in document.get("definitions", {}).values()
+            for gvk in definition.get("x-kubernetes-group-version-kind", [])
+        }
 
     def create(self, obj: Object, *, dry_run: bool = False) -> Object:
         """POST the object: what pulumi-kubernetes >= 4.29 does for a resource it creates
@@ -233,13 +253,24 @@ def install_crds(kube: Kube, paths: Iterable[Path]) -> list[str]:
 
 def install_crd_objects(kube: Kube, crds: Iterable[Object]) -> list[str]:
     """`install_crds` for CRDs already loaded (and changed) by the caller."""
+    installed = list(crds)
     names = []
-    for crd in crds:
+    for crd in installed:
         kube.create(crd)
         names.append(crd["metadata"]["name"])
     for name in names:
         wait_for(f"CRD {name} to be established", functools.partial(_established, kube, name))
     kube.refresh_discovery()
+    served = {
+        (crd["spec"]["group"], version["name"], crd["spec"]["names"]["kind"])
+        for crd in installed
+        for version in crd["spec"]["versions"]
+        if version.get("served", True)
+    }
+    # Read once here, with the tier's patience, the /openapi/v2 the API server rebuilds for
+    # these CRDs: on a loaded VM its first build outlasted the provider's 32 s and failed a
+    # `pulumi up` ("configured Kubernetes cluster is unreachable").
+    wait_for("/openapi/v2 to list the CRDs' kinds", lambda: served <= kube.openapi_v2_kinds())
     return names
 
 
