@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from tools.realtier.build import Tools
+from tools.realtier.build import PULUMI_VERSION, Tools
 from tools.realtier.pulumi_cli import PulumiCli
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]  # Pulumi.yaml, Pulumi.<stack>.yaml, __main__.py
@@ -152,6 +152,7 @@ class Engine:
             "project_dir": str(self.project_dir),
             "program": str(self.program_dir / "__main__.py"),
             "pulumi_root": str(self.pulumi_root),
+            "pulumi_version": PULUMI_VERSION,
             "overrides": list(overrides),
             "secrets": secrets or {},
             "policy_packs": [str(p) for p in policy_packs],

@@ -13,10 +13,47 @@ from pathlib import Path
 from typing import Any
 
 from pulumi import automation as auto
+from semver import VersionInfo
 
 
 def _qualified(key: str) -> str:
     return key if ":" in key else f"gpu-cluster:{key}"
+
+
+class _BuiltPulumi(auto.PulumiCommand):
+    """The tier's built CLI, whose version the caller knows: PulumiCommand's own __init__ runs
+    `pulumi version` to learn it, a process per operation (sdk/python/lib/pulumi/automation/
+    _cmd.py); `run` needs only these two attributes."""
+
+    def __init__(self, root: str, version: str) -> None:  # no super().__init__: see above
+        self.command = str(Path(root) / "bin" / "pulumi")
+        self.version = VersionInfo.parse(version.removeprefix("v"))
+
+
+def _set_config(stack: auto.Stack, overrides: list[str], secrets: dict[str, str]) -> None:
+    """`pulumi config rm --path` each `!key`, `pulumi config set --path` each `key=value`, in
+    order, then each secret with `--secret`: each run of removals or of values is one
+    `config rm-all --path` or `config set-all --path` (the same `Config.Set(key, value, path)`
+    per key: pulumi/pulumi v3.259.0 pkg/cmd/pulumi/config/config.go), not a process per key."""
+    runs: list[tuple[bool, list[str]]] = []
+    for override in overrides:
+        removal = override.startswith("!")
+        if not runs or runs[-1][0] != removal:
+            runs.append((removal, []))
+        runs[-1][1].append(override)
+    for removal, run in runs:
+        if removal:
+            stack.remove_all_config([_qualified(o[1:]) for o in run], path=True)
+        else:
+            values = dict(o.split("=", 1) for o in run)
+            stack.set_all_config(
+                {_qualified(k): auto.ConfigValue(v) for k, v in values.items()}, path=True
+            )
+    if secrets:
+        stack.set_all_config(
+            {_qualified(k): auto.ConfigValue(v, secret=True) for k, v in secrets.items()},
+            path=True,
+        )
 
 
 def _serve(request: dict[str, Any]) -> dict[str, Any]:
@@ -29,17 +66,10 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
         program=program,
         opts=auto.LocalWorkspaceOptions(
             work_dir=request["project_dir"],
-            pulumi_command=auto.PulumiCommand(root=request["pulumi_root"]),
+            pulumi_command=_BuiltPulumi(request["pulumi_root"], request["pulumi_version"]),
         ),
     )
-    for override in request["overrides"]:
-        if override.startswith("!"):
-            stack.remove_config(_qualified(override[1:]), path=True)
-        else:
-            key, value = override.split("=", 1)
-            stack.set_config(_qualified(key), auto.ConfigValue(value), path=True)
-    for key, value in request["secrets"].items():
-        stack.set_config(_qualified(key), auto.ConfigValue(value, secret=True), path=True)
+    _set_config(stack, request["overrides"], request["secrets"])
     steps: list[dict[str, Any]] = []
     violations: list[dict[str, str]] = []
 
