@@ -7,7 +7,9 @@ the Automation API runs an inline program: the SDK serves the language runtime i
 connects to it (`--client`, pulumi/pulumi sdk/python/lib/pulumi/automation/_stack.py). Each
 operation is a process of its own (inline_program.py), as a language host would start the
 program anew for each; it runs a project's `__main__.py` unchanged, this checkout's or an older
-one's (`program_dir`).
+one's (`program_dir`). The processes are forked from a multiprocessing fork server that has
+imported the SDK: a preview's driver took 1.45 CPU s started anew, 0.55 s forked (process
+accounting over engine-previews' 24 operations, 2026-11-30).
 
 A preview may run a policy pack (`pulumi preview --policy-pack DIR`). The CLI starts a Python
 pack through the language host, or, where there is none, through the `pulumi-analyzer-policy-
@@ -23,9 +25,9 @@ engine then sends the pack each registration and enforces its verdicts.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +36,12 @@ from typing import Any
 import yaml
 
 from tools.realtier.build import PULUMI_VERSION, Tools
+from tools.realtier.inline_program import PRELOADED, run_operation
 from tools.realtier.pulumi_cli import PulumiCli
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]  # Pulumi.yaml, Pulumi.<stack>.yaml, __main__.py
-INLINE_PROGRAM = Path(__file__).resolve().parent / "inline_program.py"
+_FORK_SERVER = multiprocessing.get_context("forkserver")
+_FORK_SERVER.set_forkserver_preload(list(PRELOADED))
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,7 @@ class Engine:
         policy_packs: tuple[Path, ...] = (),
     ) -> Outcome:
         result_file = self.project_dir / f"{op}.json"
+        log_file = self.project_dir / f"{op}.log"
         request = {
             "op": op,
             "stack": self.stack,
@@ -157,16 +162,19 @@ class Engine:
             "secrets": secrets or {},
             "policy_packs": [str(p) for p in policy_packs],
             "result": str(result_file),
+            "log": str(log_file),
+            "env": self.env,
         }
-        result = subprocess.run(
-            [sys.executable, str(INLINE_PROGRAM), json.dumps(request)],
-            cwd=self.program_dir,
-            env=self.env,
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            failed = result.stderr[-6000:]
+        log_file.unlink(missing_ok=True)
+        operation = _FORK_SERVER.Process(target=run_operation, args=(request,))
+        operation.start()
+        operation.join()
+        if operation.exitcode != 0:
+            failed = (
+                log_file.read_text(errors="replace")[-6000:]
+                if log_file.exists()
+                else f"exit code {operation.exitcode} before it opened {log_file}"
+            )
             raise EngineError(f"the engine driver failed ({op}, {self.stack}):\n{failed}")
         found = json.loads(result_file.read_text())
         outcome = Outcome(

@@ -1,12 +1,16 @@
-"""One `pulumi` operation on a stack, its program run as an Automation API inline program
-(tools/realtier/engine.py starts it with a JSON request as its argument and reads the result
-file it names). Run as a script from the program's directory, which the program imports from:
-it needs only the Pulumi SDK, so an older checkout's program runs as it was.
+"""One `pulumi` operation on a stack, its program run as an Automation API inline program.
+
+tools/realtier/engine.py runs `run_operation` in a process of its own, forked from a server
+that has imported the Pulumi SDK's modules (`PRELOADED`), so no operation pays for those
+imports again. That server imports nothing of the program: the operation's process runs the
+project's `__main__.py` from the program's directory, whose `gpu_cluster` it imports itself,
+so an older checkout's program runs as it was.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -129,8 +133,34 @@ def _serve(request: dict[str, Any]) -> dict[str, Any]:
     return {"steps": steps, "outputs": outputs, "error": error, "violations": violations}
 
 
-if __name__ == "__main__":
-    _request = json.loads(sys.argv[1])
-    # The program's directory first, not this script's (Python puts the script's there).
-    sys.path[0] = str(Path(_request["program"]).parent)
-    Path(_request["result"]).write_text(json.dumps(_serve(_request)))
+def run_operation(request: dict[str, Any]) -> None:
+    """In the operation's own process: its output to the request's log, the engine's
+    environment, the program's directory as the current one and first on the import path
+    (the SDK's CLI and the program read them), then the operation; its result file says how
+    it went."""
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for stream in (1, 2):
+        os.dup2(log, stream)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    program_dir = str(Path(request["program"]).parent)
+    os.chdir(program_dir)
+    sys.path.insert(0, program_dir)
+    Path(request["result"]).write_text(json.dumps(_serve(request)))
+
+
+# What an OpenShift stack's program imports of the SDK (its Kubernetes groups load their
+# modules on first use); a module missing here is imported by the operation itself.
+PRELOADED = (
+    "pulumi.automation",
+    "pulumi_kubernetes.admissionregistration.v1",
+    "pulumi_kubernetes.apiextensions",
+    "pulumi_kubernetes.apps.v1",
+    "pulumi_kubernetes.batch.v1",
+    "pulumi_kubernetes.core.v1",
+    "pulumi_kubernetes.meta.v1",
+    "pulumi_kubernetes.networking.v1",
+    "pulumi_kubernetes.rbac.v1",
+    "pydantic",
+    "yaml",
+)
