@@ -16,7 +16,7 @@ import yaml
 from gpu_cluster.timeline import PHASES
 from tests.conftest import ROOT, stack_context
 from tools.realtier.engine import PROJECT_DIR, Engine, stack_kubeconfig
-from tools.realtier.kube import Kube, describe, wait_for
+from tools.realtier.kube import Kube, describe, wait_for, wait_for_openapi_v2
 from tools.realtier.nodes import FakeNode
 from tools.realtier.stacks import StackRender, volumes_for
 
@@ -225,6 +225,7 @@ def stack_engine(
     stack's name), its state under `tmp_path`; `stack_file_of`: the shipped stack whose file
     (and kube context) it starts from, when it is a second stack of the same settings."""
     tmp_path.mkdir(parents=True, exist_ok=True)
+    wait_for_openapi_v2(cluster.kube)
     context = stack_context(stack_file_of or stack)
     kubeconfig = stack_kubeconfig(cluster.kubeconfig, context, tmp_path / "kubeconfig")
     return Engine(cluster.tools, tmp_path / "engine", stack, kubeconfig, program_dir, stack_file_of)

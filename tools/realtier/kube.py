@@ -253,28 +253,36 @@ def install_crds(kube: Kube, paths: Iterable[Path]) -> list[str]:
 
 def install_crd_objects(kube: Kube, crds: Iterable[Object]) -> list[str]:
     """`install_crds` for CRDs already loaded (and changed) by the caller."""
-    installed = list(crds)
     names = []
-    for crd in installed:
+    for crd in crds:
         kube.create(crd)
         names.append(crd["metadata"]["name"])
     for name in names:
         wait_for(f"CRD {name} to be established", functools.partial(_established, kube, name))
     kube.refresh_discovery()
-    served = {
-        (crd["spec"]["group"], version["name"], crd["spec"]["names"]["kind"])
-        for crd in installed
-        for version in crd["spec"]["versions"]
-        if version.get("served", True)
-    }
-    # Read once here, with the tier's patience, the /openapi/v2 the API server rebuilds for
-    # these CRDs: on a loaded VM its first build outlasted the provider's 32 s and failed a
-    # `pulumi up` ("configured Kubernetes cluster is unreachable").
-    wait_for("/openapi/v2 to list the CRDs' kinds", lambda: served <= kube.openapi_v2_kinds())
     return names
 
 
+def wait_for_openapi_v2(kube: Kube) -> None:
+    """Until the API server's /openapi/v2 lists each kind its established CRDs serve: read
+    before a stack's first `pulumi` operation, so the server builds the document for the
+    CRDs on the tier's time. On a loaded VM the first build after the CRDs outlasted the
+    provider's 32 s and failed a `pulumi up` ("configured Kubernetes cluster is
+    unreachable")."""
+    served = {
+        (crd["spec"]["group"], version["name"], crd["spec"]["names"]["kind"])
+        for crd in kube.list("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+        if _is_established(crd)
+        for version in crd["spec"]["versions"]
+        if version.get("served", True)
+    }
+    wait_for("/openapi/v2 to list the CRDs' kinds", lambda: served <= kube.openapi_v2_kinds())
+
+
 def _established(kube: Kube, name: str) -> bool:
-    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+    return _is_established(kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name))
+
+
+def _is_established(crd: Object) -> bool:
     conditions = crd.get("status", {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
