@@ -21,7 +21,7 @@ from tests.real.cluster_state import provision, stack_engine
 from tests.real.conftest import Cluster
 from tests.real.test_engine import JOB_SET_STACK
 from tools.realtier.charts import chart_crds
-from tools.realtier.kube import Object, install_crd_objects
+from tools.realtier.kube import Object, install_crd_objects, wait_for_openapi_v2
 from tools.realtier.stacks import render
 
 pytestmark = pytest.mark.real
@@ -56,6 +56,7 @@ def test_preview_stops_where_the_cluster_lacks_kueue_or_serves_an_older_api(
         as_kueue_before_v1beta2(c) if c["metadata"]["name"] == KUEUE_CRD else c for c in crds
     ]
     install_crd_objects(kube, older_kueue)
+    wait_for_openapi_v2(kube)  # installed after the engine started (stack_engine waits so)
     older = engine.preview(*CREATES_ITS_QUEUE, check=False)
     assert older.error is not None
     assert (
