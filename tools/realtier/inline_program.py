@@ -9,6 +9,7 @@ so an older checkout's program runs as it was.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import runpy
@@ -39,13 +40,8 @@ def _set_config(stack: auto.Stack, overrides: list[str], secrets: dict[str, str]
     order, then each secret with `--secret`: each run of removals or of values is one
     `config rm-all --path` or `config set-all --path` (the same `Config.Set(key, value, path)`
     per key: pulumi/pulumi v3.259.0 pkg/cmd/pulumi/config/config.go), not a process per key."""
-    runs: list[tuple[bool, list[str]]] = []
-    for override in overrides:
-        removal = override.startswith("!")
-        if not runs or runs[-1][0] != removal:
-            runs.append((removal, []))
-        runs[-1][1].append(override)
-    for removal, run in runs:
+    for removal, grouped in itertools.groupby(overrides, key=lambda o: o.startswith("!")):
+        run = list(grouped)
         if removal:
             stack.remove_all_config([_qualified(o[1:]) for o in run], path=True)
         else:
