@@ -677,7 +677,11 @@ def target_report(result: dict[str, Any]) -> str:
             [
                 f"{r['stack']}={r[key]:.2f}"
                 for r in rows
-                if r["nodes"] == largest and r[key] > TARGET_MS_PER_ADDED_RESOURCE
+                # None: the nodes add no resource to this stack (a JobSet's replicas are one
+                # object's field), so there is no per-resource cost to judge.
+                if r["nodes"] == largest
+                and r[key] is not None
+                and r[key] > TARGET_MS_PER_ADDED_RESOURCE
             ],
         )
     line(
