@@ -38,7 +38,7 @@ RESULTS_DIR = BENCH_DIR / "results"
 # PYTHONDONTWRITEBYTECODE says and nothing is written outside bench/ (git-ignored).
 PYCACHE_DIR = RESULTS_DIR / "pycache"
 
-# Every shipped stack (Pulumi.<stack>.yaml beside the program): issue #45's targets hold for each.
+# Every shipped stack (Pulumi.<stack>.yaml beside the program): issue #45 judges each.
 STACKS = tuple(
     sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
 )
@@ -524,11 +524,11 @@ def measure(
         row["scaling_vs_smallest_min"] = row["render_seconds_min"] / first["render_seconds_min"]
         # What each resource the nodes add costs the program, against the smallest node count.
         added = row["resources"] - first["resources"]
-        for measure, key in (
+        for suffix, key in (
             ("", "program_seconds_median"),
             ("_cpu", "program_cpu_seconds_median"),
         ):
-            row[f"ms_per_added_resource{measure}"] = (
+            row[f"ms_per_added_resource{suffix}"] = (
                 1000 * (row[key] - first[key]) / added if added else None
             )
 
@@ -677,8 +677,8 @@ def target_report(result: dict[str, Any]) -> str:
             [
                 f"{r['stack']}={r[key]:.2f}"
                 for r in rows
-                # None: the nodes add no resource to this stack (a JobSet's replicas are one
-                # object's field), so there is no per-resource cost to judge.
+                # None: the nodes add no resource to this stack (its pod count is a field of
+                # one object: gcp-a4's JobSet, nerc-production), so nothing to judge per resource.
                 if r["nodes"] == largest
                 and r[key] is not None
                 and r[key] > TARGET_MS_PER_ADDED_RESOURCE
